@@ -1,0 +1,18 @@
+//! Errors for misuse only. A broken call is not an error: it is [`crate::Issue`] data.
+
+/// What can go wrong when toolmend is used wrongly (an invalid schema, a duplicate tool).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A tool's `parameters` is not a valid JSON Schema.
+    #[error("tool `{tool}`: invalid JSON Schema: {reason}")]
+    InvalidSchema {
+        /// The tool's name.
+        tool: String,
+        /// What the schema compiler said.
+        reason: String,
+    },
+    /// Two tools with the same name were registered.
+    #[error("tool `{0}` is defined twice; tool names must be unique")]
+    DuplicateTool(String),
+}

@@ -1,0 +1,228 @@
+//! Fixes: every change toolmend makes to a call is recorded as a [`Fix`].
+//!
+//! A fix carries a stable snake_case id ([`FixKind`]), a [`Safety`] level
+//! (ruff's `Applicability` idea) and where it happened: a byte offset into the
+//! raw text for syntax repairs, a JSON Pointer for schema coercions.
+
+use serde::{Deserialize, Serialize};
+
+/// How much a fix can be trusted to preserve what the model meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Safety {
+    /// The meaning is certainly preserved (a trailing comma, a code fence).
+    Safe,
+    /// Very likely preserved, but a reading was chosen (a `"5"` -> `5` coercion, a key rename).
+    Unsafe,
+    /// Information was lost: the model never finished the call (truncation).
+    Lossy,
+}
+
+macro_rules! fix_kinds {
+    ($( $(#[$doc:meta])* $variant:ident = $id:literal, $safety:ident; )*) => {
+        /// The stable id of a fix. Serialised as its snake_case id.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        #[non_exhaustive]
+        pub enum FixKind {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl FixKind {
+            /// Every kind, in declaration order (for reports and docs).
+            pub const ALL: &'static [FixKind] = &[$(FixKind::$variant,)*];
+
+            /// The stable snake_case id, as serialised.
+            pub fn id(self) -> &'static str {
+                match self { $( FixKind::$variant => $id, )* }
+            }
+
+            /// How far the fix can be trusted.
+            pub fn safety(self) -> Safety {
+                match self { $( FixKind::$variant => Safety::$safety, )* }
+            }
+        }
+    };
+}
+
+fix_kinds! {
+    // ---- envelope: text around or over the JSON ----
+    /// A `<think>…</think>` (or similar) reasoning block was removed.
+    ThinkingStripped = "thinking_stripped", Safe;
+    /// A markdown code fence around the JSON was removed.
+    FenceStripped = "fence_stripped", Safe;
+    /// Natural-language text before or after the JSON was removed.
+    ProseStripped = "prose_stripped", Safe;
+    /// Chat-template special tokens (`<|im_end|>`, `<|eom_id|>` …) were removed.
+    SpecialTokensStripped = "special_tokens_stripped", Safe;
+    /// A Hermes/Qwen `<tool_call>` tag was unwrapped.
+    ToolCallTagUnwrapped = "tool_call_tag_unwrapped", Safe;
+    /// A Llama `<|python_tag|>` call was unwrapped.
+    PythonTagUnwrapped = "python_tag_unwrapped", Safe;
+    /// A Mistral `[TOOL_CALLS]` list was unwrapped.
+    MistralToolCallsUnwrapped = "mistral_tool_calls_unwrapped", Safe;
+    /// Qwen3-Coder `<function=…><parameter=…>` XML was read as arguments.
+    XmlParametersRead = "xml_parameters_read", Safe;
+    /// A pythonic call `f(a=1)` was read as arguments.
+    PythonicCallRead = "pythonic_call_read", Safe;
+    /// The arguments were a JSON string holding the JSON object.
+    DoubleEncodedDecoded = "double_encoded_decoded", Safe;
+    /// Every quote was escaped (`{\"a\": 1}`) without an enclosing string.
+    OverescapedQuotesUnescaped = "overescaped_quotes_unescaped", Safe;
+    /// A whole call object (`{"name", "arguments"}`) stood where its arguments belong.
+    CallWrapperUnwrapped = "call_wrapper_unwrapped", Safe;
+    /// The same arguments object was emitted twice; one copy kept.
+    DuplicateCallDropped = "duplicate_call_dropped", Safe;
+    /// Two different calls were glued together; they were split.
+    ConcatenatedCallsSplit = "concatenated_calls_split", Unsafe;
+
+    // ---- syntax: broken JSON text ----
+    /// Strings or keys in single quotes.
+    SingleQuotes = "single_quotes", Safe;
+    /// Typographic quotes (“ ” ‘ ’) used as JSON quotes.
+    SmartQuotes = "smart_quotes", Safe;
+    /// Python `True`/`False`/`None` (or JS `undefined`) read as JSON literals.
+    PythonLiteral = "python_literal", Safe;
+    /// A comma before `}` or `]` removed.
+    TrailingComma = "trailing_comma", Safe;
+    /// A missing comma between members or elements inserted.
+    MissingComma = "missing_comma", Safe;
+    /// A `//`, `#` or `/* */` comment removed.
+    CommentRemoved = "comment_removed", Safe;
+    /// An object key without quotes.
+    UnquotedKey = "unquoted_key", Safe;
+    /// A string value without quotes (a bare word) read as a string.
+    UnquotedString = "unquoted_string", Unsafe;
+    /// A raw control character (newline, tab) inside a string escaped.
+    ControlCharEscaped = "control_char_escaped", Safe;
+    /// A double quote inside a string that was not escaped.
+    InnerQuoteEscaped = "inner_quote_escaped", Unsafe;
+    /// A backslash that starts no valid escape, kept as a literal backslash.
+    InvalidEscapeKept = "invalid_escape_kept", Safe;
+    /// `NaN` / `Infinity` replaced by `null` (as `JSON.stringify` does).
+    NonFiniteNumber = "non_finite_number", Unsafe;
+    /// A key given twice; the last value wins.
+    DuplicateKey = "duplicate_key", Safe;
+    /// Members without the enclosing `{ }`.
+    OuterBracesAdded = "outer_braces_added", Safe;
+    /// Closing brackets with nothing to close removed.
+    ExtraClosingRemoved = "extra_closing_removed", Safe;
+    /// A number in a non-JSON form (`31800.`, `.5`, `+1`, `0x1F`, `1_000`) normalised.
+    NumberNormalized = "number_normalized", Safe;
+    /// A missing `:` between a key and its value inserted.
+    MissingColon = "missing_colon", Unsafe;
+    /// The text stopped before closing brackets; they were closed.
+    UnclosedBrackets = "unclosed_brackets", Lossy;
+    /// The text stopped inside a string; the prefix was kept and closed.
+    TruncatedString = "truncated_string", Lossy;
+    /// The text stopped inside a literal (`tr`); it was completed.
+    TruncatedLiteral = "truncated_literal", Lossy;
+    /// The text stopped inside a key or right after a colon; that member was dropped.
+    TruncatedMemberDropped = "truncated_member_dropped", Lossy;
+
+    // ---- schema: parses, but does not fit the tool's JSON Schema ----
+    /// A string holding a number became that number.
+    StringToNumber = "string_to_number", Unsafe;
+    /// A string holding an integer became that integer.
+    StringToInteger = "string_to_integer", Unsafe;
+    /// A string holding a boolean (`"true"`, `"False"`, `"yes"`) became that boolean.
+    StringToBoolean = "string_to_boolean", Unsafe;
+    /// A number or boolean given for a string became its text.
+    ScalarToString = "scalar_to_string", Safe;
+    /// A float with no fractional part given for an integer became an integer.
+    FloatToInteger = "float_to_integer", Safe;
+    /// A single value given for an array became a one-element array.
+    WrappedInArray = "wrapped_in_array", Safe;
+    /// A comma-separated string given for an array of strings was split.
+    CsvSplit = "csv_split", Unsafe;
+    /// An enum value matched case- or separator-insensitively.
+    EnumCaseFixed = "enum_case_fixed", Safe;
+    /// An unknown key mapped to the schema's key (case style, alias, edit distance).
+    KeyRenamed = "key_renamed", Unsafe;
+    /// A key the schema does not allow (`additionalProperties: false`) was dropped.
+    UnknownKeyDropped = "unknown_key_dropped", Unsafe;
+    /// A JSON-encoded string given for an object/array field was decoded.
+    JsonStringDecoded = "json_string_decoded", Safe;
+    /// A date or date-time in another common format normalised to ISO 8601.
+    DateNormalized = "date_normalized", Unsafe;
+    /// `null` given for an optional field: the field was omitted.
+    NullOmitted = "null_omitted", Safe;
+    /// Arguments nested under one key (`input`, `arguments`, the tool's name …) unwrapped.
+    ArgumentsUnwrapped = "arguments_unwrapped", Safe;
+}
+
+impl std::fmt::Display for FixKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// One recorded change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fix {
+    /// What kind of change.
+    pub kind: FixKind,
+    /// JSON Pointer of the value it touched (`""` for the whole arguments or the text).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// Byte offset into the raw text, for syntax and envelope repairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<usize>,
+    /// A few words on what changed (`"town" -> "city"`), may be empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+impl Fix {
+    /// A fix at a byte offset of the raw text.
+    pub fn at(kind: FixKind, offset: usize) -> Self {
+        Fix {
+            kind,
+            path: String::new(),
+            offset: Some(offset),
+            detail: String::new(),
+        }
+    }
+
+    /// A fix of the value at a JSON Pointer.
+    pub fn on(kind: FixKind, path: impl Into<String>, detail: impl Into<String>) -> Self {
+        Fix {
+            kind,
+            path: path.into(),
+            offset: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// Adds a detail.
+    #[must_use]
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = detail.into();
+        self
+    }
+
+    /// The safety level of this fix's kind.
+    pub fn safety(&self) -> Safety {
+        self.kind.safety()
+    }
+
+    /// True when this fix lost information (the call was cut off).
+    pub fn is_lossy(&self) -> bool {
+        self.kind.safety() == Safety::Lossy
+    }
+}
+
+impl std::fmt::Display for Fix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind.id())?;
+        if !self.path.is_empty() {
+            write!(f, " at {}", self.path)?;
+        } else if let Some(offset) = self.offset {
+            write!(f, " at byte {offset}")?;
+        }
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
