@@ -73,6 +73,8 @@ fix_kinds! {
     CallWrapperUnwrapped = "call_wrapper_unwrapped", Safe;
     /// The same arguments object was emitted twice; one copy kept.
     DuplicateCallDropped = "duplicate_call_dropped", Safe;
+    /// A tool name matched a tool up to case and separators (`GetWeather` -> `get_weather`).
+    ToolNameFixed = "tool_name_fixed", Unsafe;
     /// Two different calls were glued together; they were split.
     ConcatenatedCallsSplit = "concatenated_calls_split", Unsafe;
 
@@ -111,6 +113,12 @@ fix_kinds! {
     NumberNormalized = "number_normalized", Safe;
     /// A missing `:` between a key and its value inserted.
     MissingColon = "missing_colon", Unsafe;
+    /// A key with no value (`{"a": , …}`) dropped: no value is invented.
+    MissingValueDropped = "missing_value_dropped", Unsafe;
+    /// A closing bracket of the wrong kind (`]` closing an object) read as the right one.
+    MismatchedBracket = "mismatched_bracket", Safe;
+    /// Text that is not JSON between members skipped.
+    GarbageSkipped = "garbage_skipped", Unsafe;
     /// The text stopped before closing brackets; they were closed.
     UnclosedBrackets = "unclosed_brackets", Lossy;
     /// The text stopped inside a string; the prefix was kept and closed.

@@ -1,50 +1,331 @@
-//! Mend one call. STUB: being written.
+//! Mend: one call's raw argument text -> valid arguments with every fix recorded,
+//! or issues for feedback. Repair, then check each reading against the tool's
+//! schema, and keep the reading that fits best (the idea behind schema-aligned
+//! parsing): fewest issues first, then the cheapest fixes.
+
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Fix, Issue, RepairOptions, schema::{CompiledTool, Coercions}};
+use crate::{
+    Fix, FixKind, Issue, IssueKind, RepairOptions, Safety,
+    repair::{RepairError, RepairedCall, repair},
+    schema::{Coercions, CompiledTool, Phase, Toolbox, ValidationContext},
+};
 
-/// Options for [`mend_call`].
+/// Options for [`mend_call`] and [`mend_named`].
 #[derive(Debug, Clone, Default)]
 pub struct MendOptions {
-    /// Repair parser options.
+    /// Repair parser options (strict mode, thinking-stripping, limits).
     pub repair: RepairOptions,
-    /// Which coercions run.
+    /// Which schema coercions run ([`Coercions::none`] for strict validation).
     pub coercions: Coercions,
+    /// Answer a call whose text was cut off with a `truncated` issue instead of its salvage.
+    /// Off here, so that the salvage is visible (and marked lossy); the tool node turns it on.
+    pub refuse_lossy: bool,
+}
+
+impl MendOptions {
+    /// Strict: repair nothing, coerce nothing; only valid calls pass.
+    pub fn strict() -> Self {
+        MendOptions {
+            repair: RepairOptions::strict(),
+            coercions: Coercions::none(),
+            refuse_lossy: true,
+        }
+    }
 }
 
 /// What became of a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
-    /// Valid as sent.
+    /// Valid as the model sent it.
     Valid,
-    /// Valid after fixes.
+    /// Valid after the recorded fixes.
     Repaired,
-    /// Still invalid: feedback for the agent.
+    /// Still invalid: the issues go back to the agent as feedback.
     Feedback,
 }
 
+impl Outcome {
+    /// True when the call may run (valid, or repaired).
+    pub fn is_runnable(self) -> bool {
+        self != Outcome::Feedback
+    }
+}
+
 /// One mended call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MendedCall {
-    /// Arguments, when valid.
+    /// The tool this call is for: the tool checked against (or, for an unknown tool, the name sent).
+    pub tool: String,
+    /// The arguments: valid when the outcome is runnable; otherwise the best reading, if any
+    /// (for display or correction, never to run).
     pub arguments: Option<Value>,
-    /// Fixes applied.
+    /// Every fix applied, repair then coercion.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fixes: Vec<Fix>,
-    /// Issues left.
+    /// What is still wrong; empty when runnable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub issues: Vec<Issue>,
-    /// Outcome.
+    /// The outcome.
     pub outcome: Outcome,
 }
 
-/// All calls read from one text.
-#[derive(Debug, Clone, PartialEq)]
+impl MendedCall {
+    /// True when a fix lost information (the model never finished the call).
+    pub fn is_lossy(&self) -> bool {
+        self.fixes.iter().any(Fix::is_lossy)
+    }
+
+    /// The least safe fix applied, if any.
+    pub fn worst_safety(&self) -> Option<Safety> {
+        self.fixes.iter().map(Fix::safety).max()
+    }
+}
+
+/// All calls read from one argument text (two or more when calls were glued together).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Mended {
-    /// The calls.
+    /// The calls, in text order; never empty.
     pub calls: Vec<MendedCall>,
 }
 
+impl Mended {
+    /// True when every call may run.
+    pub fn is_runnable(&self) -> bool {
+        self.calls.iter().all(|c| c.outcome.is_runnable())
+    }
+}
+
 /// Mends one call's raw argument text against its tool.
-pub fn mend_call(_raw: &str, _tool: &CompiledTool, _opts: &MendOptions) -> Mended {
-    Mended { calls: Vec::new() }
+///
+/// ```
+/// use serde_json::json;
+/// use toolmend::{mend::{mend_call, Outcome}, schema::CompiledTool, MendOptions, IssueKind};
+/// let tool = CompiledTool::compile("translate", "", &json!({
+///     "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})).unwrap();
+/// let m = mend_call("{}", &tool, &MendOptions::default());
+/// assert_eq!(m.calls[0].outcome, Outcome::Feedback);
+/// assert_eq!(m.calls[0].issues[0].kind, IssueKind::MissingRequired);
+/// ```
+pub fn mend_call(raw: &str, tool: &CompiledTool, opts: &MendOptions) -> Mended {
+    let repaired = match repair(raw, &opts.repair) {
+        Ok(r) => r,
+        Err(e) => {
+            return Mended {
+                calls: vec![unparseable(tool.name(), &e)],
+            };
+        }
+    };
+    // Fast path: valid JSON that fits the schema as it is.
+    if repaired.is_clean()
+        && repaired.alternatives.is_empty()
+        && tool.is_valid(&repaired.calls[0].arguments)
+    {
+        let call = repaired.calls.into_iter().next();
+        return Mended {
+            calls: vec![MendedCall {
+                tool: tool.name().to_owned(),
+                arguments: call.map(|c| c.arguments),
+                fixes: Vec::new(),
+                issues: Vec::new(),
+                outcome: Outcome::Valid,
+            }],
+        };
+    }
+    let readings = std::iter::once(repaired.calls).chain(repaired.alternatives);
+    best_reading(readings, |_| Some(tool), opts, &Toolbox::new())
+}
+
+/// Mends a call to the tool named `name` among `tools`: an unknown name is feedback
+/// listing the valid names, unless it matches exactly one tool up to case and separators.
+pub fn mend_named(name: &str, raw: &str, tools: &Toolbox, opts: &MendOptions) -> Mended {
+    let (tool, name_fix) = match resolve_tool(name, tools) {
+        Ok(found) => found,
+        Err(issue) => {
+            return Mended {
+                calls: vec![MendedCall {
+                    tool: name.to_owned(),
+                    arguments: None,
+                    fixes: Vec::new(),
+                    issues: vec![issue],
+                    outcome: Outcome::Feedback,
+                }],
+            };
+        }
+    };
+    let mut mended = match repair(raw, &opts.repair) {
+        Ok(repaired) => {
+            let readings = std::iter::once(repaired.calls).chain(repaired.alternatives);
+            // A call that announces another known tool (glued calls of two tools) goes to it.
+            best_reading(
+                readings,
+                |c| match &c.name {
+                    Some(n) if n != tool.name() => resolve_tool(n, tools).ok().map(|(t, _)| t),
+                    _ => Some(tool),
+                },
+                opts,
+                tools,
+            )
+        }
+        Err(e) => Mended {
+            calls: vec![unparseable(tool.name(), &e)],
+        },
+    };
+    if let Some(fix) = name_fix {
+        for c in &mut mended.calls {
+            c.fixes.insert(0, fix.clone());
+        }
+    }
+    mended
+}
+
+fn resolve_tool<'t>(
+    name: &str,
+    tools: &'t Toolbox,
+) -> Result<(&'t CompiledTool, Option<Fix>), Issue> {
+    if let Some(t) = tools.get(name) {
+        return Ok((t, None));
+    }
+    let norm = normalize_name(name);
+    let mut matches = tools
+        .tools()
+        .iter()
+        .filter(|t| normalize_name(t.name()) == norm);
+    if let (Some(t), None) = (matches.next(), matches.next()) {
+        let fix = Fix::on(
+            FixKind::ToolNameFixed,
+            "",
+            format!("{name:?} -> {:?}", t.name()),
+        );
+        return Ok((t, Some(fix)));
+    }
+    let names: Vec<Value> = tools.names().map(|n| Value::String(n.to_owned())).collect();
+    let mut issue = Issue::new(
+        IssueKind::UnknownTool,
+        "",
+        format!("there is no tool named {name:?}"),
+    )
+    .got(Value::String(name.to_owned()))
+    .allowed(names);
+    let close = tools
+        .names()
+        .map(|n| (strsim::jaro_winkler(&norm, &normalize_name(n)), n))
+        .filter(|(s, _)| *s >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((_, n)) = close {
+        issue = issue.suggestion(format!("did you mean {n:?}?"));
+    }
+    Err(issue)
+}
+
+fn normalize_name(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect::<String>()
+        .trim_start_matches("functions")
+        .to_owned()
+}
+
+/// Checks every reading and keeps the one with the fewest issues; ties keep the earlier
+/// (preferred) reading.
+fn best_reading<'t>(
+    readings: impl Iterator<Item = Vec<RepairedCall>>,
+    tool_for: impl Fn(&RepairedCall) -> Option<&'t CompiledTool>,
+    opts: &MendOptions,
+    tools: &Toolbox,
+) -> Mended {
+    let mut best: Option<(u64, Vec<MendedCall>)> = None;
+    for reading in readings {
+        let calls: Vec<MendedCall> = reading
+            .into_iter()
+            .map(|c| match tool_for(&c) {
+                Some(tool) => check_call(c, tool, opts),
+                None => unknown_tool_call(c, tools),
+            })
+            .collect();
+        let cost = calls.iter().map(|c| c.issues.len() as u64).sum();
+        if best.as_ref().is_none_or(|(b, _)| cost < *b) {
+            best = Some((cost, calls));
+        }
+    }
+    Mended {
+        calls: best.map(|(_, c)| c).unwrap_or_default(),
+    }
+}
+
+fn unknown_tool_call(c: RepairedCall, tools: &Toolbox) -> MendedCall {
+    let name = c.name.clone().unwrap_or_default();
+    let issue = match resolve_tool(&name, tools) {
+        Err(issue) => issue,
+        Ok(_) => Issue::new(
+            IssueKind::UnknownTool,
+            "",
+            format!("no tool named {name:?}"),
+        ),
+    };
+    MendedCall {
+        tool: name,
+        arguments: Some(c.arguments),
+        fixes: c.fixes,
+        issues: vec![issue],
+        outcome: Outcome::Feedback,
+    }
+}
+
+fn check_call(c: RepairedCall, tool: &CompiledTool, opts: &MendOptions) -> MendedCall {
+    let lossy = c.is_lossy();
+    let ctx = ValidationContext::new(tool.name(), Phase::Initial);
+    let checked = tool.check(c.arguments, &opts.coercions, &ctx);
+    let mut fixes = c.fixes;
+    fixes.extend(checked.fixes);
+    let mut issues = checked.issues;
+    if lossy && opts.refuse_lossy {
+        issues.insert(
+            0,
+            Issue::new(
+                IssueKind::Truncated,
+                "",
+                "the arguments were cut off before the end; the call was not run",
+            )
+            .suggestion("send the whole call again"),
+        );
+    }
+    let outcome = if !issues.is_empty() {
+        Outcome::Feedback
+    } else if fixes.is_empty() {
+        Outcome::Valid
+    } else {
+        Outcome::Repaired
+    };
+    MendedCall {
+        tool: tool.name().to_owned(),
+        arguments: Some(checked.value),
+        fixes,
+        issues,
+        outcome,
+    }
+}
+
+fn unparseable(tool: &str, e: &RepairError) -> MendedCall {
+    MendedCall {
+        tool: tool.to_owned(),
+        arguments: None,
+        fixes: Vec::new(),
+        issues: vec![
+            Issue::new(
+                IssueKind::Unparseable,
+                "",
+                format!("the arguments could not be read as JSON: {}", e.reason),
+            )
+            .expected("a JSON object")
+            .suggestion(format!(
+                "send the arguments as one JSON object; reading failed at byte {}",
+                e.offset
+            )),
+        ],
+        outcome: Outcome::Feedback,
+    }
 }

@@ -1,6 +1,26 @@
 //! Repair: raw argument text -> JSON value(s) + the fixes applied.
 //!
-//! STUB: being written.
+//! Valid JSON takes a fast path (serde_json, plus a duplicate-key check). Anything
+//! else goes through three steps:
+//!
+//! 1. [`envelope`]: walk the text, skipping what wraps the JSON (reasoning blocks,
+//!    chat-template tokens, `<tool_call>` tags, code fences, prose) and finding each
+//!    document in it: a JSON value, members without braces, a pythonic call
+//!    `f(a=1)`, Qwen3 XML parameters.
+//! 2. [`parser`]: read each document with the tolerant parser (quotes, commas,
+//!    literals, comments, truncation, …).
+//! 3. [`interpret`]: turn the documents into calls: unwrap `{"name", "arguments"}`
+//!    wrappers, decode double-encoded strings, split glued calls, drop duplicates.
+//!
+//! Where the text allows two readings (a wrapper object that might be the
+//! arguments themselves), the preferred one is in [`Repaired::calls`] and the
+//! others in [`Repaired::alternatives`], for a tool's schema to choose
+//! ([`crate::mend`]). Linear time, bounded depth, no panics.
+
+mod envelope;
+mod fast;
+mod interpret;
+pub(crate) mod parser;
 
 use serde_json::Value;
 
@@ -9,9 +29,10 @@ use crate::Fix;
 /// Options of the repair parser.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepairOptions {
-    /// Repair nothing: valid JSON (an object) passes, anything else is an error naming the first problem.
+    /// Repair nothing: valid JSON passes, anything else is an error naming the first problem.
     pub strict: bool,
-    /// Remove `<think>…</think>` and similar reasoning blocks (on by default).
+    /// Remove `<think>…</think>` and similar reasoning blocks (on by default). When off,
+    /// text holding a reasoning block is an error, so the caller decides.
     pub strip_thinking: bool,
     /// Deepest nesting of arrays/objects accepted (default 128).
     pub max_depth: usize,
@@ -30,14 +51,24 @@ impl Default for RepairOptions {
     }
 }
 
+impl RepairOptions {
+    /// Strict mode: valid JSON only, nothing repaired.
+    pub fn strict() -> Self {
+        RepairOptions {
+            strict: true,
+            ..RepairOptions::default()
+        }
+    }
+}
+
 /// One call read from the text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepairedCall {
     /// The tool name the text itself announced (`<tool_call>{"name": …}`, `f(a=1)`), if any.
     pub name: Option<String>,
-    /// The arguments.
+    /// The arguments: always a JSON object.
     pub arguments: Value,
-    /// Every fix applied to reach them.
+    /// Every fix applied to reach them, in text order.
     pub fixes: Vec<Fix>,
 }
 
@@ -57,9 +88,26 @@ pub struct Repaired {
     pub alternatives: Vec<Vec<RepairedCall>>,
 }
 
-/// Why no JSON could be read from the text.
+impl Repaired {
+    /// The arguments of the first call of the preferred reading.
+    pub fn value(&self) -> &Value {
+        &self.calls[0].arguments
+    }
+
+    /// True when no fix was needed.
+    pub fn is_clean(&self) -> bool {
+        self.calls.len() == 1 && self.calls[0].fixes.is_empty()
+    }
+
+    /// Every reading, the preferred one first.
+    pub fn readings(&self) -> impl Iterator<Item = &[RepairedCall]> {
+        std::iter::once(self.calls.as_slice()).chain(self.alternatives.iter().map(Vec::as_slice))
+    }
+}
+
+/// Why no JSON object could be read from the text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason} at byte {offset}")]
+#[error("{reason} (at byte {offset})")]
 pub struct RepairError {
     /// Byte offset where reading failed.
     pub offset: usize,
@@ -68,17 +116,67 @@ pub struct RepairError {
 }
 
 /// Reads the JSON a model meant from `raw`, recording each fix.
-pub fn repair(raw: &str, _opts: &RepairOptions) -> Result<Repaired, RepairError> {
-    let value: Value = serde_json::from_str(raw).map_err(|e| RepairError {
-        offset: e.column(),
-        reason: e.to_string(),
-    })?;
-    Ok(Repaired {
-        calls: vec![RepairedCall {
-            name: None,
-            arguments: value,
-            fixes: Vec::new(),
-        }],
-        alternatives: Vec::new(),
-    })
+///
+/// ```
+/// use toolmend::{repair, RepairOptions, FixKind};
+/// let r = repair("```json\n{'city': 'Paris', 'days': 3,}\n```", &RepairOptions::default()).unwrap();
+/// assert_eq!(r.value(), &serde_json::json!({"city": "Paris", "days": 3}));
+/// let kinds: Vec<_> = r.calls[0].fixes.iter().map(|f| f.kind).collect();
+/// assert!(kinds.contains(&FixKind::FenceStripped) && kinds.contains(&FixKind::TrailingComma));
+/// ```
+pub fn repair(raw: &str, opts: &RepairOptions) -> Result<Repaired, RepairError> {
+    repair_at(raw, opts, 0)
+}
+
+/// `level` counts nested decodes (a JSON string holding JSON), bounded.
+fn repair_at(raw: &str, opts: &RepairOptions, level: usize) -> Result<Repaired, RepairError> {
+    if raw.len() > opts.max_len {
+        return Err(RepairError {
+            offset: opts.max_len,
+            reason: format!(
+                "arguments are {} bytes, more than the limit of {} bytes",
+                raw.len(),
+                opts.max_len
+            ),
+        });
+    }
+    match fast::parse(raw, opts.max_depth) {
+        Ok((value, fixes)) => {
+            let doc = envelope::Doc {
+                value,
+                fixes,
+                name: None,
+            };
+            return interpret::interpret(vec![doc], false, opts, level);
+        }
+        Err(e) if opts.strict => {
+            return Err(RepairError {
+                offset: e.offset,
+                reason: format!("not valid JSON: {}", e.reason),
+            });
+        }
+        Err(_) => {}
+    }
+    let docs = envelope::read_documents(raw, opts)?;
+    interpret::interpret(docs.docs, docs.envelope_call, opts, level)
+        .map(|r| with_global_fixes(r, &docs.fixes))
+}
+
+/// Prepends the fixes that apply to the whole text (envelope) to every call.
+fn with_global_fixes(mut r: Repaired, global: &[Fix]) -> Repaired {
+    if global.is_empty() {
+        return r;
+    }
+    let add = |calls: &mut Vec<RepairedCall>| {
+        for c in calls {
+            let mut fixes = global.to_vec();
+            fixes.append(&mut c.fixes);
+            c.fixes = fixes;
+        }
+    };
+    add(&mut r.calls);
+    for alt in &mut r.alternatives {
+        add(alt);
+    }
+    r
 }

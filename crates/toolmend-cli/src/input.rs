@@ -1,0 +1,88 @@
+//! Input lines of `toolmend mend`.
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use toolmend::{
+    CompiledTool, Toolbox,
+    protocol::{AssistantMessage, Message, Tool},
+};
+
+/// One parsed input line.
+pub enum Record {
+    /// One call with its tool.
+    Call {
+        id: Option<String>,
+        tool: CompiledTool,
+        raw_arguments: String,
+    },
+    /// An assistant message and the request's tools.
+    Message {
+        message: AssistantMessage,
+        tools: Toolbox,
+    },
+}
+
+/// Reads one input line into a record, or says precisely why it cannot.
+pub fn parse_line(line: &str) -> Result<Record> {
+    let v: Value = serde_json::from_str(line).context("the line is not valid JSON")?;
+    let Value::Object(obj) = v else {
+        bail!("the line is not a JSON object");
+    };
+    if let Some(tool) = obj.get("tool") {
+        let tool = compile(tool).context("field `tool`")?;
+        let raw_arguments = match obj.get("raw_arguments").or_else(|| obj.get("arguments")) {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => bail!("missing field `raw_arguments` (the argument text the model sent)"),
+        };
+        let id = obj.get("id").and_then(Value::as_str).map(str::to_owned);
+        return Ok(Record::Call {
+            id,
+            tool,
+            raw_arguments,
+        });
+    }
+    if let Some(message) = obj.get("message") {
+        let message = match serde_json::from_value::<Message>(message.clone())
+            .context("field `message` is not an OpenAI chat message")?
+        {
+            Message::Assistant(a) => a,
+            other => bail!(
+                "field `message` has role `{}`; only assistant messages carry tool calls",
+                other.role()
+            ),
+        };
+        let tools = match obj.get("tools") {
+            Some(Value::Array(items)) => items,
+            Some(_) => bail!("field `tools` must be a list of tool definitions"),
+            None => bail!("missing field `tools` (the request's tool definitions)"),
+        };
+        let mut toolbox = Toolbox::new();
+        for (i, t) in tools.iter().enumerate() {
+            let tool = compile(t).with_context(|| format!("tools[{i}]"))?;
+            toolbox.add(tool)?;
+        }
+        return Ok(Record::Message {
+            message,
+            tools: toolbox,
+        });
+    }
+    bail!("expected {{\"tool\": …, \"raw_arguments\": …}} or {{\"message\": …, \"tools\": […]}}")
+}
+
+/// Compiles `{name, description, parameters}` or an OpenAI `{type: "function", function: {…}}`.
+fn compile(v: &Value) -> Result<CompiledTool> {
+    let def = if v.get("function").is_some() {
+        serde_json::from_value::<Tool>(v.clone())
+            .context("not an OpenAI tool definition")?
+            .function
+    } else {
+        serde_json::from_value(v.clone()).context("expected {name, description, parameters}")?
+    };
+    let empty = Value::Object(serde_json::Map::new());
+    Ok(CompiledTool::compile(
+        &def.name,
+        def.description.as_deref().unwrap_or(""),
+        def.parameters.as_ref().unwrap_or(&empty),
+    )?)
+}

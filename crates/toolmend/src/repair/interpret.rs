@@ -1,0 +1,330 @@
+//! From documents to calls: unwrap call wrappers, decode double-encoded
+//! arguments, read lists of calls, drop repeated calls, split glued ones.
+
+use serde_json::{Map, Value};
+
+use super::{RepairError, RepairOptions, Repaired, RepairedCall, envelope::Doc, repair_at};
+use crate::{Fix, FixKind};
+
+/// How many times a JSON string holding JSON is decoded before giving up.
+const MAX_DECODES: usize = 3;
+
+/// Keys that name the tool in a call object.
+const NAME_KEYS: &[&str] = &[
+    "name",
+    "tool",
+    "tool_name",
+    "function",
+    "function_name",
+    "recipient_name",
+];
+/// Keys that hold the arguments in a call object.
+const ARGS_KEYS: &[&str] = &[
+    "arguments",
+    "parameters",
+    "args",
+    "input",
+    "tool_input",
+    "kwargs",
+    "params",
+    "tool_args",
+    "function_args",
+];
+/// Other keys a call object may carry.
+const CALL_META_KEYS: &[&str] = &["type", "id", "call_id", "index"];
+
+pub(crate) fn interpret(
+    docs: Vec<Doc>,
+    envelope_call: bool,
+    opts: &RepairOptions,
+    level: usize,
+) -> Result<Repaired, RepairError> {
+    let single = docs.len() == 1;
+    let mut calls = Vec::new();
+    let mut alternatives = Vec::new();
+    for doc in docs {
+        let (pref, alt) = doc_calls(doc, envelope_call, opts, level)?;
+        calls.extend(pref);
+        if single {
+            alternatives.extend(alt);
+        }
+    }
+    let calls = drop_repeats(calls);
+    if calls.len() > 1 {
+        let calls = mark_split(calls);
+        return Ok(Repaired {
+            calls,
+            alternatives: Vec::new(),
+        });
+    }
+    Ok(Repaired {
+        calls,
+        alternatives,
+    })
+}
+
+type Readings = (Vec<RepairedCall>, Vec<Vec<RepairedCall>>);
+
+fn doc_calls(
+    doc: Doc,
+    envelope_call: bool,
+    opts: &RepairOptions,
+    level: usize,
+) -> Result<Readings, RepairError> {
+    let Doc {
+        value, fixes, name, ..
+    } = doc;
+    if name.is_some() {
+        // The document is already a call (pythonic, XML): its value is the arguments.
+        let (arguments, mut more) = arguments_value(value, opts, level)?;
+        let mut all = fixes;
+        all.append(&mut more);
+        return Ok((
+            vec![RepairedCall {
+                name,
+                arguments,
+                fixes: all,
+            }],
+            Vec::new(),
+        ));
+    }
+    match value {
+        Value::Object(obj) => {
+            let Some((call_name, args)) = as_wrapper(&obj) else {
+                return Ok((
+                    vec![RepairedCall {
+                        name: None,
+                        arguments: Value::Object(obj),
+                        fixes,
+                    }],
+                    Vec::new(),
+                ));
+            };
+            let (arguments, mut inner) = arguments_value(args.clone(), opts, level)?;
+            let mut unwrapped_fixes = fixes.clone();
+            unwrapped_fixes.push(Fix::on(
+                FixKind::CallWrapperUnwrapped,
+                "",
+                format!("call of `{call_name}`"),
+            ));
+            unwrapped_fixes.append(&mut inner);
+            let unwrapped = RepairedCall {
+                name: Some(call_name),
+                arguments,
+                fixes: unwrapped_fixes,
+            };
+            let as_is = RepairedCall {
+                name: None,
+                arguments: Value::Object(obj),
+                fixes,
+            };
+            // Inside a tool-call envelope the object is a call; otherwise it may be
+            // arguments that merely look like one, and a schema decides (mend).
+            if envelope_call || level > 0 {
+                Ok((vec![unwrapped], vec![vec![as_is]]))
+            } else {
+                Ok((vec![as_is], vec![vec![unwrapped]]))
+            }
+        }
+        Value::String(s) => {
+            if level >= MAX_DECODES {
+                return Err(RepairError {
+                    offset: 0,
+                    reason: "the arguments are a string, not a JSON object".to_owned(),
+                });
+            }
+            let inner = repair_at(&s, opts, level + 1).map_err(|e| RepairError {
+                offset: 0,
+                reason: format!("the arguments are a string that holds no JSON object: {e}"),
+            })?;
+            let wrap = |calls: Vec<RepairedCall>| -> Vec<RepairedCall> {
+                calls
+                    .into_iter()
+                    .map(|mut c| {
+                        let mut f = fixes.clone();
+                        f.push(Fix::on(FixKind::DoubleEncodedDecoded, "", ""));
+                        f.append(&mut c.fixes);
+                        c.fixes = f;
+                        c
+                    })
+                    .collect()
+            };
+            let alts = inner.alternatives.into_iter().map(&wrap).collect();
+            Ok((wrap(inner.calls), alts))
+        }
+        Value::Array(items) => {
+            if items.is_empty() {
+                return Err(RepairError {
+                    offset: 0,
+                    reason: "the arguments are an empty list, not a JSON object".to_owned(),
+                });
+            }
+            let mut out = Vec::new();
+            for item in items {
+                let (pref, _) = doc_calls(
+                    Doc {
+                        value: item,
+                        fixes: fixes.clone(),
+                        name: None,
+                    },
+                    true,
+                    opts,
+                    level,
+                )?;
+                out.extend(pref);
+            }
+            if !envelope_call {
+                for c in &mut out {
+                    if !c
+                        .fixes
+                        .iter()
+                        .any(|f| f.kind == FixKind::CallWrapperUnwrapped)
+                    {
+                        c.fixes.push(Fix::on(
+                            FixKind::CallWrapperUnwrapped,
+                            "",
+                            "a list of calls",
+                        ));
+                    }
+                }
+            }
+            Ok((out, Vec::new()))
+        }
+        other => Err(RepairError {
+            offset: 0,
+            reason: format!("the arguments are {}, not a JSON object", kind_of(&other)),
+        }),
+    }
+}
+
+/// The arguments inside a call: an object, a JSON string holding one, or nothing.
+fn arguments_value(
+    v: Value,
+    opts: &RepairOptions,
+    level: usize,
+) -> Result<(Value, Vec<Fix>), RepairError> {
+    match v {
+        Value::Object(_) => Ok((v, Vec::new())),
+        Value::Null => Ok((Value::Object(Map::new()), Vec::new())),
+        Value::String(s) if s.trim().is_empty() => Ok((Value::Object(Map::new()), Vec::new())),
+        Value::String(s) => {
+            let inner = repair_at(&s, opts, level + 1)?;
+            let mut calls = inner.calls.into_iter();
+            match (calls.next(), calls.next()) {
+                (Some(c), None) => Ok((c.arguments, c.fixes)),
+                _ => Err(RepairError {
+                    offset: 0,
+                    reason: "the call's arguments hold several calls".to_owned(),
+                }),
+            }
+        }
+        other => Err(RepairError {
+            offset: 0,
+            reason: format!(
+                "the call's arguments are {}, not a JSON object",
+                kind_of(&other)
+            ),
+        }),
+    }
+}
+
+/// `{"name": "f", "arguments": {…}}`, `{"type": "function", "function": {…}}` and friends.
+fn as_wrapper(obj: &Map<String, Value>) -> Option<(String, Value)> {
+    if let Some(Value::Object(f)) = obj.get("function")
+        && obj
+            .keys()
+            .all(|k| k == "function" || CALL_META_KEYS.contains(&k.as_str()))
+    {
+        return as_wrapper(f);
+    }
+    let mut name = None;
+    let mut args = None;
+    for (k, v) in obj {
+        if NAME_KEYS.contains(&k.as_str()) {
+            let s = v.as_str()?;
+            if name.is_some() {
+                return None;
+            }
+            name = Some(s.strip_prefix("functions.").unwrap_or(s).to_owned());
+        } else if ARGS_KEYS.contains(&k.as_str()) {
+            if args.is_some() || !matches!(v, Value::Object(_) | Value::String(_) | Value::Null) {
+                return None;
+            }
+            args = Some(v.clone());
+        } else if !CALL_META_KEYS.contains(&k.as_str()) {
+            return None;
+        }
+    }
+    Some((name?, args?))
+}
+
+/// The same call emitted twice (the second copy possibly cut off) is one call.
+fn drop_repeats(calls: Vec<RepairedCall>) -> Vec<RepairedCall> {
+    let mut out: Vec<RepairedCall> = Vec::with_capacity(calls.len());
+    for c in calls {
+        let repeat = out.iter().position(|kept| {
+            kept.name == c.name
+                && (kept.arguments == c.arguments
+                    || (c.is_lossy() && prefix_of(&c.arguments, &kept.arguments)))
+        });
+        match repeat {
+            Some(i) => {
+                let kept = &mut out[i];
+                if !kept
+                    .fixes
+                    .iter()
+                    .any(|f| f.kind == FixKind::DuplicateCallDropped)
+                {
+                    kept.fixes.push(Fix::on(
+                        FixKind::DuplicateCallDropped,
+                        "",
+                        "same arguments twice",
+                    ));
+                }
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// Is `part` (a cut-off copy) a prefix-compatible part of `full`?
+fn prefix_of(part: &Value, full: &Value) -> bool {
+    match (part, full) {
+        (Value::Object(p), Value::Object(f)) => p
+            .iter()
+            .all(|(k, v)| f.get(k).is_some_and(|fv| prefix_of(v, fv))),
+        (Value::Array(p), Value::Array(f)) => {
+            p.len() <= f.len() && p.iter().zip(f).all(|(a, b)| prefix_of(a, b))
+        }
+        (Value::String(p), Value::String(f)) => f.starts_with(p.as_str()),
+        _ => part == full,
+    }
+}
+
+fn mark_split(calls: Vec<RepairedCall>) -> Vec<RepairedCall> {
+    let n = calls.len();
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            c.fixes.push(Fix::on(
+                FixKind::ConcatenatedCallsSplit,
+                "",
+                format!("call {} of {n}", i + 1),
+            ));
+            c
+        })
+        .collect()
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,993 @@
+//! The tolerant JSON parser: reads what a model meant, records every fix.
+//!
+//! One pass over the bytes, recursive descent with an explicit depth bound.
+//! Where a character allows two readings (is this `"` the end of the string or
+//! a quote inside it?) a bounded lookahead decides, so the whole parse stays
+//! linear in the input length.
+
+use serde_json::{Map, Number, Value};
+
+use crate::{Fix, FixKind};
+
+/// How far a lookahead may scan (whitespace, a key) before deciding.
+const LOOKAHEAD: usize = 256;
+
+/// Why the parser gave up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ParseError {
+    /// Stop reading altogether (the depth bound), rather than look for JSON further on.
+    pub fatal: bool,
+    pub offset: usize,
+    pub reason: String,
+}
+
+/// A parsed value and whether the text ran out inside it.
+pub(crate) struct Parsed {
+    pub value: Value,
+    /// The input ended before the value was complete (truncation).
+    pub truncated: bool,
+    /// The value is a scalar (string, number, literal), for the array truncation rule.
+    pub scalar: bool,
+}
+
+/// The delimiter a string was opened with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    Double,
+    Single,
+    /// `“` … `”`
+    SmartDouble,
+    /// `‘` … `’`
+    SmartSingle,
+}
+
+/// What encloses the value being parsed: decides which characters end a bare word
+/// or a string whose closing quote is in doubt.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ctx {
+    Top,
+    ObjectKey,
+    ObjectValue,
+    Array,
+    /// Arguments of a pythonic call `f(a=1, b='x')`.
+    Call,
+}
+
+pub(crate) struct Parser<'a> {
+    src: &'a str,
+    b: &'a [u8],
+    pub pos: usize,
+    /// Offset of `src` within the raw text, so fixes point into what the model sent.
+    base: usize,
+    max_depth: usize,
+    pub fixes: Vec<Fix>,
+}
+
+impl<'a> Parser<'a> {
+    pub fn new(src: &'a str, base: usize, max_depth: usize) -> Self {
+        Parser {
+            src,
+            b: src.as_bytes(),
+            pos: 0,
+            base,
+            max_depth,
+            fixes: Vec::new(),
+        }
+    }
+
+    fn fix(&mut self, kind: FixKind, at: usize) {
+        self.fixes.push(Fix::at(kind, self.base + at));
+    }
+
+    fn fix_detail(&mut self, kind: FixKind, at: usize, detail: impl Into<String>) {
+        self.fixes
+            .push(Fix::at(kind, self.base + at).with_detail(detail));
+    }
+
+    fn err(&self, at: usize, reason: impl Into<String>) -> ParseError {
+        ParseError {
+            fatal: false,
+            offset: self.base + at,
+            reason: reason.into(),
+        }
+    }
+
+    fn depth_error(&self, at: usize) -> ParseError {
+        ParseError {
+            fatal: true,
+            offset: self.base + at,
+            reason: format!("nesting deeper than {} levels", self.max_depth),
+        }
+    }
+
+    pub fn bytes(&self) -> &'a [u8] {
+        self.b
+    }
+
+    pub fn slice(&self, from: usize, to: usize) -> &'a str {
+        &self.src[from..to]
+    }
+
+    /// A quote of any kind at the current position.
+    pub fn quote_start(&self) -> bool {
+        self.quote_at(self.pos).is_some()
+    }
+
+    /// A key (`"k":`, `k:`) at the current position.
+    pub fn key_starts(&self) -> bool {
+        self.key_at(self.pos)
+    }
+
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.b.len()
+    }
+
+    pub fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    /// Skips whitespace and comments (`//`, `#`, `/* */`), recording comments.
+    pub fn skip_ws(&mut self) {
+        loop {
+            match self.peek() {
+                Some(b' ' | b'\t' | b'\n' | b'\r') => self.pos += 1,
+                Some(0xC2) if self.b.get(self.pos + 1) == Some(&0xA0) => self.pos += 2, // nbsp
+                Some(0xEF) if self.b.get(self.pos + 1..self.pos + 3) == Some(&[0xBB, 0xBF]) => {
+                    self.pos += 3; // BOM
+                }
+                Some(b'/') if self.b.get(self.pos + 1) == Some(&b'/') => {
+                    self.fix(FixKind::CommentRemoved, self.pos);
+                    self.skip_line();
+                }
+                Some(b'/') if self.b.get(self.pos + 1) == Some(&b'*') => {
+                    self.fix(FixKind::CommentRemoved, self.pos);
+                    match find(&self.b[self.pos + 2..], b"*/") {
+                        Some(i) => self.pos += 2 + i + 2,
+                        None => self.pos = self.b.len(),
+                    }
+                }
+                Some(b'#') => {
+                    self.fix(FixKind::CommentRemoved, self.pos);
+                    self.skip_line();
+                }
+                _ => return,
+            }
+        }
+    }
+
+    fn skip_line(&mut self) {
+        match memchr(b'\n', &self.b[self.pos..]) {
+            Some(i) => self.pos += i + 1,
+            None => self.pos = self.b.len(),
+        }
+    }
+
+    /// Position after whitespace from `from`, without consuming or recording (bounded).
+    /// Comments count as whitespace when whitespace precedes them (`"x"  # note`),
+    /// so that `"#42"` stays text.
+    fn ws_from(&self, mut i: usize) -> usize {
+        let limit = (i + LOOKAHEAD).min(self.b.len());
+        loop {
+            while i < limit && matches!(self.b[i], b' ' | b'\t' | b'\n' | b'\r') {
+                i += 1;
+            }
+            if i < limit && i > 0 && self.b[i - 1].is_ascii_whitespace() {
+                let line_comment =
+                    self.b[i] == b'#' || (self.b[i] == b'/' && self.b.get(i + 1) == Some(&b'/'));
+                if line_comment {
+                    while i < limit && self.b[i] != b'\n' {
+                        i += 1;
+                    }
+                    continue;
+                }
+                if self.b[i] == b'/' && self.b.get(i + 1) == Some(&b'*') {
+                    match find(&self.b[i + 2..limit.max(i + 2)], b"*/") {
+                        Some(k) => i += 2 + k + 2,
+                        None => return limit,
+                    }
+                    continue;
+                }
+            }
+            return i;
+        }
+    }
+
+    /// True if a quote of any kind starts at `i`.
+    fn quote_at(&self, i: usize) -> Option<(Quote, usize)> {
+        match self.b.get(i)? {
+            b'"' => Some((Quote::Double, 1)),
+            b'\'' => Some((Quote::Single, 1)),
+            0xE2 if self.b.get(i + 1) == Some(&0x80) => match self.b.get(i + 2)? {
+                0x9C | 0x9D => Some((Quote::SmartDouble, 3)),
+                0x98 | 0x99 => Some((Quote::SmartSingle, 3)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Does a key (`"k":`, `'k':`, `k:`) start at `i`? Bounded lookahead.
+    fn key_at(&self, i: usize) -> bool {
+        let limit = (i + LOOKAHEAD).min(self.b.len());
+        if let Some((q, n)) = self.quote_at(i) {
+            let mut j = i + n;
+            while j < limit {
+                if let Some((q2, n2)) = self.quote_at(j)
+                    && closes(q, q2)
+                {
+                    let k = self.ws_from(j + n2);
+                    return self.b.get(k) == Some(&b':');
+                }
+                if self.b[j] == b'\n' || (self.b[j] == b'\\' && q != Quote::Double) {
+                    return false;
+                }
+                j += if self.b[j] == b'\\' { 2 } else { 1 };
+            }
+            false
+        } else {
+            let mut j = i;
+            while j < limit && is_ident(self.b[j]) {
+                j += 1;
+            }
+            if j == i {
+                return false;
+            }
+            let k = self.ws_from(j);
+            self.b.get(k) == Some(&b':')
+        }
+    }
+
+    /// Does a value start at `i` (for deciding whether a quote ended a string)?
+    fn value_start_at(&self, i: usize) -> bool {
+        match self.b.get(i) {
+            Some(b'{' | b'[' | b'-' | b'0'..=b'9') => true,
+            Some(_) => {
+                self.quote_at(i).is_some()
+                    || ["true", "false", "null", "True", "False", "None"]
+                        .iter()
+                        .any(|w| self.b[i..].starts_with(w.as_bytes()))
+            }
+            None => false,
+        }
+    }
+
+    // ------------------------------------------------------------------ values
+
+    pub fn parse_value(&mut self, ctx: Ctx, depth: usize) -> Result<Parsed, ParseError> {
+        self.skip_ws();
+        let start = self.pos;
+        let Some(c) = self.peek() else {
+            return Err(self.err(start, "the text ends where a value should start"));
+        };
+        match c {
+            b'{' => {
+                if depth >= self.max_depth {
+                    return Err(self.depth_error(start));
+                }
+                self.pos += 1;
+                self.parse_object(depth + 1, false)
+            }
+            b'[' => {
+                if depth >= self.max_depth {
+                    return Err(self.depth_error(start));
+                }
+                self.pos += 1;
+                self.parse_array(depth + 1)
+            }
+            b'-' | b'+' | b'.' | b'0'..=b'9' => self.parse_number_or_word(ctx),
+            _ => {
+                if let Some((q, n)) = self.quote_at(start) {
+                    self.pos += n;
+                    let (s, truncated) = self.parse_string(q, ctx, start)?;
+                    Ok(Parsed {
+                        value: Value::String(s),
+                        truncated,
+                        scalar: true,
+                    })
+                } else {
+                    self.parse_word(ctx)
+                }
+            }
+        }
+    }
+
+    /// Parses object members after the `{` (or from the start when `braceless`).
+    pub fn parse_object(&mut self, depth: usize, braceless: bool) -> Result<Parsed, ParseError> {
+        let mut map = Map::new();
+        let mut expect_member = true; // after `{` or `,`
+        loop {
+            self.skip_ws();
+            let here = self.pos;
+            let Some(c) = self.peek() else {
+                if !braceless {
+                    self.fix(FixKind::UnclosedBrackets, here);
+                }
+                return Ok(Parsed {
+                    value: Value::Object(map),
+                    truncated: !braceless,
+                    scalar: false,
+                });
+            };
+            match c {
+                b'}' => {
+                    self.pos += 1;
+                    return Ok(Parsed {
+                        value: Value::Object(map),
+                        truncated: false,
+                        scalar: false,
+                    });
+                }
+                b']' => {
+                    self.fix(FixKind::MismatchedBracket, here);
+                    self.pos += 1;
+                    return Ok(Parsed {
+                        value: Value::Object(map),
+                        truncated: false,
+                        scalar: false,
+                    });
+                }
+                b',' => {
+                    self.pos += 1;
+                    if expect_member {
+                        // `{,` or `,,`: an empty member.
+                        self.fix(FixKind::TrailingComma, here);
+                    } else {
+                        expect_member = true;
+                        let next = self.next_significant();
+                        if matches!(next, Some(b'}' | b']')) {
+                            self.fix(FixKind::TrailingComma, here);
+                        }
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            if !expect_member {
+                if self.key_at(here) {
+                    self.fix(FixKind::MissingComma, here);
+                } else {
+                    // Something that is neither a member nor a separator.
+                    self.skip_garbage(here);
+                    continue;
+                }
+            }
+            expect_member = false;
+            // ---- key
+            let key_start = self.pos;
+            let key = if let Some((q, n)) = self.quote_at(key_start) {
+                if q == Quote::Single {
+                    self.fix(FixKind::SingleQuotes, key_start);
+                }
+                self.pos += n;
+                let (k, truncated) = self.parse_string(q, Ctx::ObjectKey, key_start)?;
+                if truncated {
+                    self.fix_detail(FixKind::TruncatedMemberDropped, key_start, k);
+                    return Ok(self.truncated_object(map));
+                }
+                k
+            } else if is_ident(c) {
+                let end = self.ident_end(key_start);
+                let k = self.src[key_start..end].to_owned();
+                self.pos = end;
+                if self.at_end() {
+                    self.fix_detail(FixKind::TruncatedMemberDropped, key_start, k);
+                    return Ok(self.truncated_object(map));
+                }
+                self.fix(FixKind::UnquotedKey, key_start);
+                k
+            } else {
+                self.skip_garbage(key_start);
+                expect_member = true;
+                continue;
+            };
+            // ---- colon
+            self.skip_ws();
+            match self.peek() {
+                Some(b':') => self.pos += 1,
+                Some(b'=') => {
+                    self.fix(FixKind::MissingColon, self.pos);
+                    self.pos += 1;
+                }
+                None => {
+                    self.fix_detail(FixKind::TruncatedMemberDropped, key_start, key);
+                    return Ok(self.truncated_object(map));
+                }
+                Some(b',' | b'}') => {
+                    // A key with nothing after it.
+                    self.fix_detail(FixKind::MissingValueDropped, key_start, key);
+                    continue;
+                }
+                Some(_) => self.fix(FixKind::MissingColon, self.pos),
+            }
+            // ---- value
+            self.skip_ws();
+            match self.peek() {
+                None => {
+                    self.fix_detail(FixKind::TruncatedMemberDropped, key_start, key);
+                    return Ok(self.truncated_object(map));
+                }
+                Some(b',' | b'}') => {
+                    self.fix_detail(FixKind::MissingValueDropped, key_start, key);
+                    continue;
+                }
+                _ => {}
+            }
+            let parsed = self.parse_value(Ctx::ObjectValue, depth)?;
+            if map.contains_key(&key) {
+                self.fix_detail(FixKind::DuplicateKey, key_start, key.clone());
+            }
+            map.insert(key, parsed.value);
+            if parsed.truncated {
+                if !self
+                    .fixes
+                    .iter()
+                    .any(|f| f.kind == FixKind::UnclosedBrackets)
+                {
+                    self.fix(FixKind::UnclosedBrackets, self.pos);
+                }
+                return Ok(Parsed {
+                    value: Value::Object(map),
+                    truncated: true,
+                    scalar: false,
+                });
+            }
+        }
+    }
+
+    fn truncated_object(&mut self, map: Map<String, Value>) -> Parsed {
+        if !self
+            .fixes
+            .iter()
+            .any(|f| f.kind == FixKind::UnclosedBrackets)
+        {
+            self.fix(FixKind::UnclosedBrackets, self.pos);
+        }
+        Parsed {
+            value: Value::Object(map),
+            truncated: true,
+            scalar: false,
+        }
+    }
+
+    fn parse_array(&mut self, depth: usize) -> Result<Parsed, ParseError> {
+        let mut items = Vec::new();
+        let mut expect_item = true;
+        loop {
+            self.skip_ws();
+            let here = self.pos;
+            let Some(c) = self.peek() else {
+                self.fix(FixKind::UnclosedBrackets, here);
+                return Ok(Parsed {
+                    value: Value::Array(items),
+                    truncated: true,
+                    scalar: false,
+                });
+            };
+            match c {
+                b']' => {
+                    self.pos += 1;
+                    return Ok(Parsed {
+                        value: Value::Array(items),
+                        truncated: false,
+                        scalar: false,
+                    });
+                }
+                b'}' => {
+                    self.fix(FixKind::MismatchedBracket, here);
+                    self.pos += 1;
+                    return Ok(Parsed {
+                        value: Value::Array(items),
+                        truncated: false,
+                        scalar: false,
+                    });
+                }
+                b',' => {
+                    self.pos += 1;
+                    if expect_item || matches!(self.next_significant(), Some(b']' | b'}')) {
+                        self.fix(FixKind::TrailingComma, here);
+                    }
+                    expect_item = true;
+                    continue;
+                }
+                _ => {}
+            }
+            if !expect_item {
+                if self.value_start_at(here) {
+                    self.fix(FixKind::MissingComma, here);
+                } else {
+                    self.skip_garbage(here);
+                    continue;
+                }
+            }
+            expect_item = false;
+            let parsed = self.parse_value(Ctx::Array, depth)?;
+            if parsed.truncated {
+                if parsed.scalar {
+                    // Inside an array only complete elements are kept.
+                    self.fix(FixKind::TruncatedMemberDropped, here);
+                } else {
+                    items.push(parsed.value);
+                }
+                if !self
+                    .fixes
+                    .iter()
+                    .any(|f| f.kind == FixKind::UnclosedBrackets)
+                {
+                    self.fix(FixKind::UnclosedBrackets, self.pos);
+                }
+                return Ok(Parsed {
+                    value: Value::Array(items),
+                    truncated: true,
+                    scalar: false,
+                });
+            }
+            items.push(parsed.value);
+        }
+    }
+
+    /// The next byte after whitespace and comments, without consuming it.
+    fn next_significant(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.peek()
+    }
+
+    /// Skips one run of characters that cannot continue the container, and records it.
+    fn skip_garbage(&mut self, from: usize) {
+        self.fix(FixKind::GarbageSkipped, from);
+        let mut i = from;
+        // Always make progress by at least one character.
+        i += utf8_len(self.b[i]);
+        while i < self.b.len()
+            && !matches!(self.b[i], b',' | b'}' | b']' | b'{' | b'[' | b'"' | b'\n')
+        {
+            i += 1;
+        }
+        self.pos = i;
+    }
+
+    fn ident_end(&self, mut i: usize) -> usize {
+        while i < self.b.len() && is_ident(self.b[i]) {
+            i += 1;
+        }
+        i
+    }
+
+    // ----------------------------------------------------------------- strings
+
+    /// Parses a string after its opening quote; returns it and whether the text ended inside it.
+    fn parse_string(
+        &mut self,
+        q: Quote,
+        ctx: Ctx,
+        open_at: usize,
+    ) -> Result<(String, bool), ParseError> {
+        match q {
+            Quote::Single => self.fix(FixKind::SingleQuotes, open_at),
+            Quote::SmartDouble | Quote::SmartSingle => self.fix(FixKind::SmartQuotes, open_at),
+            Quote::Double => {}
+        }
+        let mut out = String::new();
+        let mut run = self.pos; // start of the pending run of plain bytes
+        loop {
+            // Fast scan to the next interesting byte.
+            while self.pos < self.b.len() {
+                let c = self.b[self.pos];
+                if c == b'"' || c == b'\\' || c == b'\'' || c < 0x20 || c == 0xE2 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            let Some(c) = self.peek() else {
+                out.push_str(&self.src[run..]);
+                self.fix(FixKind::TruncatedString, self.pos);
+                return Ok((out, true));
+            };
+            match c {
+                b'\\' => {
+                    out.push_str(&self.src[run..self.pos]);
+                    let esc_at = self.pos;
+                    self.pos += 1;
+                    match self.peek() {
+                        None => {
+                            self.fix(FixKind::TruncatedString, esc_at);
+                            return Ok((out, true));
+                        }
+                        Some(e) => {
+                            self.pos += 1;
+                            match e {
+                                b'"' => out.push('"'),
+                                b'\\' => out.push('\\'),
+                                b'/' => out.push('/'),
+                                b'b' => out.push('\u{8}'),
+                                b'f' => out.push('\u{c}'),
+                                b'n' => out.push('\n'),
+                                b'r' => out.push('\r'),
+                                b't' => out.push('\t'),
+                                b'\'' => out.push('\''),
+                                b'u' => self.parse_unicode_escape(&mut out, esc_at),
+                                b'\n' => {} // line continuation
+                                _ => {
+                                    // `\w`, `\d`, a Windows path: the backslash was meant literally.
+                                    self.fix(FixKind::InvalidEscapeKept, esc_at);
+                                    out.push('\\');
+                                    self.pos -= 1; // re-read the character as content
+                                }
+                            }
+                        }
+                    }
+                    run = self.pos;
+                }
+                0xE2 => {
+                    let here = self.pos;
+                    if let Some((q2, n)) = self.quote_at(here)
+                        && closes(q, q2)
+                        && self.ends_string(here + n, ctx)
+                    {
+                        out.push_str(&self.src[run..here]);
+                        self.pos = here + n;
+                        return Ok((out, false));
+                    }
+                    self.pos += 1;
+                }
+                b'"' | b'\'' => {
+                    let here = self.pos;
+                    let this = if c == b'"' {
+                        Quote::Double
+                    } else {
+                        Quote::Single
+                    };
+                    if closes(q, this) {
+                        if q == Quote::Double && ctx != Ctx::Call && self.strictly_closes(here) {
+                            out.push_str(&self.src[run..here]);
+                            self.pos = here + 1;
+                            return Ok((out, false));
+                        }
+                        if self.ends_string(here + 1, ctx) {
+                            out.push_str(&self.src[run..here]);
+                            self.pos = here + 1;
+                            return Ok((out, false));
+                        }
+                        if q == Quote::Double {
+                            self.fix(FixKind::InnerQuoteEscaped, here);
+                        }
+                    }
+                    self.pos += 1;
+                }
+                _ => {
+                    // A raw control character: keep it, as its escape would mean.
+                    self.fix(FixKind::ControlCharEscaped, self.pos);
+                    self.pos += 1;
+                }
+            }
+        }
+    }
+
+    /// For a `"` in a `"` string: true when what follows is plainly structural
+    /// (`,` `}` `]` `:`, end of text), the common case, decided without a deep lookahead.
+    fn strictly_closes(&self, at: usize) -> bool {
+        matches!(self.b.get(at + 1), None | Some(b'}' | b']' | b':'))
+            || (self.b.get(at + 1) == Some(&b',')
+                && matches!(
+                    self.b.get(at + 2),
+                    Some(b' ' | b'\n' | b'"' | b'\r' | b'\t')
+                ))
+    }
+
+    /// Decides whether a closing quote just before `after` ends the string, by what follows.
+    fn ends_string(&self, after: usize, ctx: Ctx) -> bool {
+        let i = self.ws_from(after);
+        let Some(&c) = self.b.get(i) else {
+            return true;
+        };
+        match ctx {
+            Ctx::ObjectKey => c == b':' || (i > after && self.key_or_value_after(i, true)),
+            Ctx::ObjectValue => match c {
+                b'}' | b']' => true,
+                b',' => {
+                    let j = self.ws_from(i + 1);
+                    j >= self.b.len() || matches!(self.b[j], b'}' | b']') || self.key_at(j)
+                }
+                // A missing comma: the next member's key follows.
+                _ => self.key_at(i) && (i > after || self.quote_at(i).is_some()),
+            },
+            Ctx::Array => match c {
+                b']' | b'}' => true,
+                b',' => {
+                    let j = self.ws_from(i + 1);
+                    j >= self.b.len() || matches!(self.b[j], b']') || self.value_start_at(j)
+                }
+                _ => false,
+            },
+            Ctx::Call => match c {
+                b')' => true,
+                b',' => {
+                    let j = self.ws_from(i + 1);
+                    j >= self.b.len() || self.b[j] == b')' || self.kwarg_at(j)
+                }
+                _ => false,
+            },
+            Ctx::Top => matches!(c, b'}' | b']' | b',' | b'{' | b'<' | b'`') || i > after,
+        }
+    }
+
+    fn key_or_value_after(&self, i: usize, _key: bool) -> bool {
+        self.key_at(i)
+    }
+
+    /// Does a pythonic keyword argument `name=` start at `i`?
+    pub fn kwarg_at(&self, i: usize) -> bool {
+        let end = self.ident_end(i);
+        end > i && {
+            let k = self.ws_from(end);
+            self.b.get(k) == Some(&b'=') && self.b.get(k + 1) != Some(&b'=')
+        }
+    }
+
+    fn parse_unicode_escape(&mut self, out: &mut String, esc_at: usize) {
+        let Some(hi) = self.hex4(self.pos) else {
+            self.fix(FixKind::InvalidEscapeKept, esc_at);
+            out.push_str("\\u");
+            return;
+        };
+        self.pos += 4;
+        if (0xD800..0xDC00).contains(&hi) {
+            if self.b.get(self.pos..self.pos + 2) == Some(b"\\u")
+                && let Some(lo) = self.hex4(self.pos + 2)
+                && (0xDC00..0xE000).contains(&lo)
+            {
+                self.pos += 6;
+                let cp = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
+                return;
+            }
+            self.fix(FixKind::InvalidEscapeKept, esc_at);
+            out.push('\u{FFFD}');
+            return;
+        }
+        if (0xDC00..0xE000).contains(&hi) {
+            self.fix(FixKind::InvalidEscapeKept, esc_at);
+            out.push('\u{FFFD}');
+            return;
+        }
+        out.push(char::from_u32(hi).unwrap_or('\u{FFFD}'));
+    }
+
+    fn hex4(&self, i: usize) -> Option<u32> {
+        let s = self.src.get(i..i + 4)?;
+        if !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        u32::from_str_radix(s, 16).ok()
+    }
+
+    // ----------------------------------------------------- numbers and words
+
+    fn parse_number_or_word(&mut self, ctx: Ctx) -> Result<Parsed, ParseError> {
+        let start = self.pos;
+        let end = self.token_end(start, ctx);
+        let tok = self.src[start..end].trim_end();
+        if tok == "-Infinity" || tok == "+Infinity" || tok == "-inf" {
+            self.pos = start + tok.len();
+            self.fix_detail(FixKind::NonFiniteNumber, start, tok);
+            return Ok(scalar(Value::Null, false));
+        }
+        if let Some(n) = parse_number(tok) {
+            self.pos = start + tok.len();
+            if n.normalized {
+                self.fix_detail(FixKind::NumberNormalized, start, tok);
+            }
+            // A number cut off by the end of text is kept; its closing brackets are lossy anyway.
+            return Ok(scalar(n.value, false));
+        }
+        self.parse_word(ctx)
+    }
+
+    /// Where a bare token (number or word) ends.
+    fn token_end(&self, start: usize, ctx: Ctx) -> usize {
+        let mut i = start;
+        while i < self.b.len() {
+            let c = self.b[i];
+            let stop = match c {
+                b',' | b'}' | b']' | b'\n' | b'\r' => true,
+                b')' => ctx == Ctx::Call,
+                b':' => ctx == Ctx::ObjectKey,
+                b'"' => true,
+                // A comment after a bare token: `12  # optional`.
+                b'#' | b'/' => {
+                    i > start
+                        && self.b[i - 1].is_ascii_whitespace()
+                        && (c == b'#' || matches!(self.b.get(i + 1), Some(b'/' | b'*')))
+                }
+                _ => false,
+            };
+            if stop {
+                break;
+            }
+            i += 1;
+        }
+        i
+    }
+
+    fn parse_word(&mut self, ctx: Ctx) -> Result<Parsed, ParseError> {
+        let start = self.pos;
+        let id_end = self.ident_end(start);
+        let word = &self.src[start..id_end];
+        let literal = match word {
+            "true" => Some((Value::Bool(true), None)),
+            "false" => Some((Value::Bool(false), None)),
+            "null" => Some((Value::Null, None)),
+            "True" => Some((Value::Bool(true), Some(FixKind::PythonLiteral))),
+            "False" => Some((Value::Bool(false), Some(FixKind::PythonLiteral))),
+            "None" | "undefined" | "nil" => Some((Value::Null, Some(FixKind::PythonLiteral))),
+            "NaN" | "Infinity" | "nan" | "inf" => {
+                Some((Value::Null, Some(FixKind::NonFiniteNumber)))
+            }
+            _ => None,
+        };
+        if let Some((v, fix)) = literal {
+            self.pos = id_end;
+            if let Some(k) = fix {
+                self.fix_detail(k, start, word);
+            }
+            return Ok(scalar(v, false));
+        }
+        // A literal cut off by the end of the text: complete it.
+        if id_end == self.b.len() && !word.is_empty() {
+            for (full, v) in [
+                ("true", Value::Bool(true)),
+                ("false", Value::Bool(false)),
+                ("null", Value::Null),
+                ("True", Value::Bool(true)),
+                ("False", Value::Bool(false)),
+                ("None", Value::Null),
+            ] {
+                if full.starts_with(word) {
+                    self.pos = id_end;
+                    self.fix_detail(
+                        FixKind::TruncatedLiteral,
+                        start,
+                        format!("{word} -> {full}"),
+                    );
+                    return Ok(scalar(v, true));
+                }
+            }
+        }
+        // A bare word: read it as a string up to the next structural character.
+        let end = self.token_end(start, ctx);
+        let text = self.src[start..end].trim_end();
+        if text.is_empty() {
+            return Err(self.err(
+                start,
+                format!("unexpected character {:?}", self.char_at(start)),
+            ));
+        }
+        self.pos = start + text.len();
+        self.fix_detail(FixKind::UnquotedString, start, text);
+        Ok(scalar(Value::String(text.to_owned()), end == self.b.len()))
+    }
+
+    fn char_at(&self, i: usize) -> char {
+        self.src
+            .get(i..)
+            .and_then(|s| s.chars().next())
+            .unwrap_or('?')
+    }
+}
+
+fn scalar(value: Value, truncated: bool) -> Parsed {
+    Parsed {
+        value,
+        truncated,
+        scalar: true,
+    }
+}
+
+/// Whether a quote of kind `close` ends a string opened with `open`.
+fn closes(open: Quote, close: Quote) -> bool {
+    match open {
+        Quote::Double => close == Quote::Double,
+        Quote::Single => close == Quote::Single,
+        // Models mix them: “text" or “text”.
+        Quote::SmartDouble => matches!(close, Quote::SmartDouble | Quote::Double),
+        Quote::SmartSingle => matches!(close, Quote::SmartSingle | Quote::Single),
+    }
+}
+
+pub(crate) fn is_ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c == b'-' || c >= 0x80
+}
+
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0xF0..=0xFF => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
+    }
+}
+
+pub(crate) fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&c| c == needle)
+}
+
+pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || hay.len() < needle.len() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+struct Num {
+    value: Value,
+    normalized: bool,
+}
+
+/// Reads a number, JSON or one of the forms models write (`31800.`, `.5`, `+1`, `1_000`, `0x1F`).
+fn parse_number(tok: &str) -> Option<Num> {
+    if tok.is_empty() || tok.len() > 64 {
+        return None;
+    }
+    // Plain JSON first.
+    if let Some(v) = json_number(tok) {
+        return Some(Num {
+            value: v,
+            normalized: false,
+        });
+    }
+    let (neg, body) = match tok.as_bytes()[0] {
+        b'-' => (true, &tok[1..]),
+        b'+' => (false, &tok[1..]),
+        _ => (false, tok),
+    };
+    if let Some(hex) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        let n = i64::from_str_radix(hex, 16).ok()?;
+        return Some(Num {
+            value: Value::from(if neg { -n } else { n }),
+            normalized: true,
+        });
+    }
+    // Leading zeros (`007`) are an identifier more often than a number: not a number here.
+    if body.len() > 1 && body.starts_with('0') && body.as_bytes()[1].is_ascii_digit() {
+        return None;
+    }
+    let mut cleaned = String::with_capacity(body.len() + 2);
+    if neg {
+        cleaned.push('-');
+    }
+    let body = body.replace('_', "");
+    let body = body.strip_suffix('.').unwrap_or(&body);
+    if body.starts_with('.') {
+        cleaned.push('0');
+    }
+    cleaned.push_str(body);
+    let cleaned = cleaned.replace(".e", ".0e").replace(".E", ".0E");
+    let v = json_number(&cleaned)?;
+    // `31800.` is an integer written with a dot: keep it integral.
+    let v = match v.as_f64() {
+        Some(f) if tok.ends_with('.') && f.fract() == 0.0 && f.abs() < 9.0e15 =>
+        {
+            #[allow(clippy::cast_possible_truncation)]
+            Value::from(f as i64)
+        }
+        _ => v,
+    };
+    Some(Num {
+        value: v,
+        normalized: true,
+    })
+}
+
+fn json_number(tok: &str) -> Option<Value> {
+    let b = tok.as_bytes();
+    let first = *b.first()?;
+    if !(first == b'-' || first.is_ascii_digit()) {
+        return None;
+    }
+    if !b
+        .iter()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E'))
+    {
+        return None;
+    }
+    serde_json::from_str::<Number>(tok).ok().map(Value::Number)
+}
