@@ -605,6 +605,7 @@ impl<'a> Parser<'a> {
                                 b't' => out.push('\t'),
                                 b'\'' => out.push('\''),
                                 b'u' => self.parse_unicode_escape(&mut out, esc_at),
+                                b'x' => self.parse_hex_escape(&mut out, esc_at),
                                 b'\n' => {} // line continuation
                                 _ => {
                                     // `\w`, `\d`, a Windows path: the backslash was meant literally.
@@ -752,6 +753,27 @@ impl<'a> Parser<'a> {
         out.push(char::from_u32(hi).unwrap_or('\u{FFFD}'));
     }
 
+    /// Python's `\xNN`.
+    fn parse_hex_escape(&mut self, out: &mut String, esc_at: usize) {
+        let hex = self
+            .src
+            .get(self.pos..self.pos + 2)
+            .filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit()));
+        match hex
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+            .and_then(char::from_u32)
+        {
+            Some(c) => {
+                self.pos += 2;
+                out.push(c);
+            }
+            None => {
+                self.fix(FixKind::InvalidEscapeKept, esc_at);
+                out.push_str("\\x");
+            }
+        }
+    }
+
     fn hex4(&self, i: usize) -> Option<u32> {
         let s = self.src.get(i..i + 4)?;
         if !s.bytes().all(|c| c.is_ascii_hexdigit()) {
@@ -771,7 +793,23 @@ impl<'a> Parser<'a> {
             self.fix_detail(FixKind::NonFiniteNumber, start, tok);
             return Ok(scalar(Value::Null, false));
         }
-        if let Some(n) = parse_number(tok) {
+        // The number itself ends at whitespace; what follows decides whether it was
+        // a number (`1 2` in a list: a missing comma) or text (`12 apples`).
+        let num_end = tok
+            .bytes()
+            .position(|c| c.is_ascii_whitespace())
+            .map_or(start + tok.len(), |i| start + i);
+        let num_tok = &self.src[start..num_end];
+        let followed_ok = num_end == start + tok.len() || {
+            let j = self.ws_from(num_end);
+            match ctx {
+                Ctx::Array => self.value_start_at(j),
+                Ctx::ObjectValue => self.key_at(j),
+                _ => false,
+            }
+        };
+        if followed_ok && let Some(n) = parse_number(num_tok) {
+            let tok = num_tok;
             self.pos = start + tok.len();
             if n.normalized {
                 self.fix_detail(FixKind::NumberNormalized, start, tok);

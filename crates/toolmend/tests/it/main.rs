@@ -1,1 +1,4 @@
+//! One integration-test binary (faster to link on small machines); one module per area.
 
+mod properties;
+mod repair;

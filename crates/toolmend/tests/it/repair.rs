@@ -1,0 +1,436 @@
+//! Repair: one test per defect category, with our own cases.
+
+use serde_json::{Value, json};
+use toolmend::{
+    FixKind, RepairOptions,
+    repair::{Repaired, repair},
+};
+
+fn ok(raw: &str) -> Repaired {
+    match repair(raw, &RepairOptions::default()) {
+        Ok(r) => r,
+        Err(e) => panic!("repair failed for {raw:?}: {e}"),
+    }
+}
+
+/// The single call's arguments and its fix kinds.
+fn one(raw: &str) -> (Value, Vec<FixKind>) {
+    let r = ok(raw);
+    assert_eq!(r.calls.len(), 1, "expected one call from {raw:?}: {r:?}");
+    let c = &r.calls[0];
+    (
+        c.arguments.clone(),
+        c.fixes.iter().map(|f| f.kind).collect(),
+    )
+}
+
+fn assert_fixed(raw: &str, expected: Value, kind: FixKind) {
+    let (v, kinds) = one(raw);
+    assert_eq!(v, expected, "value for {raw:?}");
+    assert!(
+        kinds.contains(&kind),
+        "{kind:?} not in {kinds:?} for {raw:?}"
+    );
+}
+
+#[test]
+fn valid_json_takes_the_fast_path_unchanged() {
+    let raw =
+        r#"{"q": "True, False and None", "n": 1.5, "a": [1, {"b": null}], "s": "it's \"ok\"\n"}"#;
+    let (v, kinds) = one(raw);
+    assert_eq!(v, serde_json::from_str::<Value>(raw).unwrap());
+    assert!(kinds.is_empty());
+}
+
+#[test]
+fn single_quotes_and_python_reprs() {
+    assert_fixed(
+        "{'city': 'Oslo', 'n': 2}",
+        json!({"city": "Oslo", "n": 2}),
+        FixKind::SingleQuotes,
+    );
+    assert_fixed(
+        "{'ok': True, 'gone': None, 'no': False, 'name': \"Ana's\"}",
+        json!({"ok": true, "gone": null, "no": false, "name": "Ana's"}),
+        FixKind::PythonLiteral,
+    );
+    // An apostrophe inside a single-quoted string is content, not the end.
+    assert_fixed(
+        "{'note': 'it's fine', 'x': 1}",
+        json!({"note": "it's fine", "x": 1}),
+        FixKind::SingleQuotes,
+    );
+    assert_fixed(
+        r"{'a': 'don\'t'}",
+        json!({"a": "don't"}),
+        FixKind::SingleQuotes,
+    );
+}
+
+#[test]
+fn commas_trailing_missing_and_doubled() {
+    assert_fixed(
+        r#"{"a": [1, 2,], "b": 3,}"#,
+        json!({"a": [1, 2], "b": 3}),
+        FixKind::TrailingComma,
+    );
+    assert_fixed(
+        "{\"a\": \"x\"\n \"b\": 2\n \"c\": [1 2]}",
+        json!({"a": "x", "b": 2, "c": [1, 2]}),
+        FixKind::MissingComma,
+    );
+    assert_fixed(
+        r#"{"a": 1,, "b": 2}"#,
+        json!({"a": 1, "b": 2}),
+        FixKind::TrailingComma,
+    );
+}
+
+#[test]
+fn comments_of_every_style() {
+    let raw =
+        "{\n  // the city\n  \"city\": \"Rome\", # hash\n  /* block */ \"days\": 4  // inline\n}";
+    assert_fixed(
+        raw,
+        json!({"city": "Rome", "days": 4}),
+        FixKind::CommentRemoved,
+    );
+    let raw = "{\"tags\": [  # list\n  \"a\"  # first\n ], \"n\": 1}";
+    assert_fixed(raw, json!({"tags": ["a"], "n": 1}), FixKind::CommentRemoved);
+    // A hash inside a string is text.
+    let (v, _) = one(r##"{"issue": "#42", "x": "a # b"}"##);
+    assert_eq!(v, json!({"issue": "#42", "x": "a # b"}));
+}
+
+#[test]
+fn unquoted_keys_and_bare_words() {
+    assert_fixed(
+        "{city: \"Lima\", $ref_id: 7, days_2: 3}",
+        json!({"city": "Lima", "$ref_id": 7, "days_2": 3}),
+        FixKind::UnquotedKey,
+    );
+    assert_fixed(
+        "{\"mode\": auto, \"n\": 1}",
+        json!({"mode": "auto", "n": 1}),
+        FixKind::UnquotedString,
+    );
+}
+
+#[test]
+fn truncation_follows_the_salvage_conventions() {
+    // Inside the last string: keep the prefix.
+    let (v, k) = one(r#"{"a": 1, "note": "Meet at the sta"#);
+    assert_eq!(v, json!({"a": 1, "note": "Meet at the sta"}));
+    assert!(k.contains(&FixKind::TruncatedString));
+    // Inside a key: drop that member.
+    let (v, k) = one(r#"{"a": 1, "ta"#);
+    assert_eq!(v, json!({"a": 1}));
+    assert!(k.contains(&FixKind::TruncatedMemberDropped));
+    // Right after the colon: drop that member.
+    let (v, _) = one(r#"{"a": 1, "b": "#);
+    assert_eq!(v, json!({"a": 1}));
+    // Inside an array: keep complete elements only.
+    let (v, _) = one(r#"{"a": 1, "tags": ["x", "y", "z"#);
+    assert_eq!(v, json!({"a": 1, "tags": ["x", "y"]}));
+    // Inside a literal: complete it.
+    let (v, k) = one(r#"{"a": 1, "ok": fal"#);
+    assert_eq!(v, json!({"a": 1, "ok": false}));
+    assert!(k.contains(&FixKind::TruncatedLiteral));
+    // Only closing brackets missing.
+    let (v, k) = one("{\"a\": {\"b\": [1, 2]");
+    assert_eq!(v, json!({"a": {"b": [1, 2]}}));
+    assert!(k.contains(&FixKind::UnclosedBrackets));
+}
+
+#[test]
+fn truncation_is_marked_lossy_and_nothing_else_is() {
+    assert!(ok(r#"{"city": "Par"#).calls[0].is_lossy());
+    assert!(ok(r#"{"city": "Paris", "days": [1, 2"#).calls[0].is_lossy());
+    assert!(!ok("{'city': 'Paris',}").calls[0].is_lossy());
+    assert!(!ok("```json\n{\"city\": \"Paris\"}\n```").calls[0].is_lossy());
+}
+
+#[test]
+fn strings_with_raw_newlines_inner_quotes_and_backslashes() {
+    assert_fixed(
+        "{\"body\": \"line one\nline two\ttab\"}",
+        json!({"body": "line one\nline two\ttab"}),
+        FixKind::ControlCharEscaped,
+    );
+    assert_fixed(
+        r#"{"subject": "Mark it "urgent" please", "to": "a@b.c"}"#,
+        json!({"subject": "Mark it \"urgent\" please", "to": "a@b.c"}),
+        FixKind::InnerQuoteEscaped,
+    );
+    assert_fixed(
+        r#"{"path": "C:\Users\dev\new", "re": "\d+\s"}"#,
+        json!({"path": "C:\\Users\\dev\new", "re": "\\d+\\s"}),
+        FixKind::InvalidEscapeKept,
+    );
+}
+
+#[test]
+fn smart_quotes_and_non_finite_numbers_and_number_quirks() {
+    assert_fixed(
+        "{“city”: “Kyiv”, ‘n’: 2}",
+        json!({"city": "Kyiv", "n": 2}),
+        FixKind::SmartQuotes,
+    );
+    assert_fixed(
+        r#"{"a": NaN, "b": -Infinity, "c": Infinity}"#,
+        json!({"a": null, "b": null, "c": null}),
+        FixKind::NonFiniteNumber,
+    );
+    assert_fixed(
+        r#"{"a": 12., "b": .5, "c": +3, "d": 1_000, "e": 0x1F}"#,
+        json!({"a": 12, "b": 0.5, "c": 3, "d": 1000, "e": 31}),
+        FixKind::NumberNormalized,
+    );
+    // Leading zeros are an identifier more often than a number: kept as text.
+    let (v, _) = one(r#"{"zip": 01234}"#);
+    assert_eq!(v, json!({"zip": "01234"}));
+}
+
+#[test]
+fn duplicate_keys_keep_the_last_and_are_recorded() {
+    // On the fast path (valid JSON) too.
+    assert_fixed(
+        r#"{"a": 1, "b": 2, "a": 3}"#,
+        json!({"a": 3, "b": 2}),
+        FixKind::DuplicateKey,
+    );
+    assert_fixed(
+        r#"{'a': 1, 'a': 2}"#,
+        json!({"a": 2}),
+        FixKind::DuplicateKey,
+    );
+}
+
+#[test]
+fn braces_missing_extra_and_mismatched() {
+    assert_fixed(
+        "\"city\": \"Quito\",\n\"days\": 2",
+        json!({"city": "Quito", "days": 2}),
+        FixKind::OuterBracesAdded,
+    );
+    assert_fixed(
+        "city: 'Quito', days: 2",
+        json!({"city": "Quito", "days": 2}),
+        FixKind::OuterBracesAdded,
+    );
+    assert_fixed(
+        r#"{"a": 1}}]"#,
+        json!({"a": 1}),
+        FixKind::ExtraClosingRemoved,
+    );
+    assert_fixed(
+        r#"{"a": [1, 2}"#,
+        json!({"a": [1, 2]}),
+        FixKind::MismatchedBracket,
+    );
+}
+
+#[test]
+fn envelopes_think_fence_prose_tokens() {
+    assert_fixed(
+        "<think>The user wants {city}. I'll call it.</think>\n{\"city\": \"Cairo\"}",
+        json!({"city": "Cairo"}),
+        FixKind::ThinkingStripped,
+    );
+    // A closing tag whose opener was in the prompt.
+    assert_fixed(
+        "reasoning about {x} here</think>{\"city\": \"Cairo\"}",
+        json!({"city": "Cairo"}),
+        FixKind::ThinkingStripped,
+    );
+    assert_fixed(
+        "Here you go:\n```json\n{\"city\": \"Cairo\"}\n```\nAnything else?",
+        json!({"city": "Cairo"}),
+        FixKind::FenceStripped,
+    );
+    assert_fixed(
+        "Sure! I will call the tool with {\"city\": \"Cairo\"} now.",
+        json!({"city": "Cairo"}),
+        FixKind::ProseStripped,
+    );
+    assert_fixed(
+        "<|im_start|>assistant\n{\"city\": \"Cairo\"}<|im_end|>",
+        json!({"city": "Cairo"}),
+        FixKind::SpecialTokensStripped,
+    );
+    // A heading with a colon is prose, not a key.
+    let (v, _) = one("Arguments:\n\n{\"city\": \"Cairo\"}");
+    assert_eq!(v, json!({"city": "Cairo"}));
+}
+
+#[test]
+fn thinking_kept_when_asked_is_an_error() {
+    let opts = RepairOptions {
+        strip_thinking: false,
+        ..RepairOptions::default()
+    };
+    let e = repair("<think>hmm</think>{\"a\": 1}", &opts).unwrap_err();
+    assert!(e.reason.contains("strip_thinking"), "{e}");
+}
+
+#[test]
+fn tokens_inside_string_values_are_content() {
+    let raw = r#"{"content": "<think>not a leak</think> and <|im_end|>"}"#;
+    let (v, kinds) = one(raw);
+    assert_eq!(
+        v,
+        json!({"content": "<think>not a leak</think> and <|im_end|>"})
+    );
+    assert!(kinds.is_empty());
+}
+
+#[test]
+fn double_encoded_and_overescaped() {
+    assert_fixed(
+        r#""{\"city\": \"Lyon\", \"days\": 2}""#,
+        json!({"city": "Lyon", "days": 2}),
+        FixKind::DoubleEncodedDecoded,
+    );
+    assert_fixed(
+        r#"{\"city\": \"Lyon\", \"note\": \"a\\nb\"}"#,
+        json!({"city": "Lyon", "note": "a\nb"}),
+        FixKind::OverescapedQuotesUnescaped,
+    );
+}
+
+#[test]
+fn call_envelopes_of_open_models() {
+    let r = ok(
+        "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Bern\"}}\n</tool_call>",
+    );
+    assert_eq!(r.calls[0].name.as_deref(), Some("weather"));
+    assert_eq!(r.calls[0].arguments, json!({"city": "Bern"}));
+
+    let r =
+        ok("<|python_tag|>{\"name\": \"weather\", \"parameters\": {\"city\": \"Bern\"}}<|eom_id|>");
+    assert_eq!(r.calls[0].arguments, json!({"city": "Bern"}));
+    assert!(
+        r.calls[0]
+            .fixes
+            .iter()
+            .any(|f| f.kind == FixKind::PythonTagUnwrapped)
+    );
+
+    let r = ok("[TOOL_CALLS][{\"name\": \"weather\", \"arguments\": {\"city\": \"Bern\"}}]");
+    assert_eq!(r.calls[0].arguments, json!({"city": "Bern"}));
+
+    let r = ok("[TOOL_CALLS]weather[ARGS]{\"city\": \"Bern\"}");
+    assert_eq!(r.calls[0].name.as_deref(), Some("weather"));
+    assert_eq!(r.calls[0].arguments, json!({"city": "Bern"}));
+
+    let r = ok(
+        "{\"type\": \"function\", \"function\": {\"name\": \"weather\", \"arguments\": \"{\\\"city\\\": \\\"Bern\\\"}\"}}",
+    );
+    // Valid JSON: the as-is reading comes first, the unwrapped call is the alternative.
+    assert_eq!(r.alternatives[0][0].arguments, json!({"city": "Bern"}));
+    assert_eq!(r.alternatives[0][0].name.as_deref(), Some("weather"));
+}
+
+#[test]
+fn qwen3_xml_parameters() {
+    let raw = "<tool_call>\n<function=book>\n<parameter=title>\nDune\n</parameter>\n<parameter=copies>\n2\n</parameter>\n<parameter=meta>\n{\"shelf\": \"A1\"}\n</parameter>\n</function>\n</tool_call>";
+    let r = ok(raw);
+    assert_eq!(r.calls[0].name.as_deref(), Some("book"));
+    // Values stay text; the schema step types them.
+    assert_eq!(
+        r.calls[0].arguments,
+        json!({"title": "Dune", "copies": "2", "meta": {"shelf": "A1"}})
+    );
+}
+
+#[test]
+fn pythonic_calls() {
+    let r = ok("<|python_start|>weather(city=\"Bern\", days=3, hourly=True)<|python_end|>");
+    assert_eq!(r.calls[0].name.as_deref(), Some("weather"));
+    assert_eq!(
+        r.calls[0].arguments,
+        json!({"city": "Bern", "days": 3, "hourly": true})
+    );
+    let r = ok("[weather(city='Bern'), time(zone='CET')]");
+    assert_eq!(r.calls.len(), 2);
+    assert_eq!(r.calls[1].arguments, json!({"zone": "CET"}));
+    let r = ok("search(q='a, b (c)', n=2)");
+    assert_eq!(r.calls[0].arguments, json!({"q": "a, b (c)", "n": 2}));
+    // Positional arguments cannot be named without guessing: an error, not a guess.
+    assert!(repair("weather('Bern')", &RepairOptions::default()).is_err());
+}
+
+#[test]
+fn concatenated_calls_split_and_duplicates_dropped() {
+    let r = ok("{\"city\": \"A\"}{\"city\": \"B\"}");
+    assert_eq!(r.calls.len(), 2);
+    assert_eq!(r.calls[1].arguments, json!({"city": "B"}));
+    assert!(
+        r.calls[0]
+            .fixes
+            .iter()
+            .any(|f| f.kind == FixKind::ConcatenatedCallsSplit)
+    );
+
+    let r = ok("{\"city\": \"A\", \"d\": 1}\n{\"city\": \"A\", \"d\": 1}");
+    assert_eq!(r.calls.len(), 1);
+    assert!(
+        r.calls[0]
+            .fixes
+            .iter()
+            .any(|f| f.kind == FixKind::DuplicateCallDropped)
+    );
+
+    // The repeat was cut off: still the same call, once.
+    let r = ok("{\"city\": \"Accra\", \"d\": 1}\n\n{\"city\": \"Acc");
+    assert_eq!(r.calls.len(), 1);
+    assert_eq!(r.calls[0].arguments, json!({"city": "Accra", "d": 1}));
+    assert!(!r.calls[0].is_lossy());
+}
+
+#[test]
+fn strict_mode_repairs_nothing() {
+    let strict = RepairOptions::strict();
+    assert!(repair(r#"{"a": 1}"#, &strict).is_ok());
+    let e = repair("{'a': 1}", &strict).unwrap_err();
+    assert!(e.reason.contains("not valid JSON"), "{e}");
+}
+
+#[test]
+fn depth_and_size_are_bounded() {
+    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    let e = repair(&format!("{{\"a\": {deep}}}"), &RepairOptions::default()).unwrap_err();
+    assert!(e.reason.contains("nesting deeper"), "{e}");
+    let opts = RepairOptions {
+        max_len: 10,
+        ..RepairOptions::default()
+    };
+    assert!(repair(r#"{"a": "0123456789"}"#, &opts).is_err());
+    // Unbalanced garbage deep enough to overflow a naive recursive parser.
+    assert!(repair(&"{\"a\":".repeat(100_000), &RepairOptions::default()).is_err());
+}
+
+#[test]
+fn non_objects_are_errors_with_reasons() {
+    for (raw, word) in [
+        ("42", "number"),
+        ("[]", "empty list"),
+        ("", "empty"),
+        ("hello there", "no JSON"),
+    ] {
+        let e = repair(raw, &RepairOptions::default()).unwrap_err();
+        assert!(e.reason.contains(word), "{raw:?}: {e}");
+    }
+}
+
+#[test]
+fn fixes_point_into_the_raw_text() {
+    let raw = "Sure: {'a': 1,}";
+    let r = ok(raw);
+    let tc = r.calls[0]
+        .fixes
+        .iter()
+        .find(|f| f.kind == FixKind::TrailingComma)
+        .unwrap();
+    assert_eq!(&raw[tc.offset.unwrap()..=tc.offset.unwrap()], ",");
+}
