@@ -176,6 +176,9 @@ pub fn mend_named(name: &str, raw: &str, tools: &Toolbox, opts: &MendOptions) ->
     if let Some(fix) = name_fix {
         for c in &mut mended.calls {
             c.fixes.insert(0, fix.clone());
+            if c.outcome == Outcome::Valid {
+                c.outcome = Outcome::Repaired;
+            }
         }
     }
     mended

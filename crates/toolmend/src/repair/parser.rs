@@ -76,6 +76,20 @@ impl<'a> Parser<'a> {
     }
 
     fn fix(&mut self, kind: FixKind, at: usize) {
+        // A style that runs through the whole text (quotes, bare keys) is one fix,
+        // at its first place, not one per string.
+        let pervasive = matches!(
+            kind,
+            FixKind::SingleQuotes
+                | FixKind::SmartQuotes
+                | FixKind::UnquotedKey
+                | FixKind::ControlCharEscaped
+                | FixKind::CommentRemoved
+                | FixKind::InvalidEscapeKept
+        );
+        if pervasive && self.fixes.iter().any(|f| f.kind == kind) {
+            return;
+        }
         self.fixes.push(Fix::at(kind, self.base + at));
     }
 
@@ -355,9 +369,6 @@ impl<'a> Parser<'a> {
             // ---- key
             let key_start = self.pos;
             let key = if let Some((q, n)) = self.quote_at(key_start) {
-                if q == Quote::Single {
-                    self.fix(FixKind::SingleQuotes, key_start);
-                }
                 self.pos += n;
                 let (k, truncated) = self.parse_string(q, Ctx::ObjectKey, key_start)?;
                 if truncated {
