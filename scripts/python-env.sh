@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Create (idempotently) the Python venv the benchmarks use and install the peer
+# JSON-repair tools that bench/corpus.sh and bench/inprocess.py compare against.
+#
+# Usage: scripts/python-env.sh [--upgrade]
+#
+#   --upgrade   reinstall even if the pinned versions are already present
+#
+# Environment:
+#   VENV                  venv path (default: <repo>/.venv)
+#   PYTHON                interpreter used to create the venv (default: python3)
+#   JSON_REPAIR_VERSION   json-repair version (default below; "latest" = unpinned)
+#   FAST_JSON_REPAIR_VERSION, JSON_REPAIR_ENGINE_VERSION   likewise
+#
+# Only PyPI is contacted (through pip). Prints the installed versions at the end.
+set -euo pipefail
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
+UPGRADE=0
+for arg in "$@"; do
+  case "$arg" in
+    --upgrade) UPGRADE=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "python-env.sh: unknown argument: $arg" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3}"
+
+# Versions the numbers in docs/benchmarks.md were measured with.
+JSON_REPAIR_VERSION="${JSON_REPAIR_VERSION:-0.64.6}"
+FAST_JSON_REPAIR_VERSION="${FAST_JSON_REPAIR_VERSION:-0.2.3}"
+JSON_REPAIR_ENGINE_VERSION="${JSON_REPAIR_ENGINE_VERSION:-0.1.7}"
+
+spec() { # spec NAME VERSION -> NAME==VERSION, or NAME when VERSION is "latest"
+  if [[ "$2" == latest ]]; then echo "$1"; else echo "$1==$2"; fi
+}
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "python-env: creating venv at $VENV" >&2
+  "$PYTHON" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+
+# json-repair's "schema" extra (jsonschema + pydantic) powers the json_repair_schema adapter.
+REQS=(
+  "$(spec 'json-repair[schema]' "$JSON_REPAIR_VERSION")"
+  "$(spec fast-json-repair "$FAST_JSON_REPAIR_VERSION")"
+  "$(spec json-repair-engine "$JSON_REPAIR_ENGINE_VERSION")"
+)
+
+installed_ok() {
+  "$PY" - "$JSON_REPAIR_VERSION" "$FAST_JSON_REPAIR_VERSION" "$JSON_REPAIR_ENGINE_VERSION" <<'PYEOF' 2>/dev/null
+import sys
+from importlib.metadata import version, PackageNotFoundError
+want = dict(zip(["json-repair", "fast-json-repair", "json-repair-engine"], sys.argv[1:]))
+want.update({"jsonschema": "any", "pydantic": "any"})
+try:
+    for dist, v in want.items():
+        have = version(dist)
+        if v not in ("any", "latest") and have != v:
+            sys.exit(1)
+except PackageNotFoundError:
+    sys.exit(1)
+PYEOF
+}
+
+if [[ "$UPGRADE" == 1 ]] || ! installed_ok; then
+  echo "python-env: installing ${REQS[*]}" >&2
+  "$PY" -m pip install --disable-pip-version-check --quiet --upgrade "${REQS[@]}"
+fi
+
+"$PY" - <<'PYEOF'
+import sys
+from importlib.metadata import version
+print(f"python {sys.version.split()[0]} ({sys.executable})")
+for dist in ["json-repair", "jsonschema", "pydantic", "fast-json-repair", "json-repair-engine"]:
+    print(f"{dist} {version(dist)}")
+PYEOF
