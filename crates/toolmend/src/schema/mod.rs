@@ -1,13 +1,55 @@
 //! Schema: each tool's JSON Schema compiled once; validation to structured
 //! [`Issue`]s; safe, switchable coercions recorded as [`Fix`]es; custom validators.
 //!
-//! STUB: the interface is fixed, the implementation is being written.
+//! ```
+//! use serde_json::json;
+//! use toolmend::schema::{Coercions, CompiledTool, Phase, ValidationContext};
+//! use toolmend::FixKind;
+//!
+//! let tool = CompiledTool::compile(
+//!     "get_weather",
+//!     "Current weather for a city.",
+//!     &json!({"type": "object",
+//!             "properties": {"city": {"type": "string"},
+//!                            "days": {"type": "integer"},
+//!                            "units": {"enum": ["celsius", "fahrenheit"]}},
+//!             "required": ["city"], "additionalProperties": false}),
+//! ).unwrap();
+//! let ctx = ValidationContext::new("get_weather", Phase::Initial);
+//! let checked = tool.check(json!({"town": "Paris", "days": "3", "units": "Celsius"}),
+//!                          &Coercions::default(), &ctx);
+//! assert_eq!(checked.value, json!({"city": "Paris", "days": 3, "units": "celsius"}));
+//! assert!(checked.issues.is_empty());
+//! let kinds: Vec<FixKind> = checked.fixes.iter().map(|f| f.kind).collect();
+//! assert_eq!(kinds, [FixKind::KeyRenamed, FixKind::StringToInteger, FixKind::EnumCaseFixed]);
+//!
+//! // Strict mode: nothing is coerced, every problem is an issue.
+//! let strict = tool.check(json!({"town": "Paris"}), &Coercions::none(), &ctx);
+//! assert_eq!(strict.issues.len(), 2); // city missing, town unknown
+//! ```
+//!
+//! How it works:
+//! - [`CompiledTool::compile`] builds a `jsonschema` validator once (draft from `$schema`:
+//!   7 or 2020-12 and the others `jsonschema` knows, 2020-12 by default; formats asserted;
+//!   no remote `$ref`).
+//! - [`CompiledTool::check`] first asks the validator's `is_valid`; valid arguments with no
+//!   unknown top-level keys return at once, untouched. Otherwise the value is walked along the
+//!   schema (local `$ref`, `allOf`, `anyOf`/`oneOf`, `items`/`prefixItems`, nested objects)
+//!   and coerced, then validated, then given to the custom validators.
+//! - Validation errors become [`Issue`]s (see `issues.rs` for the mapping), sorted by
+//!   [`crate::issue::sort_issues`].
 
-use std::sync::Arc;
+mod coerce;
+mod compile;
+mod dates;
+mod issues;
+mod suggest;
+
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use crate::{Error, Fix, Issue};
+use crate::{Error, Fix, Issue, IssueKind};
 
 /// Which safe coercions run (lax mode). All on by default; [`Coercions::none`] is strict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,11 +184,30 @@ pub struct Checked {
     pub issues: Vec<Issue>,
 }
 
+impl Checked {
+    /// True when nothing is wrong.
+    pub fn is_valid(&self) -> bool {
+        self.issues.is_empty()
+    }
+}
+
 /// A tool with its schema compiled once; cheap to share across threads (`Send + Sync`).
 pub struct CompiledTool {
     name: String,
     description: String,
     parameters: Value,
+    /// `parameters`, or an accept-any-object schema when it is missing or empty.
+    schema: Value,
+    draft: jsonschema::Draft,
+    validator: jsonschema::Validator,
+    /// True when some `anyOf`/`oneOf` has two or more non-null branches.
+    needs_branches: bool,
+    /// The top-level property names when valid arguments may still carry unknown keys
+    /// worth renaming (the root lists `properties` but does not forbid other keys); empty
+    /// otherwise.
+    open_root: Vec<String>,
+    /// Validators for every sub-schema, built on first need (to try `anyOf` branches).
+    branch_validators: OnceLock<Option<jsonschema::ValidatorMap>>,
     validators: Vec<Arc<dyn CustomValidator>>,
 }
 
@@ -160,11 +221,35 @@ impl std::fmt::Debug for CompiledTool {
 
 impl CompiledTool {
     /// Compiles a tool's JSON Schema (drafts 7 and 2020-12; `$schema` picks, 2020-12 by default).
+    ///
+    /// A missing (`null`) or empty (`{}`) `parameters` accepts any object. Formats
+    /// (`date`, `date-time`, `email` …) are asserted in every draft. Remote `$ref`s are not
+    /// fetched: a schema that needs one is an [`Error::InvalidSchema`].
     pub fn compile(name: &str, description: &str, parameters: &Value) -> Result<Self, Error> {
+        let schema = compile::effective_schema(parameters);
+        let draft = compile::draft_of(&schema);
+        let validator = compile::build(name, &schema, draft)?;
+        let needs_branches = compile::needs_branch_validators(&schema);
+        let root = compile::flatten(&schema, compile::Node::root(&schema));
+        let open_root = if matches!(root.additional(), compile::Additional::Forbidden) {
+            Vec::new()
+        } else {
+            root.property_names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        };
+        drop(root);
         Ok(CompiledTool {
             name: name.to_owned(),
             description: description.to_owned(),
             parameters: parameters.clone(),
+            schema,
+            draft,
+            validator,
+            needs_branches,
+            open_root,
+            branch_validators: OnceLock::new(),
             validators: Vec::new(),
         })
     }
@@ -191,29 +276,104 @@ impl CompiledTool {
         &self.parameters
     }
 
+    /// The JSON Schema draft the tool is validated with.
+    pub fn draft(&self) -> jsonschema::Draft {
+        self.draft
+    }
+
+    /// The top-level property names the schema lists, in schema order.
+    pub fn property_names(&self) -> Vec<&str> {
+        compile::flatten(&self.schema, compile::Node::root(&self.schema)).property_names()
+    }
+
     /// Fast path: true when the arguments are valid as they are (schema only).
-    pub fn is_valid(&self, _arguments: &Value) -> bool {
-        true
+    pub fn is_valid(&self, arguments: &Value) -> bool {
+        arguments.is_object() && self.validator.is_valid(arguments)
     }
 
     /// Validates without coercing: the structural issues, sorted (see [`crate::issue::sort_issues`]).
-    pub fn validate(&self, _arguments: &Value) -> Vec<Issue> {
-        Vec::new()
+    ///
+    /// Arguments that are not a JSON object give one [`IssueKind::NotAnObject`] issue.
+    pub fn validate(&self, arguments: &Value) -> Vec<Issue> {
+        if !arguments.is_object() {
+            return vec![issues::not_an_object(arguments)];
+        }
+        if self.validator.is_valid(arguments) {
+            return Vec::new();
+        }
+        issues::collect(&self.schema, &self.validator, arguments)
     }
 
     /// Coerces what is safe to coerce (per `coercions`), then validates, then runs
     /// the custom validators if the schema passes.
+    ///
+    /// Valid arguments with no unknown top-level keys return at once: the same value, no
+    /// fixes. A missing required value is never invented and no default is added.
     pub fn check(
         &self,
         arguments: Value,
-        _coercions: &Coercions,
-        _ctx: &ValidationContext<'_>,
+        coercions: &Coercions,
+        ctx: &ValidationContext<'_>,
     ) -> Checked {
-        Checked {
-            value: arguments,
-            fixes: Vec::new(),
-            issues: Vec::new(),
+        if self.is_valid(&arguments) && !self.has_keys_to_rename(&arguments, coercions) {
+            let issues = self.run_validators(&arguments, ctx);
+            return Checked {
+                value: arguments,
+                fixes: Vec::new(),
+                issues,
+            };
         }
+        let mut value = arguments;
+        let mut fixes = Vec::new();
+        if *coercions != Coercions::none() {
+            let mut walker = coerce::Walker::new(self, coercions);
+            walker.run(&mut value);
+            fixes = walker.fixes;
+        }
+        let mut issues = self.validate(&value);
+        if issues.is_empty() {
+            issues = self.run_validators(&value, ctx);
+        }
+        Checked {
+            value,
+            fixes,
+            issues,
+        }
+    }
+
+    /// True when a valid object still has top-level keys the schema does not list, and
+    /// renaming or unwrapping could apply (open schemas accept unknown keys).
+    fn has_keys_to_rename(&self, arguments: &Value, coercions: &Coercions) -> bool {
+        // A valid object under a root that forbids other keys has none.
+        if self.open_root.is_empty() || (!coercions.rename_keys && !coercions.unwrap_arguments) {
+            return false;
+        }
+        arguments
+            .as_object()
+            .is_some_and(|args| args.keys().any(|k| !self.open_root.contains(k)))
+    }
+
+    fn run_validators(&self, arguments: &Value, ctx: &ValidationContext<'_>) -> Vec<Issue> {
+        let mut out = Vec::new();
+        for v in &self.validators {
+            out.extend(v.validate(arguments, ctx));
+        }
+        crate::issue::sort_issues(&mut out);
+        out
+    }
+
+    /// Whether `value` is valid for the sub-schema at `loc`; `None` when no validator for
+    /// it could be built.
+    fn branch_valid(&self, loc: &str, value: &Value) -> Option<bool> {
+        let map = self
+            .branch_validators
+            .get_or_init(|| {
+                self.needs_branches
+                    .then(|| compile::build_map(&self.schema, self.draft))
+                    .flatten()
+            })
+            .as_ref()?;
+        map.get(&format!("#{loc}")).map(|v| v.is_valid(value))
     }
 }
 
@@ -251,5 +411,50 @@ impl Toolbox {
     /// Every tool, in the order added.
     pub fn tools(&self) -> &[Arc<CompiledTool>] {
         &self.tools
+    }
+
+    /// A toolbox of these tools; a repeated name is an error.
+    pub fn from_tools(tools: impl IntoIterator<Item = CompiledTool>) -> Result<Self, Error> {
+        let mut b = Toolbox::new();
+        for t in tools {
+            b.add(t)?;
+        }
+        Ok(b)
+    }
+
+    /// How many tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// True when there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The [`IssueKind::UnknownTool`] issue for a call to `name`: `allowed` lists every tool
+    /// name, `suggestion` a close one (`did you mean "get_weather"?` for `get_wether`).
+    pub fn unknown_tool_issue(&self, name: &str) -> Issue {
+        let names: Vec<&str> = self.names().collect();
+        let cands: Vec<suggest::Candidate<'_>> = names
+            .iter()
+            .map(|n| suggest::Candidate::new(n, None))
+            .collect();
+        let mut issue = Issue::new(
+            IssueKind::UnknownTool,
+            "",
+            format!("there is no tool named \"{name}\""),
+        )
+        .got(Value::String(name.to_owned()))
+        .allowed(
+            names
+                .iter()
+                .map(|n| Value::String((*n).to_owned()))
+                .collect(),
+        );
+        if let Some(s) = suggest::did_you_mean(name, &cands) {
+            issue = issue.suggestion(format!("did you mean \"{s}\"?"));
+        }
+        issue
     }
 }

@@ -3,3 +3,5 @@
 mod properties;
 mod protocol;
 mod repair;
+mod feedback;
+mod schema;

@@ -1,0 +1,476 @@
+//! Compiling a tool schema, and reading it while walking a value.
+//!
+//! The validator is built once by `jsonschema` (draft from `$schema`, formats asserted, no
+//! remote references). The coercion walk reads the schema `Value` itself: [`flatten`] gathers
+//! the parts that apply together to one value (the schema, what its local `$ref` points to,
+//! its `allOf` members) so that `properties`, `type`, `enum`, `format` … can be looked up
+//! across them.
+
+use jsonschema::{Draft, Validator, ValidatorMap};
+use serde_json::{Map, Value};
+
+use crate::Error;
+
+/// The draft a schema asks for with `$schema`; 2020-12 when it names none we know.
+pub(crate) fn draft_of(schema: &Value) -> Draft {
+    let Some(uri) = schema.get("$schema").and_then(Value::as_str) else {
+        return Draft::Draft202012;
+    };
+    if uri.contains("draft-07") || uri.contains("draft/7") {
+        Draft::Draft7
+    } else if uri.contains("draft-06") {
+        Draft::Draft6
+    } else if uri.contains("draft-04") {
+        Draft::Draft4
+    } else if uri.contains("2019-09") {
+        Draft::Draft201909
+    } else {
+        Draft::Draft202012
+    }
+}
+
+fn options(draft: Draft) -> jsonschema::ValidationOptions<'static> {
+    jsonschema::options()
+        .with_draft(draft)
+        .should_validate_formats(true)
+        .offline()
+}
+
+/// Builds the root validator.
+pub(crate) fn build(tool: &str, schema: &Value, draft: Draft) -> Result<Validator, Error> {
+    options(draft)
+        .build(schema)
+        .map_err(|e| Error::InvalidSchema {
+            tool: tool.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// Builds validators for every sub-schema (used to test `anyOf`/`oneOf` branches).
+pub(crate) fn build_map(schema: &Value, draft: Draft) -> Option<ValidatorMap> {
+    options(draft).build_map(schema).ok()
+}
+
+/// The schema used when a tool declares no parameters: any object.
+pub(crate) fn effective_schema(parameters: &Value) -> Value {
+    match parameters {
+        Value::Null => serde_json::json!({"type": "object"}),
+        Value::Object(m) if m.is_empty() => serde_json::json!({"type": "object"}),
+        other => other.clone(),
+    }
+}
+
+/// True when the schema has an `anyOf`/`oneOf` with two or more non-null branches
+/// somewhere, i.e. when branch validators may be needed.
+pub(crate) fn needs_branch_validators(schema: &Value) -> bool {
+    match schema {
+        Value::Object(m) => m.iter().any(|(k, v)| {
+            if (k == "anyOf" || k == "oneOf")
+                && let Some(branches) = v.as_array()
+                && branches.iter().filter(|b| !is_null_schema(b)).count() >= 2
+            {
+                return true;
+            }
+            // Skip values that are data, not schemas.
+            if matches!(k.as_str(), "enum" | "const" | "default" | "examples") {
+                return false;
+            }
+            needs_branch_validators(v)
+        }),
+        Value::Array(a) => a.iter().any(needs_branch_validators),
+        _ => false,
+    }
+}
+
+/// `{"type": "null"}` (or `{"const": null}`, `{"enum": [null]}`).
+pub(crate) fn is_null_schema(schema: &Value) -> bool {
+    let Some(m) = schema.as_object() else {
+        return false;
+    };
+    m.get("type").and_then(Value::as_str) == Some("null")
+        || m.get("const").is_some_and(Value::is_null)
+        || m.get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|e| e.len() == 1 && e[0].is_null())
+}
+
+// ---- type masks ----
+
+pub(crate) const NULL: u8 = 1;
+pub(crate) const BOOL: u8 = 2;
+pub(crate) const INT: u8 = 4;
+pub(crate) const NUM: u8 = 8;
+pub(crate) const STR: u8 = 16;
+pub(crate) const ARR: u8 = 32;
+pub(crate) const OBJ: u8 = 64;
+
+fn type_bit(name: &str) -> u8 {
+    match name {
+        "null" => NULL,
+        "boolean" => BOOL,
+        "integer" => INT,
+        "number" => NUM,
+        "string" => STR,
+        "array" => ARR,
+        "object" => OBJ,
+        _ => 0,
+    }
+}
+
+/// The type bits a value has (an integral number is both integer and number).
+pub(crate) fn value_mask(v: &Value) -> u8 {
+    match v {
+        Value::Null => NULL,
+        Value::Bool(_) => BOOL,
+        Value::Number(n) => {
+            if n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) {
+                INT | NUM
+            } else {
+                NUM
+            }
+        }
+        Value::String(_) => STR,
+        Value::Array(_) => ARR,
+        Value::Object(_) => OBJ,
+    }
+}
+
+/// `integer or string` for a mask.
+pub(crate) fn mask_names(mask: u8) -> String {
+    let names = [
+        (STR, "string"),
+        (INT, "integer"),
+        (NUM, "number"),
+        (BOOL, "boolean"),
+        (ARR, "array"),
+        (OBJ, "object"),
+        (NULL, "null"),
+    ];
+    let mut out = Vec::new();
+    for (bit, name) in names {
+        if mask & bit != 0 && !(bit == INT && mask & NUM != 0) {
+            out.push(name);
+        }
+    }
+    out.join(" or ")
+}
+
+// ---- walking the schema ----
+
+/// A sub-schema and its location in the document (a JSON Pointer, `""` for the root).
+#[derive(Debug, Clone)]
+pub(crate) struct Node<'s> {
+    pub schema: &'s Value,
+    pub loc: String,
+}
+
+impl<'s> Node<'s> {
+    pub(crate) fn root(schema: &'s Value) -> Self {
+        Node {
+            schema,
+            loc: String::new(),
+        }
+    }
+
+    fn child(&self, schema: &'s Value, segments: &[&str]) -> Node<'s> {
+        let mut loc = self.loc.clone();
+        for s in segments {
+            loc.push('/');
+            push_escaped(&mut loc, s);
+        }
+        Node { schema, loc }
+    }
+}
+
+/// Appends a JSON Pointer segment, escaped.
+pub(crate) fn push_escaped(out: &mut String, segment: &str) {
+    for c in segment.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// A JSON Pointer segment, escaped.
+pub(crate) fn escape(segment: &str) -> String {
+    let mut s = String::with_capacity(segment.len());
+    push_escaped(&mut s, segment);
+    s
+}
+
+/// What `additionalProperties` says.
+#[derive(Debug, Clone)]
+pub(crate) enum Additional<'s> {
+    /// Absent or `true`.
+    Allowed,
+    /// `false`.
+    Forbidden,
+    /// A schema for the other keys.
+    Schema(Node<'s>),
+}
+
+/// The conjunctive parts of one schema position.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Flat<'s> {
+    pub parts: Vec<Node<'s>>,
+}
+
+const MAX_FLATTEN: usize = 32;
+
+/// Gathers `node`, the targets of its local `$ref`s and its `allOf` members.
+pub(crate) fn flatten<'s>(root: &'s Value, node: Node<'s>) -> Flat<'s> {
+    let mut flat = Flat::default();
+    collect(root, node, &mut flat.parts);
+    flat
+}
+
+fn collect<'s>(root: &'s Value, node: Node<'s>, out: &mut Vec<Node<'s>>) {
+    if out.len() >= MAX_FLATTEN || out.iter().any(|p| p.loc == node.loc) {
+        return;
+    }
+    let Some(obj) = node.schema.as_object() else {
+        return;
+    };
+    out.push(node.clone());
+    if let Some(target) = obj
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| resolve(root, r))
+    {
+        collect(root, target, out);
+    }
+    if let Some(all) = obj.get("allOf").and_then(Value::as_array) {
+        for (i, s) in all.iter().enumerate() {
+            collect(root, node.child(s, &["allOf", &i.to_string()]), out);
+        }
+    }
+}
+
+/// Resolves a local `$ref` (`#`, `#/$defs/x`, `#/definitions/x`); `None` for anything else.
+pub(crate) fn resolve<'s>(root: &'s Value, reference: &str) -> Option<Node<'s>> {
+    let fragment = reference.strip_prefix('#')?;
+    let pointer = percent_decode(fragment)?;
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return None; // an anchor; not followed
+    }
+    let schema = root.pointer(&pointer)?;
+    Some(Node {
+        schema,
+        loc: pointer,
+    })
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    if !s.contains('%') {
+        return Some(s.to_owned());
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+impl<'s> Flat<'s> {
+    fn objects(&self) -> impl Iterator<Item = (&Node<'s>, &'s Map<String, Value>)> + '_ {
+        self.parts
+            .iter()
+            .filter_map(|p| p.schema.as_object().map(|m| (p, m)))
+    }
+
+    /// The allowed types (intersection of every `type`), `None` when no part says.
+    pub(crate) fn types(&self) -> Option<u8> {
+        let mut mask: Option<u8> = None;
+        for (_, m) in self.objects() {
+            let bits = match m.get("type") {
+                Some(Value::String(t)) => type_bit(t),
+                Some(Value::Array(ts)) => ts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .fold(0, |acc, t| acc | type_bit(t)),
+                _ => continue,
+            };
+            // An integer schema also accepts what a number schema does not; keep it simple.
+            mask = Some(mask.map_or(bits, |m| {
+                let both = m & bits;
+                if both == 0 && (m | bits) & (INT | NUM) == (INT | NUM) {
+                    INT
+                } else {
+                    both
+                }
+            }));
+        }
+        mask
+    }
+
+    /// The first `enum` list.
+    pub(crate) fn enum_values(&self) -> Option<&'s [Value]> {
+        self.objects()
+            .find_map(|(_, m)| m.get("enum").and_then(Value::as_array))
+            .map(Vec::as_slice)
+    }
+
+    /// The first `const`.
+    pub(crate) fn const_value(&self) -> Option<&'s Value> {
+        self.objects().find_map(|(_, m)| m.get("const"))
+    }
+
+    /// The first `format`.
+    pub(crate) fn format(&self) -> Option<&'s str> {
+        self.objects()
+            .find_map(|(_, m)| m.get("format").and_then(Value::as_str))
+    }
+
+    /// The first `description`.
+    pub(crate) fn description(&self) -> Option<&'s str> {
+        self.objects()
+            .find_map(|(_, m)| m.get("description").and_then(Value::as_str))
+    }
+
+    /// True when `null` is acceptable (no type constraint, a `null` type, a `null` enum
+    /// member, or a null branch in `anyOf`/`oneOf`).
+    pub(crate) fn allows_null(&self) -> bool {
+        if let Some(e) = self.enum_values() {
+            return e.iter().any(Value::is_null);
+        }
+        if let Some(c) = self.const_value() {
+            return c.is_null();
+        }
+        if let Some(t) = self.types() {
+            return t & NULL != 0;
+        }
+        let groups = self.branch_groups();
+        if !groups.is_empty() {
+            return groups
+                .iter()
+                .all(|g| g.iter().any(|b| is_null_schema(b.schema)));
+        }
+        true
+    }
+
+    /// Every property name, in schema order, without repeats.
+    pub(crate) fn property_names(&self) -> Vec<&'s str> {
+        let mut out: Vec<&'s str> = Vec::new();
+        for (_, m) in self.objects() {
+            if let Some(props) = m.get("properties").and_then(Value::as_object) {
+                for k in props.keys() {
+                    if !out.contains(&k.as_str()) {
+                        out.push(k.as_str());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The schemas of property `name` (one per part that lists it).
+    pub(crate) fn property(&self, name: &str) -> Vec<Node<'s>> {
+        let mut out = Vec::new();
+        for (p, m) in self.objects() {
+            if let Some(s) = m
+                .get("properties")
+                .and_then(Value::as_object)
+                .and_then(|props| props.get(name))
+            {
+                out.push(p.child(s, &["properties", name]));
+            }
+        }
+        out
+    }
+
+    /// Every `required` name, without repeats.
+    pub(crate) fn required(&self) -> Vec<&'s str> {
+        let mut out: Vec<&'s str> = Vec::new();
+        for (_, m) in self.objects() {
+            if let Some(req) = m.get("required").and_then(Value::as_array) {
+                for r in req.iter().filter_map(Value::as_str) {
+                    if !out.contains(&r) {
+                        out.push(r);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// True when some part has `patternProperties` (unknown keys may then be allowed).
+    pub(crate) fn has_pattern_properties(&self) -> bool {
+        self.objects()
+            .any(|(_, m)| m.contains_key("patternProperties"))
+    }
+
+    /// What `additionalProperties` (or `unevaluatedProperties`) says about other keys.
+    pub(crate) fn additional(&self) -> Additional<'s> {
+        let mut result = Additional::Allowed;
+        for (p, m) in self.objects() {
+            for kw in ["additionalProperties", "unevaluatedProperties"] {
+                match m.get(kw) {
+                    Some(Value::Bool(false)) => return Additional::Forbidden,
+                    Some(s @ Value::Object(_)) if matches!(result, Additional::Allowed) => {
+                        result = Additional::Schema(p.child(s, &[kw]));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        result
+    }
+
+    /// The schema for array element `index` (`prefixItems`, draft-7 tuple `items`, `items`).
+    pub(crate) fn item(&self, index: usize) -> Option<Node<'s>> {
+        for (p, m) in self.objects() {
+            if let Some(prefix) = m.get("prefixItems").and_then(Value::as_array) {
+                if let Some(s) = prefix.get(index) {
+                    return Some(p.child(s, &["prefixItems", &index.to_string()]));
+                }
+                if let Some(s) = m.get("items").filter(|i| i.is_object()) {
+                    return Some(p.child(s, &["items"]));
+                }
+                continue;
+            }
+            match m.get("items") {
+                Some(Value::Array(tuple)) => {
+                    if let Some(s) = tuple.get(index) {
+                        return Some(p.child(s, &["items", &index.to_string()]));
+                    }
+                    if let Some(s) = m.get("additionalItems").filter(|i| i.is_object()) {
+                        return Some(p.child(s, &["additionalItems"]));
+                    }
+                }
+                Some(s @ Value::Object(_)) => return Some(p.child(s, &["items"])),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// The `anyOf`/`oneOf` groups, each a list of branches.
+    pub(crate) fn branch_groups(&self) -> Vec<Vec<Node<'s>>> {
+        let mut out = Vec::new();
+        for (p, m) in self.objects() {
+            for kw in ["anyOf", "oneOf"] {
+                if let Some(branches) = m.get(kw).and_then(Value::as_array) {
+                    out.push(
+                        branches
+                            .iter()
+                            .enumerate()
+                            .map(|(i, b)| p.child(b, &[kw, &i.to_string()]))
+                            .collect(),
+                    );
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,451 @@
+//! Did-you-mean: matching a key the schema does not know to one it does.
+//!
+//! Keys are compared as tokens (`timeoutSeconds`, `timeout-seconds`, `TimeoutSeconds` and
+//! `timeout_seconds` all read `timeout seconds`). A key scores against a property in tiers,
+//! best first:
+//!
+//! | tier | example | score |
+//! | --- | --- | --- |
+//! | same tokens | `TimeoutSeconds` -> `timeout_seconds` | 1.0 |
+//! | same tokens, other order | `seconds_timeout` -> `timeout_seconds` | 0.96 |
+//! | synonym table | `max_rows` -> `limit`, `town` -> `city` | 0.95 |
+//! | token containment | `forecast_days` -> `days`, `customer` -> `customer_id` | 0.85–0.95 |
+//! | abbreviation | `temp` -> `target_temperature`, `lang` -> `language` | 0.75–0.84 |
+//! | acronym | `dob` -> `birth_date` ("Date of birth") | 0.80 |
+//! | Jaro-Winkler >= 0.85 | `citty` -> `city` | 0.50–0.80 |
+//!
+//! A rename needs one best candidate with a strictly better score than the next; a property
+//! two keys compete for gets neither.
+
+/// Words that mean the same key in tool schemas. Every member of a group matches every other.
+const SYNONYMS: &[&[&str]] = &[
+    &[
+        "limit",
+        "max_rows",
+        "max_results",
+        "top_k",
+        "count",
+        "max_count",
+        "max_items",
+        "num_results",
+        "number_of_results",
+        "page_size",
+        "n",
+        "k",
+    ],
+    &["content", "text", "body", "data", "contents"],
+    &["labels", "tags", "label"],
+    &["city", "town", "city_name"],
+    &[
+        "query",
+        "q",
+        "search",
+        "search_query",
+        "query_string",
+        "search_term",
+        "search_terms",
+        "keywords",
+    ],
+    &["language", "lang", "locale"],
+    &["path", "file", "filename", "file_path", "filepath"],
+    &["url", "link", "uri", "href"],
+    &["email", "email_address", "mail", "e_mail"],
+    &["to", "recipient", "recipients"],
+    &["description", "desc", "details"],
+    &["start", "start_time", "begin", "starts_at"],
+    &["end", "end_time", "finish", "ends_at"],
+    &["phone", "phone_number", "telephone", "tel", "mobile"],
+    &["message", "msg"],
+    &["title", "subject", "heading"],
+    &["id", "identifier"],
+    &["price", "cost"],
+];
+
+const STOPWORDS: &[&str] = &[
+    "a", "an", "the", "of", "for", "to", "in", "on", "at", "and", "or",
+];
+
+/// Splits a key into lower-case tokens at `_`, `-`, spaces, dots and camelCase boundaries.
+pub(crate) fn tokens(key: &str) -> Vec<String> {
+    let chars: Vec<char> = key.chars().collect();
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if matches!(c, '_' | '-' | ' ' | '.' | '/' | ':') {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            continue;
+        }
+        if c.is_uppercase() && !cur.is_empty() {
+            let prev = chars[i - 1];
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if prev.is_lowercase() || prev.is_ascii_digit() || (prev.is_uppercase() && next_lower) {
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+        cur.extend(c.to_lowercase());
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// A schema property as the matcher sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate<'a> {
+    pub name: &'a str,
+    tokens: Vec<String>,
+    norm: String,
+    acronyms: Vec<String>,
+}
+
+impl<'a> Candidate<'a> {
+    pub(crate) fn new(name: &'a str, description: Option<&str>) -> Self {
+        let tokens = tokens(name);
+        let norm = tokens.join("_");
+        let mut acronyms = Vec::new();
+        if tokens.len() >= 2 {
+            acronyms.push(initials(tokens.iter().map(String::as_str)));
+        }
+        if let Some(desc) = description {
+            // The description's first clause only ("Date of birth, as YYYY-MM-DD").
+            let clause = desc.split([',', '.', ';', '(', ':']).next().unwrap_or("");
+            let words: Vec<&str> = clause
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .collect();
+            if (2..=5).contains(&words.len()) {
+                acronyms.push(initials(words.iter().copied()));
+                let content: Vec<&str> = words
+                    .iter()
+                    .copied()
+                    .filter(|w| !STOPWORDS.contains(&w.to_lowercase().as_str()))
+                    .collect();
+                if content.len() >= 2 {
+                    acronyms.push(initials(content.into_iter()));
+                }
+            }
+        }
+        Candidate {
+            name,
+            tokens,
+            norm,
+            acronyms,
+        }
+    }
+}
+
+fn initials<'w>(words: impl Iterator<Item = &'w str>) -> String {
+    words
+        .filter_map(|w| w.chars().next())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// A key to match, tokenised once.
+#[derive(Debug, Clone)]
+pub(crate) struct Key {
+    tokens: Vec<String>,
+    norm: String,
+}
+
+impl Key {
+    pub(crate) fn new(key: &str) -> Self {
+        let tokens = tokens(key);
+        let norm = tokens.join("_");
+        Key { tokens, norm }
+    }
+
+    /// True when the key names `cand` in another case style.
+    pub(crate) fn same_as(&self, cand: &Candidate<'_>) -> bool {
+        !self.norm.is_empty() && self.norm == cand.norm
+    }
+}
+
+/// How well `key` names `cand`, in `0.0..=1.0`; `0.0` is no match.
+pub(crate) fn score(key: &Key, cand: &Candidate<'_>) -> f64 {
+    if key.norm.is_empty() || cand.norm.is_empty() {
+        return 0.0;
+    }
+    if key.norm == cand.norm {
+        return 1.0;
+    }
+    let mut best: f64 = 0.0;
+    let kt = &key.tokens;
+    let pt = &cand.tokens;
+    let common = kt.iter().filter(|t| pt.contains(t)).count();
+    let key_in_prop = kt.iter().all(|t| pt.contains(t));
+    let prop_in_key = pt.iter().all(|t| kt.contains(t));
+    if key_in_prop && prop_in_key {
+        best = best.max(0.96);
+    }
+    if SYNONYMS
+        .iter()
+        .any(|g| g.contains(&key.norm.as_str()) && g.contains(&cand.norm.as_str()))
+    {
+        best = best.max(0.95);
+    }
+    if common > 0 && (key_in_prop || prop_in_key) {
+        let union = kt.len() + pt.len() - common;
+        #[allow(clippy::cast_precision_loss)]
+        let jaccard = common as f64 / union as f64;
+        best = best.max(0.85 + 0.1 * jaccard.min(0.99));
+    }
+    if let Some(s) = abbreviation(kt, pt) {
+        best = best.max(s);
+    }
+    if kt.len() == 1 && (2..=5).contains(&key.norm.len()) && cand.acronyms.contains(&key.norm) {
+        best = best.max(0.80);
+    }
+    let jw = strsim::jaro_winkler(&key.norm, &cand.norm);
+    if jw >= 0.85 {
+        best = best.max(0.5 + 0.3 * (jw - 0.85) / 0.15);
+    }
+    best
+}
+
+/// Every key token abbreviates a distinct property token, in order (`temp` ->
+/// `target_temperature`, `lang` -> `language`, `qty` -> `quantity`).
+fn abbreviation(kt: &[String], pt: &[String]) -> Option<f64> {
+    if kt.is_empty() || kt.len() > pt.len() {
+        return None;
+    }
+    let mut j = 0;
+    let mut all_prefix = true;
+    let mut mapped = 0usize;
+    for k in kt {
+        let mut found = false;
+        while j < pt.len() {
+            let p = &pt[j];
+            j += 1;
+            if k == p {
+                found = true;
+                mapped += 1;
+                break;
+            }
+            if k.len() >= 3 && k.len() < p.len() && p.starts_with(k.as_str()) {
+                found = true;
+                mapped += 1;
+                break;
+            }
+            if k.len() >= 3 && k.len() < p.len() && is_subsequence(k, p) {
+                found = true;
+                all_prefix = false;
+                mapped += 1;
+                break;
+            }
+        }
+        if !found {
+            return None;
+        }
+    }
+    // Only an abbreviation if at least one token was shortened.
+    if kt.iter().all(|k| pt.contains(k)) {
+        return None;
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let coverage = mapped as f64 / pt.len() as f64;
+    let base = if all_prefix { 0.80 } else { 0.75 };
+    Some(base + 0.04 * coverage)
+}
+
+/// `k` is a subsequence of `p` starting at the same letter (`qty` in `quantity`).
+fn is_subsequence(k: &str, p: &str) -> bool {
+    if k.chars().next() != p.chars().next() {
+        return false;
+    }
+    let mut it = p.chars();
+    k.chars().all(|c| it.any(|x| x == c))
+}
+
+/// The index of the single best candidate (score > 0, strictly above the runner-up).
+pub(crate) fn best_unique(
+    key: &Key,
+    cands: &[Candidate<'_>],
+    mut eligible: impl FnMut(usize) -> bool,
+) -> Option<(usize, f64)> {
+    let mut best: Option<(usize, f64)> = None;
+    let mut runner_up = 0.0_f64;
+    for (i, cand) in cands.iter().enumerate() {
+        let s = score(key, cand);
+        if s <= 0.0 || !eligible(i) {
+            continue;
+        }
+        match best {
+            Some((_, b)) if s > b => {
+                runner_up = b;
+                best = Some((i, s));
+            }
+            Some(_) => runner_up = runner_up.max(s),
+            None => best = Some((i, s)),
+        }
+    }
+    best.filter(|(_, b)| *b > runner_up)
+}
+
+/// A display-only did-you-mean: the best unique candidate, or a close spelling.
+pub(crate) fn did_you_mean<'c>(key: &str, cands: &'c [Candidate<'c>]) -> Option<&'c str> {
+    let k = Key::new(key);
+    if let Some((i, _)) = best_unique(&k, cands, |_| true) {
+        return Some(cands[i].name);
+    }
+    // Looser spelling match for display only.
+    let mut best: Option<(&str, f64)> = None;
+    let mut tie = false;
+    for c in cands {
+        let jw = strsim::jaro_winkler(&k.norm, &c.norm);
+        if jw < 0.78 {
+            continue;
+        }
+        match best {
+            Some((_, b)) if jw > b => {
+                best = Some((c.name, jw));
+                tie = false;
+            }
+            Some((_, b)) if (jw - b).abs() < f64::EPSILON => tie = true,
+            Some(_) => {}
+            None => best = Some((c.name, jw)),
+        }
+    }
+    if tie { None } else { best.map(|(n, _)| n) }
+}
+
+/// Plans renames for `unknown` keys onto `cands`. `available[i]` says whether property `i`
+/// may receive a key (it is not present yet); `fits(u, c)` whether unknown key `u`'s value
+/// fits (or can be coerced to) candidate `c`. Returns `(unknown index, candidate index)`.
+///
+/// Case-style matches are resolved first, then aliases against what is still free. A
+/// candidate two keys claim at the same stage is given to neither.
+pub(crate) fn plan_renames(
+    unknown: &[&str],
+    cands: &[Candidate<'_>],
+    available: &[bool],
+    mut fits: impl FnMut(usize, usize) -> bool,
+) -> Vec<(usize, usize)> {
+    let keys: Vec<Key> = unknown.iter().map(|k| Key::new(k)).collect();
+    let mut taken: Vec<bool> = available.iter().map(|a| !a).collect();
+    let mut done = vec![false; keys.len()];
+    let mut out = Vec::new();
+
+    // Stage 1: the same tokens in another case style.
+    let mut claims: Vec<(usize, usize)> = Vec::new();
+    for (u, key) in keys.iter().enumerate() {
+        if let Some(c) = cands
+            .iter()
+            .position(|c| key.same_as(c))
+            .filter(|&c| !taken[c] && fits(u, c))
+        {
+            claims.push((u, c));
+        }
+    }
+    settle(&claims, &mut taken, &mut done, &mut out);
+
+    // Stage 2: aliases, against properties still free.
+    claims.clear();
+    for (u, key) in keys.iter().enumerate() {
+        if done[u] {
+            continue;
+        }
+        if let Some((c, _)) = best_unique(key, cands, |c| !taken[c] && fits(u, c)) {
+            claims.push((u, c));
+        }
+    }
+    settle(&claims, &mut taken, &mut done, &mut out);
+    out.sort_unstable();
+    out
+}
+
+fn settle(
+    claims: &[(usize, usize)],
+    taken: &mut [bool],
+    done: &mut [bool],
+    out: &mut Vec<(usize, usize)>,
+) {
+    for &(u, c) in claims {
+        if claims.iter().filter(|(_, c2)| *c2 == c).count() == 1 {
+            taken[c] = true;
+            done[u] = true;
+            out.push((u, c));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokenises_case_styles() {
+        for k in [
+            "timeoutSeconds",
+            "timeout-seconds",
+            "TimeoutSeconds",
+            "timeout_seconds",
+            "Timeout Seconds",
+            "TIMEOUT_SECONDS",
+        ] {
+            assert_eq!(tokens(k), ["timeout", "seconds"], "{k}");
+        }
+        assert_eq!(tokens("HTTPServerURL"), ["http", "server", "url"]);
+        assert_eq!(tokens("maxPrice2"), ["max", "price2"]);
+    }
+
+    fn pick(key: &str, props: &[(&str, Option<&str>)]) -> Option<String> {
+        let cands: Vec<Candidate<'_>> = props.iter().map(|(n, d)| Candidate::new(n, *d)).collect();
+        let avail = vec![true; cands.len()];
+        let r = plan_renames(&[key], &cands, &avail, |_, _| true);
+        r.first().map(|&(_, c)| cands[c].name.to_owned())
+    }
+
+    #[test]
+    fn aliases() {
+        let weather = [
+            ("city", None),
+            ("country_code", None),
+            ("units", None),
+            ("days", None),
+            ("include_hourly", None),
+        ];
+        assert_eq!(pick("forecast_days", &weather).as_deref(), Some("days"));
+        assert_eq!(pick("town", &weather).as_deref(), Some("city"));
+        assert_eq!(pick("citty", &weather).as_deref(), Some("city"));
+        assert_eq!(pick("reasoning", &weather), None);
+        let invoice = [
+            ("customer_id", None),
+            ("currency", None),
+            ("due_date", None),
+            ("send_to_customer", None),
+        ];
+        assert_eq!(pick("customer", &invoice).as_deref(), Some("customer_id"));
+        let profile = [
+            ("user_id", None),
+            ("birth_date", Some("Date of birth")),
+            ("display_name", None),
+        ];
+        assert_eq!(pick("dob", &profile).as_deref(), Some("birth_date"));
+        let thermo = [
+            ("device_id", None),
+            ("mode", None),
+            ("target_temperature", None),
+        ];
+        assert_eq!(pick("temp", &thermo).as_deref(), Some("target_temperature"));
+        let search = [("query", None), ("safe_search", None), ("language", None)];
+        assert_eq!(pick("search_query", &search).as_deref(), Some("query"));
+        assert_eq!(pick("lang", &search).as_deref(), Some("language"));
+    }
+
+    #[test]
+    fn ambiguous_is_refused() {
+        let props = [("user_id", None), ("account_id", None)];
+        assert_eq!(pick("id", &props), None);
+        let cands: Vec<Candidate<'_>> = [("days", None)]
+            .iter()
+            .map(|(n, d)| Candidate::new(n, *d))
+            .collect();
+        // Two keys competing for one property: neither is renamed.
+        let r = plan_renames(&["forecast_days", "num_days"], &cands, &[true], |_, _| true);
+        assert!(r.is_empty());
+    }
+}
