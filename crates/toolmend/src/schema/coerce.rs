@@ -5,6 +5,9 @@
 //! added, and an enum value with no unique case-insensitive match is left for validation
 //! to report.
 
+use std::cell::Cell;
+use std::rc::Rc;
+
 use serde_json::{Map, Number, Value};
 
 use super::compile::{
@@ -29,8 +32,16 @@ const WRAPPER_KEYS: &[&str] = &[
     "tool_input",
 ];
 
-/// Deeper values are left alone (the repair parser bounds depth too).
+/// Values nested deeper are left alone (the repair parser bounds depth too).
 const MAX_DEPTH: usize = 64;
+
+/// Most `anyOf`/`oneOf` branch tries nested on one value (a schema may recurse through
+/// `$ref` without the value getting any deeper).
+const MAX_HOPS: usize = 8;
+
+/// Most schema positions one check visits (sub-walks for `anyOf` branches and key renames
+/// included); past it the rest of the value is left as it is, for validation to report.
+const MAX_STEPS: usize = 100_000;
 
 /// Longest text shown on each side of a fix's detail.
 const DETAIL_CHARS: usize = 40;
@@ -39,7 +50,14 @@ pub(crate) struct Walker<'t> {
     tool: &'t CompiledTool,
     opts: &'t Coercions,
     pub(crate) fixes: Vec<Fix>,
+    /// How deep in the value the walk is.
     depth: usize,
+    /// Branch tries nested on the current value.
+    hops: usize,
+    /// Steps left, shared with sub-walkers.
+    steps: Rc<Cell<usize>>,
+    /// Coerce the value itself only, not its members (used to test whether a value fits).
+    shallow: bool,
 }
 
 impl<'t> Walker<'t> {
@@ -49,6 +67,9 @@ impl<'t> Walker<'t> {
             opts,
             fixes: Vec::new(),
             depth: 0,
+            hops: 0,
+            steps: Rc::new(Cell::new(MAX_STEPS)),
+            shallow: false,
         }
     }
 
@@ -57,7 +78,10 @@ impl<'t> Walker<'t> {
             tool: self.tool,
             opts: self.opts,
             fixes: Vec::new(),
-            depth: self.depth + 1,
+            depth: self.depth,
+            hops: self.hops + 1,
+            steps: Rc::clone(&self.steps),
+            shallow: self.shallow,
         }
     }
 
@@ -84,13 +108,22 @@ impl<'t> Walker<'t> {
     }
 
     fn walk(&mut self, value: &mut Value, node: Node<'t>, path: &mut String) {
-        if self.depth >= MAX_DEPTH {
+        let left = self.steps.get();
+        if self.depth >= MAX_DEPTH || self.hops > MAX_HOPS || left == 0 {
             return;
         }
-        self.depth += 1;
+        self.steps.set(left - 1);
         let flat = flatten(self.root(), node);
         self.walk_flat(value, &flat, path);
-        self.depth -= 1;
+    }
+
+    /// Walks a member of the current value (one level deeper).
+    fn walk_member(&mut self, value: &mut Value, node: Node<'t>, path: &mut String) {
+        let (depth, hops) = (self.depth, self.hops);
+        self.depth += 1;
+        self.hops = 0;
+        self.walk(value, node, path);
+        (self.depth, self.hops) = (depth, hops);
     }
 
     fn walk_flat(&mut self, value: &mut Value, flat: &Flat<'t>, path: &mut String) {
@@ -120,6 +153,9 @@ impl<'t> Walker<'t> {
                 self.fix(FixKind::DateNormalized, path, detail);
             }
         }
+        if self.shallow {
+            return;
+        }
         match value {
             Value::Object(map) => self.walk_object(map, flat, path),
             Value::Array(items) => {
@@ -128,7 +164,7 @@ impl<'t> Walker<'t> {
                         let len = path.len();
                         path.push('/');
                         path.push_str(&i.to_string());
-                        self.walk(item, node, path);
+                        self.walk_member(item, node, path);
                         path.truncate(len);
                     }
                 }
@@ -145,7 +181,16 @@ impl<'t> Walker<'t> {
             return;
         }
         if let [only] = non_null.as_slice() {
+            self.hops += 1;
             self.walk(value, (*only).clone(), path);
+            self.hops -= 1;
+            return;
+        }
+        // Valid for a branch as it is: nothing to do.
+        if non_null
+            .iter()
+            .any(|b| self.tool.branch_valid(&b.loc, value) == Some(true))
+        {
             return;
         }
         let mut best: Option<(Value, Vec<Fix>)> = None;
@@ -418,10 +463,10 @@ impl<'t> Walker<'t> {
             push_escaped(path, k);
             if props.contains(&k.as_str()) {
                 for node in flat.property(k) {
-                    self.walk(v, node, path);
+                    self.walk_member(v, node, path);
                 }
             } else if let Additional::Schema(node) = &additional {
-                self.walk(v, node.clone(), path);
+                self.walk_member(v, node.clone(), path);
             }
             path.truncate(len);
         }
@@ -528,6 +573,7 @@ impl<'t> Walker<'t> {
         }
         let mut v = value.clone();
         let mut sub = self.sub();
+        sub.shallow = true;
         let mut scratch = String::from("/_");
         for n in nodes {
             sub.walk(&mut v, n.clone(), &mut scratch);

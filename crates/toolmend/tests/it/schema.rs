@@ -1371,3 +1371,51 @@ fn toolbox_from_tools_and_unknown_tool_issue() {
     );
     assert_eq!(b.unknown_tool_issue("send_fax").suggestion, None);
 }
+
+// ---- bounds ----
+
+#[test]
+fn deep_recursive_any_of_input_stays_fast() {
+    let t = tool(json!({
+        "$defs": {"Node": {"anyOf": [
+            {"type": "string"},
+            {"type": "object", "properties": {
+                "n": {"type": "integer"},
+                "c": {"$ref": "#/$defs/Node"}
+            }, "additionalProperties": false}
+        ]}},
+        "type": "object",
+        "properties": {"root": {"$ref": "#/$defs/Node"}}
+    }));
+    let mut v = json!({"n": "0", "extra_key": 1});
+    for i in 1..60 {
+        v = json!({"n": i.to_string(), "cc": v});
+    }
+    let start = Instant::now();
+    let c = lax(&t, json!({ "root": v }));
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    // Every level was coerced ("cc" -> "c", "5" -> 5) and the extra key dropped.
+    assert!(c.issues.is_empty(), "{:?}", c.issues.first());
+    assert_eq!(c.value["root"]["n"], json!(59));
+    assert_eq!(c.fixes.len(), 59 * 2 + 2);
+}
+
+#[test]
+fn schemas_that_recurse_without_the_value_getting_deeper_terminate() {
+    let schema = json!({
+        "$defs": {
+            "N": {"anyOf": [{"$ref": "#/$defs/N"}, {"type": "null"}]},
+            "M": {"anyOf": [{"$ref": "#/$defs/M"}, {"type": "integer"}, {"type": "boolean"}]}
+        },
+        "properties": {"n": {"$ref": "#/$defs/N"}, "m": {"$ref": "#/$defs/M"}}
+    });
+    // Whether or not the validator accepts such a schema, checking must not hang.
+    if let Ok(t) = CompiledTool::compile("loop", "", &schema) {
+        let c = lax(&t, json!({"n": "x", "m": "5"}));
+        assert_eq!(c, lax(&t, json!({"n": "x", "m": "5"})));
+    }
+}
