@@ -1,8 +1,9 @@
 //! Feedback: deterministic text (and JSON) telling the agent what to change.
 //!
 //! The text is what goes back to the model as the tool result of a call that was not run:
-//! one line saying so, one line per problem naming the field and what to send instead, and
-//! one closing instruction. The same input always gives the same text (issues are sorted
+//! one line saying so and asking for a corrected call, then one line per problem naming the
+//! field and what to send instead. A call-level problem (unknown tool, unreadable or cut-off
+//! arguments) gets its own first line and a closing instruction. The same input always gives the same text (issues are sorted
 //! with [`crate::issue::sort_issues`] first), so it can be asserted on and cached.
 //!
 //! ```
@@ -19,10 +20,9 @@
 //! let feedback = render("get_weather", &issues);
 //! assert_eq!(
 //!     feedback.text,
-//!     "get_weather was not called: 2 problems in the arguments.\n\
+//!     "get_weather was not called. Fix these 2 problems and call it again:\n\
 //!      - city: required, missing. Add \"city\" (string).\n\
-//!      - units: \"Kelvin\" is not allowed; use one of \"celsius\", \"fahrenheit\".\n\
-//!      Call get_weather again with the corrected arguments."
+//!      - units: \"Kelvin\" is not allowed; use one of \"celsius\", \"fahrenheit\"."
 //! );
 //! assert_eq!(feedback.json["error"], "invalid_arguments");
 //! ```
@@ -112,12 +112,15 @@ fn render_text(tool: &str, issues: &[Issue]) -> String {
             closing
         }
         None => {
-            let n = rest.len();
-            let plural = if n == 1 { "problem" } else { "problems" };
-            out.push_str(&format!(
-                "{tool} was not called: {n} {plural} in the arguments."
-            ));
-            Some(format!("Call {tool} again with the corrected arguments."))
+            match rest.len() {
+                1 => out.push_str(&format!(
+                    "{tool} was not called. Fix this and call it again:"
+                )),
+                n => out.push_str(&format!(
+                    "{tool} was not called. Fix these {n} problems and call it again:"
+                )),
+            }
+            None
         }
     };
     for issue in rest.iter().take(MAX_LINES) {
@@ -140,14 +143,15 @@ fn render_text(tool: &str, issues: &[Issue]) -> String {
 fn headline(tool: &str, issue: &Issue) -> (String, Option<String>) {
     if issue.kind == IssueKind::UnknownTool {
         let called = issue.got.as_ref().and_then(Value::as_str).unwrap_or(tool);
-        let mut s = format!("{called} was not called: there is no tool with that name.");
-        if let Some(sug) = &issue.suggestion {
-            s.push(' ');
-            s.push_str(&capitalize(&end_sentence(sug)));
-        }
-        if !issue.allowed.is_empty() {
-            s.push_str(&format!("\nAvailable tools: {}.", list(&issue.allowed)));
-        }
+        let s = match &issue.suggestion {
+            // A close name is enough: the agent has its tool list.
+            Some(sug) => format!("No tool named {called}; {}", end_sentence(sug)),
+            None if issue.allowed.is_empty() => format!("No tool named {called}."),
+            None => format!(
+                "No tool named {called}. Use one of: {}.",
+                list_names(&issue.allowed)
+            ),
+        };
         return (s, None);
     }
     let detail = sentence(&issue.message);
@@ -251,6 +255,19 @@ fn use_values(allowed: &[Value]) -> String {
         [one] => format!("use {}", preview(one)),
         many => format!("use one of {}", list(many)),
     }
+}
+
+/// `a, b, c` (names shown bare), capped with `…`.
+fn list_names(values: &[Value]) -> String {
+    let mut parts: Vec<String> = values
+        .iter()
+        .take(MAX_LISTED)
+        .map(|v| v.as_str().map_or_else(|| preview(v), str::to_owned))
+        .collect();
+    if values.len() > MAX_LISTED {
+        parts.push("…".to_owned());
+    }
+    parts.join(", ")
 }
 
 /// `"a", "b", "c"`, capped with `…`.

@@ -44,6 +44,24 @@ pub enum IssueKind {
 }
 
 impl IssueKind {
+    /// Every kind, in rank order (for reports and docs).
+    pub const ALL: &'static [IssueKind] = &[
+        IssueKind::UnknownTool,
+        IssueKind::Unparseable,
+        IssueKind::Truncated,
+        IssueKind::NotAnObject,
+        IssueKind::MissingRequired,
+        IssueKind::UnknownKey,
+        IssueKind::WrongType,
+        IssueKind::NotInEnum,
+        IssueKind::Format,
+        IssueKind::Pattern,
+        IssueKind::Range,
+        IssueKind::Length,
+        IssueKind::Composition,
+        IssueKind::Custom,
+    ];
+
     /// The stable snake_case id, as serialised.
     pub fn id(self) -> &'static str {
         match self {
