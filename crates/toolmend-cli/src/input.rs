@@ -1,5 +1,7 @@
 //! Input lines of `toolmend mend`.
 
+use std::{collections::HashMap, sync::Arc};
+
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use toolmend::{
@@ -12,7 +14,7 @@ pub enum Record {
     /// One call with its tool.
     Call {
         id: Option<String>,
-        tool: CompiledTool,
+        tool: Arc<CompiledTool>,
         raw_arguments: String,
     },
     /// An assistant message and the request's tools.
@@ -22,14 +24,33 @@ pub enum Record {
     },
 }
 
+/// Compiled tools by their JSON text: a batch usually repeats a few tools, and
+/// compiling a schema costs far more than mending a call.
+#[derive(Default)]
+pub struct ToolCache {
+    tools: HashMap<String, Arc<CompiledTool>>,
+}
+
+impl ToolCache {
+    fn get(&mut self, v: &Value) -> Result<Arc<CompiledTool>> {
+        let key = v.to_string();
+        if let Some(t) = self.tools.get(&key) {
+            return Ok(Arc::clone(t));
+        }
+        let tool = Arc::new(compile(v)?);
+        self.tools.insert(key, Arc::clone(&tool));
+        Ok(tool)
+    }
+}
+
 /// Reads one input line into a record, or says precisely why it cannot.
-pub fn parse_line(line: &str) -> Result<Record> {
+pub fn parse_line(line: &str, cache: &mut ToolCache) -> Result<Record> {
     let v: Value = serde_json::from_str(line).context("the line is not valid JSON")?;
     let Value::Object(obj) = v else {
         bail!("the line is not a JSON object");
     };
     if let Some(tool) = obj.get("tool") {
-        let tool = compile(tool).context("field `tool`")?;
+        let tool = cache.get(tool).context("field `tool`")?;
         let raw_arguments = match obj.get("raw_arguments").or_else(|| obj.get("arguments")) {
             Some(Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),

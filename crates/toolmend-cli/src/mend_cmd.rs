@@ -16,7 +16,7 @@ use toolmend::{
 
 use crate::{
     Format, MendArgs,
-    input::{Record, parse_line},
+    input::{Record, ToolCache, parse_line},
     report::{Summary, outcome_id},
 };
 
@@ -44,6 +44,7 @@ pub fn run(args: &MendArgs) -> Result<()> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let mut summary = Summary::default();
+    let mut cache = ToolCache::default();
     for (i, line) in reader.lines().enumerate() {
         let n = i + 1;
         let line = line.with_context(|| format!("cannot read line {n}"))?;
@@ -55,7 +56,7 @@ pub fn run(args: &MendArgs) -> Result<()> {
             continue;
         }
         summary.lines += 1;
-        let record = match parse_line(&line) {
+        let record = match parse_line(&line, &mut cache) {
             Ok(r) => r,
             Err(e) => {
                 summary.malformed_lines += 1;
