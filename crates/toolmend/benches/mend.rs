@@ -9,10 +9,13 @@
 //! - `repair_path`: broken arguments (single quotes + trailing commas + Python literals at
 //!   each size, a truncated one, a think-leak + code-fence one) via `repair` and `mend_call`.
 //! - `validate`: `is_valid` vs `validate` vs `check` (all coercions on) on schema-broken
-//!   arguments, and `check` on valid ones.
+//!   arguments (`is_valid` may stop at the first error), and `is_valid` vs `check` on valid
+//!   ones (`*_on_valid`: the cost of `check` when there is nothing to coerce).
 //! - `corpus`: every `raw_arguments` of the tool-call corpus (env `CORPUS`, else
 //!   `$TOOLMEND_SHARED/corpus/tool_calls_dev.jsonl`, else `../shared/...` beside the repo)
-//!   through `repair` and through `mend_call` with its compiled tool; throughput in records.
+//!   through `repair`, through `mend_call` with its tool compiled once, and through
+//!   `mend_call_compiling` (the tool's schema compiled for every call, as when tools arrive
+//!   with each request); throughput in records.
 //!   Skipped when no corpus file is found.
 //!
 //! All inputs except the corpus are built here, programmatically and deterministically.
@@ -168,7 +171,9 @@ fn invoice_args(target_bytes: usize) -> Value {
     ];
     let mut seed: u64 = 0x5eed;
     let mut next = move || {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         seed >> 33
     };
     let mut items = Vec::new();
@@ -183,7 +188,11 @@ fn invoice_args(target_bytes: usize) -> Value {
     });
     while serde_json::to_string(&args).expect("serialise").len() < target_bytes {
         let n = next();
-        let discount = if n % 3 == 0 { Value::Null } else { json!(((n % 15) as f64) / 100.0) };
+        let discount = if n % 3 == 0 {
+            Value::Null
+        } else {
+            json!(((n % 15) as f64) / 100.0)
+        };
         items.push(json!({
             "sku": format!("SKU-{:05}", n % 100_000),
             "description": PRODUCTS[(n % PRODUCTS.len() as u64) as usize],
@@ -256,7 +265,9 @@ fn sloppy_text(value: &Value) -> String {
 fn truncated(text: &str, fraction: f64) -> String {
     let mut cut = (text.len() as f64 * fraction) as usize;
     // move forward to a point inside a string value: just after a letter
-    while cut < text.len() && !(text.is_char_boundary(cut) && text.as_bytes()[cut - 1].is_ascii_alphabetic()) {
+    while cut < text.len()
+        && !(text.is_char_boundary(cut) && text.as_bytes()[cut - 1].is_ascii_alphabetic())
+    {
         cut += 1;
     }
     text[..cut].to_owned()
@@ -306,9 +317,21 @@ struct Case {
 
 fn valid_cases() -> Vec<Case> {
     vec![
-        Case { id: "200B", tool: email_tool(), text: email_args().to_string() },
-        Case { id: "1KB", tool: issue_tool(), text: issue_args().to_string() },
-        Case { id: "20KB", tool: invoice_tool(), text: invoice_args(20_000).to_string() },
+        Case {
+            id: "200B",
+            tool: email_tool(),
+            text: email_args().to_string(),
+        },
+        Case {
+            id: "1KB",
+            tool: issue_tool(),
+            text: issue_args().to_string(),
+        },
+        Case {
+            id: "20KB",
+            tool: invoice_tool(),
+            text: invoice_args(20_000).to_string(),
+        },
     ]
 }
 
@@ -317,7 +340,11 @@ fn bench_valid_fast_path(c: &mut Criterion) {
     let mut g = c.benchmark_group("valid_fast_path");
     for case in valid_cases() {
         let parsed: Value = serde_json::from_str(&case.text).expect("valid JSON");
-        assert!(case.tool.is_valid(&parsed), "{}: the valid case must fit its schema", case.id);
+        assert!(
+            case.tool.is_valid(&parsed),
+            "{}: the valid case must fit its schema",
+            case.id
+        );
         eprintln!("valid_fast_path/{}: {} bytes", case.id, case.text.len());
         g.throughput(Throughput::Bytes(case.text.len() as u64));
         g.bench_with_input(BenchmarkId::new("baseline", case.id), &case, |b, case| {
@@ -340,20 +367,48 @@ fn bench_repair_path(c: &mut Criterion) {
     let opts = MendOptions::default();
     let issue_text = issue_args().to_string();
     let cases = vec![
-        Case { id: "sloppy_200B", tool: email_tool(), text: sloppy_text(&email_args()) },
-        Case { id: "sloppy_1KB", tool: issue_tool(), text: sloppy_text(&issue_args()) },
-        Case { id: "sloppy_20KB", tool: invoice_tool(), text: sloppy_text(&invoice_args(20_000)) },
-        Case { id: "truncated_1KB", tool: issue_tool(), text: truncated(&issue_text, 0.7) },
-        Case { id: "think_fence_1KB", tool: issue_tool(), text: think_fence(&issue_text) },
+        Case {
+            id: "sloppy_200B",
+            tool: email_tool(),
+            text: sloppy_text(&email_args()),
+        },
+        Case {
+            id: "sloppy_1KB",
+            tool: issue_tool(),
+            text: sloppy_text(&issue_args()),
+        },
+        Case {
+            id: "sloppy_20KB",
+            tool: invoice_tool(),
+            text: sloppy_text(&invoice_args(20_000)),
+        },
+        Case {
+            id: "truncated_1KB",
+            tool: issue_tool(),
+            text: truncated(&issue_text, 0.7),
+        },
+        Case {
+            id: "think_fence_1KB",
+            tool: issue_tool(),
+            text: think_fence(&issue_text),
+        },
     ];
     let mut g = c.benchmark_group("repair_path");
     for case in &cases {
         match repair(&case.text, &opts.repair) {
             Ok(r) => {
                 let fixes: usize = r.calls.iter().map(|c| c.fixes.len()).sum();
-                eprintln!("repair_path/{}: {} bytes, {fixes} fixes", case.id, case.text.len());
+                eprintln!(
+                    "repair_path/{}: {} bytes, {fixes} fixes",
+                    case.id,
+                    case.text.len()
+                );
             }
-            Err(e) => eprintln!("repair_path/{}: {} bytes, repair error: {e}", case.id, case.text.len()),
+            Err(e) => eprintln!(
+                "repair_path/{}: {} bytes, repair error: {e}",
+                case.id,
+                case.text.len()
+            ),
         }
         g.throughput(Throughput::Bytes(case.text.len() as u64));
         g.bench_with_input(BenchmarkId::new("repair", case.id), case, |b, case| {
@@ -369,8 +424,18 @@ fn bench_repair_path(c: &mut Criterion) {
 fn bench_validate(c: &mut Criterion) {
     let coercions = Coercions::default();
     let cases = [
-        ("issue_1KB", issue_tool(), issue_schema_broken(), issue_args()),
-        ("invoice_20KB", invoice_tool(), invoice_schema_broken(20_000), invoice_args(20_000)),
+        (
+            "issue_1KB",
+            issue_tool(),
+            issue_schema_broken(),
+            issue_args(),
+        ),
+        (
+            "invoice_20KB",
+            invoice_tool(),
+            invoice_schema_broken(20_000),
+            invoice_args(20_000),
+        ),
     ];
     let mut g = c.benchmark_group("validate");
     for (id, tool, broken, valid) in &cases {
@@ -390,10 +455,21 @@ fn bench_validate(c: &mut Criterion) {
         });
         // `check` takes the value by value: the clone is in setup, not in the timing.
         g.bench_with_input(BenchmarkId::new("check", id), broken, |b, v| {
-            b.iter_batched(|| v.clone(), |v| black_box(tool.check(v, &coercions, &ctx)), BatchSize::SmallInput);
+            b.iter_batched(
+                || v.clone(),
+                |v| black_box(tool.check(v, &coercions, &ctx)),
+                BatchSize::SmallInput,
+            );
         });
-        g.bench_with_input(BenchmarkId::new("check_valid", id), valid, |b, v| {
-            b.iter_batched(|| v.clone(), |v| black_box(tool.check(v, &coercions, &ctx)), BatchSize::SmallInput);
+        g.bench_with_input(BenchmarkId::new("is_valid_on_valid", id), valid, |b, v| {
+            b.iter(|| black_box(tool.is_valid(black_box(v))));
+        });
+        g.bench_with_input(BenchmarkId::new("check_on_valid", id), valid, |b, v| {
+            b.iter_batched(
+                || v.clone(),
+                |v| black_box(tool.check(v, &coercions, &ctx)),
+                BatchSize::SmallInput,
+            );
         });
     }
     g.finish();
@@ -428,16 +504,23 @@ fn bench_corpus(c: &mut Criterion) {
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut records: Vec<(usize, String)> = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let rec: Map<String, Value> = serde_json::from_str(line).expect("corpus line is a JSON object");
+        let rec: Map<String, Value> =
+            serde_json::from_str(line).expect("corpus line is a JSON object");
         let tool = &rec["tool"];
         let key = tool.to_string();
         let i = *index.entry(key).or_insert_with(|| {
             let name = tool["name"].as_str().unwrap_or("tool");
             let description = tool["description"].as_str().unwrap_or("");
-            tools.push(CompiledTool::compile(name, description, &tool["parameters"]).expect("corpus schema compiles"));
+            tools.push(
+                CompiledTool::compile(name, description, &tool["parameters"])
+                    .expect("corpus schema compiles"),
+            );
             tools.len() - 1
         });
-        let raw = rec["raw_arguments"].as_str().expect("raw_arguments is a string").to_owned();
+        let raw = rec["raw_arguments"]
+            .as_str()
+            .expect("raw_arguments is a string")
+            .to_owned();
         records.push((i, raw));
     }
     let bytes: usize = records.iter().map(|(_, r)| r.len()).sum();
@@ -450,7 +533,7 @@ fn bench_corpus(c: &mut Criterion) {
 
     let opts = MendOptions::default();
     let mut g = c.benchmark_group("corpus");
-    g.sample_size(20).measurement_time(Duration::from_secs(8));
+    g.sample_size(10).measurement_time(Duration::from_secs(10));
     g.throughput(Throughput::Elements(records.len() as u64));
     g.bench_function("repair", |b| {
         b.iter(|| {
@@ -466,8 +549,35 @@ fn bench_corpus(c: &mut Criterion) {
             }
         });
     });
+    // As a gateway meets calls: the tool arrives with the request, so its schema is
+    // compiled for every call (json_repair's schema mode also takes the schema per call).
+    let sources: Vec<(String, String, Value)> = tools
+        .iter()
+        .map(|t| {
+            (
+                t.name().to_owned(),
+                t.description().to_owned(),
+                t.parameters().clone(),
+            )
+        })
+        .collect();
+    g.bench_function("mend_call_compiling", |b| {
+        b.iter(|| {
+            for (i, raw) in &records {
+                let (name, description, parameters) = &sources[*i];
+                let tool = CompiledTool::compile(name, description, parameters).expect("compiles");
+                black_box(mend_call(black_box(raw), &tool, &opts));
+            }
+        });
+    });
     g.finish();
 }
 
-criterion_group!(benches, bench_valid_fast_path, bench_repair_path, bench_validate, bench_corpus);
+criterion_group!(
+    benches,
+    bench_valid_fast_path,
+    bench_repair_path,
+    bench_validate,
+    bench_corpus
+);
 criterion_main!(benches);
