@@ -15,7 +15,7 @@ use super::compile::{
     push_escaped, value_mask,
 };
 use super::dates::{is_iso_date, is_rfc3339, normalize_date, normalize_date_time};
-use super::suggest::{Candidate, plan_renames};
+use super::suggest::{Candidate, Key, plan_renames};
 use super::{Coercions, CompiledTool};
 use crate::{Fix, FixKind};
 
@@ -494,6 +494,16 @@ impl<'t> Walker<'t> {
                 },
                 _ => return,
             };
+            // The inner object must look like these arguments (or be empty).
+            let names: Vec<Key> = props.iter().map(|p| Key::new(p)).collect();
+            let looks_right = inner.is_empty()
+                || inner.keys().any(|k| {
+                    let key = Key::new(k);
+                    names.iter().any(|n| n.same_key(&key))
+                });
+            if !looks_right {
+                return;
+            }
             let detail = format!("{} unwrapped", quote(key));
             *map = inner;
             self.fix(FixKind::ArgumentsUnwrapped, "", detail);

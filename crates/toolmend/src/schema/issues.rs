@@ -132,7 +132,7 @@ fn map_error(root: &Value, e: ValidationError<'_>, out: &mut Vec<Issue>) {
             Issue::new(
                 IssueKind::WrongType,
                 path,
-                format!("expected {expected}, got {} {shown}", json_type(&got)),
+                format!("expected {expected}, got {shown}"),
             )
             .expected(expected)
             .got(got)
@@ -361,11 +361,7 @@ fn composition(
             Issue::new(
                 IssueKind::WrongType,
                 path,
-                format!(
-                    "expected {expected}, got {} {}",
-                    json_type(&got),
-                    show(&got)
-                ),
+                format!("expected {expected}, got {}", show(&got)),
             )
             .expected(expected)
             .got(got),

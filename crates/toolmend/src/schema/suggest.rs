@@ -158,6 +158,11 @@ impl Key {
         Key { tokens, norm }
     }
 
+    /// True when both keys have the same tokens (`timeoutSeconds` ~ `timeout_seconds`).
+    pub(crate) fn same_key(&self, other: &Key) -> bool {
+        !self.norm.is_empty() && self.norm == other.norm
+    }
+
     /// True when the key names `cand` in another case style.
     pub(crate) fn same_as(&self, cand: &Candidate<'_>) -> bool {
         !self.norm.is_empty() && self.norm == cand.norm

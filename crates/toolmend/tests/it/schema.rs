@@ -1053,6 +1053,20 @@ fn a_wrapper_key_that_is_a_property_is_not_unwrapped() {
 }
 
 #[test]
+fn a_wrapper_whose_contents_do_not_look_like_the_arguments_is_kept() {
+    let t = tool(json!({"properties": {"query": {"type": "string"}}}));
+    let c = lax(&t, json!({"params": {"page": 2}}));
+    assert_eq!(c.value, json!({"params": {"page": 2}}));
+    assert!(c.fixes.is_empty());
+    let c = lax(&t, json!({"params": {"Query": "x"}}));
+    assert_eq!(c.value, json!({"query": "x"}));
+    assert_eq!(
+        kinds(&c.fixes),
+        [FixKind::ArgumentsUnwrapped, FixKind::KeyRenamed]
+    );
+}
+
+#[test]
 fn double_encoded_root_object_is_decoded() {
     let c = lax(&weather(), json!("{\"city\": \"Oslo\"}"));
     assert_eq!(c.value, json!({"city": "Oslo"}));
