@@ -7,8 +7,8 @@ ratio to each peer (ours / theirs: above 1 means toolmend is faster).
 "Ours" is the result whose tool label starts with "cmd:" (toolmend mend --lines).
 
 The scorer times Python peers in-process (only their loads() calls) and a command
-as a whole subprocess run (start-up, JSON decoding, per-line schema compile and
-flush included), so the "cmd" throughput understates toolmend. With
+as a whole subprocess run (start-up, decoding each record with its schema,
+schema compilation, one flushed write per line), so the "cmd" throughput understates toolmend. With
 --inprocess (default bench/results/inprocess.json if present) the in-process
 numbers from bench/inprocess.py are added as a second table.
 
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
               + f" | {d['records_per_s']:,.0f} | {ratio} |")
     if ours:
         print("\nNote: the toolmend row's throughput includes process start-up, decoding each JSON record, "
-              "compiling its schema and a flushed write per line; peers are timed in-process on loads() only.")
+              "(with its schema), mending, and a flushed write per line; peers are timed in-process on loads() only.")
 
     if args.inprocess.exists():
         d = json.loads(args.inprocess.read_text())

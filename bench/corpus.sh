@@ -21,9 +21,9 @@
 # (its report), the table on stdout and in bench/results/corpus.md.
 #
 # Throughput caveat: the scorer times peers in-process (only the loads() calls),
-# but times "cmd" as the whole subprocess: process start-up, JSON record
-# decoding, schema compilation per record, and one flushed write per line are
-# included. bench/inprocess.py measures the fair in-process comparison (run by
+# but times "cmd" as the whole subprocess: process start-up, decoding each JSON
+# record (with its schema), schema compilation, and one flushed write per line
+# are included. bench/inprocess.py measures the fair in-process comparison (run by
 # default; its table is appended).
 set -euo pipefail
 

@@ -3,8 +3,8 @@
 Python peers, over the same raw_arguments strings, measured in the same run.
 
 Why: score_repair.py times peers in-process (only their loads() calls) but times a
-command-line tool as a whole subprocess (process start-up, JSON record decoding,
-schema compilation per line, one flushed write per line). This script removes
+command-line tool as a whole subprocess (process start-up, decoding each JSON
+record with its schema, schema compilation, one flushed write per line). This script removes
 that asymmetry: each side runs its repair function in a loop over the corpus,
 in its own process, and nothing else is timed.
 

@@ -8,8 +8,21 @@ use serde_json::{Map, Value};
 /// stage may legitimately unwrap such an object (fix `call_wrapper_unwrapped`), so
 /// the "valid JSON passes unchanged" properties do not apply to it.
 pub fn looks_like_call_wrapper(map: &Map<String, Value>) -> bool {
-    const ARGS: [&str; 6] = ["arguments", "parameters", "args", "input", "kwargs", "params"];
-    const CALL: [&str; 5] = ["function", "tool_call", "tool_calls", "function_call", "tool_use"];
+    const ARGS: [&str; 6] = [
+        "arguments",
+        "parameters",
+        "args",
+        "input",
+        "kwargs",
+        "params",
+    ];
+    const CALL: [&str; 5] = [
+        "function",
+        "tool_call",
+        "tool_calls",
+        "function_call",
+        "tool_use",
+    ];
     CALL.iter().any(|k| map.contains_key(*k))
         || ((map.contains_key("name") || map.contains_key("tool") || map.contains_key("tool_name"))
             && ARGS.iter().any(|k| map.contains_key(*k)))

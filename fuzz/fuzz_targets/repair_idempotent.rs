@@ -32,10 +32,20 @@ fuzz_target!(|data: &[u8]| {
         };
         let again = match repair(&again_text, &opts) {
             Ok(r) => r,
-            Err(e) => panic!("repair rejected its own output ({e}): {again_text:?} (from {text:?})"),
+            Err(e) => {
+                panic!("repair rejected its own output ({e}): {again_text:?} (from {text:?})")
+            }
         };
-        assert_eq!(again.calls.len(), 1, "own output read as {} calls: {again_text:?}", again.calls.len());
-        assert_eq!(again.calls[0].arguments, call.arguments, "not idempotent: {again_text:?} (from {text:?})");
+        assert_eq!(
+            again.calls.len(),
+            1,
+            "own output read as {} calls: {again_text:?}",
+            again.calls.len()
+        );
+        assert_eq!(
+            again.calls[0].arguments, call.arguments,
+            "not idempotent: {again_text:?} (from {text:?})"
+        );
         assert!(
             again.calls[0].fixes.is_empty(),
             "fixes on repair's own output: {:?} for {again_text:?}",

@@ -28,9 +28,17 @@ fuzz_target!(|text: &str| {
         Ok(r) => r,
         Err(e) => panic!("repair rejected valid JSON ({e}): {text:?}"),
     };
-    assert_eq!(repaired.calls.len(), 1, "valid JSON object read as {} calls: {text:?}", repaired.calls.len());
+    assert_eq!(
+        repaired.calls.len(),
+        1,
+        "valid JSON object read as {} calls: {text:?}",
+        repaired.calls.len()
+    );
     let call = &repaired.calls[0];
-    assert_eq!(call.arguments, expected, "repair changed valid JSON: {text:?}");
+    assert_eq!(
+        call.arguments, expected,
+        "repair changed valid JSON: {text:?}"
+    );
     assert!(
         call.fixes.iter().all(|f| f.kind == FixKind::DuplicateKey),
         "fixes on valid JSON: {:?} for {text:?}",
@@ -43,11 +51,22 @@ fuzz_target!(|text: &str| {
     }
 
     // Strict mode accepts the same text with the same value.
-    let strict = RepairOptions { strict: true, ..RepairOptions::default() };
+    let strict = RepairOptions {
+        strict: true,
+        ..RepairOptions::default()
+    };
     match repair(text, &strict) {
         Ok(r) => {
-            assert_eq!(r.calls.len(), 1, "strict: {} calls for valid JSON: {text:?}", r.calls.len());
-            assert_eq!(r.calls[0].arguments, expected, "strict repair changed valid JSON: {text:?}");
+            assert_eq!(
+                r.calls.len(),
+                1,
+                "strict: {} calls for valid JSON: {text:?}",
+                r.calls.len()
+            );
+            assert_eq!(
+                r.calls[0].arguments, expected,
+                "strict repair changed valid JSON: {text:?}"
+            );
         }
         Err(e) => panic!("strict repair rejected valid JSON ({e}): {text:?}"),
     }
