@@ -12,7 +12,7 @@
 //! | token containment | `forecast_days` -> `days`, `customer` -> `customer_id` | 0.85–0.95 |
 //! | abbreviation | `temp` -> `target_temperature`, `lang` -> `language` | 0.75–0.84 |
 //! | acronym | `dob` -> `birth_date` ("Date of birth") | 0.80 |
-//! | Jaro-Winkler >= 0.85 | `citty` -> `city` | 0.50–0.80 |
+//! | Jaro-Winkler >= 0.85, length within 2 | `citty` -> `city` | 0.50–0.80 |
 //!
 //! A rename needs one best candidate with a strictly better score than the next; a property
 //! two keys compete for gets neither.
@@ -59,6 +59,16 @@ const SYNONYMS: &[&[&str]] = &[
     &["title", "subject", "heading"],
     &["id", "identifier"],
     &["price", "cost"],
+];
+
+/// Tokens that only qualify a name: a key may leave them out (`customer` for `customer_id`,
+/// `reminder` for `reminder_minutes`). A key that leaves out anything else (`page` for
+/// `page_size`) is not taken for the property.
+const QUALIFIERS: &[&str] = &[
+    "id", "ids", "key", "name", "names", "code", "type", "kind", "value", "values", "text",
+    "number", "num", "no", "count", "amount", "list", "url", "uri", "path", "date", "time", "at",
+    "on", "ms", "millis", "seconds", "secs", "sec", "minutes", "mins", "min", "hours", "days",
+    "weeks", "months", "years", "percent", "pct", "flag", "enabled",
 ];
 
 const STOPWORDS: &[&str] = &[
@@ -192,7 +202,13 @@ pub(crate) fn score(key: &Key, cand: &Candidate<'_>) -> f64 {
     {
         best = best.max(0.95);
     }
-    if common > 0 && (key_in_prop || prop_in_key) {
+    // A key may drop qualifiers of the property's name (`customer` -> `customer_id`) or
+    // add its own words (`forecast_days` -> `days`).
+    let drops_only_qualifiers = pt
+        .iter()
+        .filter(|t| !kt.contains(t))
+        .all(|t| QUALIFIERS.contains(&t.as_str()));
+    if common > 0 && ((key_in_prop && drops_only_qualifiers) || prop_in_key) {
         let union = kt.len() + pt.len() - common;
         #[allow(clippy::cast_precision_loss)]
         let jaccard = common as f64 / union as f64;
@@ -204,8 +220,10 @@ pub(crate) fn score(key: &Key, cand: &Candidate<'_>) -> f64 {
     if kt.len() == 1 && (2..=5).contains(&key.norm.len()) && cand.acronyms.contains(&key.norm) {
         best = best.max(0.80);
     }
+    // Spelling: a typo changes a character or two, not a whole word (`page` is not a
+    // misspelt `page_size`).
     let jw = strsim::jaro_winkler(&key.norm, &cand.norm);
-    if jw >= 0.85 {
+    if jw >= 0.85 && key.norm.len().abs_diff(cand.norm.len()) <= 2 {
         best = best.max(0.5 + 0.3 * (jw - 0.85) / 0.15);
     }
     best
@@ -301,7 +319,7 @@ pub(crate) fn did_you_mean<'c>(key: &str, cands: &'c [Candidate<'c>]) -> Option<
     let mut tie = false;
     for c in cands {
         let jw = strsim::jaro_winkler(&k.norm, &c.norm);
-        if jw < 0.78 {
+        if jw < 0.78 || k.norm.len().abs_diff(c.norm.len()) > 3 {
             continue;
         }
         match best {
@@ -439,6 +457,9 @@ mod tests {
         let search = [("query", None), ("safe_search", None), ("language", None)];
         assert_eq!(pick("search_query", &search).as_deref(), Some("query"));
         assert_eq!(pick("lang", &search).as_deref(), Some("language"));
+        let paging = [("query", None), ("page_size", None), ("user_agent", None)];
+        assert_eq!(pick("page", &paging), None);
+        assert_eq!(pick("user", &paging), None);
     }
 
     #[test]
