@@ -491,7 +491,7 @@ impl<'a> Walk<'a> {
                     }
                     _ => {}
                 }
-                if !p.kwarg_at(p.pos) {
+                let Some((k_end, value_at)) = p.kwarg_at(p.pos) else {
                     return Err(ParseError {
                         fatal: true,
                         offset: at + p.pos,
@@ -500,13 +500,10 @@ impl<'a> Walk<'a> {
                              name every argument (`{name}(city=\"Paris\")`)"
                         ),
                     });
-                }
+                };
                 let k_start = p.pos;
-                let k_end = ident_end(p.bytes(), k_start);
                 let key = p.slice(k_start, k_end).to_owned();
-                p.pos = k_end;
-                p.skip_ws();
-                p.pos += 1; // the `=`
+                p.pos = value_at;
                 p.skip_ws();
                 if p.at_end() {
                     truncated = true;

@@ -714,7 +714,7 @@ impl<'a> Parser<'a> {
                 b')' => true,
                 b',' => {
                     let j = self.ws_from(i + 1);
-                    j >= self.b.len() || self.b[j] == b')' || self.kwarg_at(j)
+                    j >= self.b.len() || self.b[j] == b')' || self.kwarg_at(j).is_some()
                 }
                 _ => false,
             },
@@ -726,13 +726,18 @@ impl<'a> Parser<'a> {
         self.key_at(i)
     }
 
-    /// Does a pythonic keyword argument `name=` start at `i`?
-    pub fn kwarg_at(&self, i: usize) -> bool {
-        let end = self.ident_end(i);
-        end > i && {
-            let k = self.ws_from(end);
-            self.b.get(k) == Some(&b'=') && self.b.get(k + 1) != Some(&b'=')
+    /// Does a pythonic keyword argument `name=` start at `i`? Returns where the name
+    /// ends and where its value starts.
+    pub fn kwarg_at(&self, i: usize) -> Option<(usize, usize)> {
+        let mut end = i;
+        while end < self.b.len() && (self.b[end].is_ascii_alphanumeric() || self.b[end] == b'_') {
+            end += 1;
         }
+        if end == i {
+            return None;
+        }
+        let k = self.ws_from(end);
+        (self.b.get(k) == Some(&b'=') && self.b.get(k + 1) != Some(&b'=')).then_some((end, k + 1))
     }
 
     fn parse_unicode_escape(&mut self, out: &mut String, esc_at: usize) {

@@ -434,3 +434,12 @@ fn fixes_point_into_the_raw_text() {
         .unwrap();
     assert_eq!(&raw[tc.offset.unwrap()..=tc.offset.unwrap()], ",");
 }
+
+#[test]
+fn regression_pythonic_keyword_with_non_ascii_name_never_panics() {
+    // Found by the property tests: a keyword made of a multi-byte character
+    // moved the parser into the middle of that character.
+    for raw in ["f(a=<think>\n“=", "f(a=\\,𝒥=", "f(𝒥=1)", "[f(é=1)]"] {
+        let _ = repair(raw, &RepairOptions::default());
+    }
+}
