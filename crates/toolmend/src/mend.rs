@@ -149,7 +149,7 @@ pub fn mend_named(name: &str, raw: &str, tools: &Toolbox, opts: &MendOptions) ->
                     tool: name.to_owned(),
                     arguments: None,
                     fixes: Vec::new(),
-                    issues: vec![issue],
+                    issues: vec![*issue],
                     outcome: Outcome::Feedback,
                 }],
             };
@@ -187,7 +187,7 @@ pub fn mend_named(name: &str, raw: &str, tools: &Toolbox, opts: &MendOptions) ->
 fn resolve_tool<'t>(
     name: &str,
     tools: &'t Toolbox,
-) -> Result<(&'t CompiledTool, Option<Fix>), Issue> {
+) -> Result<(&'t CompiledTool, Option<Fix>), Box<Issue>> {
     if let Some(t) = tools.get(name) {
         return Ok((t, None));
     }
@@ -220,7 +220,7 @@ fn resolve_tool<'t>(
     if let Some((_, n)) = close {
         issue = issue.suggestion(format!("did you mean {n:?}?"));
     }
-    Err(issue)
+    Err(Box::new(issue))
 }
 
 fn normalize_name(name: &str) -> String {
@@ -262,7 +262,7 @@ fn best_reading<'t>(
 fn unknown_tool_call(c: RepairedCall, tools: &Toolbox) -> MendedCall {
     let name = c.name.clone().unwrap_or_default();
     let issue = match resolve_tool(&name, tools) {
-        Err(issue) => issue,
+        Err(issue) => *issue,
         Ok(_) => Issue::new(
             IssueKind::UnknownTool,
             "",

@@ -1,5 +1,8 @@
 //! One integration-test binary (faster to link on small machines); one module per area.
 
+// Tests state their expectations with unwrap; a failure is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod properties;
 mod protocol;
 mod repair;
