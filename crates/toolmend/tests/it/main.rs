@@ -3,8 +3,8 @@
 // Tests state their expectations with unwrap; a failure is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod feedback;
 mod properties;
 mod protocol;
 mod repair;
-mod feedback;
 mod schema;
