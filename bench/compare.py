@@ -58,8 +58,9 @@ def main(argv=None) -> int:
         print(f"| {label} | {100.0 * d['rate']:.1f}% | " + " | ".join(pct(g.get(k)) for k in GROUPS)
               + f" | {d['records_per_s']:,.0f} | {ratio} |")
     if ours:
-        print("\nNote: the toolmend row's throughput includes process start-up, decoding each JSON record, "
-              "(with its schema), mending, and a flushed write per line; peers are timed in-process on loads() only.")
+        print("\nNote: the toolmend row's throughput includes process start-up, decoding each JSON record "
+              "(with its schema), compiling the schemas, mending, and a flushed write per line; "
+              "peers are timed in-process on loads() only.")
 
     if args.inprocess.exists():
         d = json.loads(args.inprocess.read_text())
