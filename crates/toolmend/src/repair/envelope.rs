@@ -243,6 +243,7 @@ impl<'a> Walk<'a> {
 
         if rest.starts_with("<|")
             && let Some(end) = rest.as_bytes().iter().take(64).position(|&c| c == b'>')
+            && end >= 3
             && rest.as_bytes()[end - 1] == b'|'
         {
             let token = &rest[2..end - 1];

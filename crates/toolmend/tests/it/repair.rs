@@ -443,3 +443,12 @@ fn regression_pythonic_keyword_with_non_ascii_name_never_panics() {
         let _ = repair(raw, &RepairOptions::default());
     }
 }
+
+#[test]
+fn regression_empty_special_token_never_panics() {
+    // Found by the fuzzer: `<|>` read as a token with a negative length.
+    for raw in ["<|>", "{\"a\": 1}<|>", "<||>{\"a\": 1}", "<|"] {
+        let _ = repair(raw, &RepairOptions::default());
+    }
+    assert_eq!(ok("<||>{\"a\": 1}").calls[0].arguments, json!({"a": 1}));
+}
