@@ -11,7 +11,7 @@ use std::rc::Rc;
 use serde_json::{Map, Number, Value};
 
 use super::compile::{
-    ARR, Additional, BOOL, Flat, INT, NUM, Node, OBJ, STR, escape, flatten, is_null_schema,
+    ARR, Additional, BOOL, Flat, INT, NULL, NUM, Node, OBJ, STR, escape, flatten, is_null_schema,
     push_escaped, value_mask,
 };
 use super::dates::{is_iso_date, is_rfc3339, normalize_date, normalize_date_time};
@@ -182,14 +182,14 @@ impl<'t> Walker<'t> {
         }
         if let [only] = non_null.as_slice() {
             self.hops += 1;
-            self.walk(value, (*only).clone(), path);
+            self.walk(value, **only, path);
             self.hops -= 1;
             return;
         }
         // Valid for a branch as it is: nothing to do.
         if non_null
             .iter()
-            .any(|b| self.tool.branch_valid(&b.loc, value) == Some(true))
+            .any(|b| self.tool.branch_valid(**b, value) == Some(true))
         {
             return;
         }
@@ -197,10 +197,10 @@ impl<'t> Walker<'t> {
         for branch in non_null {
             let mut candidate = value.clone();
             let mut sub = self.sub();
-            sub.walk(&mut candidate, branch.clone(), path);
+            sub.walk(&mut candidate, *branch, path);
             let valid = self
                 .tool
-                .branch_valid(&branch.loc, &candidate)
+                .branch_valid(*branch, &candidate)
                 .unwrap_or_else(|| loosely_fits(self.root(), &candidate, branch));
             if valid && best.as_ref().is_none_or(|(_, f)| sub.fixes.len() < f.len()) {
                 let done = sub.fixes.is_empty();
@@ -301,7 +301,8 @@ impl<'t> Walker<'t> {
         if types & ARR != 0 && !trimmed.is_empty() {
             let strings = flat.item(0).is_some_and(|n| {
                 let f = flatten(self.root(), n);
-                f.types() == Some(STR)
+                f.types()
+                    .is_some_and(|t| t & STR != 0 && t & !(STR | NULL) == 0)
                     || f.enum_values()
                         .is_some_and(|e| e.iter().all(Value::is_string))
             });
@@ -466,7 +467,7 @@ impl<'t> Walker<'t> {
                     self.walk_member(v, node, path);
                 }
             } else if let Additional::Schema(node) = &additional {
-                self.walk_member(v, node.clone(), path);
+                self.walk_member(v, *node, path);
             }
             path.truncate(len);
         }
@@ -586,7 +587,7 @@ impl<'t> Walker<'t> {
         sub.shallow = true;
         let mut scratch = String::from("/_");
         for n in nodes {
-            sub.walk(&mut v, n.clone(), &mut scratch);
+            sub.walk(&mut v, *n, &mut scratch);
         }
         nodes.iter().all(|n| loosely_fits(self.root(), &v, n))
     }
@@ -594,7 +595,7 @@ impl<'t> Walker<'t> {
 
 /// Type, `enum` and `const` agree (nested values are not checked).
 fn loosely_fits(root: &Value, v: &Value, node: &Node<'_>) -> bool {
-    let flat = flatten(root, node.clone());
+    let flat = flatten(root, *node);
     if let Some(t) = flat.types()
         && value_mask(v) & t == 0
     {
@@ -612,7 +613,7 @@ fn loosely_fits(root: &Value, v: &Value, node: &Node<'_>) -> bool {
     }
     flat.branch_groups().iter().all(|group| {
         group.iter().any(|b| {
-            let f = flatten(root, b.clone());
+            let f = flatten(root, *b);
             f.types().is_none_or(|t| value_mask(v) & t != 0)
                 && f.enum_values().is_none_or(|e| e.contains(v))
         })

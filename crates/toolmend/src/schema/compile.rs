@@ -157,29 +157,66 @@ pub(crate) fn mask_names(mask: u8) -> String {
 
 // ---- walking the schema ----
 
-/// A sub-schema and its location in the document (a JSON Pointer, `""` for the root).
-#[derive(Debug, Clone)]
+/// A sub-schema of the tool's schema document. Positions are told apart by address: every
+/// sub-schema is its own `Value` inside the document, which is never changed after compile.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Node<'s> {
     pub schema: &'s Value,
-    pub loc: String,
 }
 
 impl<'s> Node<'s> {
     pub(crate) fn root(schema: &'s Value) -> Self {
-        Node {
-            schema,
-            loc: String::new(),
-        }
+        Node { schema }
     }
 
-    fn child(&self, schema: &'s Value, segments: &[&str]) -> Node<'s> {
-        let mut loc = self.loc.clone();
-        for s in segments {
-            loc.push('/');
-            push_escaped(&mut loc, s);
-        }
-        Node { schema, loc }
+    fn child(self, schema: &'s Value) -> Node<'s> {
+        Node { schema }
     }
+
+    /// True when both are the same position in the document.
+    pub(crate) fn same(self, other: Node<'_>) -> bool {
+        std::ptr::eq(self.schema, other.schema)
+    }
+}
+
+/// The JSON Pointer of every `anyOf`/`oneOf` branch, by the branch's address (to find its
+/// validator in a `jsonschema::ValidatorMap`, keyed `#<pointer>`).
+pub(crate) fn branch_locations(schema: &Value) -> std::collections::HashMap<usize, String> {
+    fn visit(v: &Value, pointer: &mut String, out: &mut std::collections::HashMap<usize, String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, child) in m {
+                    let len = pointer.len();
+                    pointer.push('/');
+                    push_escaped(pointer, k);
+                    if (k == "anyOf" || k == "oneOf")
+                        && let Value::Array(branches) = child
+                    {
+                        for (i, b) in branches.iter().enumerate() {
+                            out.insert(std::ptr::from_ref(b) as usize, format!("#{pointer}/{i}"));
+                        }
+                    }
+                    if !matches!(k.as_str(), "enum" | "const" | "default" | "examples") {
+                        visit(child, pointer, out);
+                    }
+                    pointer.truncate(len);
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    let len = pointer.len();
+                    pointer.push('/');
+                    pointer.push_str(&i.to_string());
+                    visit(child, pointer, out);
+                    pointer.truncate(len);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = std::collections::HashMap::new();
+    visit(schema, &mut String::new(), &mut out);
+    out
 }
 
 /// Appends a JSON Pointer segment, escaped.
@@ -211,10 +248,58 @@ pub(crate) enum Additional<'s> {
     Schema(Node<'s>),
 }
 
+/// The keywords the walk reads, picked out of a schema object in one pass (cheaper than a
+/// hashed lookup per keyword per visit).
+const KEYWORDS: [&str; 17] = [
+    "type",
+    "enum",
+    "const",
+    "format",
+    "description",
+    "properties",
+    "required",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "patternProperties",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "anyOf",
+    "oneOf",
+    "$ref",
+    "allOf",
+];
+
+/// A schema object's keywords (see [`KEYWORDS`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Keywords<'s> {
+    values: [Option<&'s Value>; KEYWORDS.len()],
+}
+
+impl<'s> Keywords<'s> {
+    fn of(m: &'s Map<String, Value>) -> Self {
+        let mut values = [None; KEYWORDS.len()];
+        for (k, v) in m {
+            if let Some(i) = KEYWORDS.iter().position(|kw| *kw == k.as_str()) {
+                values[i] = Some(v);
+            }
+        }
+        Keywords { values }
+    }
+
+    /// The keyword's value; `None` if absent or not one of [`KEYWORDS`].
+    pub(crate) fn get(&self, keyword: &str) -> Option<&'s Value> {
+        KEYWORDS
+            .iter()
+            .position(|kw| *kw == keyword)
+            .and_then(|i| self.values[i])
+    }
+}
+
 /// The conjunctive parts of one schema position.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Flat<'s> {
-    pub parts: Vec<Node<'s>>,
+    pub parts: Vec<(Node<'s>, Keywords<'s>)>,
 }
 
 const MAX_FLATTEN: usize = 32;
@@ -226,24 +311,23 @@ pub(crate) fn flatten<'s>(root: &'s Value, node: Node<'s>) -> Flat<'s> {
     flat
 }
 
-fn collect<'s>(root: &'s Value, node: Node<'s>, out: &mut Vec<Node<'s>>) {
-    if out.len() >= MAX_FLATTEN || out.iter().any(|p| p.loc == node.loc) {
+fn collect<'s>(root: &'s Value, node: Node<'s>, out: &mut Vec<(Node<'s>, Keywords<'s>)>) {
+    if out.len() >= MAX_FLATTEN || out.iter().any(|(p, _)| p.same(node)) {
         return;
     }
     let Some(obj) = node.schema.as_object() else {
         return;
     };
-    out.push(node.clone());
-    if let Some(target) = obj
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|r| resolve(root, r))
-    {
+    let kw = Keywords::of(obj);
+    let reference = kw.get("$ref").and_then(Value::as_str);
+    let all_of = kw.get("allOf").and_then(Value::as_array);
+    out.push((node, kw));
+    if let Some(target) = reference.and_then(|r| resolve(root, r)) {
         collect(root, target, out);
     }
-    if let Some(all) = obj.get("allOf").and_then(Value::as_array) {
-        for (i, s) in all.iter().enumerate() {
-            collect(root, node.child(s, &["allOf", &i.to_string()]), out);
+    if let Some(all) = all_of {
+        for s in all {
+            collect(root, node.child(s), out);
         }
     }
 }
@@ -255,11 +339,7 @@ pub(crate) fn resolve<'s>(root: &'s Value, reference: &str) -> Option<Node<'s>> 
     if !pointer.is_empty() && !pointer.starts_with('/') {
         return None; // an anchor; not followed
     }
-    let schema = root.pointer(&pointer)?;
-    Some(Node {
-        schema,
-        loc: pointer,
-    })
+    root.pointer(&pointer).map(Node::root)
 }
 
 fn percent_decode(s: &str) -> Option<String> {
@@ -283,10 +363,8 @@ fn percent_decode(s: &str) -> Option<String> {
 }
 
 impl<'s> Flat<'s> {
-    fn objects(&self) -> impl Iterator<Item = (&Node<'s>, &'s Map<String, Value>)> + '_ {
-        self.parts
-            .iter()
-            .filter_map(|p| p.schema.as_object().map(|m| (p, m)))
+    fn objects(&self) -> impl Iterator<Item = (&Node<'s>, &Keywords<'s>)> + '_ {
+        self.parts.iter().map(|(p, kw)| (p, kw))
     }
 
     /// The allowed types (intersection of every `type`), `None` when no part says.
@@ -383,7 +461,7 @@ impl<'s> Flat<'s> {
                 .and_then(Value::as_object)
                 .and_then(|props| props.get(name))
             {
-                out.push(p.child(s, &["properties", name]));
+                out.push(p.child(s));
             }
         }
         out
@@ -407,7 +485,7 @@ impl<'s> Flat<'s> {
     /// True when some part has `patternProperties` (unknown keys may then be allowed).
     pub(crate) fn has_pattern_properties(&self) -> bool {
         self.objects()
-            .any(|(_, m)| m.contains_key("patternProperties"))
+            .any(|(_, m)| m.get("patternProperties").is_some())
     }
 
     /// What `additionalProperties` (or `unevaluatedProperties`) says about other keys.
@@ -418,7 +496,7 @@ impl<'s> Flat<'s> {
                 match m.get(kw) {
                     Some(Value::Bool(false)) => return Additional::Forbidden,
                     Some(s @ Value::Object(_)) if matches!(result, Additional::Allowed) => {
-                        result = Additional::Schema(p.child(s, &[kw]));
+                        result = Additional::Schema(p.child(s));
                     }
                     _ => {}
                 }
@@ -432,23 +510,23 @@ impl<'s> Flat<'s> {
         for (p, m) in self.objects() {
             if let Some(prefix) = m.get("prefixItems").and_then(Value::as_array) {
                 if let Some(s) = prefix.get(index) {
-                    return Some(p.child(s, &["prefixItems", &index.to_string()]));
+                    return Some(p.child(s));
                 }
                 if let Some(s) = m.get("items").filter(|i| i.is_object()) {
-                    return Some(p.child(s, &["items"]));
+                    return Some(p.child(s));
                 }
                 continue;
             }
             match m.get("items") {
                 Some(Value::Array(tuple)) => {
                     if let Some(s) = tuple.get(index) {
-                        return Some(p.child(s, &["items", &index.to_string()]));
+                        return Some(p.child(s));
                     }
                     if let Some(s) = m.get("additionalItems").filter(|i| i.is_object()) {
-                        return Some(p.child(s, &["additionalItems"]));
+                        return Some(p.child(s));
                     }
                 }
-                Some(s @ Value::Object(_)) => return Some(p.child(s, &["items"])),
+                Some(s @ Value::Object(_)) => return Some(p.child(s)),
                 _ => {}
             }
         }
@@ -461,13 +539,7 @@ impl<'s> Flat<'s> {
         for (p, m) in self.objects() {
             for kw in ["anyOf", "oneOf"] {
                 if let Some(branches) = m.get(kw).and_then(Value::as_array) {
-                    out.push(
-                        branches
-                            .iter()
-                            .enumerate()
-                            .map(|(i, b)| p.child(b, &[kw, &i.to_string()]))
-                            .collect(),
-                    );
+                    out.push(branches.iter().map(|b| p.child(b)).collect());
                 }
             }
         }

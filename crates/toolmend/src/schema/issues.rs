@@ -83,10 +83,7 @@ fn parent(pointer: &str, suffix: &str) -> String {
 }
 
 fn node_at<'s>(root: &'s Value, pointer: &str) -> Option<Node<'s>> {
-    root.pointer(pointer).map(|schema| Node {
-        schema,
-        loc: pointer.to_owned(),
-    })
+    root.pointer(pointer).map(Node::root)
 }
 
 fn plural(n: u64, one: &str, many: &str) -> String {
@@ -99,7 +96,34 @@ fn plural(n: u64, one: &str, many: &str) -> String {
 
 #[allow(clippy::too_many_lines)]
 fn map_error(root: &Value, e: ValidationError<'_>, out: &mut Vec<Issue>) {
-    let message = e.to_string();
+    // jsonschema's own sentence, only for kinds without a mapping of their own.
+    let message = match e.kind() {
+        ValidationErrorKind::Required { .. }
+        | ValidationErrorKind::Type { .. }
+        | ValidationErrorKind::Enum { .. }
+        | ValidationErrorKind::Constant { .. }
+        | ValidationErrorKind::AdditionalProperties { .. }
+        | ValidationErrorKind::UnevaluatedProperties { .. }
+        | ValidationErrorKind::Format { .. }
+        | ValidationErrorKind::Minimum { .. }
+        | ValidationErrorKind::Maximum { .. }
+        | ValidationErrorKind::ExclusiveMinimum { .. }
+        | ValidationErrorKind::ExclusiveMaximum { .. }
+        | ValidationErrorKind::MultipleOf { .. }
+        | ValidationErrorKind::MinLength { .. }
+        | ValidationErrorKind::MaxLength { .. }
+        | ValidationErrorKind::MinItems { .. }
+        | ValidationErrorKind::MaxItems { .. }
+        | ValidationErrorKind::MinProperties { .. }
+        | ValidationErrorKind::MaxProperties { .. }
+        | ValidationErrorKind::Pattern { .. }
+        | ValidationErrorKind::AnyOf { .. }
+        | ValidationErrorKind::OneOfNotValid { .. }
+        | ValidationErrorKind::OneOfMultipleValid { .. }
+        | ValidationErrorKind::Not { .. }
+        | ValidationErrorKind::Custom { .. } => String::new(),
+        _ => e.to_string(),
+    };
     let parts = e.into_parts();
     let path = parts.instance_path.as_str().to_owned();
     let schema_path = parts.schema_path.as_str().to_owned();

@@ -206,8 +206,9 @@ pub struct CompiledTool {
     /// worth renaming (the root lists `properties` but does not forbid other keys); empty
     /// otherwise.
     open_root: Vec<String>,
-    /// Validators for every sub-schema, built on first need (to try `anyOf` branches).
-    branch_validators: OnceLock<Option<jsonschema::ValidatorMap>>,
+    /// Validators for every sub-schema and the pointer of every `anyOf`/`oneOf` branch,
+    /// built on first need (to try `anyOf` branches).
+    branch_validators: OnceLock<Option<Branches>>,
     validators: Vec<Arc<dyn CustomValidator>>,
 }
 
@@ -362,19 +363,33 @@ impl CompiledTool {
         out
     }
 
-    /// Whether `value` is valid for the sub-schema at `loc`; `None` when no validator for
-    /// it could be built.
-    fn branch_valid(&self, loc: &str, value: &Value) -> Option<bool> {
-        let map = self
+    /// Whether `value` is valid for the `anyOf`/`oneOf` branch `branch`; `None` when no
+    /// validator for it could be built.
+    fn branch_valid(&self, branch: compile::Node<'_>, value: &Value) -> Option<bool> {
+        let branches = self
             .branch_validators
             .get_or_init(|| {
                 self.needs_branches
-                    .then(|| compile::build_map(&self.schema, self.draft))
+                    .then(|| {
+                        compile::build_map(&self.schema, self.draft).map(|validators| Branches {
+                            validators,
+                            locations: compile::branch_locations(&self.schema),
+                        })
+                    })
                     .flatten()
             })
             .as_ref()?;
-        map.get(&format!("#{loc}")).map(|v| v.is_valid(value))
+        let loc = branches
+            .locations
+            .get(&(std::ptr::from_ref(branch.schema) as usize))?;
+        branches.validators.get(loc).map(|v| v.is_valid(value))
     }
+}
+
+/// Validators for the sub-schemas, and where each `anyOf`/`oneOf` branch sits.
+struct Branches {
+    validators: jsonschema::ValidatorMap,
+    locations: std::collections::HashMap<usize, String>,
 }
 
 /// The tools of one request or agent, by name; rejects duplicate names.

@@ -336,6 +336,27 @@ fn validate_composition() {
 }
 
 #[test]
+fn validate_other_keywords_are_composition_with_a_message() {
+    let t = tool(json!({"properties": {
+        "tags": {"type": "array", "uniqueItems": true},
+        "ids": {"type": "array", "contains": {"type": "integer"}}
+    }}));
+    let issues = t.validate(&json!({"tags": ["a", "a"], "ids": ["x"]}));
+    assert_eq!(
+        issue_kinds(&issues),
+        [
+            (IssueKind::Composition, "/ids"),
+            (IssueKind::Composition, "/tags")
+        ]
+    );
+    assert!(
+        issues
+            .iter()
+            .all(|i| !i.message.is_empty() && i.got.is_some())
+    );
+}
+
+#[test]
 fn validate_not_an_object() {
     for v in [json!([1]), json!("x"), json!(5), Value::Null] {
         let issues = weather().validate(&v);
