@@ -55,25 +55,33 @@ use crate::{Error, Fix, Issue, IssueKind};
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[allow(clippy::struct_excessive_bools)]
 pub struct Coercions {
-    /// `"5"` -> `5`, `"2.5"` -> `2.5` for integer/number fields.
+    /// `"5"` -> `5`, `" 12 "` -> `12`, `"2.5"` -> `2.5`, `"1e3"` -> `1000` for
+    /// integer/number fields (not `"5 apples"`, not `"5.5"` for an integer); also `5.0` -> `5`
+    /// for integer fields.
     pub numeric_strings: bool,
-    /// `"true"`/`"False"` -> booleans for boolean fields.
+    /// `"true"`/`"False"`/`"yes"`/`"no"`/`"1"`/`"0"` (any case) -> booleans for boolean
+    /// fields; anything else (`"sometimes"`) stays a `wrong_type` issue.
     pub boolean_strings: bool,
     /// `5` -> `"5"` for string fields.
     pub scalar_to_string: bool,
-    /// `"x"` -> `["x"]` for array fields.
+    /// `"x"` -> `["x"]` for array fields (any scalar, or an object for an array of
+    /// objects), when the value fits the array's items.
     pub wrap_in_array: bool,
     /// `"a, b"` -> `["a", "b"]` for arrays of strings.
     pub csv_split: bool,
-    /// `"Celsius"` -> `"celsius"`, `"no-preference"` -> `"no_preference"`.
+    /// `"Celsius"` -> `"celsius"`, `"no-preference"` -> `"no_preference"`: a unique match
+    /// ignoring case, `-`, `_` and spaces. No match is never guessed.
     pub enum_case: bool,
-    /// Unknown key -> the schema's key when unambiguous (case style, alias, edit distance).
+    /// Unknown key -> the schema's key when unambiguous (case style, alias, edit distance),
+    /// only onto a key not already present and only when the value fits it.
     pub rename_keys: bool,
-    /// Keys the schema forbids (`additionalProperties: false`) are dropped.
+    /// Keys the schema forbids (`additionalProperties: false`) are dropped, except a key
+    /// whose value could be a missing required one: that stays an `unknown_key` issue.
     pub drop_unknown_keys: bool,
     /// `"[\"a\"]"` -> `["a"]` for object/array fields.
     pub json_strings: bool,
-    /// `"01/19/2026"` -> `"2026-01-19"` for `format: date` / `date-time`.
+    /// `"01/19/2026"` -> `"2026-01-19"` for `format: date`; near-RFC 3339 forms for
+    /// `format: date-time` (a missing time zone is never invented).
     pub dates: bool,
     /// `null` for an optional field that does not allow null: the field is omitted.
     pub null_omitted: bool,
