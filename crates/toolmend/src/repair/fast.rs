@@ -10,7 +10,9 @@ use super::parser::ParseError;
 use crate::{Fix, FixKind};
 
 /// Parses valid JSON; a duplicate key is kept (the last wins) and recorded as a fix.
-pub(crate) fn parse(raw: &str, max_depth: usize) -> Result<(Value, Vec<Fix>), ParseError> {
+/// On failure the serde error is returned as is: formatting it costs, and only
+/// strict mode shows it ([`error`]).
+pub(crate) fn parse(raw: &str, max_depth: usize) -> Result<(Value, Vec<Fix>), serde_json::Error> {
     let dups = RefCell::new(Vec::new());
     let mut de = serde_json::Deserializer::from_str(raw);
     let seed = Seed {
@@ -20,18 +22,22 @@ pub(crate) fn parse(raw: &str, max_depth: usize) -> Result<(Value, Vec<Fix>), Pa
     };
     let value = seed
         .deserialize(&mut de)
-        .and_then(|v| de.end().map(|()| v))
-        .map_err(|e| ParseError {
-            fatal: false,
-            offset: byte_offset(raw, e.line(), e.column()),
-            reason: e.to_string(),
-        })?;
+        .and_then(|v| de.end().map(|()| v))?;
     let fixes = dups
         .into_inner()
         .into_iter()
         .map(|k: String| Fix::on(FixKind::DuplicateKey, "", k))
         .collect();
     Ok((value, fixes))
+}
+
+/// The parse error of `raw`, with a byte offset (serde_json reports line and column).
+pub(crate) fn error(raw: &str, e: &serde_json::Error) -> ParseError {
+    ParseError {
+        fatal: false,
+        offset: byte_offset(raw, e.line(), e.column()),
+        reason: e.to_string(),
+    }
 }
 
 /// serde_json reports line and column (1-based); fixes and errors speak in bytes.
@@ -115,10 +121,16 @@ impl<'de> Visitor<'de> for Seed<'_> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             let v = map.next_value_seed(inner)?;
-            if out.contains_key(&key) {
-                self.dups.borrow_mut().push(key.clone());
+            // One hash per key: the entry tells whether it was there already.
+            match out.entry(key) {
+                serde_json::map::Entry::Vacant(e) => {
+                    e.insert(v);
+                }
+                serde_json::map::Entry::Occupied(mut e) => {
+                    self.dups.borrow_mut().push(e.key().clone());
+                    e.insert(v);
+                }
             }
-            out.insert(key, v);
         }
         Ok(Value::Object(out))
     }

@@ -140,22 +140,30 @@ fn repair_at(raw: &str, opts: &RepairOptions, level: usize) -> Result<Repaired, 
             ),
         });
     }
-    match fast::parse(raw, opts.max_depth) {
-        Ok((value, fixes)) => {
-            let doc = envelope::Doc {
-                value,
-                fixes,
-                name: None,
-            };
-            return interpret::interpret(vec![doc], false, opts, level);
+    // Text that cannot start a JSON document (prose, tags, fences) skips the fast path.
+    let promising = matches!(
+        raw.trim_start().as_bytes().first(),
+        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n')
+    );
+    if promising || opts.strict {
+        match fast::parse(raw, opts.max_depth) {
+            Ok((value, fixes)) => {
+                let doc = envelope::Doc {
+                    value,
+                    fixes,
+                    name: None,
+                };
+                return interpret::interpret(vec![doc], false, opts, level);
+            }
+            Err(e) if opts.strict => {
+                let e = fast::error(raw, &e);
+                return Err(RepairError {
+                    offset: e.offset,
+                    reason: format!("not valid JSON: {}", e.reason),
+                });
+            }
+            Err(_) => {}
         }
-        Err(e) if opts.strict => {
-            return Err(RepairError {
-                offset: e.offset,
-                reason: format!("not valid JSON: {}", e.reason),
-            });
-        }
-        Err(_) => {}
     }
     let docs = envelope::read_documents(raw, opts)?;
     interpret::interpret(docs.docs, docs.envelope_call, opts, level)

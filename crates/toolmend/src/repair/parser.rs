@@ -424,10 +424,16 @@ impl<'a> Parser<'a> {
                 _ => {}
             }
             let parsed = self.parse_value(Ctx::ObjectValue, depth)?;
-            if map.contains_key(&key) {
-                self.fix_detail(FixKind::DuplicateKey, key_start, key.clone());
+            match map.entry(key) {
+                serde_json::map::Entry::Vacant(e) => {
+                    e.insert(parsed.value);
+                }
+                serde_json::map::Entry::Occupied(mut e) => {
+                    let k = e.key().clone();
+                    e.insert(parsed.value);
+                    self.fix_detail(FixKind::DuplicateKey, key_start, k);
+                }
             }
-            map.insert(key, parsed.value);
             if parsed.truncated {
                 if !self
                     .fixes
