@@ -244,7 +244,12 @@ fn write_calls_text(out: &mut impl Write, label: &str, m: &Mended) -> Result<()>
         let fixes: Vec<String> = c.fixes.iter().map(ToString::to_string).collect();
         write!(out, "{label} {}: {}", c.tool, outcome_id(c.outcome))?;
         if c.is_lossy() {
-            write!(out, " (cut off: salvaged prefix)")?;
+            let what = if c.outcome.is_runnable() {
+                " (cut off: salvaged prefix)"
+            } else {
+                " (cut off)"
+            };
+            write!(out, "{what}")?;
         }
         writeln!(out)?;
         for f in &fixes {

@@ -279,21 +279,23 @@ fn unknown_tool_call(c: RepairedCall, tools: &Toolbox) -> MendedCall {
 }
 
 fn check_call(c: RepairedCall, tool: &CompiledTool, opts: &MendOptions) -> MendedCall {
-    let lossy = c.is_lossy();
+    let cut_at = c.fixes.iter().find(|f| f.is_lossy()).map(|f| f.offset);
     let ctx = ValidationContext::new(tool.name(), Phase::Initial);
     let checked = tool.check(c.arguments, &opts.coercions, &ctx);
     let mut fixes = c.fixes;
     fixes.extend(checked.fixes);
     let mut issues = checked.issues;
-    if lossy && opts.refuse_lossy {
+    if let Some(offset) = cut_at
+        && opts.refuse_lossy
+    {
+        let message = match offset {
+            Some(at) => format!("the arguments were cut off (the text ends at byte {at})"),
+            None => "the arguments were cut off".to_owned(),
+        };
         issues.insert(
             0,
-            Issue::new(
-                IssueKind::Truncated,
-                "",
-                "the arguments were cut off before the end; the call was not run",
-            )
-            .suggestion("send the whole call again"),
+            Issue::new(IssueKind::Truncated, "", message)
+                .suggestion("send the whole call again, with every argument complete"),
         );
     }
     let outcome = if !issues.is_empty() {

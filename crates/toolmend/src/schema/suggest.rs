@@ -71,6 +71,30 @@ const QUALIFIERS: &[&str] = &[
     "weeks", "months", "years", "percent", "pct", "flag", "enabled",
 ];
 
+/// Keys models add to talk about the call rather than to make it (`"reasoning": "…"`,
+/// `"note": "assumed defaults"`). They are taken for a property only when they name it
+/// exactly (up to case style), never by alias or spelling: `note` is not `notes`.
+const CHATTER: &[&str] = &[
+    "note",
+    "reasoning",
+    "reason",
+    "thought",
+    "thoughts",
+    "thinking",
+    "explanation",
+    "rationale",
+    "justification",
+    "confidence",
+    "comment",
+    "analysis",
+    "reflection",
+    "step",
+    "user_intent",
+    "intent",
+    "tool_name",
+    "function_name",
+];
+
 const STOPWORDS: &[&str] = &[
     "a", "an", "the", "of", "for", "to", "in", "on", "at", "and", "or",
 ];
@@ -186,6 +210,9 @@ pub(crate) fn score(key: &Key, cand: &Candidate<'_>) -> f64 {
     }
     if key.norm == cand.norm {
         return 1.0;
+    }
+    if CHATTER.contains(&key.norm.as_str()) {
+        return 0.0;
     }
     let mut best: f64 = 0.0;
     let kt = &key.tokens;

@@ -1462,3 +1462,24 @@ fn schemas_that_recurse_without_the_value_getting_deeper_terminate() {
         assert_eq!(c, lax(&t, json!({"n": "x", "m": "5"})));
     }
 }
+
+#[test]
+fn chatter_keys_are_dropped_not_renamed_into_a_near_property() {
+    // `note` beside an invoice's `notes` is the model talking about the call, not its notes.
+    let t = tool(json!({"type": "object", "properties": {
+        "customer_id": {"type": "integer"}, "notes": {"type": "string"}},
+        "required": ["customer_id"], "additionalProperties": false}));
+    let c = lax(
+        &t,
+        json!({"customer_id": 7, "note": "assumed defaults", "reasoning": "asked"}),
+    );
+    assert_eq!(c.value, json!({"customer_id": 7}));
+    assert_eq!(kinds(&c.fixes), [FixKind::UnknownKeyDropped; 2]);
+    // Named exactly (up to case style), a chatter-like property is still matched.
+    let t = tool(
+        json!({"type": "object", "properties": {"note": {"type": "string"}},
+        "additionalProperties": false}),
+    );
+    let c = lax(&t, json!({"Note": "x"}));
+    assert_eq!(c.value, json!({"note": "x"}));
+}
