@@ -197,3 +197,41 @@ fn strict_options_repair_and_coerce_nothing() {
     assert_eq!(m.calls[0].outcome, Outcome::Feedback);
     assert_eq!(m.calls[0].issues[0].kind, IssueKind::WrongType);
 }
+
+#[test]
+fn nan_becomes_null_then_the_schema_decides() {
+    let t = CompiledTool::compile(
+        "search",
+        "",
+        &json!({"type": "object", "properties": {
+            "q": {"type": "string"}, "max_price": {"type": "number"},
+            "min_price": {"type": ["number", "null"]}, "limit": {"type": "integer"}},
+            "required": ["q", "limit"], "additionalProperties": false}),
+    )
+    .unwrap();
+    // Optional number: the field is omitted (null is not a number); both steps recorded.
+    let m = mend_call(
+        r#"{"q": "x", "limit": 1, "max_price": NaN}"#,
+        &t,
+        &MendOptions::default(),
+    );
+    assert_eq!(m.calls[0].arguments, Some(json!({"q": "x", "limit": 1})));
+    let k = kinds(&m.calls[0]);
+    assert!(
+        k.contains(&FixKind::NonFiniteNumber) && k.contains(&FixKind::NullOmitted),
+        "{k:?}"
+    );
+    // Nullable: null is a value the tool accepts.
+    let m = mend_call(
+        r#"{"q": "x", "limit": 1, "min_price": -Infinity}"#,
+        &t,
+        &MendOptions::default(),
+    );
+    assert_eq!(
+        m.calls[0].arguments,
+        Some(json!({"q": "x", "limit": 1, "min_price": null}))
+    );
+    // Required: no number can be invented, so it is feedback.
+    let m = mend_call(r#"{"q": "x", "limit": NaN}"#, &t, &MendOptions::default());
+    assert_eq!(m.calls[0].outcome, Outcome::Feedback);
+}
