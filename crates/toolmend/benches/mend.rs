@@ -26,6 +26,10 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Duration;
 
+// The allocator toolmend's binaries ship with (toolmend-cli); baselines use it too.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Map, Value, json};
 use toolmend::mend::{MendOptions, mend_call};

@@ -9,6 +9,10 @@ use std::time::Instant;
 
 use toolmend::{RepairOptions, repair};
 
+// The allocator the shipped binaries use (see toolmend-cli).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let Some(path) = args.next() else {

@@ -143,6 +143,10 @@ impl<'a> Parser<'a> {
     /// Skips whitespace and comments (`//`, `#`, `/* */`), recording comments.
     pub fn skip_ws(&mut self) {
         loop {
+            // Plain whitespace first: the common case, without the checks below.
+            while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+                self.pos += 1;
+            }
             match self.peek() {
                 Some(b' ' | b'\t' | b'\n' | b'\r') => self.pos += 1,
                 Some(0xC2) if self.b.get(self.pos + 1) == Some(&0xA0) => self.pos += 2, // nbsp
@@ -586,14 +590,11 @@ impl<'a> Parser<'a> {
         let mut out = String::new();
         let mut run = self.pos; // start of the pending run of plain bytes
         loop {
-            // Fast scan to the next interesting byte.
-            while self.pos < self.b.len() {
-                let c = self.b[self.pos];
-                if c == b'"' || c == b'\\' || c == b'\'' || c < 0x20 || c == 0xE2 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            // Fast scan to the next interesting byte (one table lookup per byte).
+            self.pos += self.b[self.pos..]
+                .iter()
+                .position(|&c| STRING_STOP[c as usize])
+                .unwrap_or(self.b.len() - self.pos);
             let Some(c) = self.peek() else {
                 out.push_str(&self.src[run..]);
                 self.fix(FixKind::TruncatedString, self.pos);
@@ -933,6 +934,22 @@ impl<'a> Parser<'a> {
             .unwrap_or('?')
     }
 }
+
+/// Bytes that end a run of plain string content: quotes, backslash, control
+/// characters, and 0xE2 (the lead byte of typographic quotes).
+static STRING_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\'' as usize] = true;
+    t[b'\\' as usize] = true;
+    t[0xE2] = true;
+    t
+};
 
 fn scalar(value: Value, truncated: bool) -> Parsed {
     Parsed {
