@@ -71,8 +71,10 @@ struct MendArgs {
     #[arg(long)]
     refuse_truncated: bool,
 
-    /// Deepest nesting accepted.
-    #[arg(long, default_value_t = 128, env = "TOOLMEND_MAX_DEPTH")]
+    /// Deepest nesting accepted (1 to 1000).
+    #[arg(long, default_value_t = 128, env = "TOOLMEND_MAX_DEPTH",
+          value_parser = clap::builder::TypedValueParser::map(
+              clap::value_parser!(u16).range(1..=1000), usize::from))]
     max_depth: usize,
 }
 

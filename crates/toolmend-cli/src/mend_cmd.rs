@@ -35,7 +35,7 @@ pub fn run(args: &MendArgs) -> Result<()> {
         },
         refuse_lossy: args.refuse_truncated || args.strict,
     };
-    let reader: Box<dyn BufRead> = match &args.input {
+    let mut reader: Box<dyn BufRead> = match &args.input {
         Some(p) if p.as_os_str() != "-" => Box::new(BufReader::new(
             File::open(p).with_context(|| format!("cannot open {}", p.display()))?,
         )),
@@ -45,9 +45,31 @@ pub fn run(args: &MendArgs) -> Result<()> {
     let mut out = stdout.lock();
     let mut summary = Summary::default();
     let mut cache = ToolCache::default();
-    for (i, line) in reader.lines().enumerate() {
-        let n = i + 1;
-        let line = line.with_context(|| format!("cannot read line {n}"))?;
+    let mut buf = Vec::new();
+    let mut n = 0;
+    loop {
+        buf.clear();
+        if reader
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("cannot read line {}", n + 1))?
+            == 0
+        {
+            break;
+        }
+        n += 1;
+        // Bytes, then UTF-8 per line: one bad line is a malformed line, not the end of the batch.
+        let parsed = std::str::from_utf8(&buf)
+            .map(|l| l.trim_end_matches(['\n', '\r']).to_owned())
+            .map_err(|e| anyhow::anyhow!("the line is not valid UTF-8 (byte {})", e.valid_up_to()));
+        let line = match parsed {
+            Ok(l) => l,
+            Err(e) => {
+                summary.lines += 1;
+                summary.malformed_lines += 1;
+                write_malformed(&mut out, args, n, &e)?;
+                continue;
+            }
+        };
         if line.trim().is_empty() {
             if args.lines {
                 writeln!(out, "ERROR line {n}: empty line")?;
@@ -60,16 +82,7 @@ pub fn run(args: &MendArgs) -> Result<()> {
             Ok(r) => r,
             Err(e) => {
                 summary.malformed_lines += 1;
-                let msg = format!("line {n}: {e:#}");
-                if args.lines {
-                    writeln!(out, "ERROR {msg}")?;
-                    out.flush()?;
-                } else {
-                    match args.format {
-                        Format::Text => writeln!(out, "error {msg}")?,
-                        Format::Json => writeln!(out, "{}", json!({"line": n, "error": msg}))?,
-                    }
-                }
+                write_malformed(&mut out, args, n, &e)?;
                 continue;
             }
         };
@@ -113,6 +126,26 @@ pub fn run(args: &MendArgs) -> Result<()> {
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// Says that input line `n` could not be read, in the output's format; the batch goes on.
+fn write_malformed(
+    out: &mut impl Write,
+    args: &MendArgs,
+    n: usize,
+    e: &anyhow::Error,
+) -> Result<()> {
+    let msg = format!("line {n}: {e:#}");
+    if args.lines {
+        writeln!(out, "ERROR {msg}")?;
+        out.flush()?;
+    } else {
+        match args.format {
+            Format::Text => writeln!(out, "error {msg}")?,
+            Format::Json => writeln!(out, "{}", json!({"line": n, "error": msg}))?,
+        }
+    }
     Ok(())
 }
 

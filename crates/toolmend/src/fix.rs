@@ -63,6 +63,8 @@ fix_kinds! {
     MistralToolCallsUnwrapped = "mistral_tool_calls_unwrapped", Safe;
     /// Qwen3-Coder `<function=…><parameter=…>` XML was read as arguments.
     XmlParametersRead = "xml_parameters_read", Safe;
+    /// A closing tag (`</parameter>`, `</function>`) was missing before the next tag.
+    MissingCloseTag = "missing_close_tag", Safe;
     /// A pythonic call `f(a=1)` was read as arguments.
     PythonicCallRead = "pythonic_call_read", Safe;
     /// The arguments were a JSON string holding the JSON object.
@@ -71,8 +73,8 @@ fix_kinds! {
     OverescapedQuotesUnescaped = "overescaped_quotes_unescaped", Safe;
     /// A whole call object (`{"name", "arguments"}`) stood where its arguments belong.
     CallWrapperUnwrapped = "call_wrapper_unwrapped", Safe;
-    /// The same arguments object was emitted twice; one copy kept.
-    DuplicateCallDropped = "duplicate_call_dropped", Safe;
+    /// The same arguments object was emitted twice in a row; one copy kept.
+    DuplicateCallDropped = "duplicate_call_dropped", Unsafe;
     /// A tool name matched a tool up to case and separators (`GetWeather` -> `get_weather`).
     ToolNameFixed = "tool_name_fixed", Unsafe;
     /// Two different calls were glued together; they were split.

@@ -135,7 +135,23 @@ pub fn mend_call(raw: &str, tool: &CompiledTool, opts: &MendOptions) -> Mended {
         };
     }
     let readings = std::iter::once(repaired.calls).chain(repaired.alternatives);
-    best_reading(readings, |_| Some(tool), opts, &Toolbox::new())
+    // A call that the text itself names as another tool is not run as this one.
+    best_reading(
+        readings,
+        |c| match &c.name {
+            Some(n) if normalize_name(n) != normalize_name(tool.name()) => Err(Box::new(
+                Issue::new(
+                    IssueKind::UnknownTool,
+                    "",
+                    format!("the text calls {n:?}, not {:?}", tool.name()),
+                )
+                .got(Value::String(n.clone()))
+                .allowed(vec![Value::String(tool.name().to_owned())]),
+            )),
+            _ => Ok(tool),
+        },
+        opts,
+    )
 }
 
 /// Mends a call to the tool named `name` among `tools`: an unknown name is feedback
@@ -162,11 +178,10 @@ pub fn mend_named(name: &str, raw: &str, tools: &Toolbox, opts: &MendOptions) ->
             best_reading(
                 readings,
                 |c| match &c.name {
-                    Some(n) if n != tool.name() => resolve_tool(n, tools).ok().map(|(t, _)| t),
-                    _ => Some(tool),
+                    Some(n) if n != tool.name() => resolve_tool(n, tools).map(|(t, _)| t),
+                    _ => Ok(tool),
                 },
                 opts,
-                tools,
             )
         }
         Err(e) => Mended {
@@ -223,33 +238,40 @@ fn resolve_tool<'t>(
     Err(Box::new(issue))
 }
 
+/// A tool name up to case and separators; OpenAI's `functions.` namespace dropped.
 fn normalize_name(name: &str) -> String {
-    name.chars()
+    name.strip_prefix("functions.")
+        .unwrap_or(name)
+        .chars()
         .filter(|c| c.is_alphanumeric())
         .flat_map(char::to_lowercase)
-        .collect::<String>()
-        .trim_start_matches("functions")
-        .to_owned()
+        .collect()
 }
 
-/// Checks every reading and keeps the one with the fewest issues; ties keep the earlier
-/// (preferred) reading.
+/// Checks every reading and keeps the best: fewest issues, then fewest unsafe or lossy
+/// fixes, then fewest fixes; ties keep the earlier (preferred) reading.
 fn best_reading<'t>(
     readings: impl Iterator<Item = Vec<RepairedCall>>,
-    tool_for: impl Fn(&RepairedCall) -> Option<&'t CompiledTool>,
+    tool_for: impl Fn(&RepairedCall) -> Result<&'t CompiledTool, Box<Issue>>,
     opts: &MendOptions,
-    tools: &Toolbox,
 ) -> Mended {
-    let mut best: Option<(u64, Vec<MendedCall>)> = None;
+    let mut best: Option<((usize, usize, usize), Vec<MendedCall>)> = None;
     for reading in readings {
         let calls: Vec<MendedCall> = reading
             .into_iter()
             .map(|c| match tool_for(&c) {
-                Some(tool) => check_call(c, tool, opts),
-                None => unknown_tool_call(c, tools),
+                Ok(tool) => check_call(c, tool, opts),
+                Err(issue) => unknown_tool_call(c, *issue),
             })
             .collect();
-        let cost = calls.iter().map(|c| c.issues.len() as u64).sum();
+        let cost = calls.iter().fold((0, 0, 0), |(i, u, f), c| {
+            let unsafe_fixes = c
+                .fixes
+                .iter()
+                .filter(|x| x.safety() != Safety::Safe)
+                .count();
+            (i + c.issues.len(), u + unsafe_fixes, f + c.fixes.len())
+        });
         if best.as_ref().is_none_or(|(b, _)| cost < *b) {
             best = Some((cost, calls));
         }
@@ -259,16 +281,8 @@ fn best_reading<'t>(
     }
 }
 
-fn unknown_tool_call(c: RepairedCall, tools: &Toolbox) -> MendedCall {
+fn unknown_tool_call(c: RepairedCall, issue: Issue) -> MendedCall {
     let name = c.name.clone().unwrap_or_default();
-    let issue = match resolve_tool(&name, tools) {
-        Err(issue) => *issue,
-        Ok(_) => Issue::new(
-            IssueKind::UnknownTool,
-            "",
-            format!("no tool named {name:?}"),
-        ),
-    };
     MendedCall {
         tool: name,
         arguments: Some(c.arguments),

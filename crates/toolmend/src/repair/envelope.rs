@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::{
     RepairError, RepairOptions,
-    parser::{Ctx, ParseError, Parser, is_ident},
+    parser::{Ctx, ParseError, Parser, is_ident, utf8_len},
 };
 use crate::{Fix, FixKind};
 
@@ -80,6 +80,8 @@ struct Walk<'a> {
     fence_seen: bool,
     /// A Mistral `name[ARGS]` seen: the next document is that tool's arguments.
     pending_name: Option<String>,
+    /// Openers known to have no closer further on (each searched for once: linear).
+    unclosed: Vec<&'static str>,
 }
 
 pub(crate) fn read_documents(raw: &str, opts: &RepairOptions) -> Result<Docs, RepairError> {
@@ -96,6 +98,7 @@ pub(crate) fn read_documents(raw: &str, opts: &RepairOptions) -> Result<Docs, Re
         prose_at: None,
         fence_seen: false,
         pending_name: None,
+        unclosed: Vec::new(),
     };
     let mut first_error: Option<ParseError> = None;
     while w.pos < w.b.len() {
@@ -110,11 +113,10 @@ pub(crate) fn read_documents(raw: &str, opts: &RepairOptions) -> Result<Docs, Re
             }
             Err(e) => {
                 // A document that cannot be read where one seemed to start: prose, perhaps.
+                // Go on past where reading failed, so no text is read twice.
+                w.pos = w.pos.max(before + 1).max(e.offset.min(w.b.len()));
                 if first_error.is_none() {
                     first_error = Some(e);
-                }
-                if w.pos <= before {
-                    w.pos = before + 1;
                 }
                 w.prose(before);
             }
@@ -213,10 +215,19 @@ impl<'a> Walk<'a> {
                     });
                 }
                 self.global(FixKind::ThinkingStripped, at);
-                self.pos = match rest.find(close) {
+                let found = if self.unclosed.contains(open) {
+                    None
+                } else {
+                    rest.find(close)
+                };
+                self.pos = match found {
                     Some(i) => at + i + close.len(),
-                    // Unclosed: drop the tag, let the walk find the JSON after the reasoning.
-                    None => at + open.len(),
+                    // Unclosed: drop the tag, let the walk find the JSON after the reasoning;
+                    // remember it, so that the next opener does not search again.
+                    None => {
+                        self.unclosed.push(open);
+                        at + open.len()
+                    }
                 };
                 return Ok(());
             }
@@ -233,9 +244,10 @@ impl<'a> Walk<'a> {
                     });
                 }
                 self.global(FixKind::ThinkingStripped, 0);
-                if self.out.docs.is_empty() {
-                    self.prose_at = None;
-                }
+                // Whatever was read before it (`maybe {"city": "Lyon"}?`) was reasoning too.
+                self.out.docs.clear();
+                self.pending_name = None;
+                self.prose_at = None;
                 self.pos = at + close.len();
                 return Ok(());
             }
@@ -331,7 +343,9 @@ impl<'a> Walk<'a> {
                     let e = ident_end(self.b, j);
                     e > j && self.b.get(e) == Some(&b'(')
                 };
-                if pythonic_list {
+                // Pythonic calls only where a call is expected: at the start of the text or
+                // inside a call envelope (`f(x=1)` in prose is prose).
+                if pythonic_list && (self.at_text_start() || self.out.envelope_call) {
                     return self.read_pythonic(at);
                 }
                 match self.b.get(j) {
@@ -365,13 +379,19 @@ impl<'a> Walk<'a> {
                 }
                 if c.is_ascii_alphabetic() || c == b'_' {
                     let e = ident_end(self.b, at);
-                    if self.b.get(e) == Some(&b'(') && looks_like_call_args(self.b, e + 1) {
+                    if self.b.get(e) == Some(&b'(')
+                        && (self.at_text_start() || self.out.envelope_call)
+                        && looks_like_call_args(&p, e + 1 - at)
+                    {
                         return self.read_pythonic(at);
                     }
+                    // `city: "Quito", days: 2` is members without braces; `Arguments: {…}`
+                    // and `Note: use {…}` are a heading and prose.
                     if self.at_text_start()
                         && p.key_starts()
                         && !self.raw[e..].starts_with("://")
                         && value_on_same_line(self.b, at)
+                        && !line_has_bracket(self.b, e)
                     {
                         return self.read_members(at);
                     }
@@ -458,6 +478,10 @@ impl<'a> Walk<'a> {
                     p.pos += 1;
                     break;
                 }
+                Some(b',') if list => {
+                    p.pos += 1;
+                    continue;
+                }
                 _ => {}
             }
             let name_start = p.pos;
@@ -494,7 +518,7 @@ impl<'a> Walk<'a> {
                 }
                 let Some((k_end, value_at)) = p.kwarg_at(p.pos) else {
                     return Err(ParseError {
-                        fatal: true,
+                        fatal: false,
                         offset: at + p.pos,
                         reason: format!(
                             "positional argument in the call to `{name}`: \
@@ -529,28 +553,42 @@ impl<'a> Walk<'a> {
     }
 
     /// Qwen3-Coder: `<function=name>\n<parameter=key>\nvalue\n</parameter>\n</function>`.
+    ///
+    /// Every search is bounded by the next tag it must not pass (the next `<function=`,
+    /// the next `<parameter=`), so the whole read stays linear.
     fn read_xml_function(&mut self) -> Result<(), ParseError> {
         let at = self.pos;
         let rest = self.rest();
-        let head_end = rest.find('>').ok_or_else(|| ParseError {
+        let head = &rest[..rest.len().min(256)];
+        let head_end = head.find('>').ok_or_else(|| ParseError {
             fatal: false,
-            offset: at,
+            offset: at + head.len(),
             reason: "unterminated <function=…> tag".to_owned(),
         })?;
         let name = rest["<function=".len()..head_end].trim().to_owned();
         let body_start = head_end + 1;
-        let body_end = rest[body_start..]
-            .find("</function>")
+        // The body ends at `</function>`, or at the next `<function=` when the close is missing.
+        let next_fn = rest[body_start..]
+            .find("<function=")
             .map_or(rest.len(), |i| body_start + i);
-        let truncated_fn = body_end == rest.len();
+        let close = rest[body_start..next_fn]
+            .find("</function>")
+            .map(|i| body_start + i);
+        let body_end = close.unwrap_or(next_fn);
+        let truncated_fn = close.is_none() && next_fn == rest.len();
         let body = &rest[body_start..body_end];
         let mut args = Map::new();
         let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, at)];
+        if close.is_none() && !truncated_fn {
+            // Another call follows without this one's `</function>`: recorded, not merged.
+            fixes.push(Fix::at(FixKind::MissingCloseTag, at + body_end));
+        }
         let mut truncated = truncated_fn;
         let mut i = 0;
         while let Some(pi) = body[i..].find("<parameter=") {
             let p_at = i + pi;
-            let Some(ke) = body[p_at..].find('>') else {
+            let tag = &body[p_at..body.len().min(p_at + 256)];
+            let Some(ke) = tag.find('>') else {
                 truncated = true;
                 break;
             };
@@ -558,29 +596,46 @@ impl<'a> Walk<'a> {
                 .trim()
                 .to_owned();
             let v_start = p_at + ke + 1;
-            let (v_end, next) = match body[v_start..].find("</parameter>") {
+            let next_param = body[v_start..]
+                .find("<parameter=")
+                .map_or(body.len(), |e| v_start + e);
+            let (v_end, next) = match body[v_start..next_param].find("</parameter>") {
                 Some(e) => (v_start + e, v_start + e + "</parameter>".len()),
                 None => {
                     // Missing close tag: the value runs to the next parameter or the end.
-                    let e = body[v_start..]
-                        .find("<parameter=")
-                        .map_or(body.len(), |e| v_start + e);
-                    if e == body.len() && truncated_fn {
+                    if next_param == body.len() && truncated_fn {
                         truncated = true;
-                        fixes.push(Fix::at(FixKind::TruncatedString, at + body_start + e));
+                        fixes.push(Fix::at(
+                            FixKind::TruncatedString,
+                            at + body_start + next_param,
+                        ));
+                    } else {
+                        fixes.push(Fix::at(
+                            FixKind::MissingCloseTag,
+                            at + body_start + next_param,
+                        ));
                     }
-                    (e, e)
+                    (next_param, next_param)
                 }
             };
             let raw_value = body[v_start..v_end]
                 .strip_prefix('\n')
                 .unwrap_or(&body[v_start..v_end]);
             let raw_value = raw_value.strip_suffix('\n').unwrap_or(raw_value);
-            args.insert(key, self.xml_value(raw_value, at + body_start + v_start));
+            let value = self.xml_value(raw_value, at + body_start + v_start);
+            if args.insert(key.clone(), value).is_some() {
+                fixes.push(Fix::at(FixKind::DuplicateKey, at + body_start + p_at).with_detail(key));
+            }
             i = next;
         }
-        self.pos = at + body_end + if truncated_fn { 0 } else { "</function>".len() };
-        if truncated && !fixes.iter().any(|f| f.is_lossy()) {
+        self.pos = at
+            + body_end
+            + if close.is_some() {
+                "</function>".len()
+            } else {
+                0
+            };
+        if truncated && !fixes.iter().any(Fix::is_lossy) {
             fixes.push(Fix::at(FixKind::UnclosedBrackets, self.pos));
         }
         self.out.envelope_call = true;
@@ -631,24 +686,17 @@ fn ident_end(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// After `name(`: keyword arguments or `)` follow.
-fn looks_like_call_args(b: &[u8], i: usize) -> bool {
-    let j = ws_after(b, i);
-    if b.get(j) == Some(&b')') {
-        return true;
-    }
-    let e = ident_end(b, j);
-    e > j && {
-        let k = ws_after(b, e);
-        b.get(k) == Some(&b'=') && b.get(k + 1) != Some(&b'=')
-    }
+/// After `name(` (at `i` in `p`'s text): keyword arguments or `)` follow.
+fn looks_like_call_args(p: &Parser<'_>, i: usize) -> bool {
+    let j = ws_after(p.bytes(), i);
+    p.bytes().get(j) == Some(&b')') || p.kwarg_at(j).is_some()
 }
 
-fn utf8_len(first: u8) -> usize {
-    match first {
-        0xF0..=0xFF => 4,
-        0xE0..=0xEF => 3,
-        0xC0..=0xDF => 2,
-        _ => 1,
-    }
+/// A `{` or `[` on the rest of the line from `from`.
+fn line_has_bracket(b: &[u8], from: usize) -> bool {
+    b[from..]
+        .iter()
+        .take(512)
+        .take_while(|&&c| c != b'\n')
+        .any(|&c| c == b'{' || c == b'[')
 }

@@ -42,12 +42,26 @@ pub(crate) fn interpret(
     let single = docs.len() == 1;
     let mut calls = Vec::new();
     let mut alternatives = Vec::new();
+    let mut first_error = None;
     for doc in docs {
-        let (pref, alt) = doc_calls(doc, envelope_call, opts, level)?;
-        calls.extend(pref);
-        if single {
-            alternatives.extend(alt);
+        match doc_calls(doc, envelope_call, opts, level) {
+            Ok((pref, alt)) => {
+                calls.extend(pref);
+                if single {
+                    alternatives.extend(alt);
+                }
+            }
+            // A document that holds no call (`[1]` in prose) fails alone.
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
         }
+    }
+    if calls.is_empty() {
+        return Err(first_error.unwrap_or(RepairError {
+            offset: 0,
+            reason: "no call found in the text".to_owned(),
+        }));
     }
     let calls = drop_repeats(calls);
     if calls.len() > 1 {
@@ -100,8 +114,17 @@ fn doc_calls(
                     Vec::new(),
                 ));
             };
-            let (arguments, mut inner) = arguments_value(args.clone(), opts, level)?;
-            let mut unwrapped_fixes = fixes.clone();
+            let as_is = RepairedCall {
+                name: None,
+                arguments: Value::Object(obj.clone()),
+                fixes: fixes.clone(),
+            };
+            // The wrapper reading needs readable arguments; if they are not, the object is
+            // read as it is (`{"name": "Bob", "input": "hello"}` is arguments).
+            let Ok((arguments, mut inner)) = arguments_value(args, opts, level) else {
+                return Ok((vec![as_is], Vec::new()));
+            };
+            let mut unwrapped_fixes = fixes;
             unwrapped_fixes.push(Fix::on(
                 FixKind::CallWrapperUnwrapped,
                 "",
@@ -112,11 +135,6 @@ fn doc_calls(
                 name: Some(call_name),
                 arguments,
                 fixes: unwrapped_fixes,
-            };
-            let as_is = RepairedCall {
-                name: None,
-                arguments: Value::Object(obj),
-                fixes,
             };
             // Inside a tool-call envelope the object is a call; otherwise it may be
             // arguments that merely look like one, and a schema decides (mend).
@@ -160,11 +178,14 @@ fn doc_calls(
                 });
             }
             let mut out = Vec::new();
+            // The document's fixes go with its first call only: copying them to every
+            // item would grow with the square of the list.
+            let mut doc_fixes = Some(fixes);
             for item in items {
                 let (pref, _) = doc_calls(
                     Doc {
                         value: item,
-                        fixes: fixes.clone(),
+                        fixes: doc_fixes.take().unwrap_or_default(),
                         name: None,
                     },
                     true,
@@ -207,6 +228,10 @@ fn arguments_value(
         Value::Object(_) => Ok((v, Vec::new())),
         Value::Null => Ok((Value::Object(Map::new()), Vec::new())),
         Value::String(s) if s.trim().is_empty() => Ok((Value::Object(Map::new()), Vec::new())),
+        Value::String(_) if level >= MAX_DECODES => Err(RepairError {
+            offset: 0,
+            reason: "the call's arguments are a string, not a JSON object".to_owned(),
+        }),
         Value::String(s) => {
             let inner = repair_at(&s, opts, level + 1)?;
             let mut calls = inner.calls.into_iter();
@@ -258,32 +283,31 @@ fn as_wrapper(obj: &Map<String, Value>) -> Option<(String, Value)> {
     Some((name?, args?))
 }
 
-/// The same call emitted twice (the second copy possibly cut off) is one call.
+/// The same call emitted twice in a row (the second copy possibly cut off) is one call.
+/// Only the call just before is compared: linear, and calls repeated on purpose further
+/// apart stay.
 fn drop_repeats(calls: Vec<RepairedCall>) -> Vec<RepairedCall> {
     let mut out: Vec<RepairedCall> = Vec::with_capacity(calls.len());
     for c in calls {
-        let repeat = out.iter().position(|kept| {
-            kept.name == c.name
-                && (kept.arguments == c.arguments
-                    || (c.is_lossy() && prefix_of(&c.arguments, &kept.arguments)))
-        });
-        match repeat {
-            Some(i) => {
-                let kept = &mut out[i];
-                if !kept
-                    .fixes
-                    .iter()
-                    .any(|f| f.kind == FixKind::DuplicateCallDropped)
-                {
-                    kept.fixes.push(Fix::on(
-                        FixKind::DuplicateCallDropped,
-                        "",
-                        "same arguments twice",
-                    ));
-                }
+        if let Some(kept) = out.last_mut()
+            && kept.name == c.name
+            && (kept.arguments == c.arguments
+                || (c.is_lossy() && prefix_of(&c.arguments, &kept.arguments)))
+        {
+            if !kept
+                .fixes
+                .iter()
+                .any(|f| f.kind == FixKind::DuplicateCallDropped)
+            {
+                kept.fixes.push(Fix::on(
+                    FixKind::DuplicateCallDropped,
+                    "",
+                    "same arguments twice in a row",
+                ));
             }
-            None => out.push(c),
+            continue;
         }
+        out.push(c);
     }
     out
 }

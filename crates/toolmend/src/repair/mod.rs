@@ -26,6 +26,9 @@ use serde_json::Value;
 
 use crate::Fix;
 
+/// The largest `max_depth` honoured; larger values are clamped to it.
+pub const MAX_DEPTH_LIMIT: usize = 1000;
+
 /// Options of the repair parser.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepairOptions {
@@ -34,7 +37,7 @@ pub struct RepairOptions {
     /// Remove `<think>…</think>` and similar reasoning blocks (on by default). When off,
     /// text holding a reasoning block is an error, so the caller decides.
     pub strip_thinking: bool,
-    /// Deepest nesting of arrays/objects accepted (default 128).
+    /// Deepest nesting of arrays/objects accepted (default 128, at most [`MAX_DEPTH_LIMIT`]).
     pub max_depth: usize,
     /// Longest input accepted, in bytes (default 4 MiB).
     pub max_len: usize,
@@ -130,6 +133,14 @@ pub fn repair(raw: &str, opts: &RepairOptions) -> Result<Repaired, RepairError> 
 
 /// `level` counts nested decodes (a JSON string holding JSON), bounded.
 fn repair_at(raw: &str, opts: &RepairOptions, level: usize) -> Result<Repaired, RepairError> {
+    // Deeper than this would risk the stack of a small thread; no tool needs it.
+    if opts.max_depth > MAX_DEPTH_LIMIT {
+        let clamped = RepairOptions {
+            max_depth: MAX_DEPTH_LIMIT,
+            ..opts.clone()
+        };
+        return repair_at(raw, &clamped, level);
+    }
     if raw.len() > opts.max_len {
         return Err(RepairError {
             offset: opts.max_len,
@@ -155,19 +166,39 @@ fn repair_at(raw: &str, opts: &RepairOptions, level: usize) -> Result<Repaired, 
                 };
                 return interpret::interpret(vec![doc], false, opts, level);
             }
-            Err(e) if opts.strict => {
-                let e = fast::error(raw, &e);
-                return Err(RepairError {
-                    offset: e.offset,
-                    reason: format!("not valid JSON: {}", e.reason),
-                });
-            }
+            Err(e) if opts.strict => return strict_fallback(raw, &e, opts, level),
             Err(_) => {}
         }
     }
     let docs = envelope::read_documents(raw, opts)?;
     interpret::interpret(docs.docs, docs.envelope_call, opts, level)
         .map(|r| with_global_fixes(r, &docs.fixes))
+}
+
+/// Strict mode when serde_json refused: valid JSON beyond serde_json's own nesting limit
+/// (128) is still valid, so the text is accepted exactly when the tolerant reading
+/// needed no fix at all; otherwise the first problem is the error.
+fn strict_fallback(
+    raw: &str,
+    serde_error: &serde_json::Error,
+    opts: &RepairOptions,
+    level: usize,
+) -> Result<Repaired, RepairError> {
+    let refuse = |offset: usize, reason: String| RepairError {
+        offset,
+        reason: format!("not valid JSON: {reason}"),
+    };
+    let docs = envelope::read_documents(raw, opts).map_err(|e| refuse(e.offset, e.reason))?;
+    let first_fix = docs
+        .fixes
+        .iter()
+        .chain(docs.docs.iter().flat_map(|d| d.fixes.iter()))
+        .min_by_key(|f| f.offset);
+    if docs.docs.len() == 1 && first_fix.is_none() {
+        return interpret::interpret(docs.docs, false, opts, level);
+    }
+    let e = fast::error(raw, serde_error);
+    Err(refuse(e.offset, e.reason))
 }
 
 /// Prepends the fixes that apply to the whole text (envelope) to every call.

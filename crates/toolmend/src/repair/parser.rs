@@ -61,6 +61,8 @@ pub(crate) struct Parser<'a> {
     base: usize,
     max_depth: usize,
     pub fixes: Vec<Fix>,
+    /// Kinds recorded once per text (see [`Parser::fix`]), as bits.
+    seen: u128,
 }
 
 impl<'a> Parser<'a> {
@@ -72,6 +74,7 @@ impl<'a> Parser<'a> {
             base,
             max_depth,
             fixes: Vec::new(),
+            seen: 0,
         }
     }
 
@@ -87,8 +90,13 @@ impl<'a> Parser<'a> {
                 | FixKind::CommentRemoved
                 | FixKind::InvalidEscapeKept
         );
-        if pervasive && self.fixes.iter().any(|f| f.kind == kind) {
-            return;
+        if pervasive || kind == FixKind::UnclosedBrackets {
+            // Once per text; a bit per kind keeps this O(1).
+            let bit = 1u128 << (kind as u32 % 128);
+            if self.seen & bit != 0 {
+                return;
+            }
+            self.seen |= bit;
         }
         self.fixes.push(Fix::at(kind, self.base + at));
     }
@@ -241,7 +249,8 @@ impl<'a> Parser<'a> {
                 }
                 j += if self.b[j] == b'\\' { 2 } else { 1 };
             }
-            false
+            // The text ends inside the key: still a key (cut off).
+            j >= self.b.len()
         } else {
             let mut j = i;
             while j < limit && is_ident(self.b[j]) {
@@ -251,7 +260,7 @@ impl<'a> Parser<'a> {
                 return false;
             }
             let k = self.ws_from(j);
-            self.b.get(k) == Some(&b':')
+            k >= self.b.len() || self.b.get(k) == Some(&b':')
         }
     }
 
@@ -421,7 +430,8 @@ impl<'a> Parser<'a> {
                     self.fix_detail(FixKind::TruncatedMemberDropped, key_start, key);
                     return Ok(self.truncated_object(map));
                 }
-                Some(b',' | b'}') => {
+                Some(b',' | b'}' | b']') => {
+                    // `]` here closes the object (recorded as a mismatched bracket next).
                     self.fix_detail(FixKind::MissingValueDropped, key_start, key);
                     continue;
                 }
@@ -439,13 +449,7 @@ impl<'a> Parser<'a> {
                 }
             }
             if parsed.truncated {
-                if !self
-                    .fixes
-                    .iter()
-                    .any(|f| f.kind == FixKind::UnclosedBrackets)
-                {
-                    self.fix(FixKind::UnclosedBrackets, self.pos);
-                }
+                self.fix(FixKind::UnclosedBrackets, self.pos);
                 return Ok(Parsed {
                     value: Value::Object(map),
                     truncated: true,
@@ -456,13 +460,7 @@ impl<'a> Parser<'a> {
     }
 
     fn truncated_object(&mut self, map: Map<String, Value>) -> Parsed {
-        if !self
-            .fixes
-            .iter()
-            .any(|f| f.kind == FixKind::UnclosedBrackets)
-        {
-            self.fix(FixKind::UnclosedBrackets, self.pos);
-        }
+        self.fix(FixKind::UnclosedBrackets, self.pos);
         Parsed {
             value: Value::Object(map),
             truncated: true,
@@ -529,13 +527,7 @@ impl<'a> Parser<'a> {
                 } else {
                     items.push(parsed.value);
                 }
-                if !self
-                    .fixes
-                    .iter()
-                    .any(|f| f.kind == FixKind::UnclosedBrackets)
-                {
-                    self.fix(FixKind::UnclosedBrackets, self.pos);
-                }
+                self.fix(FixKind::UnclosedBrackets, self.pos);
                 return Ok(Parsed {
                     value: Value::Array(items),
                     truncated: true,
@@ -656,7 +648,8 @@ impl<'a> Parser<'a> {
                         Quote::Single
                     };
                     if closes(q, this) {
-                        if q == Quote::Double && ctx != Ctx::Call && self.strictly_closes(here) {
+                        if q == Quote::Double && ctx != Ctx::Call && self.strictly_closes(here, ctx)
+                        {
                             out.push_str(&self.src[run..here]);
                             self.pos = here + 1;
                             return Ok((out, false));
@@ -681,15 +674,15 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// For a `"` in a `"` string: true when what follows is plainly structural
-    /// (`,` `}` `]` `:`, end of text), the common case, decided without a deep lookahead.
-    fn strictly_closes(&self, at: usize) -> bool {
-        matches!(self.b.get(at + 1), None | Some(b'}' | b']' | b':'))
-            || (self.b.get(at + 1) == Some(&b',')
-                && matches!(
-                    self.b.get(at + 2),
-                    Some(b' ' | b'\n' | b'"' | b'\r' | b'\t')
-                ))
+    /// For a `"` in a `"` string: true when what follows is plainly structural (`}` `]`,
+    /// end of text; `:` after a key), the common case, decided without a lookahead.
+    /// A `,` is not enough: `"She said "yes", and left"` needs the lookahead.
+    fn strictly_closes(&self, at: usize, ctx: Ctx) -> bool {
+        match self.b.get(at + 1) {
+            None | Some(b'}' | b']') => true,
+            Some(b':') => ctx == Ctx::ObjectKey,
+            _ => false,
+        }
     }
 
     /// Decides whether a closing quote just before `after` ends the string, by what follows.
@@ -699,7 +692,7 @@ impl<'a> Parser<'a> {
             return true;
         };
         match ctx {
-            Ctx::ObjectKey => c == b':' || (i > after && self.key_or_value_after(i, true)),
+            Ctx::ObjectKey => c == b':' || (i > after && self.key_at(i)),
             Ctx::ObjectValue => match c {
                 b'}' | b']' => true,
                 b',' => {
@@ -727,10 +720,6 @@ impl<'a> Parser<'a> {
             },
             Ctx::Top => matches!(c, b'}' | b']' | b',' | b'{' | b'<' | b'`') || i > after,
         }
-    }
-
-    fn key_or_value_after(&self, i: usize, _key: bool) -> bool {
-        self.key_at(i)
     }
 
     /// Does a pythonic keyword argument `name=` start at `i`? Returns where the name
@@ -974,7 +963,7 @@ pub(crate) fn is_ident(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c == b'-' || c >= 0x80
 }
 
-fn utf8_len(first: u8) -> usize {
+pub(crate) fn utf8_len(first: u8) -> usize {
     match first {
         0xF0..=0xFF => 4,
         0xE0..=0xEF => 3,
@@ -1017,9 +1006,14 @@ fn parse_number(tok: &str) -> Option<Num> {
         _ => (false, tok),
     };
     if let Some(hex) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        // Digits only: `from_str_radix` would also take a sign (`0x-5`).
+        if hex.is_empty() || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
         let n = i64::from_str_radix(hex, 16).ok()?;
+        let n = if neg { n.checked_neg()? } else { n };
         return Some(Num {
-            value: Value::from(if neg { -n } else { n }),
+            value: Value::from(n),
             normalized: true,
         });
     }

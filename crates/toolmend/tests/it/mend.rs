@@ -235,3 +235,32 @@ fn nan_becomes_null_then_the_schema_decides() {
     let m = mend_call(r#"{"q": "x", "limit": NaN}"#, &t, &MendOptions::default());
     assert_eq!(m.calls[0].outcome, Outcome::Feedback);
 }
+
+#[test]
+fn regression_a_wrapped_call_is_unwrapped_not_emptied() {
+    // Both readings are valid; the one that drops nothing wins.
+    let t = CompiledTool::compile(
+        "get_weather",
+        "",
+        &json!({"type": "object", "properties": {"city": {"type": "string"}, "units": {"type": "string"}},
+                "additionalProperties": false}),
+    )
+    .unwrap();
+    let m = mend_call(
+        r#"{"name": "get_weather", "arguments": {"city": "Paris"}}"#,
+        &t,
+        &MendOptions::default(),
+    );
+    assert_eq!(m.calls[0].arguments, Some(json!({"city": "Paris"})));
+}
+
+#[test]
+fn regression_a_call_named_for_another_tool_is_not_run() {
+    let m = mend_call(
+        "<tool_call>{\"name\": \"delete_all\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>",
+        &weather(),
+        &MendOptions::default(),
+    );
+    assert_eq!(m.calls[0].outcome, Outcome::Feedback);
+    assert_eq!(m.calls[0].issues[0].kind, IssueKind::UnknownTool);
+}

@@ -452,3 +452,129 @@ fn regression_empty_special_token_never_panics() {
     }
     assert_eq!(ok("<||>{\"a\": 1}").calls[0].arguments, json!({"a": 1}));
 }
+
+// ---- from the review of the first version (each failed before its fix) ----
+
+#[test]
+fn regression_valid_json_that_looks_like_a_wrapper_is_read_as_is() {
+    for raw in [
+        r#"{"name": "Bob", "input": "hello"}"#,
+        r#"{"function": "sum", "args": "1, 2, 3"}"#,
+    ] {
+        let r = ok(raw);
+        assert_eq!(
+            r.calls[0].arguments,
+            serde_json::from_str::<Value>(raw).unwrap()
+        );
+    }
+}
+
+#[test]
+fn regression_a_document_without_a_call_fails_alone() {
+    let r = ok(r#"Per the docs [2], {"city": "Paris"}"#);
+    assert_eq!(r.calls.len(), 1);
+    assert_eq!(r.calls[0].arguments, json!({"city": "Paris"}));
+}
+
+#[test]
+fn regression_a_string_is_not_cut_at_a_quote_comma() {
+    let (v, _) = one(r#"{"text": "She said "yes", and left", "n": 1}"#);
+    assert_eq!(v, json!({"text": "She said \"yes\", and left", "n": 1}));
+    let (v, _) = one(r#"{"msg": "set "mode": fast"}"#);
+    assert_eq!(v, json!({"msg": "set \"mode\": fast"}));
+}
+
+#[test]
+fn regression_headings_and_prose_calls_are_prose() {
+    let (v, _) = one("Arguments: {\"city\": \"Paris\"}");
+    assert_eq!(v, json!({"city": "Paris"}));
+    let (v, _) = one("Note: use {\"city\": \"Paris\"}");
+    assert_eq!(v, json!({"city": "Paris"}));
+    // A pythonic call in prose is not a call.
+    let r = ok(r#"Sure, calling print(end="") now: {"city": "Paris"}"#);
+    assert_eq!(r.calls.len(), 1);
+    assert_eq!(r.calls[0].arguments, json!({"city": "Paris"}));
+    let r = ok(r#"I will call f(a=1, b) now. {"city": "Paris"}"#);
+    assert_eq!(r.calls[0].arguments, json!({"city": "Paris"}));
+}
+
+#[test]
+fn regression_json_inside_reasoning_before_a_bare_closer_is_reasoning() {
+    let r = ok(r#"maybe {"city": "Lyon"}? no.</think>{"city": "Paris"}"#);
+    assert_eq!(r.calls.len(), 1);
+    assert_eq!(r.calls[0].arguments, json!({"city": "Paris"}));
+}
+
+#[test]
+fn regression_missing_value_before_a_bracket_and_signed_hex() {
+    let (v, k) = one(r#"{"city": "Paris", "days": ]"#);
+    assert_eq!(v, json!({"city": "Paris"}));
+    assert!(k.contains(&FixKind::MissingValueDropped));
+    let (v, _) = one(r#"{"a": 0x-5, "b": -0x10}"#);
+    assert_eq!(v, json!({"a": "0x-5", "b": -16}));
+    let _ = repair(r#"{"a": -0x-8000000000000000}"#, &RepairOptions::default());
+}
+
+#[test]
+fn regression_qwen_call_without_close_does_not_absorb_the_next() {
+    let raw = "<function=a>\n<parameter=x>\n1\n</parameter>\n<function=b>\n<parameter=y>\n2\n</parameter>\n</function>";
+    let r = ok(raw);
+    assert_eq!(r.calls.len(), 2);
+    assert_eq!(r.calls[0].name.as_deref(), Some("a"));
+    assert_eq!(r.calls[0].arguments, json!({"x": "1"}));
+    assert_eq!(r.calls[1].arguments, json!({"y": "2"}));
+    assert!(!r.calls[0].is_lossy());
+}
+
+#[test]
+fn regression_repeats_dropped_only_when_adjacent() {
+    let r = ok(r#"{"q":"a"}{"x":1}{"q":"a"}"#);
+    assert_eq!(r.calls.len(), 3);
+}
+
+#[test]
+fn regression_strict_accepts_valid_json_deeper_than_serde_json_allows() {
+    let deep = format!("{{\"a\": {}1{}}}", "[".repeat(200), "]".repeat(200));
+    let opts = RepairOptions {
+        max_depth: 300,
+        ..RepairOptions::strict()
+    };
+    assert!(repair(&deep, &opts).is_ok());
+    assert!(repair(&deep, &RepairOptions::strict()).is_err());
+}
+
+#[test]
+fn regression_pathological_inputs_stay_fast() {
+    // Each of these took seconds (quadratic) before; all must finish quickly now.
+    let cases = [
+        format!(
+            "[{}]",
+            (0..4000)
+                .map(|i| format!("{{\"a\":{i},}}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        (0..20000)
+            .map(|i| format!("{{\"a\":{i}}}"))
+            .collect::<String>(),
+        format!("{}\", \"a\": ]", "{\"x\": \"".repeat(8000)),
+        "<think>".repeat(20000),
+        "<function=".repeat(40000),
+        format!(
+            "{{\"a\":[{}], \"b\": \"{}\"}}",
+            "1,,".repeat(80000),
+            "\t".repeat(80000)
+        ),
+    ];
+    for raw in &cases {
+        let start = std::time::Instant::now();
+        let _ = repair(raw, &RepairOptions::default());
+        // Generous even for a debug build on a loaded machine; quadratic took far longer.
+        assert!(
+            start.elapsed().as_secs() < 5,
+            "{} bytes took {:?}",
+            raw.len(),
+            start.elapsed()
+        );
+    }
+}
