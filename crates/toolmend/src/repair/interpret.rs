@@ -196,17 +196,11 @@ fn doc_calls(
             }
             if !envelope_call {
                 for c in &mut out {
-                    if !c
-                        .fixes
-                        .iter()
-                        .any(|f| f.kind == FixKind::CallWrapperUnwrapped)
-                    {
-                        c.fixes.push(Fix::on(
-                            FixKind::CallWrapperUnwrapped,
-                            "",
-                            "a list of calls",
-                        ));
-                    }
+                    add_once(
+                        &mut c.fixes,
+                        FixKind::CallWrapperUnwrapped,
+                        "a list of calls",
+                    );
                 }
             }
             Ok((out, Vec::new()))
@@ -294,22 +288,23 @@ fn drop_repeats(calls: Vec<RepairedCall>) -> Vec<RepairedCall> {
             && (kept.arguments == c.arguments
                 || (c.is_lossy() && prefix_of(&c.arguments, &kept.arguments)))
         {
-            if !kept
-                .fixes
-                .iter()
-                .any(|f| f.kind == FixKind::DuplicateCallDropped)
-            {
-                kept.fixes.push(Fix::on(
-                    FixKind::DuplicateCallDropped,
-                    "",
-                    "same arguments twice in a row",
-                ));
-            }
+            add_once(
+                &mut kept.fixes,
+                FixKind::DuplicateCallDropped,
+                "same arguments twice in a row",
+            );
             continue;
         }
         out.push(c);
     }
     out
+}
+
+/// Records a fix of the whole call once.
+fn add_once(fixes: &mut Vec<Fix>, kind: FixKind, detail: &str) {
+    if !fixes.iter().any(|f| f.kind == kind) {
+        fixes.push(Fix::on(kind, "", detail));
+    }
 }
 
 /// Is `part` (a cut-off copy) a prefix-compatible part of `full`?
