@@ -559,7 +559,7 @@ impl<'a> Walk<'a> {
     fn read_xml_function(&mut self) -> Result<(), ParseError> {
         let at = self.pos;
         let rest = self.rest();
-        let head = &rest[..rest.len().min(256)];
+        let head = prefix(rest, 256);
         let head_end = head.find('>').ok_or_else(|| ParseError {
             fatal: false,
             offset: at + head.len(),
@@ -587,7 +587,7 @@ impl<'a> Walk<'a> {
         let mut i = 0;
         while let Some(pi) = body[i..].find("<parameter=") {
             let p_at = i + pi;
-            let tag = &body[p_at..body.len().min(p_at + 256)];
+            let tag = prefix(&body[p_at..], 256);
             let Some(ke) = tag.find('>') else {
                 truncated = true;
                 break;
@@ -670,6 +670,15 @@ fn value_on_same_line(b: &[u8], from: usize) -> bool {
         i += 1;
     }
     i < b.len() && b[i] != b'\n' && b[i] != b'\r'
+}
+
+/// At most `n` bytes of `s`, cut at a character boundary.
+fn prefix(s: &str, n: usize) -> &str {
+    let mut end = s.len().min(n);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 fn ws_after(b: &[u8], mut i: usize) -> usize {

@@ -578,3 +578,15 @@ fn regression_pathological_inputs_stay_fast() {
         );
     }
 }
+
+#[test]
+fn regression_xml_tags_cut_at_a_character_boundary() {
+    // Found by the fuzzer: a 256-byte window ended inside a multi-byte character.
+    let long = "é".repeat(200);
+    for raw in [
+        format!("<function={long}>\n<parameter=a>\n1\n</parameter>\n</function>"),
+        format!("<function=f>\n<parameter={long}>\n1\n</parameter>\n</function>"),
+    ] {
+        let _ = repair(&raw, &RepairOptions::default());
+    }
+}
