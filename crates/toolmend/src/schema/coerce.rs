@@ -15,7 +15,7 @@ use super::compile::{
     push_escaped, value_mask,
 };
 use super::dates::{is_iso_date, is_rfc3339, normalize_date, normalize_date_time};
-use super::suggest::{Candidate, Key, plan_renames};
+use super::suggest::{Candidate, CandidateData, Key, plan_renames};
 use super::{Coercions, CompiledTool};
 use crate::{Fix, FixKind};
 
@@ -520,15 +520,27 @@ impl<'t> Walker<'t> {
         unknown: Vec<String>,
         path: &str,
     ) -> Vec<String> {
+        // `flat` is the flattening of its first part's node, so that node's address names
+        // these properties (rename_keys only runs with properties, so there is a part).
+        let data = match flat.parts.first() {
+            Some((node, _)) => self.tool.candidate_data(node.schema, true, || {
+                props
+                    .iter()
+                    .map(|p| {
+                        let desc = flat
+                            .property(p)
+                            .into_iter()
+                            .find_map(|n| flatten(self.root(), n).description());
+                        CandidateData::new(p, desc)
+                    })
+                    .collect()
+            }),
+            None => return unknown,
+        };
         let cands: Vec<Candidate<'_>> = props
             .iter()
-            .map(|p| {
-                let desc = flat
-                    .property(p)
-                    .into_iter()
-                    .find_map(|n| flatten(self.root(), n).description());
-                Candidate::new(p, desc)
-            })
+            .zip(data.iter())
+            .map(|(p, d)| Candidate::borrowed(p, d))
             .collect();
         let available: Vec<bool> = props.iter().map(|p| !map.contains_key(*p)).collect();
         let keys: Vec<&str> = unknown.iter().map(String::as_str).collect();

@@ -276,11 +276,37 @@ pub(crate) struct Keywords<'s> {
     values: [Option<&'s Value>; KEYWORDS.len()],
 }
 
+/// The index of `keyword` in [`KEYWORDS`] (a `match`: no string compared in vain, and a
+/// constant once inlined for a literal).
+#[inline]
+fn keyword_index(keyword: &str) -> Option<usize> {
+    Some(match keyword {
+        "type" => 0,
+        "enum" => 1,
+        "const" => 2,
+        "format" => 3,
+        "description" => 4,
+        "properties" => 5,
+        "required" => 6,
+        "additionalProperties" => 7,
+        "unevaluatedProperties" => 8,
+        "patternProperties" => 9,
+        "items" => 10,
+        "prefixItems" => 11,
+        "additionalItems" => 12,
+        "anyOf" => 13,
+        "oneOf" => 14,
+        "$ref" => 15,
+        "allOf" => 16,
+        _ => return None,
+    })
+}
+
 impl<'s> Keywords<'s> {
     fn of(m: &'s Map<String, Value>) -> Self {
         let mut values = [None; KEYWORDS.len()];
         for (k, v) in m {
-            if let Some(i) = KEYWORDS.iter().position(|kw| *kw == k.as_str()) {
+            if let Some(i) = keyword_index(k) {
                 values[i] = Some(v);
             }
         }
@@ -288,11 +314,9 @@ impl<'s> Keywords<'s> {
     }
 
     /// The keyword's value; `None` if absent or not one of [`KEYWORDS`].
+    #[inline]
     pub(crate) fn get(&self, keyword: &str) -> Option<&'s Value> {
-        KEYWORDS
-            .iter()
-            .position(|kw| *kw == keyword)
-            .and_then(|i| self.values[i])
+        keyword_index(keyword).and_then(|i| self.values[i])
     }
 }
 
@@ -544,5 +568,18 @@ impl<'s> Flat<'s> {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyword_indexes_match_the_list() {
+        for (i, kw) in KEYWORDS.iter().enumerate() {
+            assert_eq!(keyword_index(kw), Some(i), "{kw}");
+        }
+        assert_eq!(keyword_index("minimum"), None);
     }
 }

@@ -18,8 +18,9 @@ use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
 
+use super::CompiledTool;
 use super::compile::{Node, escape, flatten, mask_names};
-use super::suggest::{Candidate, did_you_mean};
+use super::suggest::{Candidate, CandidateData, did_you_mean};
 use crate::issue::sort_issues;
 use crate::{Issue, IssueKind};
 
@@ -27,14 +28,10 @@ use crate::{Issue, IssueKind};
 const MESSAGE_VALUE_CHARS: usize = 60;
 
 /// Every issue `validator` finds in `instance`, sorted and without repeats.
-pub(crate) fn collect(
-    root: &Value,
-    validator: &jsonschema::Validator,
-    instance: &Value,
-) -> Vec<Issue> {
+pub(crate) fn collect(tool: &CompiledTool, instance: &Value) -> Vec<Issue> {
     let mut out = Vec::new();
-    for e in validator.iter_errors(instance) {
-        map_error(root, e, &mut out);
+    for e in tool.validator.iter_errors(instance) {
+        map_error(tool, e, &mut out);
     }
     sort_issues(&mut out);
     out.dedup();
@@ -95,7 +92,8 @@ fn plural(n: u64, one: &str, many: &str) -> String {
 }
 
 #[allow(clippy::too_many_lines)]
-fn map_error(root: &Value, e: ValidationError<'_>, out: &mut Vec<Issue>) {
+fn map_error(tool: &CompiledTool, e: ValidationError<'_>, out: &mut Vec<Issue>) {
+    let root = &tool.schema;
     // jsonschema's own sentence, only for kinds without a mapping of their own.
     let message = match e.kind() {
         ValidationErrorKind::Required { .. }
@@ -192,14 +190,23 @@ fn map_error(root: &Value, e: ValidationError<'_>, out: &mut Vec<Issue>) {
                 &parent(&schema_path, "/additionalProperties"),
                 "/unevaluatedProperties",
             );
-            let props: Vec<&str> = node_at(root, &object)
+            let node = node_at(root, &object);
+            let props: Vec<&str> = node
                 .map(|n| flatten(root, n).property_names())
                 .unwrap_or_default();
+            // The same names as `props`, tokenised once per schema position.
+            let data = match node {
+                Some(n) => tool.candidate_data(n.schema, false, || {
+                    props.iter().map(|p| CandidateData::new(p, None)).collect()
+                }),
+                None => std::sync::Arc::new(Vec::new()),
+            };
             let present = got.as_object();
             let free: Vec<Candidate<'_>> = props
                 .iter()
-                .filter(|p| present.is_none_or(|m| !m.contains_key(**p)))
-                .map(|p| Candidate::new(p, None))
+                .zip(data.iter())
+                .filter(|(p, _)| present.is_none_or(|m| !m.contains_key(**p)))
+                .map(|(p, d)| Candidate::borrowed(p, d))
                 .collect();
             let allowed: Vec<Value> = props
                 .iter()
@@ -274,7 +281,7 @@ fn map_error(root: &Value, e: ValidationError<'_>, out: &mut Vec<Issue>) {
         .expected(pattern)
         .got(got),
         ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
-            composition(root, path, got, context, out);
+            composition(tool, path, got, context, out);
             return;
         }
         ValidationErrorKind::OneOfMultipleValid { .. } => Issue::new(
@@ -346,7 +353,7 @@ fn type_names(kind: &TypeKind) -> String {
 /// `anyOf`/`oneOf` with no valid branch. Branches that reject the value's type outright are
 /// not applicable; if one applicable branch remains, its errors are the issues.
 fn composition(
-    root: &Value,
+    tool: &CompiledTool,
     path: String,
     got: Value,
     context: Vec<Vec<ValidationError<'static>>>,
@@ -366,7 +373,7 @@ fn composition(
     if let [only] = applicable.as_slice() {
         let errors = context.into_iter().nth(*only).unwrap_or_default();
         for e in errors {
-            map_error(root, e, out);
+            map_error(tool, e, out);
         }
         return;
     }

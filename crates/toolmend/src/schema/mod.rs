@@ -45,7 +45,8 @@ mod dates;
 mod issues;
 mod suggest;
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use serde_json::Value;
 
@@ -217,6 +218,9 @@ pub struct CompiledTool {
     /// Validators for every sub-schema and the pointer of every `anyOf`/`oneOf` branch,
     /// built on first need (to try `anyOf` branches).
     branch_validators: OnceLock<Option<Branches>>,
+    /// The did-you-mean data of an object schema's properties (in `property_names` order),
+    /// by the schema's address and whether descriptions count; filled on first need.
+    candidates: Mutex<CandidateCache>,
     validators: Vec<Arc<dyn CustomValidator>>,
 }
 
@@ -259,6 +263,7 @@ impl CompiledTool {
             needs_branches,
             open_root,
             branch_validators: OnceLock::new(),
+            candidates: Mutex::new(HashMap::new()),
             validators: Vec::new(),
         })
     }
@@ -310,7 +315,7 @@ impl CompiledTool {
         if self.validator.is_valid(arguments) {
             return Vec::new();
         }
-        issues::collect(&self.schema, &self.validator, arguments)
+        issues::collect(self, arguments)
     }
 
     /// Coerces what is safe to coerce (per `coercions`), then validates, then runs
@@ -371,6 +376,33 @@ impl CompiledTool {
         out
     }
 
+    /// The did-you-mean data for the properties of the object schema at `node` (the schema
+    /// document never changes, so it is computed once per schema position); `build` makes it.
+    fn candidate_data(
+        &self,
+        node: &Value,
+        with_descriptions: bool,
+        build: impl FnOnce() -> Vec<suggest::CandidateData>,
+    ) -> Arc<Vec<suggest::CandidateData>> {
+        let key = (std::ptr::from_ref(node) as usize, with_descriptions);
+        if let Some(d) = self
+            .candidates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Arc::clone(d);
+        }
+        let data = Arc::new(build());
+        Arc::clone(
+            self.candidates
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(key)
+                .or_insert(data),
+        )
+    }
+
     /// Whether `value` is valid for the `anyOf`/`oneOf` branch `branch`; `None` when no
     /// validator for it could be built.
     fn branch_valid(&self, branch: compile::Node<'_>, value: &Value) -> Option<bool> {
@@ -393,6 +425,9 @@ impl CompiledTool {
         branches.validators.get(loc).map(|v| v.is_valid(value))
     }
 }
+
+/// Did-you-mean data by (schema address, descriptions counted).
+type CandidateCache = HashMap<(usize, bool), Arc<Vec<suggest::CandidateData>>>;
 
 /// Validators for the sub-schemas, and where each `anyOf`/`oneOf` branch sits.
 struct Branches {

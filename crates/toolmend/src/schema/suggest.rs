@@ -17,6 +17,8 @@
 //! A rename needs one best candidate with a strictly better score than the next; a property
 //! two keys compete for gets neither.
 
+use std::borrow::Cow;
+
 /// Words that mean the same key in tool schemas. Every member of a group matches every other.
 const SYNONYMS: &[&[&str]] = &[
     &[
@@ -99,6 +101,8 @@ const STOPWORDS: &[&str] = &[
     "a", "an", "the", "of", "for", "to", "in", "on", "at", "and", "or",
 ];
 
+const _: () = assert!(SYNONYMS.len() <= 32);
+
 /// Splits a key into lower-case tokens at `_`, `-`, spaces, dots and camelCase boundaries.
 pub(crate) fn tokens(key: &str) -> Vec<String> {
     let chars: Vec<char> = key.chars().collect();
@@ -130,13 +134,21 @@ pub(crate) fn tokens(key: &str) -> Vec<String> {
 #[derive(Debug, Clone)]
 pub(crate) struct Candidate<'a> {
     pub name: &'a str,
+    data: Cow<'a, CandidateData>,
+}
+
+/// What the matcher reads of a property name (and description), computed once.
+#[derive(Debug, Clone)]
+pub(crate) struct CandidateData {
     tokens: Vec<String>,
     norm: String,
     acronyms: Vec<String>,
+    /// The [`SYNONYMS`] groups `norm` belongs to, one bit per group.
+    synonyms: u32,
 }
 
-impl<'a> Candidate<'a> {
-    pub(crate) fn new(name: &'a str, description: Option<&str>) -> Self {
+impl CandidateData {
+    pub(crate) fn new(name: &str, description: Option<&str>) -> Self {
         let tokens = tokens(name);
         let norm = tokens.join("_");
         let mut acronyms = Vec::new();
@@ -162,13 +174,42 @@ impl<'a> Candidate<'a> {
                 }
             }
         }
-        Candidate {
-            name,
+        let synonyms = synonym_groups(&norm);
+        CandidateData {
             tokens,
             norm,
             acronyms,
+            synonyms,
         }
     }
+}
+
+impl<'a> Candidate<'a> {
+    pub(crate) fn new(name: &'a str, description: Option<&str>) -> Self {
+        Candidate {
+            name,
+            data: Cow::Owned(CandidateData::new(name, description)),
+        }
+    }
+
+    /// A candidate from data computed before (by [`CandidateData::new`] for `name`).
+    pub(crate) fn borrowed(name: &'a str, data: &'a CandidateData) -> Self {
+        Candidate {
+            name,
+            data: Cow::Borrowed(data),
+        }
+    }
+}
+
+/// One bit per [`SYNONYMS`] group that lists `norm`.
+fn synonym_groups(norm: &str) -> u32 {
+    let mut bits = 0;
+    for (i, g) in SYNONYMS.iter().enumerate() {
+        if g.contains(&norm) {
+            bits |= 1 << i;
+        }
+    }
+    bits
 }
 
 fn initials<'w>(words: impl Iterator<Item = &'w str>) -> String {
@@ -183,13 +224,24 @@ fn initials<'w>(words: impl Iterator<Item = &'w str>) -> String {
 pub(crate) struct Key {
     tokens: Vec<String>,
     norm: String,
+    /// The [`SYNONYMS`] groups `norm` belongs to, one bit per group.
+    synonyms: u32,
+    /// `norm` is one of [`CHATTER`].
+    chatter: bool,
 }
 
 impl Key {
     pub(crate) fn new(key: &str) -> Self {
         let tokens = tokens(key);
         let norm = tokens.join("_");
-        Key { tokens, norm }
+        let synonyms = synonym_groups(&norm);
+        let chatter = CHATTER.contains(&norm.as_str());
+        Key {
+            tokens,
+            norm,
+            synonyms,
+            chatter,
+        }
     }
 
     /// True when both keys have the same tokens (`timeoutSeconds` ~ `timeout_seconds`).
@@ -199,19 +251,20 @@ impl Key {
 
     /// True when the key names `cand` in another case style.
     pub(crate) fn same_as(&self, cand: &Candidate<'_>) -> bool {
-        !self.norm.is_empty() && self.norm == cand.norm
+        !self.norm.is_empty() && self.norm == cand.data.norm
     }
 }
 
 /// How well `key` names `cand`, in `0.0..=1.0`; `0.0` is no match.
 pub(crate) fn score(key: &Key, cand: &Candidate<'_>) -> f64 {
+    let cand = &*cand.data;
     if key.norm.is_empty() || cand.norm.is_empty() {
         return 0.0;
     }
     if key.norm == cand.norm {
         return 1.0;
     }
-    if CHATTER.contains(&key.norm.as_str()) {
+    if key.chatter {
         return 0.0;
     }
     let mut best: f64 = 0.0;
@@ -223,10 +276,7 @@ pub(crate) fn score(key: &Key, cand: &Candidate<'_>) -> f64 {
     if key_in_prop && prop_in_key {
         best = best.max(0.96);
     }
-    if SYNONYMS
-        .iter()
-        .any(|g| g.contains(&key.norm.as_str()) && g.contains(&cand.norm.as_str()))
-    {
+    if key.synonyms & cand.synonyms != 0 {
         best = best.max(0.95);
     }
     // A key may drop qualifiers of the property's name (`customer` -> `customer_id`) or
@@ -249,9 +299,11 @@ pub(crate) fn score(key: &Key, cand: &Candidate<'_>) -> f64 {
     }
     // Spelling: a typo changes a character or two, not a whole word (`page` is not a
     // misspelt `page_size`).
-    let jw = strsim::jaro_winkler(&key.norm, &cand.norm);
-    if jw >= 0.85 && key.norm.len().abs_diff(cand.norm.len()) <= 2 {
-        best = best.max(0.5 + 0.3 * (jw - 0.85) / 0.15);
+    if key.norm.len().abs_diff(cand.norm.len()) <= 2 {
+        let jw = strsim::jaro_winkler(&key.norm, &cand.norm);
+        if jw >= 0.85 {
+            best = best.max(0.5 + 0.3 * (jw - 0.85) / 0.15);
+        }
     }
     best
 }
@@ -345,8 +397,11 @@ pub(crate) fn did_you_mean<'c>(key: &str, cands: &'c [Candidate<'c>]) -> Option<
     let mut best: Option<(&str, f64)> = None;
     let mut tie = false;
     for c in cands {
-        let jw = strsim::jaro_winkler(&k.norm, &c.norm);
-        if jw < 0.78 || k.norm.len().abs_diff(c.norm.len()) > 3 {
+        if k.norm.len().abs_diff(c.data.norm.len()) > 3 {
+            continue;
+        }
+        let jw = strsim::jaro_winkler(&k.norm, &c.data.norm);
+        if jw < 0.78 {
             continue;
         }
         match best {
