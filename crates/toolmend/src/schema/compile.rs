@@ -221,6 +221,10 @@ pub(crate) fn branch_locations(schema: &Value) -> std::collections::HashMap<usiz
 
 /// Appends a JSON Pointer segment, escaped.
 pub(crate) fn push_escaped(out: &mut String, segment: &str) {
+    if !segment.contains(['~', '/']) {
+        out.push_str(segment);
+        return;
+    }
     for c in segment.chars() {
         match c {
             '~' => out.push_str("~0"),

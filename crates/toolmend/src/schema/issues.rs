@@ -125,9 +125,8 @@ fn map_error(tool: &CompiledTool, e: ValidationError<'_>, out: &mut Vec<Issue>) 
     let parts = e.into_parts();
     let path = parts.instance_path.as_str().to_owned();
     let schema_path = parts.schema_path.as_str().to_owned();
-    let got = parts.instance.into_owned();
-    let shown = show(&got);
-    let issue = match parts.kind {
+    // A missing key needs neither the (whole) object nor its rendering.
+    let kind = match parts.kind {
         ValidationErrorKind::Required { property } => {
             let name = property
                 .as_str()
@@ -147,14 +146,19 @@ fn map_error(tool: &CompiledTool, e: ValidationError<'_>, out: &mut Vec<Issue>) 
             if let Some(t) = expected {
                 issue = issue.expected(t);
             }
-            issue
+            out.push(issue);
+            return;
         }
+        other => other,
+    };
+    let got = parts.instance.into_owned();
+    let issue = match kind {
         ValidationErrorKind::Type { kind } => {
             let expected = type_names(&kind);
             Issue::new(
                 IssueKind::WrongType,
                 path,
-                format!("expected {expected}, got {shown}"),
+                format!("expected {expected}, got {shown}", shown = show(&got)),
             )
             .expected(expected)
             .got(got)
@@ -164,7 +168,10 @@ fn map_error(tool: &CompiledTool, e: ValidationError<'_>, out: &mut Vec<Issue>) 
             let mut issue = Issue::new(
                 IssueKind::NotInEnum,
                 path,
-                format!("{shown} is not one of the allowed values"),
+                format!(
+                    "{shown} is not one of the allowed values",
+                    shown = show(&got)
+                ),
             );
             if let Some(s) = enum_suggestion(&got, &allowed) {
                 issue = issue.suggestion(format!("did you mean {}?", Value::String(s)));
@@ -178,7 +185,8 @@ fn map_error(tool: &CompiledTool, e: ValidationError<'_>, out: &mut Vec<Issue>) 
                 path,
                 format!(
                     "{shown} is not allowed; the only allowed value is {}",
-                    show(&v)
+                    show(&v),
+                    shown = show(&got)
                 ),
             )
             .allowed(vec![v])
@@ -232,7 +240,7 @@ fn map_error(tool: &CompiledTool, e: ValidationError<'_>, out: &mut Vec<Issue>) 
         ValidationErrorKind::Format { format } => Issue::new(
             IssueKind::Format,
             path,
-            format!("{shown} is not a valid {format}"),
+            format!("{shown} is not a valid {format}", shown = show(&got)),
         )
         .expected(format)
         .got(got),
@@ -276,7 +284,10 @@ fn map_error(tool: &CompiledTool, e: ValidationError<'_>, out: &mut Vec<Issue>) 
         ValidationErrorKind::Pattern { pattern } => Issue::new(
             IssueKind::Pattern,
             path,
-            format!("{shown} does not match the pattern {pattern}"),
+            format!(
+                "{shown} does not match the pattern {pattern}",
+                shown = show(&got)
+            ),
         )
         .expected(pattern)
         .got(got),
@@ -287,13 +298,16 @@ fn map_error(tool: &CompiledTool, e: ValidationError<'_>, out: &mut Vec<Issue>) 
         ValidationErrorKind::OneOfMultipleValid { .. } => Issue::new(
             IssueKind::Composition,
             path,
-            format!("{shown} matches more than one alternative; it must match exactly one"),
+            format!(
+                "{shown} matches more than one alternative; it must match exactly one",
+                shown = show(&got)
+            ),
         )
         .got(got),
         ValidationErrorKind::Not { .. } => Issue::new(
             IssueKind::Composition,
             path,
-            format!("{shown} is not allowed here"),
+            format!("{shown} is not allowed here", shown = show(&got)),
         )
         .got(got),
         ValidationErrorKind::Custom { message, .. } => {
