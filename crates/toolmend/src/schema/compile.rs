@@ -390,6 +390,16 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// `map.get(key)`; a scan for small maps (keys are unique, so the same entry), cheaper than
+/// hashing the key.
+fn lookup<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m Value> {
+    if map.len() <= 12 {
+        map.iter().find_map(|(k, v)| (k == key).then_some(v))
+    } else {
+        map.get(key)
+    }
+}
+
 impl<'s> Flat<'s> {
     fn objects(&self) -> impl Iterator<Item = (&Node<'s>, &Keywords<'s>)> + '_ {
         self.parts.iter().map(|(p, kw)| (p, kw))
@@ -487,7 +497,7 @@ impl<'s> Flat<'s> {
             if let Some(s) = m
                 .get("properties")
                 .and_then(Value::as_object)
-                .and_then(|props| props.get(name))
+                .and_then(|props| lookup(props, name))
             {
                 out.push(p.child(s));
             }
