@@ -329,29 +329,17 @@ impl<'a> Parser<'a> {
                 if !braceless {
                     self.fix(FixKind::UnclosedBrackets, here);
                 }
-                return Ok(Parsed {
-                    value: Value::Object(map),
-                    truncated: !braceless,
-                    scalar: false,
-                });
+                return Ok(container(Value::Object(map), !braceless));
             };
             match c {
                 b'}' => {
                     self.pos += 1;
-                    return Ok(Parsed {
-                        value: Value::Object(map),
-                        truncated: false,
-                        scalar: false,
-                    });
+                    return Ok(container(Value::Object(map), false));
                 }
                 b']' => {
                     self.fix(FixKind::MismatchedBracket, here);
                     self.pos += 1;
-                    return Ok(Parsed {
-                        value: Value::Object(map),
-                        truncated: false,
-                        scalar: false,
-                    });
+                    return Ok(container(Value::Object(map), false));
                 }
                 b',' => {
                     self.pos += 1;
@@ -450,22 +438,14 @@ impl<'a> Parser<'a> {
             }
             if parsed.truncated {
                 self.fix(FixKind::UnclosedBrackets, self.pos);
-                return Ok(Parsed {
-                    value: Value::Object(map),
-                    truncated: true,
-                    scalar: false,
-                });
+                return Ok(container(Value::Object(map), true));
             }
         }
     }
 
     fn truncated_object(&mut self, map: Map<String, Value>) -> Parsed {
         self.fix(FixKind::UnclosedBrackets, self.pos);
-        Parsed {
-            value: Value::Object(map),
-            truncated: true,
-            scalar: false,
-        }
+        container(Value::Object(map), true)
     }
 
     fn parse_array(&mut self, depth: usize) -> Result<Parsed, ParseError> {
@@ -476,29 +456,17 @@ impl<'a> Parser<'a> {
             let here = self.pos;
             let Some(c) = self.peek() else {
                 self.fix(FixKind::UnclosedBrackets, here);
-                return Ok(Parsed {
-                    value: Value::Array(items),
-                    truncated: true,
-                    scalar: false,
-                });
+                return Ok(container(Value::Array(items), true));
             };
             match c {
                 b']' => {
                     self.pos += 1;
-                    return Ok(Parsed {
-                        value: Value::Array(items),
-                        truncated: false,
-                        scalar: false,
-                    });
+                    return Ok(container(Value::Array(items), false));
                 }
                 b'}' => {
                     self.fix(FixKind::MismatchedBracket, here);
                     self.pos += 1;
-                    return Ok(Parsed {
-                        value: Value::Array(items),
-                        truncated: false,
-                        scalar: false,
-                    });
+                    return Ok(container(Value::Array(items), false));
                 }
                 b',' => {
                     self.pos += 1;
@@ -528,11 +496,7 @@ impl<'a> Parser<'a> {
                     items.push(parsed.value);
                 }
                 self.fix(FixKind::UnclosedBrackets, self.pos);
-                return Ok(Parsed {
-                    value: Value::Array(items),
-                    truncated: true,
-                    scalar: false,
-                });
+                return Ok(container(Value::Array(items), true));
             }
             items.push(parsed.value);
         }
@@ -939,6 +903,14 @@ static STRING_STOP: [bool; 256] = {
     t[0xE2] = true;
     t
 };
+
+fn container(value: Value, truncated: bool) -> Parsed {
+    Parsed {
+        value,
+        truncated,
+        scalar: false,
+    }
+}
 
 fn scalar(value: Value, truncated: bool) -> Parsed {
     Parsed {
