@@ -40,6 +40,7 @@
 pub mod error;
 pub mod feedback;
 pub mod fix;
+pub mod history;
 pub mod issue;
 pub mod mend;
 pub mod protocol;

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod feedback;
+mod history;
 mod mend;
 mod properties;
 mod protocol;

@@ -1,0 +1,1 @@
+//! History: the pairing invariant providers enforce; check, sanitize, group-preserving trim.

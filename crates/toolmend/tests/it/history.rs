@@ -1,0 +1,1 @@
+//! history: check, sanitize, trim.
