@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Create (idempotently) the Python venv the benchmarks use and install the peer
-# JSON-repair tools that bench/corpus.sh and bench/inprocess.py compare against.
+# JSON-repair tools that bench/corpus.sh and bench/inprocess.py compare against,
+# and the peer tool nodes (LangGraph ToolNode, SAIDEX SaidexToolNode) that
+# bench/node.sh compares against.
 #
 # Usage: scripts/python-env.sh [--upgrade]
 #
@@ -11,6 +13,8 @@
 #   PYTHON                interpreter used to create the venv (default: python3)
 #   JSON_REPAIR_VERSION   json-repair version (default below; "latest" = unpinned)
 #   FAST_JSON_REPAIR_VERSION, JSON_REPAIR_ENGINE_VERSION   likewise
+#   LANGGRAPH_VERSION, LANGGRAPH_PREBUILT_VERSION, LANGCHAIN_CORE_VERSION,
+#   SAIDEX_VERSION        likewise, for the tool-node peers
 #
 # Only PyPI is contacted (through pip). Prints the installed versions at the end.
 set -euo pipefail
@@ -34,6 +38,11 @@ PYTHON="${PYTHON:-python3}"
 JSON_REPAIR_VERSION="${JSON_REPAIR_VERSION:-0.64.6}"
 FAST_JSON_REPAIR_VERSION="${FAST_JSON_REPAIR_VERSION:-0.2.3}"
 JSON_REPAIR_ENGINE_VERSION="${JSON_REPAIR_ENGINE_VERSION:-0.1.7}"
+# Versions the tool-node peers of bench/node.sh were measured with.
+LANGGRAPH_VERSION="${LANGGRAPH_VERSION:-1.2.24}"
+LANGGRAPH_PREBUILT_VERSION="${LANGGRAPH_PREBUILT_VERSION:-1.1.3}"
+LANGCHAIN_CORE_VERSION="${LANGCHAIN_CORE_VERSION:-1.8.3}"
+SAIDEX_VERSION="${SAIDEX_VERSION:-0.8.0}"
 
 spec() { # spec NAME VERSION -> NAME==VERSION, or NAME when VERSION is "latest"
   if [[ "$2" == latest ]]; then echo "$1"; else echo "$1==$2"; fi
@@ -45,19 +54,28 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 PY="$VENV/bin/python"
 
-# json-repair's "schema" extra (jsonschema + pydantic) powers the json_repair_schema adapter.
+# json-repair's "schema" extra (jsonschema + pydantic) powers the json_repair_schema adapter;
+# saidex's "langgraph" extra pulls langgraph (pinned here with its prebuilt and core parts).
 REQS=(
   "$(spec 'json-repair[schema]' "$JSON_REPAIR_VERSION")"
   "$(spec fast-json-repair "$FAST_JSON_REPAIR_VERSION")"
   "$(spec json-repair-engine "$JSON_REPAIR_ENGINE_VERSION")"
+  "$(spec langgraph "$LANGGRAPH_VERSION")"
+  "$(spec langgraph-prebuilt "$LANGGRAPH_PREBUILT_VERSION")"
+  "$(spec langchain-core "$LANGCHAIN_CORE_VERSION")"
+  "$(spec 'saidex[langgraph]' "$SAIDEX_VERSION")"
 )
 
 installed_ok() {
-  "$PY" - "$JSON_REPAIR_VERSION" "$FAST_JSON_REPAIR_VERSION" "$JSON_REPAIR_ENGINE_VERSION" <<'PYEOF' 2>/dev/null
+  "$PY" - <<PYEOF 2>/dev/null
 import sys
 from importlib.metadata import version, PackageNotFoundError
-want = dict(zip(["json-repair", "fast-json-repair", "json-repair-engine"], sys.argv[1:]))
-want.update({"jsonschema": "any", "pydantic": "any"})
+want = {
+    "json-repair": "$JSON_REPAIR_VERSION", "fast-json-repair": "$FAST_JSON_REPAIR_VERSION",
+    "json-repair-engine": "$JSON_REPAIR_ENGINE_VERSION", "langgraph": "$LANGGRAPH_VERSION",
+    "langgraph-prebuilt": "$LANGGRAPH_PREBUILT_VERSION", "langchain-core": "$LANGCHAIN_CORE_VERSION",
+    "saidex": "$SAIDEX_VERSION", "jsonschema": "any", "pydantic": "any",
+}
 try:
     for dist, v in want.items():
         have = version(dist)
@@ -77,6 +95,7 @@ fi
 import sys
 from importlib.metadata import version
 print(f"python {sys.version.split()[0]} ({sys.executable})")
-for dist in ["json-repair", "jsonschema", "pydantic", "fast-json-repair", "json-repair-engine"]:
+for dist in ["json-repair", "jsonschema", "pydantic", "fast-json-repair", "json-repair-engine",
+             "langgraph", "langgraph-prebuilt", "langchain-core", "saidex"]:
     print(f"{dist} {version(dist)}")
 PYEOF

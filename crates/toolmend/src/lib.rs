@@ -37,12 +37,15 @@
 //! assert!(call.fixes.iter().any(|f| f.kind == toolmend::FixKind::EnumCaseFixed));
 //! ```
 
+pub mod correct;
 pub mod error;
 pub mod feedback;
 pub mod fix;
+pub mod guard;
 pub mod history;
 pub mod issue;
 pub mod mend;
+pub mod node;
 pub mod protocol;
 pub mod repair;
 pub mod schema;

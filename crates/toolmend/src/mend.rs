@@ -151,12 +151,31 @@ pub fn mend_call(raw: &str, tool: &CompiledTool, opts: &MendOptions) -> Mended {
             _ => Ok(tool),
         },
         opts,
+        &ValidationContext::new("", Phase::Initial),
     )
 }
 
 /// Mends a call to the tool named `name` among `tools`: an unknown name is feedback
 /// listing the valid names, unless it matches exactly one tool up to case and separators.
 pub fn mend_named(name: &str, raw: &str, tools: &Toolbox, opts: &MendOptions) -> Mended {
+    mend_named_in(
+        name,
+        raw,
+        tools,
+        opts,
+        &ValidationContext::new("", Phase::Initial),
+    )
+}
+
+/// [`mend_named`] with the conversation and caller state the tools' custom validators see
+/// (`ctx.tool` is set per call; `ctx.phase` is passed on as given).
+pub fn mend_named_in(
+    name: &str,
+    raw: &str,
+    tools: &Toolbox,
+    opts: &MendOptions,
+    ctx: &ValidationContext<'_>,
+) -> Mended {
     let (tool, name_fix) = match resolve_tool(name, tools) {
         Ok(found) => found,
         Err(issue) => {
@@ -182,6 +201,7 @@ pub fn mend_named(name: &str, raw: &str, tools: &Toolbox, opts: &MendOptions) ->
                     _ => Ok(tool),
                 },
                 opts,
+                ctx,
             )
         }
         Err(e) => Mended {
@@ -238,6 +258,11 @@ fn resolve_tool<'t>(
     Err(Box::new(issue))
 }
 
+/// True when `name` is a tool of `tools`, exactly or up to case and separators.
+pub(crate) fn knows_tool(name: &str, tools: &Toolbox) -> bool {
+    resolve_tool(name, tools).is_ok()
+}
+
 /// A tool name up to case and separators; OpenAI's `functions.` namespace dropped.
 fn normalize_name(name: &str) -> String {
     name.strip_prefix("functions.")
@@ -254,13 +279,14 @@ fn best_reading<'t>(
     readings: impl Iterator<Item = Vec<RepairedCall>>,
     tool_for: impl Fn(&RepairedCall) -> Result<&'t CompiledTool, Box<Issue>>,
     opts: &MendOptions,
+    ctx: &ValidationContext<'_>,
 ) -> Mended {
     let mut best: Option<((usize, usize, usize), Vec<MendedCall>)> = None;
     for reading in readings {
         let calls: Vec<MendedCall> = reading
             .into_iter()
             .map(|c| match tool_for(&c) {
-                Ok(tool) => check_call(c, tool, opts),
+                Ok(tool) => check_call(c, tool, opts, ctx),
                 Err(issue) => unknown_tool_call(c, *issue),
             })
             .collect();
@@ -292,40 +318,55 @@ fn unknown_tool_call(c: RepairedCall, issue: Issue) -> MendedCall {
     }
 }
 
-fn check_call(c: RepairedCall, tool: &CompiledTool, opts: &MendOptions) -> MendedCall {
-    let cut_at = c.fixes.iter().find(|f| f.is_lossy()).map(|f| f.offset);
-    let ctx = ValidationContext::new(tool.name(), Phase::Initial);
+fn check_call(
+    c: RepairedCall,
+    tool: &CompiledTool,
+    opts: &MendOptions,
+    ctx: &ValidationContext<'_>,
+) -> MendedCall {
+    let ctx = ValidationContext {
+        tool: tool.name(),
+        ..*ctx
+    };
     let checked = tool.check(c.arguments, &opts.coercions, &ctx);
     let mut fixes = c.fixes;
     fixes.extend(checked.fixes);
-    let mut issues = checked.issues;
-    if let Some(offset) = cut_at
-        && opts.refuse_lossy
-    {
-        let message = match offset {
-            Some(at) => format!("the arguments were cut off (the text ends at byte {at})"),
-            None => "the arguments were cut off".to_owned(),
-        };
-        issues.insert(
-            0,
-            Issue::new(IssueKind::Truncated, "", message)
-                .suggestion("send the whole call again, with every argument complete"),
-        );
-    }
-    let outcome = if !issues.is_empty() {
+    let outcome = if !checked.issues.is_empty() {
         Outcome::Feedback
     } else if fixes.is_empty() {
         Outcome::Valid
     } else {
         Outcome::Repaired
     };
-    MendedCall {
+    let mut call = MendedCall {
         tool: tool.name().to_owned(),
         arguments: Some(checked.value),
         fixes,
-        issues,
+        issues: checked.issues,
         outcome,
+    };
+    if opts.refuse_lossy {
+        refuse_lossy(&mut call);
     }
+    call
+}
+
+/// Turns a call whose text was cut off into feedback: a `truncated` issue asking for the
+/// whole call again. Does nothing to a call with no lossy fix.
+pub fn refuse_lossy(call: &mut MendedCall) {
+    let Some(fix) = call.fixes.iter().find(|f| f.is_lossy()) else {
+        return;
+    };
+    let message = match fix.offset {
+        Some(at) => format!("the arguments were cut off (the text ends at byte {at})"),
+        None => "the arguments were cut off".to_owned(),
+    };
+    call.issues.insert(
+        0,
+        Issue::new(IssueKind::Truncated, "", message)
+            .suggestion("send the whole call again, with every argument complete"),
+    );
+    call.outcome = Outcome::Feedback;
 }
 
 fn unparseable(tool: &str, e: &RepairError) -> MendedCall {

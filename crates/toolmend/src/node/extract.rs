@@ -1,0 +1,230 @@
+//! Extract: the calls of an assistant message (its `tool_calls`, or calls a model wrote
+//! into its text), thinking leaked into the text, and minted ids.
+
+use std::collections::HashSet;
+
+use crate::{
+    RepairOptions,
+    mend::knows_tool,
+    protocol::{AssistantMessage, Content, ToolCall},
+    repair::repair,
+    schema::Toolbox,
+};
+
+/// Calls a model wrote into its text, as tool calls without ids (the node mints them).
+/// Only calls naming a known tool count, so an answer that merely contains JSON is left alone.
+pub(crate) fn calls_in_text(
+    message: &AssistantMessage,
+    tools: &Toolbox,
+    opts: &RepairOptions,
+) -> Vec<ToolCall> {
+    let Some(text) = message.text() else {
+        return Vec::new();
+    };
+    if text.trim().is_empty() {
+        return Vec::new();
+    }
+    let Ok(repaired) = repair(&text, opts) else {
+        return Vec::new();
+    };
+    let calls: Vec<ToolCall> = repaired
+        .calls
+        .iter()
+        .filter_map(|c| {
+            let name = c.name.as_deref()?;
+            knows_tool(name, tools).then(|| {
+                let mut tc = ToolCall::new("", name, c.arguments.to_string());
+                tc.id = None;
+                tc
+            })
+        })
+        .collect();
+    // All or nothing: half a reading is not a plan.
+    if calls.len() == repaired.calls.len() {
+        calls
+    } else {
+        Vec::new()
+    }
+}
+
+/// The prose before the first call written into a text, if any.
+pub(crate) fn prose_before_calls(text: &str) -> Option<String> {
+    const MARKERS: [&str; 7] = [
+        "<tool_call",
+        "[TOOL_CALLS]",
+        "<|python_tag|>",
+        "<function",
+        "```",
+        "{",
+        "<|tool",
+    ];
+    let cut = MARKERS
+        .iter()
+        .filter_map(|m| text.find(m))
+        .min()
+        .unwrap_or(text.len());
+    let prose = text[..cut].trim();
+    (!prose.is_empty()).then(|| prose.to_owned())
+}
+
+/// Removes reasoning a model leaked into its answer: `<think>…</think>` and
+/// `<thinking>…</thinking>` blocks (any case), an unclosed opening block to the end, and
+/// everything before a bare closing tag (templates that open the block in the prompt).
+/// Returns `None` when there was nothing to remove.
+pub(crate) fn strip_thinking(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    if !lower.contains("think") {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut pos = 0;
+    let mut changed = false;
+    // A bare closing tag before any opening one: everything before it was thinking.
+    if let Some((close_at, close_len)) = find_tag(&lower, 0, true)
+        && find_tag(&lower, 0, false).is_none_or(|(open_at, _)| open_at > close_at)
+    {
+        pos = close_at + close_len;
+        changed = true;
+    }
+    while let Some((open_at, open_len)) = find_tag(&lower, pos, false) {
+        out.push_str(&text[pos..open_at]);
+        changed = true;
+        match find_tag(&lower, open_at + open_len, true) {
+            Some((close_at, close_len)) => pos = close_at + close_len,
+            None => {
+                pos = text.len();
+                break;
+            }
+        }
+    }
+    out.push_str(&text[pos..]);
+    changed.then(|| out.trim().to_owned())
+}
+
+/// The next `<think>`/`<thinking>` (or closing) tag at or after `from`: (offset, length).
+fn find_tag(lower: &str, from: usize, closing: bool) -> Option<(usize, usize)> {
+    let open = if closing { "</think" } else { "<think" };
+    let mut at = from;
+    while let Some(i) = lower[at..].find(open) {
+        let start = at + i;
+        let rest = &lower[start + open.len()..];
+        let len = if rest.starts_with("ing>") {
+            open.len() + 4
+        } else if rest.starts_with('>') {
+            open.len() + 1
+        } else {
+            at = start + open.len();
+            continue;
+        };
+        return Some((start, len));
+    }
+    None
+}
+
+/// The text of `content` with thinking removed, or `None` when nothing changed.
+pub(crate) fn strip_content(content: &Content) -> Option<Content> {
+    match content {
+        Content::Text(t) => strip_thinking(t).map(Content::Text),
+        Content::Parts(parts) => {
+            let mut changed = false;
+            let parts = parts
+                .iter()
+                .map(|p| {
+                    let mut p = p.clone();
+                    if let Some(t) = p.text.as_deref()
+                        && let Some(s) = strip_thinking(t)
+                    {
+                        p.text = Some(s);
+                        changed = true;
+                    }
+                    p
+                })
+                .collect();
+            changed.then_some(Content::Parts(parts))
+        }
+    }
+}
+
+/// Ids in use, and deterministic new ones that clash with none of them.
+#[derive(Debug, Default)]
+pub(crate) struct Ids {
+    used: HashSet<String>,
+}
+
+/// OpenAI rejects longer tool-call ids.
+const MAX_ID_LEN: usize = 40;
+
+impl Ids {
+    pub fn insert(&mut self, id: &str) -> bool {
+        self.used.insert(id.to_owned())
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.used.contains(id)
+    }
+
+    /// `{base}_2`, `{base}_3` … (the base shortened to fit 40 characters), the first unused.
+    pub fn mint(&mut self, base: &str) -> String {
+        for n in 2u64.. {
+            let suffix = format!("_{n}");
+            let mut cut = MAX_ID_LEN.saturating_sub(suffix.len()).min(base.len());
+            while !base.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let id = format!("{}{suffix}", &base[..cut]);
+            if self.used.insert(id.clone()) {
+                return id;
+            }
+        }
+        unreachable!("u64 ids run out")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinking_is_removed_in_every_form() {
+        assert_eq!(
+            strip_thinking("<think>plan</think>Hello").as_deref(),
+            Some("Hello")
+        );
+        assert_eq!(
+            strip_thinking("A <THINKING>x</Thinking> B").as_deref(),
+            Some("A  B")
+        );
+        assert_eq!(
+            strip_thinking("plan…</think>Answer").as_deref(),
+            Some("Answer")
+        );
+        assert_eq!(
+            strip_thinking("Answer<think>never closed").as_deref(),
+            Some("Answer")
+        );
+        assert_eq!(strip_thinking("I think so"), None);
+        assert_eq!(strip_thinking("<thinker>x"), None);
+    }
+
+    #[test]
+    fn minted_ids_are_unique_and_short() {
+        let mut ids = Ids::default();
+        ids.insert("call_1");
+        ids.insert("call_1_2");
+        assert_eq!(ids.mint("call_1"), "call_1_3");
+        let long = "x".repeat(60);
+        let id = ids.mint(&long);
+        assert_eq!(id.len(), 40);
+        assert!(id.ends_with("_2"));
+        assert_ne!(ids.mint(&long), id);
+    }
+
+    #[test]
+    fn prose_before_calls_is_kept() {
+        assert_eq!(
+            prose_before_calls("Let me check.\n<tool_call>{}</tool_call>").as_deref(),
+            Some("Let me check.")
+        );
+        assert_eq!(prose_before_calls("<tool_call>{}</tool_call>"), None);
+    }
+}

@@ -1,0 +1,991 @@
+//! The tool node: answers the last assistant message's tool calls, exactly once each.
+//!
+//! ```text
+//! extract   tool_calls, or calls written into the text; ids checked (none: dropped;
+//!           repeated: minted anew; already answered in the history: skipped)
+//! mend      repair + validate + custom validators (phase initial); glued calls split
+//! correct   a Corrector rewrites what stayed invalid (phase correction), re-validated
+//! resolve   feedback (default) | raise before anything runs | hook (salvage / own text)
+//! guard     a Guard may refuse valid calls (outcome flooded)
+//! execute   valid calls concurrently (bounded), each with its timeout; panics caught
+//! answer    one result per call id, in call order; a sanitized assistant message; stats
+//! ```
+//!
+//! ```
+//! # tokio_test();
+//! # fn tokio_test() { tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use serde_json::json;
+//! use toolmend::{node::{tool_fn, Registry, ToolNode, ToolError}, protocol::{Message, AssistantMessage, ToolCall}};
+//!
+//! let mut tools = Registry::new();
+//! tools.add(tool_fn("get_weather", "Weather for a city.",
+//!     json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+//!     |args, _| async move { Ok::<_, ToolError>(format!("sunny in {}", args["city"].as_str().unwrap_or("?"))) },
+//! )).unwrap();
+//! let node = ToolNode::builder(tools).build();
+//! let messages = vec![Message::Assistant(AssistantMessage {
+//!     tool_calls: Some(vec![ToolCall::new("call_1", "get_weather", "{'city': 'Paris',}")]),
+//!     ..Default::default()
+//! })];
+//! let out = node.invoke(&messages).await.unwrap();
+//! assert_eq!(out.results[0].content.text(), "sunny in Paris");
+//! assert_eq!(out.assistant.tool_calls.as_ref().unwrap()[0].function.arguments, r#"{"city":"Paris"}"#);
+//! # }) }
+//! ```
+
+mod extract;
+mod policy;
+mod stats;
+mod tool;
+
+use std::{
+    collections::HashSet,
+    panic::AssertUnwindSafe,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use futures::{FutureExt, StreamExt, stream};
+use serde::Serialize;
+use serde_json::Value;
+
+pub use policy::{
+    ErrorFormatter, ErrorPredicate, NodeError, OnUnresolved, Resolution, ResolveHook,
+    TOOL_ERROR_TEMPLATE, ToolErrorPolicy, UnresolvedCall,
+};
+pub use stats::{
+    Aggregate, CallOutcome, CallSource, CallStats, Listener, NodeStats, StatsCollector, Timings,
+};
+pub use tool::{
+    BoxFuture, CallContext, FnTool, Registry, Tool, ToolError, ToolOptions, ToolOutput, tool_fn,
+};
+#[cfg(feature = "typed")]
+pub use tool::{TypedTool, typed_tool};
+
+use crate::{
+    IssueKind, MendOptions,
+    correct::{Correction, CorrectionRequest, Corrector, NoCorrector},
+    feedback,
+    guard::{Guard, GuardRequest, NoGuard, Verdict},
+    mend::{self, MendedCall, Outcome},
+    protocol::{AssistantMessage, Content, Message, ToolCall, ToolMessage},
+    schema::{Phase, ValidationContext},
+};
+use extract::Ids;
+
+/// The tool node. Build one with [`ToolNode::builder`]; share it (`&self` everywhere).
+#[derive(Debug)]
+pub struct ToolNode {
+    name: String,
+    registry: Registry,
+    mend: MendOptions,
+    max_concurrency: usize,
+    default_timeout: Option<Duration>,
+    max_correction_retries: u32,
+    correct_missing_fields: bool,
+    calls_in_text: bool,
+    on_unresolved: OnUnresolved,
+    on_tool_error: ToolErrorPolicy,
+    corrector: Arc<dyn Corrector>,
+    guard: Arc<dyn Guard>,
+    listeners: Vec<Arc<dyn Listener>>,
+}
+
+/// Builds a [`ToolNode`].
+#[derive(Debug)]
+pub struct ToolNodeBuilder {
+    node: ToolNode,
+}
+
+impl ToolNodeBuilder {
+    /// The node's name in stats (default `"tools"`, as LangGraph's).
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.node.name = name.into();
+        self
+    }
+
+    /// Repair and coercion options (default: everything safe on).
+    #[must_use]
+    pub fn mend_options(mut self, opts: MendOptions) -> Self {
+        self.node.mend = opts;
+        self
+    }
+
+    /// At most this many tool bodies (and corrections) run at once (default 16; at least 1).
+    #[must_use]
+    pub fn max_concurrency(mut self, n: usize) -> Self {
+        self.node.max_concurrency = n.max(1);
+        self
+    }
+
+    /// A timeout for every tool without its own (default: none).
+    #[must_use]
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.node.default_timeout = Some(timeout);
+        self
+    }
+
+    /// What to do with calls that stay invalid (default: feedback).
+    #[must_use]
+    pub fn on_unresolved(mut self, policy: OnUnresolved) -> Self {
+        self.node.on_unresolved = policy;
+        self
+    }
+
+    /// Which tool failures the agent reads as error results (default: all).
+    #[must_use]
+    pub fn tool_errors(mut self, policy: ToolErrorPolicy) -> Self {
+        self.node.on_tool_error = policy;
+        self
+    }
+
+    /// A corrector for invalid calls, tried up to `max_retries` times per call (at least 1).
+    #[must_use]
+    pub fn corrector(mut self, corrector: Arc<dyn Corrector>, max_retries: u32) -> Self {
+        self.node.corrector = corrector;
+        self.node.max_correction_retries = max_retries.max(1);
+        self
+    }
+
+    /// Let the corrector see calls whose only problem is a missing required value (off:
+    /// it would have to invent the value; unless an unknown key suggests a misnamed field).
+    #[must_use]
+    pub fn correct_missing_fields(mut self, on: bool) -> Self {
+        self.node.correct_missing_fields = on;
+        self
+    }
+
+    /// Read calls a model wrote into its text when it sent no `tool_calls` (default on).
+    #[must_use]
+    pub fn calls_in_text(mut self, on: bool) -> Self {
+        self.node.calls_in_text = on;
+        self
+    }
+
+    /// The guard valid calls pass before running (default: allow all).
+    #[must_use]
+    pub fn guard(mut self, guard: Arc<dyn Guard>) -> Self {
+        self.node.guard = guard;
+        self
+    }
+
+    /// Adds a stats listener.
+    #[must_use]
+    pub fn listener(mut self, listener: Arc<dyn Listener>) -> Self {
+        self.node.listeners.push(listener);
+        self
+    }
+
+    /// The node.
+    pub fn build(self) -> ToolNode {
+        self.node
+    }
+}
+
+/// Per-invocation inputs besides the messages.
+#[derive(Debug, Clone, Default)]
+pub struct InvokeOptions {
+    /// Caller state, passed to custom validators and tools.
+    pub state: Option<Arc<Value>>,
+    /// The session the calls belong to (for the guard).
+    pub session: Option<String>,
+}
+
+/// Success or error, as LangChain's `ToolMessage.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultStatus {
+    /// The tool ran and returned.
+    Success,
+    /// Feedback, a refusal, or a tool failure.
+    Error,
+}
+
+/// The answer to one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// The call id it answers.
+    pub call_id: String,
+    /// The tool (the name sent, for an unknown tool).
+    pub tool: String,
+    /// What the model reads.
+    pub content: Content,
+    /// Success or error.
+    pub status: ResultStatus,
+    /// Data for the caller only.
+    pub artifact: Option<Value>,
+    /// What became of the call.
+    pub outcome: CallOutcome,
+}
+
+impl ToolResult {
+    /// The wire form: a `tool` message.
+    pub fn to_message(&self) -> Message {
+        Message::Tool(ToolMessage {
+            content: self.content.clone(),
+            tool_call_id: self.call_id.clone(),
+            extra: Default::default(),
+        })
+    }
+}
+
+/// What one invocation produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeOutput {
+    /// Where the answered assistant message is in the input.
+    pub assistant_index: usize,
+    /// The sanitized copy of it: repaired arguments as valid JSON text, minted ids,
+    /// dropped calls removed, leaked thinking removed. Calls answered with feedback stay
+    /// as the model sent them.
+    pub assistant: AssistantMessage,
+    /// True when the copy differs from the input.
+    pub changed: bool,
+    /// One result per answered call, in call order.
+    pub results: Vec<ToolResult>,
+    /// What happened to every call.
+    pub stats: NodeStats,
+}
+
+impl NodeOutput {
+    /// The results as `tool` messages, in call order.
+    pub fn messages(&self) -> Vec<Message> {
+        self.results.iter().map(ToolResult::to_message).collect()
+    }
+
+    /// Writes the output into the history it came from: the sanitized assistant message
+    /// replaces the original, and the results follow the results it already had.
+    pub fn apply_to(self, history: &mut Vec<Message>) {
+        let at = self.assistant_index;
+        if at >= history.len() {
+            return;
+        }
+        history[at] = Message::Assistant(self.assistant);
+        let mut end = at + 1;
+        while end < history.len() && matches!(history[end], Message::Tool(_)) {
+            end += 1;
+        }
+        let results: Vec<Message> = self.results.iter().map(ToolResult::to_message).collect();
+        history.splice(end..end, results);
+    }
+}
+
+/// One call on its way through the pipeline.
+#[derive(Debug)]
+struct Plan {
+    call_id: Option<String>,
+    original_id: Option<String>,
+    /// The call as the model sent it (for the sanitized message when answered with feedback).
+    sent: ToolCall,
+    /// Its place in the message's `tool_calls`.
+    sent_index: usize,
+    source: CallSource,
+    mended: MendedCall,
+    outcome: CallOutcome,
+    correction_attempts: u32,
+    correction_usage: Vec<crate::correct::Usage>,
+    /// The text of the answer, once known (feedback, refusal, tool output).
+    answer: Option<ToolOutput>,
+    status: ResultStatus,
+    tool_error: bool,
+    note: Option<String>,
+    timings: Timings,
+}
+
+impl ToolNode {
+    /// A builder over these tools.
+    pub fn builder(registry: Registry) -> ToolNodeBuilder {
+        ToolNodeBuilder {
+            node: ToolNode {
+                name: "tools".to_owned(),
+                registry,
+                mend: MendOptions::default(),
+                max_concurrency: 16,
+                default_timeout: None,
+                max_correction_retries: 2,
+                correct_missing_fields: false,
+                calls_in_text: true,
+                on_unresolved: OnUnresolved::Feedback,
+                on_tool_error: ToolErrorPolicy::All,
+                corrector: Arc::new(NoCorrector),
+                guard: Arc::new(NoGuard),
+                listeners: Vec::new(),
+            },
+        }
+    }
+
+    /// The tools.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Answers the tool calls of the last assistant message in `messages`.
+    pub async fn invoke(&self, messages: &[Message]) -> Result<NodeOutput, NodeError> {
+        self.invoke_with(messages, &InvokeOptions::default()).await
+    }
+
+    /// [`invoke`](Self::invoke) with caller state and a session.
+    pub async fn invoke_with(
+        &self,
+        messages: &[Message],
+        opts: &InvokeOptions,
+    ) -> Result<NodeOutput, NodeError> {
+        let started = Instant::now();
+        let Some((at, assistant)) = messages
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, m)| match m {
+                Message::Assistant(a) => Some((i, a)),
+                _ => None,
+            })
+        else {
+            return Err(NodeError::NoAssistantMessage);
+        };
+        let history = &messages[..at];
+        let ctx = ValidationContext {
+            tool: "",
+            phase: Phase::Initial,
+            messages: history,
+            state: opts.state.as_deref(),
+        };
+
+        let (mut plans, already_answered, from_text) = self.plan(messages, at, assistant, &ctx);
+        self.correct(&mut plans, history, assistant, &ctx).await;
+        self.resolve(&mut plans, history, &ctx)?;
+        self.guard(&mut plans, opts).await;
+        self.execute(&mut plans, opts).await?;
+
+        let sanitized = sanitize(assistant, &plans, from_text);
+        let changed = &sanitized != assistant;
+        let mut results = Vec::with_capacity(plans.len());
+        let mut calls = Vec::with_capacity(plans.len());
+        for p in plans {
+            if let (Some(id), Some(answer)) = (&p.call_id, p.answer) {
+                results.push(ToolResult {
+                    call_id: id.clone(),
+                    tool: p.mended.tool.clone(),
+                    content: answer.content,
+                    status: p.status,
+                    artifact: answer.artifact,
+                    outcome: p.outcome,
+                });
+            }
+            calls.push(CallStats {
+                call_id: p.call_id,
+                original_id: p.original_id,
+                tool: p.mended.tool,
+                outcome: p.outcome,
+                source: p.source,
+                fixes: p.mended.fixes,
+                issues: p.mended.issues,
+                correction_attempts: p.correction_attempts,
+                correction_usage: p.correction_usage,
+                tool_error: p.tool_error,
+                note: p.note,
+                timings: p.timings,
+            });
+        }
+        let stats = NodeStats {
+            node: self.name.clone(),
+            calls,
+            already_answered,
+            elapsed: started.elapsed(),
+        };
+        for l in &self.listeners {
+            l.on_stats(&stats);
+        }
+        Ok(NodeOutput {
+            assistant_index: at,
+            assistant: sanitized,
+            changed,
+            results,
+            stats,
+        })
+    }
+
+    /// Extract and mend: one plan per call (glued calls split), ids settled.
+    fn plan(
+        &self,
+        messages: &[Message],
+        at: usize,
+        assistant: &AssistantMessage,
+        ctx: &ValidationContext<'_>,
+    ) -> (Vec<Plan>, Vec<String>, bool) {
+        let mut ids = Ids::default();
+        for m in &messages[..at] {
+            for tc in m.tool_calls() {
+                if let Some(id) = &tc.id {
+                    ids.insert(id);
+                }
+            }
+            if let Message::Tool(t) = m {
+                ids.insert(&t.tool_call_id);
+            }
+        }
+        let answered: HashSet<&str> = messages[at + 1..]
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool(t) => Some(t.tool_call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+
+        let sent: &[ToolCall] = assistant.tool_calls.as_deref().unwrap_or(&[]);
+        let text_calls;
+        let (calls, source, from_text) = if sent.is_empty() && self.calls_in_text {
+            text_calls =
+                extract::calls_in_text(assistant, self.registry.toolbox(), &self.mend.repair);
+            let from_text = !text_calls.is_empty();
+            (text_calls.as_slice(), CallSource::Text, from_text)
+        } else {
+            (sent, CallSource::ToolCalls, false)
+        };
+
+        let mut plans = Vec::with_capacity(calls.len());
+        let mut already_answered = Vec::new();
+        let mut in_message: Vec<(&str, &ToolCall)> = Vec::new();
+        for (k, tc) in calls.iter().enumerate() {
+            let t0 = Instant::now();
+            let usable = tc.id.as_deref().filter(|id| !id.trim().is_empty());
+            let (call_id, original_id) = match (usable, source) {
+                (_, CallSource::Text) => (Some(ids.mint("call_tm")), None),
+                (None, _) => {
+                    tracing::warn!(
+                        tool = %tc.function.name,
+                        "tool call without a usable id dropped: no result could be joined to it"
+                    );
+                    plans.push(Plan::dropped(tc, k, source, "the call had no usable id"));
+                    continue;
+                }
+                (Some(id), _) => {
+                    if let Some((_, first)) = in_message.iter().find(|(i, _)| *i == id) {
+                        if first.function == tc.function {
+                            plans.push(Plan::dropped(
+                                tc,
+                                k,
+                                source,
+                                "an exact repeat of an earlier call with the same id",
+                            ));
+                            continue;
+                        }
+                        (Some(ids.mint(id)), Some(id.to_owned()))
+                    } else if answered.contains(id) {
+                        in_message.push((id, tc));
+                        already_answered.push(id.to_owned());
+                        continue;
+                    } else if ids.contains(id) {
+                        // Used by an earlier turn: providers want ids unique in the history.
+                        in_message.push((id, tc));
+                        (Some(ids.mint(id)), Some(id.to_owned()))
+                    } else {
+                        in_message.push((id, tc));
+                        ids.insert(id);
+                        (Some(id.to_owned()), None)
+                    }
+                }
+            };
+            let mended = mend::mend_named_in(
+                &tc.function.name,
+                &tc.function.arguments,
+                self.registry.toolbox(),
+                &self.mend,
+                ctx,
+            );
+            let elapsed = t0.elapsed();
+            for (j, mut mc) in mended.calls.into_iter().enumerate() {
+                let accept = self
+                    .registry
+                    .entry(&mc.tool)
+                    .is_some_and(|e| e.options.accept_truncated);
+                if !accept {
+                    mend::refuse_lossy(&mut mc);
+                }
+                let (id, orig, src) = if j == 0 {
+                    (call_id.clone(), original_id.clone(), source)
+                } else {
+                    let base = call_id.as_deref().unwrap_or("call_tm");
+                    (Some(ids.mint(base)), None, CallSource::Glued)
+                };
+                let mut plan = Plan::new(tc, k, id, orig, src, mc);
+                if j == 0 {
+                    plan.timings.mend = elapsed;
+                }
+                plans.push(plan);
+            }
+        }
+        (plans, already_answered, from_text)
+    }
+
+    /// Correct: ask the corrector for calls that stayed invalid, re-validate its answers.
+    async fn correct(
+        &self,
+        plans: &mut [Plan],
+        history: &[Message],
+        assistant: &AssistantMessage,
+        ctx: &ValidationContext<'_>,
+    ) {
+        if !self.corrector.is_enabled() {
+            return;
+        }
+        let assistant_text = assistant.text();
+        let jobs: Vec<usize> = plans
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| self.correctable(p))
+            .map(|(i, _)| i)
+            .collect();
+        if jobs.is_empty() {
+            return;
+        }
+        let work = jobs.into_iter().map(|i| {
+            let plan = &plans[i];
+            let text = assistant_text.as_deref();
+            async move { (i, self.correct_one(plan, history, text, ctx).await) }
+        });
+        let done: Vec<(usize, Corrected)> = stream::iter(work)
+            .buffer_unordered(self.max_concurrency)
+            .collect()
+            .await;
+        for (i, c) in done {
+            let p = &mut plans[i];
+            p.correction_attempts = c.attempts;
+            p.correction_usage = c.usage;
+            p.timings.correct = c.elapsed;
+            p.note = c.note;
+            if let Some((value, fixes)) = c.value {
+                p.mended.arguments = Some(value);
+                p.mended.fixes.extend(fixes);
+                p.mended.outcome = Outcome::Repaired;
+                p.outcome = CallOutcome::Corrected;
+            } else if let Some(issues) = c.issues {
+                p.mended.issues = issues;
+            }
+        }
+    }
+
+    fn correctable(&self, p: &Plan) -> bool {
+        if p.mended.outcome != Outcome::Feedback || p.call_id.is_none() {
+            return false;
+        }
+        let issues = &p.mended.issues;
+        if issues.iter().any(|i| i.kind == IssueKind::UnknownTool) {
+            return false;
+        }
+        let missing = issues.iter().any(|i| i.kind == IssueKind::MissingRequired);
+        let unknown_key = issues.iter().any(|i| i.kind == IssueKind::UnknownKey);
+        // A missing value would have to be invented, unless an unknown key is its misnaming.
+        !missing || unknown_key || self.correct_missing_fields
+    }
+
+    async fn correct_one(
+        &self,
+        plan: &Plan,
+        history: &[Message],
+        assistant_text: Option<&str>,
+        ctx: &ValidationContext<'_>,
+    ) -> Corrected {
+        let t0 = Instant::now();
+        let mut out = Corrected::default();
+        let Some(tool) = self.registry.toolbox().get(&plan.mended.tool) else {
+            return out;
+        };
+        let call_id = plan.call_id.as_deref().unwrap_or_default();
+        let mut issues = plan.mended.issues.clone();
+        let mut arguments = plan.mended.arguments.clone();
+        while out.attempts < self.max_correction_retries {
+            out.attempts += 1;
+            let request = CorrectionRequest {
+                tool,
+                call_id,
+                raw_arguments: &plan.sent.function.arguments,
+                arguments: arguments.as_ref(),
+                issues: &issues,
+                attempt: out.attempts,
+                messages: history,
+                assistant_text,
+            };
+            match self.corrector.correct(request).await {
+                Ok(Correction {
+                    arguments: Some(value),
+                    usage,
+                }) => {
+                    out.usage.extend(usage);
+                    let ctx = ValidationContext {
+                        tool: tool.name(),
+                        phase: Phase::Correction,
+                        ..*ctx
+                    };
+                    let checked = tool.check(value, &self.mend.coercions, &ctx);
+                    if checked.is_valid() {
+                        out.value = Some((checked.value, checked.fixes));
+                        break;
+                    }
+                    issues = checked.issues;
+                    arguments = Some(checked.value);
+                    out.issues = Some(issues.clone());
+                }
+                Ok(Correction {
+                    arguments: None,
+                    usage,
+                }) => {
+                    out.usage.extend(usage);
+                    out.note = Some("the corrector gave up".to_owned());
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(call_id, tool = tool.name(), error = %e, "correction failed");
+                    out.note = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        out.elapsed = t0.elapsed();
+        out
+    }
+
+    /// Resolve: what stays invalid gets feedback, raises, or goes to the hook.
+    fn resolve(
+        &self,
+        plans: &mut [Plan],
+        history: &[Message],
+        ctx: &ValidationContext<'_>,
+    ) -> Result<(), NodeError> {
+        let unresolved = |p: &Plan| p.outcome == CallOutcome::Feedback && p.call_id.is_some();
+        if matches!(self.on_unresolved, OnUnresolved::Raise) {
+            let failed: Vec<UnresolvedCall> = plans
+                .iter()
+                .filter(|p| unresolved(p))
+                .map(Plan::unresolved)
+                .collect();
+            if !failed.is_empty() {
+                return Err(NodeError::Unresolved(failed));
+            }
+            return Ok(());
+        }
+        for p in plans.iter_mut().filter(|p| unresolved(p)) {
+            let t0 = Instant::now();
+            let default = feedback::render(&p.mended.tool, &p.mended.issues).text;
+            let text = match &self.on_unresolved {
+                OnUnresolved::Hook(hook) => match hook(&p.unresolved(), history) {
+                    Resolution::Salvage(value) => match self.salvage(p, value, ctx) {
+                        Ok(()) => None,
+                        Err(why) => {
+                            tracing::warn!(tool = %p.mended.tool, "salvaged arguments rejected: {why}");
+                            p.note = Some(format!("salvage rejected: {why}"));
+                            Some(default)
+                        }
+                    },
+                    Resolution::Feedback(text) => Some(text),
+                    Resolution::Default => Some(default),
+                },
+                _ => Some(default),
+            };
+            if let Some(text) = text {
+                p.answer = Some(ToolOutput::text(text));
+                p.status = ResultStatus::Error;
+            }
+            p.timings.resolve = t0.elapsed();
+        }
+        Ok(())
+    }
+
+    fn salvage(
+        &self,
+        p: &mut Plan,
+        value: Value,
+        ctx: &ValidationContext<'_>,
+    ) -> Result<(), String> {
+        let tool = self
+            .registry
+            .toolbox()
+            .get(&p.mended.tool)
+            .ok_or_else(|| format!("there is no tool named {:?}", p.mended.tool))?;
+        let ctx = ValidationContext {
+            tool: tool.name(),
+            phase: Phase::Salvage,
+            ..*ctx
+        };
+        let checked = tool.check(value, &self.mend.coercions, &ctx);
+        if !checked.is_valid() {
+            let first = checked.issues.first().map_or("", |i| i.message.as_str());
+            return Err(first.to_owned());
+        }
+        p.mended.arguments = Some(checked.value);
+        p.mended.fixes.extend(checked.fixes);
+        p.mended.outcome = Outcome::Repaired;
+        p.outcome = CallOutcome::Salvaged;
+        Ok(())
+    }
+
+    /// Guard: valid calls the guard refuses are answered with its reason.
+    async fn guard(&self, plans: &mut [Plan], opts: &InvokeOptions) {
+        let runnable: Vec<usize> = (0..plans.len()).filter(|&i| plans[i].runnable()).collect();
+        if runnable.is_empty() {
+            return;
+        }
+        let t0 = Instant::now();
+        let verdicts = {
+            let requests: Vec<GuardRequest<'_>> = runnable
+                .iter()
+                .map(|&i| {
+                    let p = &plans[i];
+                    GuardRequest {
+                        session: opts.session.as_deref(),
+                        call_id: p.call_id.as_deref().unwrap_or_default(),
+                        tool: &p.mended.tool,
+                        arguments: p.mended.arguments.as_ref().unwrap_or(&Value::Null),
+                    }
+                })
+                .collect();
+            self.guard.check(&requests).await
+        };
+        let share = t0.elapsed() / u32::try_from(runnable.len()).unwrap_or(u32::MAX);
+        for (k, &i) in runnable.iter().enumerate() {
+            let p = &mut plans[i];
+            p.timings.guard = share;
+            // A guard that answers too few verdicts refuses the rest: never run unchecked.
+            let verdict = verdicts.get(k).cloned().unwrap_or(Verdict::Deny {
+                reason: "the guard gave no verdict for this call".to_owned(),
+            });
+            if let Verdict::Deny { reason } = verdict {
+                p.outcome = CallOutcome::Flooded;
+                p.note = Some(reason.clone());
+                p.answer = Some(ToolOutput::text(reason));
+                p.status = ResultStatus::Error;
+            }
+        }
+    }
+
+    /// Execute: every runnable call, concurrently (bounded), in call order.
+    async fn execute(&self, plans: &mut [Plan], opts: &InvokeOptions) -> Result<(), NodeError> {
+        let jobs: Vec<Job> = plans
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.runnable() && p.answer.is_none())
+            .filter_map(|(i, p)| {
+                let entry = self.registry.entry(&p.mended.tool)?;
+                let ctx = CallContext {
+                    call_id: p.call_id.clone()?,
+                    tool: p.mended.tool.clone(),
+                    state: opts.state.clone(),
+                };
+                let timeout = entry.options.timeout.or(self.default_timeout);
+                let args = p.mended.arguments.clone().unwrap_or(Value::Null);
+                Some((i, Arc::clone(&entry.tool), timeout, args, ctx))
+            })
+            .collect();
+        let runs = jobs
+            .into_iter()
+            .map(|(i, tool, timeout, args, ctx)| async move {
+                let t0 = Instant::now();
+                let body = AssertUnwindSafe(async { tool.call(args, ctx).await }).catch_unwind();
+                let result = match timeout {
+                    Some(limit) => match tokio::time::timeout(limit, body).await {
+                        Ok(r) => r,
+                        Err(_) => Ok(Err(ToolError::Timeout(limit))),
+                    },
+                    None => body.await,
+                };
+                let result =
+                    result.unwrap_or_else(|panic| Err(ToolError::Panicked(panic_text(&*panic))));
+                (i, result, t0.elapsed())
+            });
+        let done: Vec<_> = stream::iter(runs)
+            .buffered(self.max_concurrency)
+            .collect()
+            .await;
+        let mut propagate = None;
+        for (i, result, elapsed) in done {
+            let p = &mut plans[i];
+            p.timings.execute = elapsed;
+            match result {
+                Ok(out) => {
+                    p.answer = Some(out);
+                    p.status = ResultStatus::Success;
+                }
+                Err(e) => {
+                    p.tool_error = true;
+                    p.note = Some(e.to_string());
+                    p.status = ResultStatus::Error;
+                    match self.on_tool_error.render(&e) {
+                        Some(text) => p.answer = Some(ToolOutput::text(text)),
+                        None => {
+                            propagate.get_or_insert(NodeError::Tool {
+                                call_id: p.call_id.clone().unwrap_or_default(),
+                                tool: p.mended.tool.clone(),
+                                error: e,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        propagate.map_or(Ok(()), Err)
+    }
+}
+
+/// One tool run: the plan's index, the tool, its timeout, the arguments, the context.
+type Job = (usize, Arc<dyn Tool>, Option<Duration>, Value, CallContext);
+
+#[derive(Debug, Default)]
+struct Corrected {
+    attempts: u32,
+    value: Option<(Value, Vec<crate::Fix>)>,
+    issues: Option<Vec<crate::Issue>>,
+    usage: Vec<crate::correct::Usage>,
+    note: Option<String>,
+    elapsed: Duration,
+}
+
+impl Plan {
+    fn new(
+        sent: &ToolCall,
+        sent_index: usize,
+        call_id: Option<String>,
+        original_id: Option<String>,
+        source: CallSource,
+        mended: MendedCall,
+    ) -> Self {
+        let outcome = if mended.outcome.is_runnable() {
+            CallOutcome::Executed
+        } else {
+            CallOutcome::Feedback
+        };
+        Plan {
+            call_id,
+            original_id,
+            sent: sent.clone(),
+            sent_index,
+            source,
+            mended,
+            outcome,
+            correction_attempts: 0,
+            correction_usage: Vec::new(),
+            answer: None,
+            status: ResultStatus::Error,
+            tool_error: false,
+            note: None,
+            timings: Timings::default(),
+        }
+    }
+
+    fn dropped(sent: &ToolCall, sent_index: usize, source: CallSource, why: &str) -> Self {
+        let mended = MendedCall {
+            tool: sent.function.name.clone(),
+            arguments: None,
+            fixes: Vec::new(),
+            issues: Vec::new(),
+            outcome: Outcome::Feedback,
+        };
+        let mut p = Plan::new(sent, sent_index, None, sent.id.clone(), source, mended);
+        p.outcome = CallOutcome::Dropped;
+        p.note = Some(why.to_owned());
+        p
+    }
+
+    fn runnable(&self) -> bool {
+        matches!(
+            self.outcome,
+            CallOutcome::Executed | CallOutcome::Corrected | CallOutcome::Salvaged
+        ) && self.call_id.is_some()
+    }
+
+    fn unresolved(&self) -> UnresolvedCall {
+        UnresolvedCall {
+            call_id: self.call_id.clone().unwrap_or_default(),
+            tool: self.mended.tool.clone(),
+            arguments: self.mended.arguments.clone(),
+            raw_arguments: self.sent.function.arguments.clone(),
+            issues: self.mended.issues.clone(),
+            feedback: feedback::render(&self.mended.tool, &self.mended.issues).text,
+            correction_attempts: self.correction_attempts,
+        }
+    }
+}
+
+/// The assistant message as it should stay in the history.
+fn sanitize(original: &AssistantMessage, plans: &[Plan], from_text: bool) -> AssistantMessage {
+    let mut msg = original.clone();
+    if let Some(Some(content)) = &original.content {
+        if from_text {
+            let text = extract::strip_content(content)
+                .unwrap_or_else(|| content.clone())
+                .text();
+            msg.content = Some(extract::prose_before_calls(&text).map(Content::Text));
+        } else if let Some(stripped) = extract::strip_content(content) {
+            msg.content = Some(Some(stripped));
+        }
+    }
+    let sent = original.tool_calls.as_deref().unwrap_or(&[]);
+    if sent.is_empty() && !from_text {
+        return msg;
+    }
+    // Calls already answered keep their place; planned calls are rewritten.
+    let mut calls = Vec::with_capacity(plans.len());
+    let emit = |p: &Plan, calls: &mut Vec<ToolCall>| {
+        let Some(id) = &p.call_id else { return };
+        let tc = match (&p.outcome, &p.mended.arguments) {
+            (
+                CallOutcome::Executed
+                | CallOutcome::Corrected
+                | CallOutcome::Salvaged
+                | CallOutcome::Flooded,
+                Some(args),
+            ) => {
+                let mut tc = p.sent.clone();
+                tc.id = Some(id.clone());
+                tc.function.name = p.mended.tool.clone();
+                tc.function.arguments = args.to_string();
+                tc
+            }
+            _ => {
+                let mut tc = p.sent.clone();
+                tc.id = Some(id.clone());
+                tc
+            }
+        };
+        calls.push(tc);
+    };
+    if from_text {
+        for p in plans {
+            emit(p, &mut calls);
+        }
+    } else {
+        let mut plans = plans.iter().peekable();
+        for (i, tc) in sent.iter().enumerate() {
+            let mut planned = false;
+            while let Some(p) = plans.next_if(|p| p.sent_index == i) {
+                planned = true;
+                emit(p, &mut calls);
+            }
+            if !planned {
+                // Already answered in the history: it stays as it is.
+                calls.push(tc.clone());
+            }
+        }
+    }
+    if calls.is_empty() {
+        msg.tool_calls = None;
+        if !matches!(&msg.content, Some(Some(_))) {
+            // An assistant message needs content or tool calls.
+            msg.content = Some(Some(Content::Text(String::new())));
+        }
+    } else {
+        msg.tool_calls = Some(calls);
+    }
+    msg
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}

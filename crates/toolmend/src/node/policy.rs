@@ -1,0 +1,174 @@
+//! Policies: what the node does with a call that stays invalid ([`OnUnresolved`]) and
+//! with a tool that fails ([`ToolErrorPolicy`]), and the typed errors it returns.
+
+use std::{fmt, sync::Arc};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::ToolError;
+use crate::{Issue, protocol::Message};
+
+/// A call still invalid after repair, validation and correction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnresolvedCall {
+    /// The call id.
+    pub call_id: String,
+    /// The tool (the name sent, for an unknown tool).
+    pub tool: String,
+    /// The best reading of the arguments, if any could be read.
+    pub arguments: Option<Value>,
+    /// The argument text as the model sent it.
+    pub raw_arguments: String,
+    /// What is wrong.
+    pub issues: Vec<Issue>,
+    /// The feedback text the agent gets by default.
+    pub feedback: String,
+    /// Correction attempts made.
+    pub correction_attempts: u32,
+}
+
+/// What a hook decides for an unresolved call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    /// Run with these arguments (re-validated first, phase `salvage`; if they fail, the
+    /// call gets the default feedback and a warning is logged).
+    Salvage(Value),
+    /// Answer with this text instead of the default feedback.
+    Feedback(String),
+    /// The default feedback.
+    Default,
+}
+
+/// A hook deciding unresolved calls; sees the call and the conversation.
+pub type ResolveHook = Arc<dyn Fn(&UnresolvedCall, &[Message]) -> Resolution + Send + Sync>;
+
+/// What to do with calls that stay invalid.
+#[derive(Clone, Default)]
+pub enum OnUnresolved {
+    /// Answer each with feedback the agent can act on (the default).
+    #[default]
+    Feedback,
+    /// Return [`NodeError::Unresolved`] listing every unresolved call, before anything runs.
+    Raise,
+    /// Ask a hook.
+    Hook(ResolveHook),
+}
+
+impl fmt::Debug for OnUnresolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OnUnresolved::Feedback => "Feedback",
+            OnUnresolved::Raise => "Raise",
+            OnUnresolved::Hook(_) => "Hook",
+        })
+    }
+}
+
+impl OnUnresolved {
+    /// A hook from a closure.
+    pub fn hook(
+        f: impl Fn(&UnresolvedCall, &[Message]) -> Resolution + Send + Sync + 'static,
+    ) -> Self {
+        OnUnresolved::Hook(Arc::new(f))
+    }
+}
+
+/// The template LangGraph's `ToolNode` uses for a caught tool error.
+pub const TOOL_ERROR_TEMPLATE: &str = "Error: {error}\n Please fix your mistakes.";
+
+/// Which tool failures become an error result the agent reads, and in what words
+/// (LangGraph's `handle_tool_errors`). A panic always becomes an error result for its
+/// call alone, whatever the policy.
+#[derive(Clone, Default)]
+pub enum ToolErrorPolicy {
+    /// None: the first failure is returned as [`NodeError::Tool`] (results of the other
+    /// calls are lost with it, as in LangGraph).
+    Propagate,
+    /// All failures, as [`TOOL_ERROR_TEMPLATE`] (the default).
+    #[default]
+    All,
+    /// All failures, answered with this fixed text.
+    Message(String),
+    /// Failures the predicate accepts, as [`TOOL_ERROR_TEMPLATE`]; others propagate.
+    Predicate(ErrorPredicate),
+    /// The formatter's text; `None` propagates.
+    Format(ErrorFormatter),
+}
+
+/// Decides whether a tool failure is caught.
+pub type ErrorPredicate = Arc<dyn Fn(&ToolError) -> bool + Send + Sync>;
+/// Words a tool failure for the agent; `None` propagates it.
+pub type ErrorFormatter = Arc<dyn Fn(&ToolError) -> Option<String> + Send + Sync>;
+
+impl fmt::Debug for ToolErrorPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolErrorPolicy::Propagate => f.write_str("Propagate"),
+            ToolErrorPolicy::All => f.write_str("All"),
+            ToolErrorPolicy::Message(m) => f.debug_tuple("Message").field(m).finish(),
+            ToolErrorPolicy::Predicate(_) => f.write_str("Predicate"),
+            ToolErrorPolicy::Format(_) => f.write_str("Format"),
+        }
+    }
+}
+
+impl ToolErrorPolicy {
+    /// Only failures the predicate accepts are caught.
+    pub fn only(f: impl Fn(&ToolError) -> bool + Send + Sync + 'static) -> Self {
+        ToolErrorPolicy::Predicate(Arc::new(f))
+    }
+
+    /// A custom formatter.
+    pub fn format(f: impl Fn(&ToolError) -> Option<String> + Send + Sync + 'static) -> Self {
+        ToolErrorPolicy::Format(Arc::new(f))
+    }
+
+    /// The error result's text, or `None` to propagate.
+    pub(crate) fn render(&self, e: &ToolError) -> Option<String> {
+        let template = || TOOL_ERROR_TEMPLATE.replace("{error}", &e.to_string());
+        match self {
+            _ if matches!(e, ToolError::Panicked(_)) => Some(template()),
+            ToolErrorPolicy::Propagate => None,
+            ToolErrorPolicy::All => Some(template()),
+            ToolErrorPolicy::Message(m) => Some(m.clone()),
+            ToolErrorPolicy::Predicate(p) => p(e).then(template),
+            ToolErrorPolicy::Format(f) => f(e),
+        }
+    }
+}
+
+/// Why an invocation returned no results.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// No assistant message in the input.
+    #[error(
+        "no assistant message in the input: the node answers the last assistant message's tool calls"
+    )]
+    NoAssistantMessage,
+    /// `OnUnresolved::Raise`: these calls stayed invalid; nothing was run.
+    #[error("{} tool call(s) stayed invalid, nothing was run: {}", .0.len(), summary(.0))]
+    Unresolved(Vec<UnresolvedCall>),
+    /// `ToolErrorPolicy` let a tool failure through.
+    #[error("tool `{tool}` (call {call_id}) failed: {error}")]
+    Tool {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The failure.
+        error: ToolError,
+    },
+}
+
+fn summary(calls: &[UnresolvedCall]) -> String {
+    calls
+        .iter()
+        .map(|c| {
+            let first = c.issues.first().map_or("invalid", |i| i.message.as_str());
+            format!("{} (id {}): {first}", c.tool, c.call_id)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}

@@ -1,0 +1,256 @@
+//! Stats: one record per call (outcome, fixes, issues, correction attempts, time per
+//! stage), one [`NodeStats`] per invocation, sent to every [`Listener`]; a
+//! [`StatsCollector`] adds them up.
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    sync::{Mutex, mpsc},
+    time::Duration,
+};
+
+use serde::{Serialize, Serializer};
+
+use crate::{Fix, Issue, correct::Usage};
+
+/// What became of a call at the tool boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// Valid (as sent or after recorded repairs) and run.
+    Executed,
+    /// Fixed by the corrector, then run.
+    Corrected,
+    /// Arguments from the unresolved hook, re-validated, then run.
+    Salvaged,
+    /// Not run; answered with feedback.
+    Feedback,
+    /// Not run and not answered: no usable id, or an exact repeat of another call.
+    Dropped,
+    /// Valid but refused by the guard; answered with its reason.
+    Flooded,
+}
+
+impl CallOutcome {
+    /// Every outcome, in order.
+    pub const ALL: [CallOutcome; 6] = [
+        CallOutcome::Executed,
+        CallOutcome::Corrected,
+        CallOutcome::Salvaged,
+        CallOutcome::Feedback,
+        CallOutcome::Dropped,
+        CallOutcome::Flooded,
+    ];
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Executed => "executed",
+            CallOutcome::Corrected => "corrected",
+            CallOutcome::Salvaged => "salvaged",
+            CallOutcome::Feedback => "feedback",
+            CallOutcome::Dropped => "dropped",
+            CallOutcome::Flooded => "flooded",
+        }
+    }
+}
+
+/// Where a call came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallSource {
+    /// The message's `tool_calls`.
+    ToolCalls,
+    /// Written into the message text (`<tool_call>…`, fences, `[TOOL_CALLS]` …).
+    Text,
+    /// Glued after another call in one argument string; its id was minted.
+    Glued,
+}
+
+/// Time spent per stage on one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Timings {
+    /// Repair and validation.
+    #[serde(serialize_with = "micros")]
+    pub mend: Duration,
+    /// Correction (all attempts).
+    #[serde(serialize_with = "micros")]
+    pub correct: Duration,
+    /// The unresolved hook.
+    #[serde(serialize_with = "micros")]
+    pub resolve: Duration,
+    /// The guard (its share of the batch).
+    #[serde(serialize_with = "micros")]
+    pub guard: Duration,
+    /// The tool body.
+    #[serde(serialize_with = "micros")]
+    pub execute: Duration,
+}
+
+fn micros<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e6)
+}
+
+/// One call's record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallStats {
+    /// The call id it was answered under (minted ids included); `None` when dropped for having none.
+    pub call_id: Option<String>,
+    /// The id the model sent, when the node changed it (duplicate, glued call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original_id: Option<String>,
+    /// The tool (the registered name once resolved; else the name sent).
+    pub tool: String,
+    /// The outcome.
+    pub outcome: CallOutcome,
+    /// Where the call came from.
+    pub source: CallSource,
+    /// Every fix applied (repair, coercion), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fixes: Vec<Fix>,
+    /// The issues that kept it from running (for feedback), or that correction fixed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub issues: Vec<Issue>,
+    /// Correction attempts made.
+    pub correction_attempts: u32,
+    /// Tokens the corrections spent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub correction_usage: Vec<Usage>,
+    /// True when the tool ran and failed (timeout, panic, error).
+    pub tool_error: bool,
+    /// Why it was dropped or flooded, or the tool error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Time per stage.
+    pub timings: Timings,
+}
+
+impl CallStats {
+    /// True when fixes were applied.
+    pub fn repaired(&self) -> bool {
+        !self.fixes.is_empty()
+    }
+}
+
+/// One invocation's record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeStats {
+    /// The node's name.
+    pub node: String,
+    /// One record per call, in call order (dropped calls included).
+    pub calls: Vec<CallStats>,
+    /// Ids of calls already answered in the history (not run again).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub already_answered: Vec<String>,
+    /// Wall time of the invocation.
+    #[serde(serialize_with = "micros")]
+    pub elapsed: Duration,
+}
+
+impl NodeStats {
+    /// How many calls had `outcome`.
+    pub fn count(&self, outcome: CallOutcome) -> usize {
+        self.calls.iter().filter(|c| c.outcome == outcome).count()
+    }
+}
+
+/// Receives every invocation's stats. Closures, std and tokio channel senders are listeners.
+pub trait Listener: Send + Sync {
+    /// Called once per invocation, after the results are ready.
+    fn on_stats(&self, stats: &NodeStats);
+}
+
+impl fmt::Debug for dyn Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Listener")
+    }
+}
+
+impl<F: Fn(&NodeStats) + Send + Sync> Listener for F {
+    fn on_stats(&self, stats: &NodeStats) {
+        self(stats);
+    }
+}
+
+impl Listener for mpsc::Sender<NodeStats> {
+    fn on_stats(&self, stats: &NodeStats) {
+        // A receiver that hung up is not the node's failure.
+        let _ = self.send(stats.clone());
+    }
+}
+
+impl Listener for tokio::sync::mpsc::UnboundedSender<NodeStats> {
+    fn on_stats(&self, stats: &NodeStats) {
+        let _ = self.send(stats.clone());
+    }
+}
+
+/// Totals over many invocations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Aggregate {
+    /// Invocations seen.
+    pub invocations: u64,
+    /// Calls seen.
+    pub calls: u64,
+    /// Calls per outcome.
+    pub outcomes: BTreeMap<CallOutcome, u64>,
+    /// Fixes per kind id.
+    pub fixes: BTreeMap<&'static str, u64>,
+    /// Issues per kind id (of calls answered with feedback).
+    pub issues: BTreeMap<&'static str, u64>,
+    /// Calls per tool.
+    pub tools: BTreeMap<String, u64>,
+    /// Tool runs that failed.
+    pub tool_errors: u64,
+    /// Correction attempts.
+    pub correction_attempts: u64,
+    /// Correction tokens per model: (prompt, completion).
+    pub correction_tokens: BTreeMap<String, (u64, u64)>,
+}
+
+/// A listener that adds every invocation into an [`Aggregate`].
+#[derive(Debug, Default)]
+pub struct StatsCollector {
+    total: Mutex<Aggregate>,
+}
+
+impl StatsCollector {
+    /// An empty collector.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The totals so far.
+    pub fn snapshot(&self) -> Aggregate {
+        self.total.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}
+
+impl Listener for StatsCollector {
+    fn on_stats(&self, stats: &NodeStats) {
+        let Ok(mut t) = self.total.lock() else {
+            return;
+        };
+        t.invocations += 1;
+        for c in &stats.calls {
+            t.calls += 1;
+            *t.outcomes.entry(c.outcome).or_default() += 1;
+            for f in &c.fixes {
+                *t.fixes.entry(f.kind.id()).or_default() += 1;
+            }
+            if c.outcome == CallOutcome::Feedback {
+                for i in &c.issues {
+                    *t.issues.entry(i.kind.id()).or_default() += 1;
+                }
+            }
+            *t.tools.entry(c.tool.clone()).or_default() += 1;
+            t.tool_errors += u64::from(c.tool_error);
+            t.correction_attempts += u64::from(c.correction_attempts);
+            for u in &c.correction_usage {
+                let e = t.correction_tokens.entry(u.model.clone()).or_default();
+                e.0 += u.prompt_tokens;
+                e.1 += u.completion_tokens;
+            }
+        }
+    }
+}
