@@ -159,10 +159,6 @@ impl Ids {
         self.used.insert(id.to_owned())
     }
 
-    pub fn contains(&self, id: &str) -> bool {
-        self.used.contains(id)
-    }
-
     /// `{base}_2`, `{base}_3` … (the base shortened to fit 40 characters), the first unused.
     pub fn mint(&mut self, base: &str) -> String {
         for n in 2u64.. {

@@ -236,8 +236,8 @@ pub struct NodeOutput {
     /// Where the answered assistant message is in the input.
     pub assistant_index: usize,
     /// The sanitized copy of it: repaired arguments as valid JSON text, minted ids,
-    /// dropped calls removed, leaked thinking removed. Calls answered with feedback stay
-    /// as the model sent them.
+    /// dropped calls removed, leaked thinking removed. Calls valid as sent, and calls
+    /// answered with feedback, stay as the model sent them.
     pub assistant: AssistantMessage,
     /// True when the copy differs from the input.
     pub changed: bool,
@@ -417,15 +417,16 @@ impl ToolNode {
         assistant: &AssistantMessage,
         ctx: &ValidationContext<'_>,
     ) -> (Vec<Plan>, Vec<String>, bool) {
-        let mut ids = Ids::default();
+        // Ids of earlier turns: a call reusing one gets a new id.
+        let mut earlier: HashSet<&str> = HashSet::new();
         for m in &messages[..at] {
             for tc in m.tool_calls() {
                 if let Some(id) = &tc.id {
-                    ids.insert(id);
+                    earlier.insert(id);
                 }
             }
             if let Message::Tool(t) = m {
-                ids.insert(&t.tool_call_id);
+                earlier.insert(&t.tool_call_id);
             }
         }
         let answered: HashSet<&str> = messages[at + 1..]
@@ -435,6 +436,22 @@ impl ToolNode {
                 _ => None,
             })
             .collect();
+        // A minted id takes none of these, nor an id of this message (even a later call's)
+        // or of a result already given.
+        let mut ids = Ids::default();
+        let own = assistant
+            .tool_calls
+            .iter()
+            .flatten()
+            .filter_map(|tc| tc.id.as_deref());
+        for id in earlier
+            .iter()
+            .copied()
+            .chain(answered.iter().copied())
+            .chain(own)
+        {
+            ids.insert(id);
+        }
 
         let sent: &[ToolCall] = assistant.tool_calls.as_deref().unwrap_or(&[]);
         let text_calls;
@@ -479,13 +496,12 @@ impl ToolNode {
                         in_message.push((id, tc));
                         already_answered.push(id.to_owned());
                         continue;
-                    } else if ids.contains(id) {
+                    } else if earlier.contains(id) {
                         // Used by an earlier turn: providers want ids unique in the history.
                         in_message.push((id, tc));
                         (Some(ids.mint(id)), Some(id.to_owned()))
                     } else {
                         in_message.push((id, tc));
-                        ids.insert(id);
                         (Some(id.to_owned()), None)
                     }
                 }
@@ -558,13 +574,13 @@ impl ToolNode {
             p.correction_usage = c.usage;
             p.timings.correct = c.elapsed;
             p.note = c.note;
+            // A failed correction leaves the call's own issues: the feedback is about the
+            // call the model sent (and still sees), not about the corrector's attempts.
             if let Some((value, fixes)) = c.value {
                 p.mended.arguments = Some(value);
                 p.mended.fixes.extend(fixes);
                 p.mended.outcome = Outcome::Repaired;
                 p.outcome = CallOutcome::Corrected;
-            } else if let Some(issues) = c.issues {
-                p.mended.issues = issues;
             }
         }
     }
@@ -628,7 +644,6 @@ impl ToolNode {
                     }
                     issues = checked.issues;
                     arguments = Some(checked.value);
-                    out.issues = Some(issues.clone());
                 }
                 Ok(Correction {
                     arguments: None,
@@ -837,7 +852,6 @@ type Job = (usize, Arc<dyn Tool>, Option<Duration>, Value, CallContext);
 struct Corrected {
     attempts: u32,
     value: Option<(Value, Vec<crate::Fix>)>,
-    issues: Option<Vec<crate::Issue>>,
     usage: Vec<crate::correct::Usage>,
     note: Option<String>,
     elapsed: Duration,
@@ -924,12 +938,21 @@ fn sanitize(original: &AssistantMessage, plans: &[Plan], from_text: bool) -> Ass
     }
     let sent = original.tool_calls.as_deref().unwrap_or(&[]);
     if sent.is_empty() && !from_text {
+        if msg.tool_calls.is_some() {
+            // `tool_calls: []` is rejected by providers: no list at all.
+            msg.tool_calls = None;
+            if !matches!(&msg.content, Some(Some(_))) {
+                msg.content = Some(Some(Content::Text(String::new())));
+            }
+        }
         return msg;
     }
     // Calls already answered keep their place; planned calls are rewritten.
     let mut calls = Vec::with_capacity(plans.len());
     let emit = |p: &Plan, calls: &mut Vec<ToolCall>| {
         let Some(id) = &p.call_id else { return };
+        // Mended arguments become valid JSON text; a call valid as sent keeps the model's
+        // own text, byte for byte (prompt caches key on it).
         let tc = match (&p.outcome, &p.mended.arguments) {
             (
                 CallOutcome::Executed
@@ -937,7 +960,7 @@ fn sanitize(original: &AssistantMessage, plans: &[Plan], from_text: bool) -> Ass
                 | CallOutcome::Salvaged
                 | CallOutcome::Flooded,
                 Some(args),
-            ) => {
+            ) if p.mended.outcome != Outcome::Valid => {
                 let mut tc = p.sent.clone();
                 tc.id = Some(id.clone());
                 tc.function.name = p.mended.tool.clone();

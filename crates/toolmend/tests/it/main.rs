@@ -6,6 +6,7 @@
 mod feedback;
 mod history;
 mod mend;
+mod node;
 mod properties;
 mod protocol;
 mod repair;
