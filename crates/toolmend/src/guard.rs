@@ -36,6 +36,10 @@ pub enum Verdict {
 /// Decides which valid calls may run. Gets every runnable call of one assistant message
 /// at once, so a shared backend can answer them in one round trip.
 pub trait Guard: Send + Sync {
+    /// False for the allow-all guard: the node then skips the stage.
+    fn is_enabled(&self) -> bool {
+        true
+    }
     /// One verdict per request, in order.
     fn check<'a>(&'a self, calls: &'a [GuardRequest<'a>]) -> BoxFuture<'a, Vec<Verdict>>;
 }
@@ -51,6 +55,9 @@ impl fmt::Debug for dyn Guard {
 pub struct NoGuard;
 
 impl Guard for NoGuard {
+    fn is_enabled(&self) -> bool {
+        false
+    }
     fn check<'a>(&'a self, calls: &'a [GuardRequest<'a>]) -> BoxFuture<'a, Vec<Verdict>> {
         Box::pin(std::future::ready(vec![Verdict::Allow; calls.len()]))
     }

@@ -39,7 +39,7 @@ mod stats;
 mod tool;
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     panic::AssertUnwindSafe,
     sync::Arc,
     time::{Duration, Instant},
@@ -272,11 +272,14 @@ impl NodeOutput {
 
 /// One call on its way through the pipeline.
 #[derive(Debug)]
-struct Plan {
+struct Plan<'m> {
     call_id: Option<String>,
     original_id: Option<String>,
     /// The call as the model sent it (for the sanitized message when answered with feedback).
-    sent: ToolCall,
+    sent: &'m ToolCall,
+    /// The mended arguments as JSON text, for the sanitized message (set when they differ
+    /// from what was sent; the value itself moves into the tool).
+    arguments_text: Option<String>,
     /// Its place in the message's `tool_calls`.
     sent_index: usize,
     source: CallSource,
@@ -355,7 +358,19 @@ impl ToolNode {
             state: opts.state.as_deref(),
         };
 
-        let (mut plans, already_answered, from_text) = self.plan(messages, at, assistant, &ctx);
+        let sent: &[ToolCall] = assistant.tool_calls.as_deref().unwrap_or(&[]);
+        let text_calls = if sent.is_empty() && self.calls_in_text {
+            extract::calls_in_text(assistant, self.registry.toolbox(), &self.mend.repair)
+        } else {
+            Vec::new()
+        };
+        let from_text = !text_calls.is_empty();
+        let (calls, source) = if from_text {
+            (text_calls.as_slice(), CallSource::Text)
+        } else {
+            (sent, CallSource::ToolCalls)
+        };
+        let (mut plans, already_answered) = self.plan(messages, at, calls, source, &ctx);
         self.correct(&mut plans, history, assistant, &ctx).await;
         self.resolve(&mut plans, history, &ctx)?;
         self.guard(&mut plans, opts).await;
@@ -410,13 +425,14 @@ impl ToolNode {
     }
 
     /// Extract and mend: one plan per call (glued calls split), ids settled.
-    fn plan(
+    fn plan<'m>(
         &self,
         messages: &[Message],
         at: usize,
-        assistant: &AssistantMessage,
+        calls: &'m [ToolCall],
+        source: CallSource,
         ctx: &ValidationContext<'_>,
-    ) -> (Vec<Plan>, Vec<String>, bool) {
+    ) -> (Vec<Plan<'m>>, Vec<String>) {
         // Ids of earlier turns: a call reusing one gets a new id.
         let mut earlier: HashSet<&str> = HashSet::new();
         for m in &messages[..at] {
@@ -437,41 +453,29 @@ impl ToolNode {
             })
             .collect();
         // A minted id takes none of these, nor an id of this message (even a later call's)
-        // or of a result already given.
-        let mut ids = Ids::default();
-        let own = assistant
-            .tool_calls
-            .iter()
-            .flatten()
-            .filter_map(|tc| tc.id.as_deref());
-        for id in earlier
-            .iter()
-            .copied()
-            .chain(answered.iter().copied())
-            .chain(own)
-        {
-            ids.insert(id);
-        }
-
-        let sent: &[ToolCall] = assistant.tool_calls.as_deref().unwrap_or(&[]);
-        let text_calls;
-        let (calls, source, from_text) = if sent.is_empty() && self.calls_in_text {
-            text_calls =
-                extract::calls_in_text(assistant, self.registry.toolbox(), &self.mend.repair);
-            let from_text = !text_calls.is_empty();
-            (text_calls.as_slice(), CallSource::Text, from_text)
-        } else {
-            (sent, CallSource::ToolCalls, false)
+        // or of a result already given. Built on the first mint: most messages need none.
+        let mut minted: Option<Ids> = None;
+        let mut mint = |base: &str| {
+            minted
+                .get_or_insert_with(|| {
+                    let mut ids = Ids::default();
+                    let own = calls.iter().filter_map(|tc| tc.id.as_deref());
+                    for id in earlier.iter().chain(answered.iter()).copied().chain(own) {
+                        ids.insert(id);
+                    }
+                    ids
+                })
+                .mint(base)
         };
 
         let mut plans = Vec::with_capacity(calls.len());
         let mut already_answered = Vec::new();
-        let mut in_message: Vec<(&str, &ToolCall)> = Vec::new();
+        let mut in_message: HashMap<&str, &ToolCall> = HashMap::with_capacity(calls.len());
         for (k, tc) in calls.iter().enumerate() {
             let t0 = Instant::now();
             let usable = tc.id.as_deref().filter(|id| !id.trim().is_empty());
             let (call_id, original_id) = match (usable, source) {
-                (_, CallSource::Text) => (Some(ids.mint("call_tm")), None),
+                (_, CallSource::Text) => (Some(mint("call_tm")), None),
                 (None, _) => {
                     tracing::warn!(
                         tool = %tc.function.name,
@@ -481,7 +485,7 @@ impl ToolNode {
                     continue;
                 }
                 (Some(id), _) => {
-                    if let Some((_, first)) = in_message.iter().find(|(i, _)| *i == id) {
+                    if let Some(first) = in_message.get(id) {
                         if first.function == tc.function {
                             plans.push(Plan::dropped(
                                 tc,
@@ -491,17 +495,17 @@ impl ToolNode {
                             ));
                             continue;
                         }
-                        (Some(ids.mint(id)), Some(id.to_owned()))
+                        (Some(mint(id)), Some(id.to_owned()))
                     } else if answered.contains(id) {
-                        in_message.push((id, tc));
+                        in_message.insert(id, tc);
                         already_answered.push(id.to_owned());
                         continue;
                     } else if earlier.contains(id) {
                         // Used by an earlier turn: providers want ids unique in the history.
-                        in_message.push((id, tc));
-                        (Some(ids.mint(id)), Some(id.to_owned()))
+                        in_message.insert(id, tc);
+                        (Some(mint(id)), Some(id.to_owned()))
                     } else {
-                        in_message.push((id, tc));
+                        in_message.insert(id, tc);
                         (Some(id.to_owned()), None)
                     }
                 }
@@ -526,7 +530,7 @@ impl ToolNode {
                     (call_id.clone(), original_id.clone(), source)
                 } else {
                     let base = call_id.as_deref().unwrap_or("call_tm");
-                    (Some(ids.mint(base)), None, CallSource::Glued)
+                    (Some(mint(base)), None, CallSource::Glued)
                 };
                 let mut plan = Plan::new(tc, k, id, orig, src, mc);
                 if j == 0 {
@@ -535,13 +539,13 @@ impl ToolNode {
                 plans.push(plan);
             }
         }
-        (plans, already_answered, from_text)
+        (plans, already_answered)
     }
 
     /// Correct: ask the corrector for calls that stayed invalid, re-validate its answers.
     async fn correct(
         &self,
-        plans: &mut [Plan],
+        plans: &mut [Plan<'_>],
         history: &[Message],
         assistant: &AssistantMessage,
         ctx: &ValidationContext<'_>,
@@ -585,7 +589,7 @@ impl ToolNode {
         }
     }
 
-    fn correctable(&self, p: &Plan) -> bool {
+    fn correctable(&self, p: &Plan<'_>) -> bool {
         if p.mended.outcome != Outcome::Feedback || p.call_id.is_none() {
             return false;
         }
@@ -601,7 +605,7 @@ impl ToolNode {
 
     async fn correct_one(
         &self,
-        plan: &Plan,
+        plan: &Plan<'_>,
         history: &[Message],
         assistant_text: Option<&str>,
         ctx: &ValidationContext<'_>,
@@ -667,11 +671,11 @@ impl ToolNode {
     /// Resolve: what stays invalid gets feedback, raises, or goes to the hook.
     fn resolve(
         &self,
-        plans: &mut [Plan],
+        plans: &mut [Plan<'_>],
         history: &[Message],
         ctx: &ValidationContext<'_>,
     ) -> Result<(), NodeError> {
-        let unresolved = |p: &Plan| p.outcome == CallOutcome::Feedback && p.call_id.is_some();
+        let unresolved = |p: &Plan<'_>| p.outcome == CallOutcome::Feedback && p.call_id.is_some();
         if matches!(self.on_unresolved, OnUnresolved::Raise) {
             let failed: Vec<UnresolvedCall> = plans
                 .iter()
@@ -712,7 +716,7 @@ impl ToolNode {
 
     fn salvage(
         &self,
-        p: &mut Plan,
+        p: &mut Plan<'_>,
         value: Value,
         ctx: &ValidationContext<'_>,
     ) -> Result<(), String> {
@@ -739,7 +743,10 @@ impl ToolNode {
     }
 
     /// Guard: valid calls the guard refuses are answered with its reason.
-    async fn guard(&self, plans: &mut [Plan], opts: &InvokeOptions) {
+    async fn guard(&self, plans: &mut [Plan<'_>], opts: &InvokeOptions) {
+        if !self.guard.is_enabled() {
+            return;
+        }
         let runnable: Vec<usize> = (0..plans.len()).filter(|&i| plans[i].runnable()).collect();
         if runnable.is_empty() {
             return;
@@ -778,9 +785,18 @@ impl ToolNode {
     }
 
     /// Execute: every runnable call, concurrently (bounded), in call order.
-    async fn execute(&self, plans: &mut [Plan], opts: &InvokeOptions) -> Result<(), NodeError> {
+    async fn execute(&self, plans: &mut [Plan<'_>], opts: &InvokeOptions) -> Result<(), NodeError> {
+        // Mended arguments are written out for the sanitized message now: the value
+        // itself moves into the tool.
+        for p in plans.iter_mut() {
+            let glued_feedback = p.source == CallSource::Glued;
+            let answered_as_valid = p.runnable() || p.outcome == CallOutcome::Flooded;
+            if p.mended.outcome != Outcome::Valid && (answered_as_valid || glued_feedback) {
+                p.arguments_text = p.mended.arguments.as_ref().map(Value::to_string);
+            }
+        }
         let jobs: Vec<Job> = plans
-            .iter()
+            .iter_mut()
             .enumerate()
             .filter(|(_, p)| p.runnable() && p.answer.is_none())
             .filter_map(|(i, p)| {
@@ -791,7 +807,7 @@ impl ToolNode {
                     state: opts.state.clone(),
                 };
                 let timeout = entry.options.timeout.or(self.default_timeout);
-                let args = p.mended.arguments.clone().unwrap_or(Value::Null);
+                let args = p.mended.arguments.take().unwrap_or(Value::Null);
                 Some((i, Arc::clone(&entry.tool), timeout, args, ctx))
             })
             .collect();
@@ -857,9 +873,9 @@ struct Corrected {
     elapsed: Duration,
 }
 
-impl Plan {
+impl<'m> Plan<'m> {
     fn new(
-        sent: &ToolCall,
+        sent: &'m ToolCall,
         sent_index: usize,
         call_id: Option<String>,
         original_id: Option<String>,
@@ -874,7 +890,8 @@ impl Plan {
         Plan {
             call_id,
             original_id,
-            sent: sent.clone(),
+            sent,
+            arguments_text: None,
             sent_index,
             source,
             mended,
@@ -889,7 +906,7 @@ impl Plan {
         }
     }
 
-    fn dropped(sent: &ToolCall, sent_index: usize, source: CallSource, why: &str) -> Self {
+    fn dropped(sent: &'m ToolCall, sent_index: usize, source: CallSource, why: &str) -> Self {
         let mended = MendedCall {
             tool: sent.function.name.clone(),
             arguments: None,
@@ -924,8 +941,13 @@ impl Plan {
 }
 
 /// The assistant message as it should stay in the history.
-fn sanitize(original: &AssistantMessage, plans: &[Plan], from_text: bool) -> AssistantMessage {
-    let mut msg = original.clone();
+fn sanitize(original: &AssistantMessage, plans: &[Plan<'_>], from_text: bool) -> AssistantMessage {
+    let mut msg = AssistantMessage {
+        content: original.content.clone(),
+        name: original.name.clone(),
+        tool_calls: original.tool_calls.as_ref().map(|_| Vec::new()),
+        extra: original.extra.clone(),
+    };
     if let Some(Some(content)) = &original.content {
         if from_text {
             let text = extract::strip_content(content)
@@ -949,30 +971,19 @@ fn sanitize(original: &AssistantMessage, plans: &[Plan], from_text: bool) -> Ass
     }
     // Calls already answered keep their place; planned calls are rewritten.
     let mut calls = Vec::with_capacity(plans.len());
-    let emit = |p: &Plan, calls: &mut Vec<ToolCall>| {
+    let emit = |p: &Plan<'_>, calls: &mut Vec<ToolCall>| {
         let Some(id) = &p.call_id else { return };
         // Mended arguments become valid JSON text; a call valid as sent keeps the model's
-        // own text, byte for byte (prompt caches key on it).
-        let tc = match (&p.outcome, &p.mended.arguments) {
-            (
-                CallOutcome::Executed
-                | CallOutcome::Corrected
-                | CallOutcome::Salvaged
-                | CallOutcome::Flooded,
-                Some(args),
-            ) if p.mended.outcome != Outcome::Valid => {
-                let mut tc = p.sent.clone();
-                tc.id = Some(id.clone());
-                tc.function.name = p.mended.tool.clone();
-                tc.function.arguments = args.to_string();
-                tc
+        // own text, byte for byte (prompt caches key on it); a call answered with feedback
+        // stays as sent (a glued part: its own reading, not the whole glued text).
+        let mut tc = p.sent.clone();
+        tc.id = Some(id.clone());
+        if let Some(text) = &p.arguments_text {
+            if p.outcome != CallOutcome::Feedback {
+                tc.function.name.clone_from(&p.mended.tool);
             }
-            _ => {
-                let mut tc = p.sent.clone();
-                tc.id = Some(id.clone());
-                tc
-            }
-        };
+            tc.function.arguments.clone_from(text);
+        }
         calls.push(tc);
     };
     if from_text {
