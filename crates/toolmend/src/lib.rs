@@ -37,6 +37,7 @@
 //! assert!(call.fixes.iter().any(|f| f.kind == toolmend::FixKind::EnumCaseFixed));
 //! ```
 
+pub mod agent;
 pub mod correct;
 pub mod error;
 pub mod feedback;

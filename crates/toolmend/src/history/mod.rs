@@ -39,6 +39,7 @@
 mod check;
 mod provider;
 mod sanitize;
+pub(crate) use sanitize::sanitize_name;
 mod tokens;
 mod trim;
 

@@ -734,7 +734,7 @@ fn mend_arguments(raw: &str, opts: &RepairOptions) -> Option<(String, ActionKind
 }
 
 /// Disallowed characters become `_`; at most 64; never empty.
-fn sanitize_name(name: &str) -> String {
+pub(crate) fn sanitize_name(name: &str) -> String {
     let name: String = name
         .chars()
         .map(|ch| {

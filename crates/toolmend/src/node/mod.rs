@@ -67,6 +67,7 @@ use crate::{
     correct::{Correction, CorrectionRequest, Corrector, NoCorrector},
     feedback,
     guard::{Guard, GuardRequest, NoGuard, Verdict},
+    history,
     mend::{self, MendedCall, Outcome},
     protocol::{AssistantMessage, Content, Message, ToolCall, ToolMessage},
     schema::{Phase, ValidationContext},
@@ -836,7 +837,11 @@ impl ToolNode {
             let p = &mut plans[i];
             p.timings.execute = elapsed;
             match result {
-                Ok(out) => {
+                Ok(mut out) => {
+                    // Anthropic and Bedrock reject an empty tool result.
+                    if is_blank(&out.content) {
+                        out.content = Content::Text(history::EMPTY_RESULT.to_owned());
+                    }
                     p.answer = Some(out);
                     p.status = ResultStatus::Success;
                 }
@@ -984,6 +989,11 @@ fn sanitize(original: &AssistantMessage, plans: &[Plan<'_>], from_text: bool) ->
             }
             tc.function.arguments.clone_from(text);
         }
+        // A name OpenAI's pattern rejects would fail the next request (HTTP 400) even
+        // though the call was answered with feedback.
+        if !history::is_valid_function_name(&tc.function.name) {
+            tc.function.name = history::sanitize_name(&tc.function.name);
+        }
         calls.push(tc);
     };
     if from_text {
@@ -1014,6 +1024,13 @@ fn sanitize(original: &AssistantMessage, plans: &[Plan<'_>], from_text: bool) ->
         msg.tool_calls = Some(calls);
     }
     msg
+}
+
+fn is_blank(content: &Content) -> bool {
+    match content {
+        Content::Text(t) => t.trim().is_empty(),
+        Content::Parts(parts) => parts.is_empty(),
+    }
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {

@@ -3,6 +3,7 @@
 // Tests state their expectations with unwrap; a failure is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agent;
 mod feedback;
 mod history;
 mod mend;
