@@ -79,6 +79,8 @@ fix_kinds! {
     ToolNameFixed = "tool_name_fixed", Unsafe;
     /// Two different calls were glued together; they were split.
     ConcatenatedCallsSplit = "concatenated_calls_split", Unsafe;
+    /// Empty argument text (some servers send `""` for a call without arguments) read as `{}`.
+    EmptyArgumentsAsObject = "empty_arguments_as_object", Safe;
 
     // ---- syntax: broken JSON text ----
     /// Strings or keys in single quotes.

@@ -110,6 +110,12 @@ impl Mended {
 /// assert_eq!(m.calls[0].issues[0].kind, IssueKind::MissingRequired);
 /// ```
 pub fn mend_call(raw: &str, tool: &CompiledTool, opts: &MendOptions) -> Mended {
+    if let Some(empty) = empty_arguments(raw, opts) {
+        let ctx = ValidationContext::new(tool.name(), Phase::Initial);
+        return Mended {
+            calls: vec![check_call(empty, tool, opts, &ctx)],
+        };
+    }
     let repaired = match repair(raw, &opts.repair) {
         Ok(r) => r,
         Err(e) => {
@@ -190,7 +196,14 @@ pub fn mend_named_in(
             };
         }
     };
-    let mut mended = match repair(raw, &opts.repair) {
+    let repaired = match empty_arguments(raw, opts) {
+        Some(empty) => Ok(crate::Repaired {
+            calls: vec![empty],
+            alternatives: Vec::new(),
+        }),
+        None => repair(raw, &opts.repair),
+    };
+    let mut mended = match repaired {
         Ok(repaired) => {
             let readings = std::iter::once(repaired.calls).chain(repaired.alternatives);
             // A call that announces another known tool (glued calls of two tools) goes to it.
@@ -256,6 +269,23 @@ fn resolve_tool<'t>(
         issue = issue.suggestion(format!("did you mean {n:?}?"));
     }
     Err(Box::new(issue))
+}
+
+/// Blank argument text as `{}` (LangChain and OpenAI read it so for a call without
+/// arguments); the schema then decides (a required field is reported missing, never invented).
+fn empty_arguments(raw: &str, opts: &MendOptions) -> Option<RepairedCall> {
+    if !raw.trim().is_empty() || opts.repair.strict {
+        return None;
+    }
+    Some(RepairedCall {
+        name: None,
+        arguments: Value::Object(serde_json::Map::new()),
+        fixes: vec![Fix::on(
+            FixKind::EmptyArgumentsAsObject,
+            "",
+            "empty arguments read as {}",
+        )],
+    })
 }
 
 /// True when `name` is a tool of `tools`, exactly or up to case and separators.

@@ -264,3 +264,27 @@ fn regression_a_call_named_for_another_tool_is_not_run() {
     assert_eq!(m.calls[0].outcome, Outcome::Feedback);
     assert_eq!(m.calls[0].issues[0].kind, IssueKind::UnknownTool);
 }
+
+#[test]
+fn empty_arguments_are_an_empty_object_and_the_schema_decides() {
+    let now =
+        CompiledTool::compile("now", "", &json!({"type": "object", "properties": {}})).unwrap();
+    for raw in ["", "  ", "\n"] {
+        let m = mend_call(raw, &now, &MendOptions::default());
+        assert_eq!(m.calls[0].outcome, Outcome::Repaired, "{raw:?}");
+        assert_eq!(m.calls[0].arguments, Some(json!({})));
+        assert_eq!(m.calls[0].fixes[0].kind, FixKind::EmptyArgumentsAsObject);
+    }
+    let needs = CompiledTool::compile(
+        "get_weather",
+        "",
+        &json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    )
+    .unwrap();
+    let m = mend_call("", &needs, &MendOptions::default());
+    assert_eq!(m.calls[0].outcome, Outcome::Feedback);
+    assert_eq!(m.calls[0].issues[0].kind, IssueKind::MissingRequired);
+    // Strict mode repairs nothing.
+    let m = mend_call("", &now, &MendOptions::strict());
+    assert_eq!(m.calls[0].issues[0].kind, IssueKind::Unparseable);
+}
