@@ -85,6 +85,7 @@ pub struct ToolNode {
     max_correction_retries: u32,
     correct_missing_fields: bool,
     calls_in_text: bool,
+    spawn_tools: bool,
     on_unresolved: OnUnresolved,
     on_tool_error: ToolErrorPolicy,
     corrector: Arc<dyn Corrector>,
@@ -161,6 +162,16 @@ impl ToolNodeBuilder {
     #[must_use]
     pub fn calls_in_text(mut self, on: bool) -> Self {
         self.node.calls_in_text = on;
+        self
+    }
+
+    /// Run each tool body as its own tokio task (default off: bodies run as futures inside
+    /// the invoking task, which costs nothing). Turn it on for tools that compute or block:
+    /// on a multi-thread runtime they then run in parallel, a blocking tool does not stall
+    /// its siblings, and its timeout fires (the task is aborted). Needs a tokio runtime.
+    #[must_use]
+    pub fn spawn_tools(mut self, on: bool) -> Self {
+        self.node.spawn_tools = on;
         self
     }
 
@@ -309,6 +320,7 @@ impl ToolNode {
                 max_correction_retries: 2,
                 correct_missing_fields: false,
                 calls_in_text: true,
+                spawn_tools: false,
                 on_unresolved: OnUnresolved::Feedback,
                 on_tool_error: ToolErrorPolicy::All,
                 corrector: Arc::new(NoCorrector),
@@ -812,26 +824,29 @@ impl ToolNode {
                 Some((i, Arc::clone(&entry.tool), timeout, args, ctx))
             })
             .collect();
+        let spawn = self.spawn_tools;
         let runs = jobs
             .into_iter()
-            .map(|(i, tool, timeout, args, ctx)| async move {
+            .map(move |(i, tool, timeout, args, ctx)| async move {
                 let t0 = Instant::now();
-                let body = AssertUnwindSafe(async { tool.call(args, ctx).await }).catch_unwind();
-                let result = match timeout {
-                    Some(limit) => match tokio::time::timeout(limit, body).await {
-                        Ok(r) => r,
-                        Err(_) => Ok(Err(ToolError::Timeout(limit))),
-                    },
-                    None => body.await,
+                let result = if spawn {
+                    run_spawned(tool, args, ctx, timeout).await
+                } else {
+                    run_in_task(&*tool, args, ctx, timeout).await
                 };
-                let result =
-                    result.unwrap_or_else(|panic| Err(ToolError::Panicked(panic_text(&*panic))));
                 (i, result, t0.elapsed())
             });
-        let done: Vec<_> = stream::iter(runs)
-            .buffered(self.max_concurrency)
-            .collect()
-            .await;
+        let mut runs = runs.peekable();
+        let done: Vec<_> = match (runs.next(), runs.peek()) {
+            // One call: no scheduling to do.
+            (Some(only), None) => vec![only.await],
+            (first, _) => {
+                stream::iter(first.into_iter().chain(runs))
+                    .buffered(self.max_concurrency)
+                    .collect()
+                    .await
+            }
+        };
         let mut propagate = None;
         for (i, result, elapsed) in done {
             let p = &mut plans[i];
@@ -1024,6 +1039,52 @@ fn sanitize(original: &AssistantMessage, plans: &[Plan<'_>], from_text: bool) ->
         msg.tool_calls = Some(calls);
     }
     msg
+}
+
+/// Runs a tool body inside the invoking task: no scheduling cost; a panic is caught.
+async fn run_in_task(
+    tool: &dyn Tool,
+    args: Value,
+    ctx: CallContext,
+    timeout: Option<Duration>,
+) -> Result<ToolOutput, ToolError> {
+    // Called inside the future, so that a panic before the tool's first await is caught too.
+    let body = AssertUnwindSafe(async move { tool.call(args, ctx).await }).catch_unwind();
+    let result = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, body).await {
+            Ok(r) => r,
+            Err(_) => return Err(ToolError::Timeout(limit)),
+        },
+        None => body.await,
+    };
+    result.unwrap_or_else(|panic| Err(ToolError::Panicked(panic_text(&*panic))))
+}
+
+/// Runs a tool body as its own tokio task: other worker threads keep going while it
+/// blocks or computes, and a timed-out task is aborted.
+async fn run_spawned(
+    tool: Arc<dyn Tool>,
+    args: Value,
+    ctx: CallContext,
+    timeout: Option<Duration>,
+) -> Result<ToolOutput, ToolError> {
+    let handle = tokio::spawn(async move { tool.call(args, ctx).await });
+    let abort = handle.abort_handle();
+    let joined = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, handle).await {
+            Ok(j) => j,
+            Err(_) => {
+                abort.abort();
+                return Err(ToolError::Timeout(limit));
+            }
+        },
+        None => handle.await,
+    };
+    match joined {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => Err(ToolError::Panicked(panic_text(&*e.into_panic()))),
+        Err(e) => Err(ToolError::Failed(format!("the tool's task ended: {e}"))),
+    }
 }
 
 fn is_blank(content: &Content) -> bool {

@@ -1552,3 +1552,47 @@ async fn default_feedback_is_the_rendered_issues() {
         feedback::render("get_weather", issues).text
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawned_tools_catch_panics_and_time_out_even_when_blocking() {
+    let mut tools = failing_tools();
+    tools
+        .add_with(
+            tool_fn("blocking", "", json!({"type": "object"}), |_, _| async {
+                // Blocks its worker thread: only a spawned task lets the timeout fire.
+                std::thread::sleep(Duration::from_millis(400));
+                Ok::<_, ToolError>("late")
+            }),
+            ToolOptions::default().timeout(Duration::from_millis(30)),
+        )
+        .unwrap();
+    let node = ToolNode::builder(tools).spawn_tools(true).build();
+    let messages = calls_to(&["fine", "explode", "blowup", "fail", "slow", "blocking"]);
+    let started = std::time::Instant::now();
+    let out = node.invoke(&messages).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(350),
+        "the blocking tool held the node for {:?}",
+        started.elapsed()
+    );
+    assert_eq!(text(&out, "c0"), "fine");
+    for id in ["c1", "c2"] {
+        assert!(
+            text(&out, id).contains("panicked"),
+            "{id}: {}",
+            text(&out, id)
+        );
+    }
+    assert_eq!(
+        text(&out, "c3"),
+        TOOL_ERROR_TEMPLATE.replace("{error}", "boom")
+    );
+    for id in ["c4", "c5"] {
+        assert!(
+            text(&out, id).contains("did not finish"),
+            "{id}: {}",
+            text(&out, id)
+        );
+    }
+    assert_eq!(sanitized_ids(&out), ["c0", "c1", "c2", "c3", "c4", "c5"]);
+}
