@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::{
     history::{self, Budget, ByteEstimate, SanitizePolicy, TokenCounter, ViolationKind},
-    node::{BoxFuture, NodeError, NodeStats, ToolNode},
+    node::{BoxFuture, CallOutcome, InvokeOptions, NodeError, NodeStats, ToolNode},
     protocol::{AssistantMessage, Message, Tool},
 };
 
@@ -52,7 +52,8 @@ impl fmt::Debug for dyn ChatModel {
 pub struct Limits {
     /// Model turns (default 25).
     pub max_turns: usize,
-    /// Tool calls answered, over the whole run (default 200).
+    /// Tool calls run, over the whole run (default 200); calls past it are answered
+    /// without running (outcome `flooded`).
     pub max_tool_calls: usize,
     /// Wall time (default none).
     pub max_time: Option<Duration>,
@@ -106,7 +107,7 @@ pub enum StopReason {
 }
 
 /// What a run produced.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunOutput {
     /// The full history: the input, every (sanitized) assistant message, every result.
     pub messages: Vec<Message>,
@@ -114,15 +115,27 @@ pub struct RunOutput {
     pub stop: StopReason,
     /// Model turns taken.
     pub turns: usize,
-    /// Tool calls answered.
+    /// Tool calls run.
     pub tool_calls: usize,
     /// The node's stats, one per turn with calls.
     pub stats: Vec<NodeStats>,
 }
 
-/// Why a run failed.
+/// Why a run failed, with what it had done until then.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum RunError {
+#[error("{cause}")]
+pub struct RunError {
+    /// What failed.
+    pub cause: RunFailure,
+    /// The run so far: its history ends before the turn that failed (so it is valid to
+    /// send again), with the turns, calls and stats until then.
+    pub output: Box<RunOutput>,
+}
+
+/// What failed in a run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunFailure {
     /// The model request failed.
     #[error("model request failed: {0}")]
     Model(#[from] ModelError),
@@ -139,15 +152,26 @@ pub async fn run(
     limits: &Limits,
 ) -> Result<RunOutput, RunError> {
     let started = Instant::now();
+    let deadline = limits.max_time.map(|t| started + t);
     let tools = node.registry().definitions();
-    let mut out_stats = Vec::new();
+    let mut stats = Vec::new();
     let (mut turns, mut tool_calls) = (0, 0);
+    let fail = |cause: RunFailure, messages: Vec<Message>, turns, tool_calls, stats| RunError {
+        cause,
+        output: Box::new(RunOutput {
+            messages,
+            stop: StopReason::Answered,
+            turns,
+            tool_calls,
+            stats,
+        }),
+    };
     let stop = loop {
         if turns >= limits.max_turns {
             break StopReason::MaxTurns;
         }
-        let remaining = match limits.max_time {
-            Some(max) => match max.checked_sub(started.elapsed()) {
+        let remaining = match deadline {
+            Some(d) => match d.checked_duration_since(Instant::now()) {
                 Some(left) if !left.is_zero() => Some(left),
                 _ => break StopReason::MaxTime,
             },
@@ -160,29 +184,60 @@ pub async fn run(
         if let Some(policy) = &limits.sanitize {
             request = history::sanitize(request, policy).messages;
         }
-        let reply = match remaining {
+        let answer = match remaining {
             Some(left) => {
                 match tokio::time::timeout(left, model.complete(&request, &tools)).await {
-                    Ok(r) => r?,
+                    Ok(r) => r,
                     Err(_) => break StopReason::MaxTime,
                 }
             }
-            None => model.complete(&request, &tools).await?,
+            None => model.complete(&request, &tools).await,
+        };
+        let reply = match answer {
+            Ok(reply) => reply,
+            Err(e) => return Err(fail(e.into(), messages, turns, tool_calls, stats)),
         };
         turns += 1;
         messages.push(Message::Assistant(reply));
-        let out = node.invoke(&messages).await?;
-        let answered = out.results.len();
+        // Tool bodies get what is left of the time, and the calls of what is left of the
+        // budget: a limit holds inside a turn too, and every call is still answered.
+        let opts = InvokeOptions {
+            deadline,
+            max_calls: Some(limits.max_tool_calls.saturating_sub(tool_calls)),
+            ..InvokeOptions::default()
+        };
+        let out = match node.invoke_with(&messages, &opts).await {
+            Ok(out) => out,
+            Err(e) => {
+                messages.pop();
+                return Err(fail(e.into(), messages, turns - 1, tool_calls, stats));
+            }
+        };
         let had_calls = !out.stats.calls.is_empty() || !out.stats.already_answered.is_empty();
-        out_stats.push(out.stats.clone());
+        let ran = out
+            .stats
+            .calls
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.outcome,
+                    CallOutcome::Executed | CallOutcome::Corrected | CallOutcome::Salvaged
+                )
+            })
+            .count();
+        if had_calls {
+            stats.push(out.stats.clone());
+        }
         out.apply_to(&mut messages);
         if !had_calls {
-            out_stats.pop();
             break StopReason::Answered;
         }
-        tool_calls += answered;
+        tool_calls += ran;
         if tool_calls >= limits.max_tool_calls {
             break StopReason::MaxToolCalls;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break StopReason::MaxTime;
         }
     };
     Ok(RunOutput {
@@ -190,7 +245,7 @@ pub async fn run(
         stop,
         turns,
         tool_calls,
-        stats: out_stats,
+        stats,
     })
 }
 

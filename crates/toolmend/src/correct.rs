@@ -83,6 +83,18 @@ impl fmt::Debug for dyn Corrector {
     }
 }
 
+impl<T: Corrector + ?Sized> Corrector for std::sync::Arc<T> {
+    fn is_enabled(&self) -> bool {
+        (**self).is_enabled()
+    }
+    fn correct<'a>(
+        &'a self,
+        request: CorrectionRequest<'a>,
+    ) -> BoxFuture<'a, Result<Correction, CorrectError>> {
+        (**self).correct(request)
+    }
+}
+
 /// The default: no correction.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoCorrector;

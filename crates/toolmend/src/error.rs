@@ -12,6 +12,11 @@ pub enum Error {
         /// What the schema compiler said.
         reason: String,
     },
+    /// A tool name providers refuse (OpenAI: `^[a-zA-Z0-9_-]{1,64}$`).
+    #[error(
+        "tool name `{0}` is not accepted by providers: use 1 to 64 letters, digits, `_` or `-`"
+    )]
+    InvalidToolName(String),
     /// Two tools with the same name were registered.
     #[error("tool `{0}` is defined twice; tool names must be unique")]
     DuplicateTool(String),

@@ -81,6 +81,18 @@ fix_kinds! {
     ConcatenatedCallsSplit = "concatenated_calls_split", Unsafe;
     /// Empty argument text (some servers send `""` for a call without arguments) read as `{}`.
     EmptyArgumentsAsObject = "empty_arguments_as_object", Safe;
+    /// A corrector rewrote the arguments (the detail holds both versions).
+    ArgumentsCorrected = "arguments_corrected", Unsafe;
+    /// The unresolved-call hook supplied the arguments (the detail holds both versions).
+    ArgumentsSalvaged = "arguments_salvaged", Unsafe;
+    /// A function name outside OpenAI's `^[a-zA-Z0-9_-]{1,64}$` was made to fit (the next
+    /// request would be refused otherwise).
+    FunctionNameSanitized = "function_name_sanitized", Safe;
+    /// An empty tool result was given a placeholder text (Anthropic and Bedrock refuse empty results).
+    EmptyResultFilled = "empty_result_filled", Safe;
+    /// Calls written into the assistant's text were moved into `tool_calls`; the text keeps
+    /// the prose before them.
+    CallsMovedFromText = "calls_moved_from_text", Safe;
 
     // ---- syntax: broken JSON text ----
     /// Strings or keys in single quotes.

@@ -50,6 +50,15 @@ impl fmt::Debug for dyn Guard {
     }
 }
 
+impl<T: Guard + ?Sized> Guard for std::sync::Arc<T> {
+    fn is_enabled(&self) -> bool {
+        (**self).is_enabled()
+    }
+    fn check<'a>(&'a self, calls: &'a [GuardRequest<'a>]) -> BoxFuture<'a, Vec<Verdict>> {
+        (**self).check(calls)
+    }
+}
+
 /// The default: every call may run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoGuard;

@@ -151,8 +151,7 @@ pub(crate) struct Ids {
     used: HashSet<String>,
 }
 
-/// OpenAI rejects longer tool-call ids.
-const MAX_ID_LEN: usize = 40;
+use crate::history::MAX_ID_LEN;
 
 impl Ids {
     pub fn insert(&mut self, id: &str) -> bool {

@@ -40,7 +40,7 @@ mod tool;
 
 use std::{
     collections::{HashMap, HashSet},
-    panic::AssertUnwindSafe,
+    panic::{AssertUnwindSafe, catch_unwind},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -60,11 +60,11 @@ pub use tool::{
     BoxFuture, CallContext, FnTool, Registry, Tool, ToolError, ToolOptions, ToolOutput, tool_fn,
 };
 #[cfg(feature = "typed")]
-pub use tool::{TypedTool, typed_tool};
+pub use tool::{TypedTool, typed_tool, typed_tool_with_context};
 
 use crate::{
-    IssueKind, MendOptions,
-    correct::{Correction, CorrectionRequest, Corrector, NoCorrector},
+    Fix, FixKind, IssueKind, MendOptions,
+    correct::{CorrectError, Correction, CorrectionRequest, Corrector, NoCorrector},
     feedback,
     guard::{Guard, GuardRequest, NoGuard, Verdict},
     history,
@@ -86,6 +86,7 @@ pub struct ToolNode {
     correct_missing_fields: bool,
     calls_in_text: bool,
     spawn_tools: bool,
+    stage_timeout: Duration,
     on_unresolved: OnUnresolved,
     on_tool_error: ToolErrorPolicy,
     corrector: Arc<dyn Corrector>,
@@ -144,8 +145,8 @@ impl ToolNodeBuilder {
 
     /// A corrector for invalid calls, tried up to `max_retries` times per call (at least 1).
     #[must_use]
-    pub fn corrector(mut self, corrector: Arc<dyn Corrector>, max_retries: u32) -> Self {
-        self.node.corrector = corrector;
+    pub fn corrector(mut self, corrector: impl Corrector + 'static, max_retries: u32) -> Self {
+        self.node.corrector = Arc::new(corrector);
         self.node.max_correction_retries = max_retries.max(1);
         self
     }
@@ -175,17 +176,25 @@ impl ToolNodeBuilder {
         self
     }
 
+    /// How long one correction attempt and one guard check may take (default 60 s). A
+    /// correction past it fails (transient); a guard past it refuses the calls.
+    #[must_use]
+    pub fn stage_timeout(mut self, timeout: Duration) -> Self {
+        self.node.stage_timeout = timeout;
+        self
+    }
+
     /// The guard valid calls pass before running (default: allow all).
     #[must_use]
-    pub fn guard(mut self, guard: Arc<dyn Guard>) -> Self {
-        self.node.guard = guard;
+    pub fn guard(mut self, guard: impl Guard + 'static) -> Self {
+        self.node.guard = Arc::new(guard);
         self
     }
 
     /// Adds a stats listener.
     #[must_use]
-    pub fn listener(mut self, listener: Arc<dyn Listener>) -> Self {
-        self.node.listeners.push(listener);
+    pub fn listener(mut self, listener: impl Listener + 'static) -> Self {
+        self.node.listeners.push(Arc::new(listener));
         self
     }
 
@@ -202,6 +211,12 @@ pub struct InvokeOptions {
     pub state: Option<Arc<Value>>,
     /// The session the calls belong to (for the guard).
     pub session: Option<String>,
+    /// Tool bodies must finish by then (their timeouts are cut to it); a call that does
+    /// not is answered with a timeout error, so the pairing holds.
+    pub deadline: Option<Instant>,
+    /// At most this many calls of the message may run (a run's remaining tool-call
+    /// budget); the calls past it are answered, not run (outcome `flooded`).
+    pub max_calls: Option<usize>,
 }
 
 /// Success or error, as LangChain's `ToolMessage.status`.
@@ -266,7 +281,9 @@ impl NodeOutput {
     }
 
     /// Writes the output into the history it came from: the sanitized assistant message
-    /// replaces the original, and the results follow the results it already had.
+    /// replaces the original, the results follow the results it already had, and a stray
+    /// result of an answered call further down is removed. Prefer this to appending
+    /// [`messages`](Self::messages): minted ids only join if the sanitized message is kept.
     pub fn apply_to(self, history: &mut Vec<Message>) {
         let at = self.assistant_index;
         if at >= history.len() {
@@ -276,6 +293,18 @@ impl NodeOutput {
         let mut end = at + 1;
         while end < history.len() && matches!(history[end], Message::Tool(_)) {
             end += 1;
+        }
+        // A result of one of these calls further down (after a user message) is out of
+        // place: the call is answered here now, so the stray one goes.
+        let answered: HashSet<&str> = self.results.iter().map(|r| r.call_id.as_str()).collect();
+        let mut i = end;
+        while i < history.len() {
+            if matches!(&history[i], Message::Tool(t) if answered.contains(t.tool_call_id.as_str()))
+            {
+                history.remove(i);
+            } else {
+                i += 1;
+            }
         }
         let results: Vec<Message> = self.results.iter().map(ToolResult::to_message).collect();
         history.splice(end..end, results);
@@ -294,6 +323,8 @@ struct Plan<'m> {
     arguments_text: Option<String>,
     /// Its place in the message's `tool_calls`.
     sent_index: usize,
+    /// One of several calls glued into one argument text.
+    split: bool,
     source: CallSource,
     mended: MendedCall,
     outcome: CallOutcome,
@@ -321,6 +352,7 @@ impl ToolNode {
                 correct_missing_fields: false,
                 calls_in_text: true,
                 spawn_tools: false,
+                stage_timeout: Duration::from_secs(60),
                 on_unresolved: OnUnresolved::Feedback,
                 on_tool_error: ToolErrorPolicy::All,
                 corrector: Arc::new(NoCorrector),
@@ -389,7 +421,29 @@ impl ToolNode {
         self.guard(&mut plans, opts).await;
         self.execute(&mut plans, opts).await?;
 
-        let sanitized = sanitize(assistant, &plans, from_text);
+        for p in &mut plans {
+            if p.call_id.is_some() && !history::is_valid_function_name(emitted_name(p)) {
+                let name = emitted_name(p).to_owned();
+                let fixed = history::sanitize_name(&name);
+                p.mended.fixes.push(Fix::on(
+                    FixKind::FunctionNameSanitized,
+                    "",
+                    format!("{name:?} -> {fixed:?}"),
+                ));
+            }
+            // Anthropic and Bedrock refuse an empty result, whoever wrote it.
+            if let Some(answer) = &mut p.answer
+                && history::is_blank(&answer.content)
+            {
+                answer.content = Content::Text(history::EMPTY_RESULT.to_owned());
+                p.mended.fixes.push(Fix::on(
+                    FixKind::EmptyResultFilled,
+                    "",
+                    history::EMPTY_RESULT,
+                ));
+            }
+        }
+        let (sanitized, message_fixes) = sanitize(assistant, &plans, from_text);
         let changed = &sanitized != assistant;
         let mut results = Vec::with_capacity(plans.len());
         let mut calls = Vec::with_capacity(plans.len());
@@ -423,11 +477,10 @@ impl ToolNode {
             node: self.name.clone(),
             calls,
             already_answered,
+            message_fixes,
             elapsed: started.elapsed(),
         };
-        for l in &self.listeners {
-            l.on_stats(&stats);
-        }
+        self.notify(&stats);
         Ok(NodeOutput {
             assistant_index: at,
             assistant: sanitized,
@@ -435,6 +488,15 @@ impl ToolNode {
             results,
             stats,
         })
+    }
+
+    /// Sends the stats to every listener; a panicking listener is skipped, not fatal.
+    fn notify(&self, stats: &NodeStats) {
+        for l in &self.listeners {
+            if catch_unwind(AssertUnwindSafe(|| l.on_stats(stats))).is_err() {
+                tracing::warn!(node = %self.name, "a stats listener panicked");
+            }
+        }
     }
 
     /// Extract and mend: one plan per call (glued calls split), ids settled.
@@ -458,9 +520,12 @@ impl ToolNode {
                 earlier.insert(&t.tool_call_id);
             }
         }
+        // Answered = a result directly after the message (where `apply_to` keeps results); a
+        // result further down (after a user message) is out of place: the call is answered
+        // anew and `apply_to` removes the stray result.
         let answered: HashSet<&str> = messages[at + 1..]
             .iter()
-            .filter_map(|m| match m {
+            .map_while(|m| match m {
                 Message::Tool(t) => Some(t.tool_call_id.as_str()),
                 _ => None,
             })
@@ -513,8 +578,10 @@ impl ToolNode {
                         in_message.insert(id, tc);
                         already_answered.push(id.to_owned());
                         continue;
-                    } else if earlier.contains(id) {
-                        // Used by an earlier turn: providers want ids unique in the history.
+                    } else if earlier.contains(id) || id.chars().nth(history::MAX_ID_LEN).is_some()
+                    {
+                        // Used by an earlier turn (providers want ids unique in the history),
+                        // or longer than OpenAI's 40 characters.
                         in_message.insert(id, tc);
                         (Some(mint(id)), Some(id.to_owned()))
                     } else {
@@ -531,6 +598,7 @@ impl ToolNode {
                 ctx,
             );
             let elapsed = t0.elapsed();
+            let split = mended.calls.len() > 1;
             for (j, mut mc) in mended.calls.into_iter().enumerate() {
                 let accept = self
                     .registry
@@ -546,6 +614,7 @@ impl ToolNode {
                     (Some(mint(base)), None, CallSource::Glued)
                 };
                 let mut plan = Plan::new(tc, k, id, orig, src, mc);
+                plan.split = split;
                 if j == 0 {
                     plan.timings.mend = elapsed;
                 }
@@ -594,6 +663,15 @@ impl ToolNode {
             // A failed correction leaves the call's own issues: the feedback is about the
             // call the model sent (and still sees), not about the corrector's attempts.
             if let Some((value, fixes)) = c.value {
+                p.mended.fixes.push(Fix::on(
+                    FixKind::ArgumentsCorrected,
+                    "",
+                    before_after(
+                        p.mended.arguments.as_ref(),
+                        &p.sent.function.arguments,
+                        &value,
+                    ),
+                ));
                 p.mended.arguments = Some(value);
                 p.mended.fixes.extend(fixes);
                 p.mended.outcome = Outcome::Repaired;
@@ -607,7 +685,12 @@ impl ToolNode {
             return false;
         }
         let issues = &p.mended.issues;
-        if issues.iter().any(|i| i.kind == IssueKind::UnknownTool) {
+        // An unknown tool has no schema to correct to; a cut-off call would have to be
+        // finished by the corrector, which invents what the model never sent.
+        if issues
+            .iter()
+            .any(|i| matches!(i.kind, IssueKind::UnknownTool | IssueKind::Truncated))
+        {
             return false;
         }
         let missing = issues.iter().any(|i| i.kind == IssueKind::MissingRequired);
@@ -643,7 +726,22 @@ impl ToolNode {
                 messages: history,
                 assistant_text,
             };
-            match self.corrector.correct(request).await {
+            let attempt = AssertUnwindSafe(self.corrector.correct(request)).catch_unwind();
+            let answer = match tokio::time::timeout(self.stage_timeout, attempt).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) => Err(CorrectError {
+                    message: "the corrector panicked".to_owned(),
+                    transient: false,
+                }),
+                Err(_) => Err(CorrectError {
+                    message: format!(
+                        "the corrector did not answer within {} s",
+                        self.stage_timeout.as_secs_f64()
+                    ),
+                    transient: true,
+                }),
+            };
+            match answer {
                 Ok(Correction {
                     arguments: Some(value),
                     usage,
@@ -704,7 +802,13 @@ impl ToolNode {
             let t0 = Instant::now();
             let default = feedback::render(&p.mended.tool, &p.mended.issues).text;
             let text = match &self.on_unresolved {
-                OnUnresolved::Hook(hook) => match hook(&p.unresolved(), history) {
+                OnUnresolved::Hook(hook) => match catch_unwind(AssertUnwindSafe(|| {
+                    hook(&p.unresolved(), history)
+                }))
+                .unwrap_or_else(|_| {
+                    tracing::warn!(tool = %p.mended.tool, "the unresolved-call hook panicked; default feedback given");
+                    Resolution::Default
+                }) {
                     Resolution::Salvage(value) => match self.salvage(p, value, ctx) {
                         Ok(()) => None,
                         Err(why) => {
@@ -748,6 +852,15 @@ impl ToolNode {
             let first = checked.issues.first().map_or("", |i| i.message.as_str());
             return Err(first.to_owned());
         }
+        p.mended.fixes.push(Fix::on(
+            FixKind::ArgumentsSalvaged,
+            "",
+            before_after(
+                p.mended.arguments.as_ref(),
+                &p.sent.function.arguments,
+                &checked.value,
+            ),
+        ));
         p.mended.arguments = Some(checked.value);
         p.mended.fixes.extend(checked.fixes);
         p.mended.outcome = Outcome::Repaired;
@@ -757,6 +870,17 @@ impl ToolNode {
 
     /// Guard: valid calls the guard refuses are answered with its reason.
     async fn guard(&self, plans: &mut [Plan<'_>], opts: &InvokeOptions) {
+        if let Some(budget) = opts.max_calls {
+            for p in plans.iter_mut().filter(|p| p.runnable()).skip(budget) {
+                let reason = "Not run: the tool-call budget of this run is used up. Answer \
+                              with what you have."
+                    .to_owned();
+                p.outcome = CallOutcome::Flooded;
+                p.note = Some(reason.clone());
+                p.answer = Some(ToolOutput::text(reason));
+                p.status = ResultStatus::Error;
+            }
+        }
         if !self.guard.is_enabled() {
             return;
         }
@@ -778,7 +902,25 @@ impl ToolNode {
                     }
                 })
                 .collect();
-            self.guard.check(&requests).await
+            // A guard that fails (panics) or does not answer in time refuses: a call is
+            // never run unchecked.
+            let checked = AssertUnwindSafe(self.guard.check(&requests)).catch_unwind();
+            match tokio::time::timeout(self.stage_timeout, checked).await {
+                Ok(Ok(verdicts)) => verdicts,
+                Ok(Err(_)) => vec![
+                    Verdict::Deny {
+                        reason: "the call was not run: the flood guard failed".to_owned()
+                    };
+                    requests.len()
+                ],
+                Err(_) => vec![
+                    Verdict::Deny {
+                        reason: "the call was not run: the flood guard did not answer in time"
+                            .to_owned()
+                    };
+                    requests.len()
+                ],
+            }
         };
         let share = t0.elapsed() / u32::try_from(runnable.len()).unwrap_or(u32::MAX);
         for (k, &i) in runnable.iter().enumerate() {
@@ -802,7 +944,7 @@ impl ToolNode {
         // Mended arguments are written out for the sanitized message now: the value
         // itself moves into the tool.
         for p in plans.iter_mut() {
-            let glued_feedback = p.source == CallSource::Glued;
+            let glued_feedback = p.split;
             let answered_as_valid = p.runnable() || p.outcome == CallOutcome::Flooded;
             if p.mended.outcome != Outcome::Valid && (answered_as_valid || glued_feedback) {
                 p.arguments_text = p.mended.arguments.as_ref().map(Value::to_string);
@@ -819,7 +961,11 @@ impl ToolNode {
                     tool: p.mended.tool.clone(),
                     state: opts.state.clone(),
                 };
-                let timeout = entry.options.timeout.or(self.default_timeout);
+                let mut timeout = entry.options.timeout.or(self.default_timeout);
+                if let Some(deadline) = opts.deadline {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    timeout = Some(timeout.map_or(left, |t| t.min(left)));
+                }
                 let args = p.mended.arguments.take().unwrap_or(Value::Null);
                 Some((i, Arc::clone(&entry.tool), timeout, args, ctx))
             })
@@ -836,27 +982,26 @@ impl ToolNode {
                 };
                 (i, result, t0.elapsed())
             });
-        let mut runs = runs.peekable();
-        let done: Vec<_> = match (runs.next(), runs.peek()) {
+        let mut runs: Vec<_> = runs.collect();
+        let done: Vec<_> = if runs.len() == 1 {
             // One call: no scheduling to do.
-            (Some(only), None) => vec![only.await],
-            (first, _) => {
-                stream::iter(first.into_iter().chain(runs))
-                    .buffered(self.max_concurrency)
-                    .collect()
-                    .await
+            let only = runs.pop();
+            match only {
+                Some(run) => vec![run.await],
+                None => Vec::new(),
             }
+        } else {
+            stream::iter(runs)
+                .buffered(self.max_concurrency)
+                .collect()
+                .await
         };
         let mut propagate = None;
         for (i, result, elapsed) in done {
             let p = &mut plans[i];
             p.timings.execute = elapsed;
             match result {
-                Ok(mut out) => {
-                    // Anthropic and Bedrock reject an empty tool result.
-                    if is_blank(&out.content) {
-                        out.content = Content::Text(history::EMPTY_RESULT.to_owned());
-                    }
+                Ok(out) => {
                     p.answer = Some(out);
                     p.status = ResultStatus::Success;
                 }
@@ -912,6 +1057,7 @@ impl<'m> Plan<'m> {
             original_id,
             sent,
             arguments_text: None,
+            split: false,
             sent_index,
             source,
             mended,
@@ -961,7 +1107,12 @@ impl<'m> Plan<'m> {
 }
 
 /// The assistant message as it should stay in the history.
-fn sanitize(original: &AssistantMessage, plans: &[Plan<'_>], from_text: bool) -> AssistantMessage {
+fn sanitize(
+    original: &AssistantMessage,
+    plans: &[Plan<'_>],
+    from_text: bool,
+) -> (AssistantMessage, Vec<Fix>) {
+    let mut fixes = Vec::new();
     let mut msg = AssistantMessage {
         content: original.content.clone(),
         name: original.name.clone(),
@@ -969,12 +1120,23 @@ fn sanitize(original: &AssistantMessage, plans: &[Plan<'_>], from_text: bool) ->
         extra: original.extra.clone(),
     };
     if let Some(Some(content)) = &original.content {
+        let stripped = extract::strip_content(content);
+        if stripped.is_some() {
+            fixes.push(Fix::on(
+                FixKind::ThinkingStripped,
+                "",
+                "reasoning removed from the message content",
+            ));
+        }
         if from_text {
-            let text = extract::strip_content(content)
-                .unwrap_or_else(|| content.clone())
-                .text();
+            let text = stripped.unwrap_or_else(|| content.clone()).text();
             msg.content = Some(extract::prose_before_calls(&text).map(Content::Text));
-        } else if let Some(stripped) = extract::strip_content(content) {
+            fixes.push(Fix::on(
+                FixKind::CallsMovedFromText,
+                "",
+                "the content keeps the prose before the first call",
+            ));
+        } else if let Some(stripped) = stripped {
             msg.content = Some(Some(stripped));
         }
     }
@@ -987,7 +1149,7 @@ fn sanitize(original: &AssistantMessage, plans: &[Plan<'_>], from_text: bool) ->
                 msg.content = Some(Some(Content::Text(String::new())));
             }
         }
-        return msg;
+        return (msg, fixes);
     }
     // Calls already answered keep their place; planned calls are rewritten.
     let mut calls = Vec::with_capacity(plans.len());
@@ -998,16 +1160,16 @@ fn sanitize(original: &AssistantMessage, plans: &[Plan<'_>], from_text: bool) ->
         // stays as sent (a glued part: its own reading, not the whole glued text).
         let mut tc = p.sent.clone();
         tc.id = Some(id.clone());
+        let name = emitted_name(p);
         if let Some(text) = &p.arguments_text {
-            if p.outcome != CallOutcome::Feedback {
-                tc.function.name.clone_from(&p.mended.tool);
-            }
             tc.function.arguments.clone_from(text);
         }
         // A name OpenAI's pattern rejects would fail the next request (HTTP 400) even
-        // though the call was answered with feedback.
-        if !history::is_valid_function_name(&tc.function.name) {
-            tc.function.name = history::sanitize_name(&tc.function.name);
+        // though the call was answered with feedback (recorded as a fix on the call).
+        if !history::is_valid_function_name(name) {
+            tc.function.name = history::sanitize_name(name);
+        } else if name != tc.function.name {
+            tc.function.name = name.to_owned();
         }
         calls.push(tc);
     };
@@ -1038,7 +1200,33 @@ fn sanitize(original: &AssistantMessage, plans: &[Plan<'_>], from_text: bool) ->
     } else {
         msg.tool_calls = Some(calls);
     }
-    msg
+    (msg, fixes)
+}
+
+/// Aborts a spawned tool task when dropped (finished tasks ignore it).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The name a call carries in the sanitized message: the registered name once mended
+/// arguments replace the model's (a glued part of another tool keeps its own), else the
+/// name the model sent.
+fn emitted_name<'p>(p: &'p Plan<'_>) -> &'p str {
+    if p.arguments_text.is_some() && (p.outcome != CallOutcome::Feedback || p.split) {
+        &p.mended.tool
+    } else {
+        &p.sent.function.name
+    }
+}
+
+/// "before -> after" for a fix that replaced the arguments wholesale.
+fn before_after(before: Option<&Value>, raw: &str, after: &Value) -> String {
+    let before = before.map_or_else(|| raw.to_owned(), Value::to_string);
+    format!("{before} -> {after}")
 }
 
 /// Runs a tool body inside the invoking task: no scheduling cost; a panic is caught.
@@ -1069,12 +1257,13 @@ async fn run_spawned(
     timeout: Option<Duration>,
 ) -> Result<ToolOutput, ToolError> {
     let handle = tokio::spawn(async move { tool.call(args, ctx).await });
-    let abort = handle.abort_handle();
+    // If the caller gives up (drops the invocation), the tool stops too.
+    let abort = AbortOnDrop(handle.abort_handle());
     let joined = match timeout {
         Some(limit) => match tokio::time::timeout(limit, handle).await {
             Ok(j) => j,
             Err(_) => {
-                abort.abort();
+                drop(abort);
                 return Err(ToolError::Timeout(limit));
             }
         },
@@ -1084,13 +1273,6 @@ async fn run_spawned(
         Ok(result) => result,
         Err(e) if e.is_panic() => Err(ToolError::Panicked(panic_text(&*e.into_panic()))),
         Err(e) => Err(ToolError::Failed(format!("the tool's task ended: {e}"))),
-    }
-}
-
-fn is_blank(content: &Content) -> bool {
-    match content {
-        Content::Text(t) => t.trim().is_empty(),
-        Content::Parts(parts) => parts.is_empty(),
     }
 }
 

@@ -142,6 +142,9 @@ pub struct NodeStats {
     /// Ids of calls already answered in the history (not run again).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub already_answered: Vec<String>,
+    /// Changes to the assistant message itself (reasoning removed, calls moved out of the text).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub message_fixes: Vec<Fix>,
     /// Wall time of the invocation.
     #[serde(serialize_with = "micros")]
     pub elapsed: Duration,
@@ -163,6 +166,12 @@ pub trait Listener: Send + Sync {
 impl fmt::Debug for dyn Listener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Listener")
+    }
+}
+
+impl<T: Listener + ?Sized> Listener for std::sync::Arc<T> {
+    fn on_stats(&self, stats: &NodeStats) {
+        (**self).on_stats(stats);
     }
 }
 

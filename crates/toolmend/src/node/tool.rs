@@ -215,7 +215,7 @@ where
 }
 
 #[cfg(feature = "typed")]
-pub use typed::{TypedTool, typed_tool};
+pub use typed::{TypedTool, typed_tool, typed_tool_with_context};
 
 #[cfg(feature = "typed")]
 mod typed {
@@ -263,7 +263,7 @@ mod typed {
         name: impl Into<String>,
         description: impl Into<String>,
         f: F,
-    ) -> TypedTool<A, F>
+    ) -> TypedTool<A, impl Fn(A, CallContext) -> Fut + Send + Sync>
     where
         A: DeserializeOwned + schemars::JsonSchema + Send,
         F: Fn(A) -> Fut + Send + Sync,
@@ -271,10 +271,28 @@ mod typed {
         O: Into<ToolOutput>,
         E: Into<ToolError>,
     {
+        typed_tool_with_context(name, description, move |args: A, _: CallContext| f(args))
+    }
+
+    /// [`typed_tool`] whose function also gets the [`CallContext`] (call id, caller state).
+    pub fn typed_tool_with_context<A, F, Fut, O, E>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        f: F,
+    ) -> TypedTool<A, F>
+    where
+        A: DeserializeOwned + schemars::JsonSchema + Send,
+        F: Fn(A, CallContext) -> Fut + Send + Sync,
+        Fut: Future<Output = Result<O, E>> + Send + 'static,
+        O: Into<ToolOutput>,
+        E: Into<ToolError>,
+    {
         let mut parameters = schemars::schema_for!(A).to_value();
         if let Some(obj) = parameters.as_object_mut() {
-            // The model does not need the meta-schema or the Rust type's name.
+            // The model does not need the meta-schema or the Rust type's name
+            // (`CompiledTool` reads a schema without `$schema` as 2020-12, schemars' draft).
             obj.remove("title");
+            obj.remove("$schema");
         }
         TypedTool {
             name: name.into(),
@@ -288,7 +306,7 @@ mod typed {
     impl<A, F, Fut, O, E> Tool for TypedTool<A, F>
     where
         A: DeserializeOwned + Send,
-        F: Fn(A) -> Fut + Send + Sync,
+        F: Fn(A, CallContext) -> Fut + Send + Sync,
         Fut: Future<Output = Result<O, E>> + Send + 'static,
         O: Into<ToolOutput>,
         E: Into<ToolError>,
@@ -305,11 +323,11 @@ mod typed {
         fn call<'a>(
             &'a self,
             arguments: Value,
-            _ctx: CallContext,
+            ctx: CallContext,
         ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
             match serde_json::from_value::<A>(arguments) {
                 Ok(args) => {
-                    let fut = (self.f)(args);
+                    let fut = (self.f)(args, ctx);
                     Box::pin(async move { fut.await.map(Into::into).map_err(Into::into) })
                 }
                 Err(e) => Box::pin(std::future::ready(Err(ToolError::Arguments(e.to_string())))),
@@ -406,6 +424,9 @@ impl Registry {
         options: ToolOptions,
     ) -> Result<&mut Self, Error> {
         let name = tool.name().to_owned();
+        if !crate::history::is_valid_function_name(&name) {
+            return Err(Error::InvalidToolName(name));
+        }
         if self.by_name.contains_key(&name) {
             return Err(Error::DuplicateTool(name));
         }

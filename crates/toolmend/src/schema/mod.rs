@@ -370,7 +370,18 @@ impl CompiledTool {
     fn run_validators(&self, arguments: &Value, ctx: &ValidationContext<'_>) -> Vec<Issue> {
         let mut out = Vec::new();
         for v in &self.validators {
-            out.extend(v.validate(arguments, ctx));
+            // A panicking rule is a bug in the rule, not a reason to lose the call: it
+            // rejects the call with an issue saying so (never runs it unchecked).
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                v.validate(arguments, ctx)
+            })) {
+                Ok(issues) => out.extend(issues),
+                Err(_) => out.push(Issue::new(
+                    crate::IssueKind::Custom,
+                    "",
+                    "a custom validator of this tool failed (it panicked); the call was not run",
+                )),
+            }
         }
         crate::issue::sort_issues(&mut out);
         out

@@ -750,7 +750,7 @@ async fn custom_validators_see_phase_history_and_state() {
     let state = json!({"banned": "Atlantis"});
     let opts = InvokeOptions {
         state: Some(Arc::new(state.clone())),
-        session: None,
+        ..InvokeOptions::default()
     };
     let out = node.invoke_with(&messages, &opts).await.unwrap();
     assert_eq!(runs(&n), 1);
@@ -783,7 +783,7 @@ async fn custom_validators_see_phase_history_and_state() {
 
 fn scripted_node(corrector: &Arc<Scripted>, n: &Arc<AtomicUsize>) -> ToolNode {
     ToolNode::builder(tools(n))
-        .corrector(Arc::clone(corrector) as _, 2)
+        .corrector(Arc::clone(corrector), 2)
         .build()
 }
 
@@ -795,8 +795,8 @@ async fn a_corrector_fixes_invalid_calls() {
     let collector = Arc::new(StatsCollector::new());
     let n = counter();
     let node = ToolNode::builder(tools(&n))
-        .corrector(Arc::clone(&corrector) as _, 2)
-        .listener(Arc::clone(&collector) as _)
+        .corrector(Arc::clone(&corrector), 2)
+        .listener(Arc::clone(&collector))
         .build();
     let messages = vec![
         user("weather for 3 days in Paris"),
@@ -879,7 +879,7 @@ async fn missing_values_are_not_invented_by_the_corrector() {
     // Opted in.
     let corrector = Arc::new(Scripted::new().answer("get_weather", fixed()));
     let out = ToolNode::builder(tools(&n))
-        .corrector(Arc::clone(&corrector) as _, 2)
+        .corrector(Arc::clone(&corrector), 2)
         .correct_missing_fields(true)
         .build()
         .invoke(&messages)
@@ -973,8 +973,8 @@ async fn a_guard_refuses_calls_with_its_reason() {
         call("c3", "get_time", r#"{"zone": "CET"}"#),
     ])];
     let opts = InvokeOptions {
-        state: None,
         session: Some("s1".to_owned()),
+        ..InvokeOptions::default()
     };
     let out = node.invoke_with(&messages, &opts).await.unwrap();
     let r = result(&out, "c2");
@@ -1312,7 +1312,7 @@ async fn every_listener_gets_one_event_per_invocation() {
         .name("weather_tools")
         .listener(Arc::new(closure))
         .listener(Arc::new(tx))
-        .listener(Arc::clone(&collector) as _)
+        .listener(Arc::clone(&collector))
         .build();
 
     let first = vec![assistant(vec![
@@ -1595,4 +1595,20 @@ async fn spawned_tools_catch_panics_and_time_out_even_when_blocking() {
         );
     }
     assert_eq!(sanitized_ids(&out), ["c0", "c1", "c2", "c3", "c4", "c5"]);
+}
+
+/// The node and the loop run inside spawned tasks (axum handlers, tokio::spawn).
+#[test]
+fn invoke_and_run_futures_are_send() {
+    fn send<T: Send>(_: &T) {}
+    let node = ToolNode::builder(Registry::new()).build();
+    let messages: Vec<Message> = Vec::new();
+    send(&node.invoke(&messages));
+    let model = toolmend::agent::ScriptedModel::new();
+    send(&toolmend::agent::run(
+        &model,
+        &node,
+        Vec::new(),
+        &toolmend::agent::Limits::default(),
+    ));
 }
