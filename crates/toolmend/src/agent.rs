@@ -178,7 +178,7 @@ pub async fn run(
             None => None,
         };
         let mut request = match limits.history_budget {
-            Some(budget) => history::trim(messages.clone(), budget, &*limits.counter).messages,
+            Some(budget) => history::trim_ref(&messages, budget, &*limits.counter).messages,
             None => messages.clone(),
         };
         if let Some(policy) = &limits.sanitize {

@@ -51,7 +51,7 @@ pub use sanitize::{
 #[cfg(feature = "tiktoken")]
 pub use tokens::Tiktoken;
 pub use tokens::{ByteEstimate, MESSAGE_OVERHEAD, TokenCounter};
-pub use trim::{Budget, Trimmed, trim};
+pub use trim::{Budget, Trimmed, trim, trim_ref};
 
 use crate::protocol::{Content, ToolCall};
 

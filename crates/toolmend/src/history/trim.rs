@@ -66,10 +66,53 @@ struct Unit {
 /// first unit that did not fit) are counted, each once.
 pub fn trim(messages: Vec<Message>, budget: Budget, counter: &dyn TokenCounter) -> Trimmed {
     let n = messages.len();
+    let (tail, first_user, total) = cut(&messages, budget, counter);
+    let kept: Vec<Message> = messages
+        .into_iter()
+        .enumerate()
+        .filter(|(i, m)| *i >= tail || is_pinned(*i, m, first_user))
+        .map(|(_, m)| m)
+        .collect();
+    Trimmed {
+        dropped: n - kept.len(),
+        messages: kept,
+        size: total,
+        over_budget: total > budget.limit(),
+    }
+}
+
+/// [`trim`] on a borrowed history: only the kept messages are cloned (an agent loop
+/// keeps its full history and sends a trimmed copy).
+pub fn trim_ref(messages: &[Message], budget: Budget, counter: &dyn TokenCounter) -> Trimmed {
+    let (tail, first_user, total) = cut(messages, budget, counter);
+    let kept: Vec<Message> = messages
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| *i >= tail || is_pinned(*i, m, first_user))
+        .map(|(_, m)| m.clone())
+        .collect();
+    Trimmed {
+        dropped: messages.len() - kept.len(),
+        messages: kept,
+        size: total,
+        over_budget: total > budget.limit(),
+    }
+}
+
+/// System and developer messages, and the first user message, are always kept.
+fn is_pinned(i: usize, m: &Message, first_user: Option<usize>) -> bool {
+    matches!(m, Message::System(_) | Message::Developer(_)) || Some(i) == first_user
+}
+
+/// Where the kept tail starts, the first user message, and the kept size.
+fn cut(
+    messages: &[Message],
+    budget: Budget,
+    counter: &dyn TokenCounter,
+) -> (usize, Option<usize>, usize) {
+    let n = messages.len();
     let first_user = messages.iter().position(|m| matches!(m, Message::User(_)));
-    let pinned = |i: usize, m: &Message| {
-        matches!(m, Message::System(_) | Message::Developer(_)) || Some(i) == first_user
-    };
+    let pinned = |i: usize, m: &Message| is_pinned(i, m, first_user);
     let size = |m: &Message| match budget {
         Budget::Messages(_) => 1,
         Budget::Tokens(_) => counter.count_message(m),
@@ -118,16 +161,5 @@ pub fn trim(messages: Vec<Message>, budget: Budget, counter: &dyn TokenCounter) 
     }
 
     let tail = units.get(from).map_or(n, |u| u.start);
-    let kept: Vec<Message> = messages
-        .into_iter()
-        .enumerate()
-        .filter(|(i, m)| *i >= tail || pinned(*i, m))
-        .map(|(_, m)| m)
-        .collect();
-    Trimmed {
-        dropped: n - kept.len(),
-        messages: kept,
-        size: total,
-        over_budget: total > limit,
-    }
+    (tail, first_user, total)
 }

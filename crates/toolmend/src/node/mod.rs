@@ -508,18 +508,35 @@ impl ToolNode {
         source: CallSource,
         ctx: &ValidationContext<'_>,
     ) -> (Vec<Plan<'m>>, Vec<String>) {
-        // Ids of earlier turns: a call reusing one gets a new id.
-        let mut earlier: HashSet<&str> = HashSet::new();
-        for m in &messages[..at] {
-            for tc in m.tool_calls() {
-                if let Some(id) = &tc.id {
-                    earlier.insert(id);
-                }
+        // This message's ids that an earlier turn used: a call reusing one gets a new id.
+        // The history is long and the message short, so look the history's ids up among
+        // the message's, not the other way round (no hashing of every id of the history).
+        let own: Vec<&str> = calls.iter().filter_map(|tc| tc.id.as_deref()).collect();
+        let own_set: HashSet<&str> = if own.len() > 8 {
+            own.iter().copied().collect()
+        } else {
+            HashSet::new()
+        };
+        let is_own = |id: &str| {
+            if own.len() > 8 {
+                own_set.contains(id)
+            } else {
+                own.contains(&id)
             }
-            if let Message::Tool(t) = m {
-                earlier.insert(&t.tool_call_id);
-            }
-        }
+        };
+        let history_ids = || {
+            messages[..at].iter().flat_map(|m| {
+                let result = match m {
+                    Message::Tool(t) => Some(t.tool_call_id.as_str()),
+                    _ => None,
+                };
+                m.tool_calls()
+                    .iter()
+                    .filter_map(|tc| tc.id.as_deref())
+                    .chain(result)
+            })
+        };
+        let earlier: HashSet<&str> = history_ids().filter(|id| is_own(id)).collect();
         // Answered = a result directly after the message (where `apply_to` keeps results); a
         // result further down (after a user message) is out of place: the call is answered
         // anew and `apply_to` removes the stray result.
@@ -537,8 +554,10 @@ impl ToolNode {
             minted
                 .get_or_insert_with(|| {
                     let mut ids = Ids::default();
-                    let own = calls.iter().filter_map(|tc| tc.id.as_deref());
-                    for id in earlier.iter().chain(answered.iter()).copied().chain(own) {
+                    for id in history_ids()
+                        .chain(answered.iter().copied())
+                        .chain(own.iter().copied())
+                    {
                         ids.insert(id);
                     }
                     ids
@@ -726,7 +745,10 @@ impl ToolNode {
                 messages: history,
                 assistant_text,
             };
-            let attempt = AssertUnwindSafe(self.corrector.correct(request)).catch_unwind();
+            // Called inside the future, so that a panic before the corrector's first await
+            // is caught too.
+            let attempt =
+                AssertUnwindSafe(async { self.corrector.correct(request).await }).catch_unwind();
             let answer = match tokio::time::timeout(self.stage_timeout, attempt).await {
                 Ok(Ok(answer)) => answer,
                 Ok(Err(_)) => Err(CorrectError {
@@ -902,9 +924,10 @@ impl ToolNode {
                     }
                 })
                 .collect();
-            // A guard that fails (panics) or does not answer in time refuses: a call is
-            // never run unchecked.
-            let checked = AssertUnwindSafe(self.guard.check(&requests)).catch_unwind();
+            // A guard that fails (panics, even before its first await: it is called inside
+            // the future) or does not answer in time refuses: a call is never run unchecked.
+            let checked =
+                AssertUnwindSafe(async { self.guard.check(&requests).await }).catch_unwind();
             match tokio::time::timeout(self.stage_timeout, checked).await {
                 Ok(Ok(verdicts)) => verdicts,
                 Ok(Err(_)) => vec![
@@ -1186,8 +1209,19 @@ fn sanitize(
                 emit(p, &mut calls);
             }
             if !planned {
-                // Already answered in the history: it stays as it is.
-                calls.push(tc.clone());
+                // Already answered in the history: it stays as it is, but for a name
+                // providers refuse (the next request would fail on it all the same).
+                let mut tc = tc.clone();
+                if !history::is_valid_function_name(&tc.function.name) {
+                    let fixed = history::sanitize_name(&tc.function.name);
+                    fixes.push(Fix::on(
+                        FixKind::FunctionNameSanitized,
+                        "",
+                        format!("{:?} -> {fixed:?}", tc.function.name),
+                    ));
+                    tc.function.name = fixed;
+                }
+                calls.push(tc);
             }
         }
     }

@@ -8,9 +8,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolmend::{
-    agent::{Limits, ScriptedModel, StopReason, Strictness, run},
+    FixKind,
+    agent::{Limits, RunFailure, ScriptedModel, StopReason, Strictness, run},
     history::{self, Budget, SanitizePolicy, ViolationKind},
-    node::{CallOutcome, Registry, ToolError, ToolNode, ToolOptions, ToolOutput, tool_fn},
+    node::{
+        CallOutcome, CallStats, NodeError, Registry, ToolError, ToolErrorPolicy, ToolNode,
+        ToolOptions, ToolOutput, tool_fn,
+    },
     protocol::{AssistantMessage, Content, Message, ToolCall},
 };
 
@@ -38,6 +42,11 @@ fn answer(text: &str) -> AssistantMessage {
 }
 
 fn node(runs: Arc<AtomicUsize>) -> ToolNode {
+    ToolNode::builder(registry(runs)).build()
+}
+
+/// `get_weather`, `add` and `search`, counting their runs.
+fn registry(runs: Arc<AtomicUsize>) -> Registry {
     let mut tools = Registry::new();
     let r = Arc::clone(&runs);
     tools
@@ -87,7 +96,7 @@ fn node(runs: Arc<AtomicUsize>) -> ToolNode {
             ToolOptions::default().accept_truncated(),
         )
         .unwrap();
-    ToolNode::builder(tools).build()
+    tools
 }
 
 #[tokio::test]
@@ -206,7 +215,7 @@ impl Rng {
 /// One malformed-or-not call, as open models send them.
 fn random_call(rng: &mut Rng, turn: usize, k: usize) -> ToolCall {
     let city = ["Paris", "Rome", "Oslo"][rng.below(3) as usize];
-    let (name, args) = match rng.below(14) {
+    let (name, args) = match rng.below(16) {
         0 => ("get_weather", format!(r#"{{"city": "{city}"}}"#)),
         1 => (
             "get_weather",
@@ -229,13 +238,18 @@ fn random_call(rng: &mut Rng, turn: usize, k: usize) -> ToolCall {
         10 => ("search", "not json at all".to_owned()),
         11 => ("Get-Weather", format!(r#"{{"city": "{city}"}}"#)),
         12 => ("delete_everything", "{}".to_owned()),
+        13 => ("multi_tool_use.parallel", "{}".to_owned()),
+        14 => ("noop", "{}".to_owned()), // answers ""
         _ => ("search", r#"{"query": "toolmend"}"#.to_owned()),
     };
-    let id = match rng.below(10) {
+    let id = match rng.below(12) {
         0 => None,
         1 => Some(String::new()),
         2 => Some("call_0".to_owned()), // servers that number calls per turn
         3 => Some(format!("dup_{turn}")),
+        // Over OpenAI's 40 characters: the same one every turn, and one per call.
+        4 => Some(format!("toolu_{}", "0123456789".repeat(4))),
+        5 => Some(format!("call_{turn}_{k}_{}", "x".repeat(40))),
         _ => Some(format!("call_{turn}_{k}")),
     };
     let mut tc = ToolCall::new("", name, args);
@@ -284,7 +298,16 @@ async fn a_thousand_random_turns_never_send_a_broken_history() {
                 let turn = m.len();
                 random_reply(&mut rng.lock().unwrap(), turn)
             });
-        let node = node(Arc::new(AtomicUsize::new(0)));
+        let mut tools = registry(Arc::new(AtomicUsize::new(0)));
+        tools
+            .add(tool_fn(
+                "noop",
+                "Returns nothing.",
+                json!({"type": "object"}),
+                |_, _| async move { Ok::<_, ToolError>("") },
+            ))
+            .unwrap();
+        let node = ToolNode::builder(tools).build();
         let limits = Limits {
             max_turns: turns,
             max_tool_calls: usize::MAX,
@@ -327,6 +350,19 @@ async fn a_thousand_random_turns_never_send_a_broken_history() {
             .filter(|c| c.original_id.is_some())
             .count();
         assert!(minted > 0, "seed {seed}: no duplicate id was re-minted");
+        let calls: Vec<&CallStats> = out.stats.iter().flat_map(|s| &s.calls).collect();
+        assert!(
+            calls
+                .iter()
+                .any(|c| c.original_id.as_ref().is_some_and(|id| id.len() > 40)),
+            "seed {seed}: no id over 40 characters"
+        );
+        for kind in [FixKind::EmptyResultFilled, FixKind::FunctionNameSanitized] {
+            assert!(
+                calls.iter().any(|c| c.fixes.iter().any(|f| f.kind == kind)),
+                "seed {seed}: no {kind:?}"
+            );
+        }
     }
 }
 
@@ -360,4 +396,150 @@ async fn a_name_providers_refuse_is_sanitized_and_an_empty_result_filled() {
         .filter(|v| Strictness::OpenAi.refuses(v.kind))
         .collect();
     assert!(strict.is_empty(), "{strict:#?}");
+}
+
+#[tokio::test]
+async fn a_failed_run_keeps_the_run_so_far() {
+    let start = vec![system("be brief"), user("sum twice")];
+    let first = calls(vec![ToolCall::new("c1", "add", r#"{"a": 1, "b": 2}"#)]);
+
+    // The model fails on turn 2 (its script is exhausted).
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new().reply(first.clone());
+    let err = run(
+        &model,
+        &node(Arc::clone(&runs)),
+        start.clone(),
+        &Limits::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err.cause, RunFailure::Model(e) if e.status == Some(500)),
+        "{err}"
+    );
+    let out = &err.output;
+    assert_eq!((out.turns, out.tool_calls, out.stats.len()), (1, 1, 1));
+    assert_eq!(out.messages.len(), start.len() + 2);
+    assert!(matches!(&out.messages[3], Message::Tool(t) if t.content.text() == "3"));
+    assert_eq!(history::check(&out.messages), []);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // A tool failure the node propagates on turn 2: the failed turn is not kept.
+    let mut tools = registry(Arc::clone(&runs));
+    tools
+        .add(tool_fn(
+            "fail",
+            "Fails.",
+            json!({"type": "object"}),
+            |_, _| async { Err::<String, _>(ToolError::failed("boom")) },
+        ))
+        .unwrap();
+    let node = ToolNode::builder(tools)
+        .tool_errors(ToolErrorPolicy::Propagate)
+        .build();
+    let model = ScriptedModel::new()
+        .reply(first)
+        .reply(calls(vec![ToolCall::new("c2", "fail", "{}")]))
+        .reply(answer("never asked"));
+    let err = run(&model, &node, start.clone(), &Limits::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err.cause, RunFailure::Node(NodeError::Tool { call_id, .. }) if call_id == "c2"),
+        "{err}"
+    );
+    let out = &err.output;
+    assert_eq!((out.turns, out.tool_calls, out.stats.len()), (1, 1, 1));
+    assert_eq!(out.messages.len(), start.len() + 2, "{:#?}", out.messages);
+    assert!(
+        !out.messages
+            .iter()
+            .any(|m| m.tool_calls().iter().any(|c| c.id.as_deref() == Some("c2")))
+    );
+    assert_eq!(history::check(&out.messages), []);
+}
+
+#[tokio::test]
+async fn max_time_holds_while_a_tool_runs() {
+    let mut tools = Registry::new();
+    tools
+        .add(tool_fn(
+            "sleepy",
+            "Sleeps.",
+            json!({"type": "object"}),
+            |_, _| async {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                Ok::<_, ToolError>("rested")
+            },
+        ))
+        .unwrap();
+    let node = ToolNode::builder(tools).build();
+    let model = ScriptedModel::new()
+        .reply(calls(vec![ToolCall::new("c1", "sleepy", "{}")]))
+        .otherwise(|_: &[Message]| answer("done"));
+    let limits = Limits {
+        max_time: Some(Duration::from_millis(100)),
+        ..Limits::default()
+    };
+    let started = std::time::Instant::now();
+    let out = run(&model, &node, vec![user("sleep")], &limits)
+        .await
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_millis(800), "{elapsed:?}");
+    assert_eq!(out.stop, StopReason::MaxTime);
+    assert_eq!(out.turns, 1);
+    let Some(Message::Tool(t)) = out.messages.last() else {
+        panic!("{:#?}", out.messages)
+    };
+    assert_eq!(t.tool_call_id, "c1");
+    assert!(
+        t.content.text().contains("did not finish"),
+        "{}",
+        t.content.text()
+    );
+    assert!(out.stats[0].calls[0].tool_error);
+    assert_eq!(history::check(&out.messages), []);
+}
+
+#[tokio::test]
+async fn max_tool_calls_holds_inside_a_turn() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let node = node(Arc::clone(&runs));
+    let five = (0..5)
+        .map(|i| ToolCall::new(format!("c{i}"), "add", r#"{"a": 1, "b": 2}"#))
+        .collect();
+    let model = ScriptedModel::new()
+        .reply(calls(five))
+        .otherwise(|_: &[Message]| answer("done"));
+    let limits = Limits {
+        max_tool_calls: 2,
+        ..Limits::default()
+    };
+    let out = run(&model, &node, vec![user("add five times")], &limits)
+        .await
+        .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        (out.stop, out.tool_calls, out.turns),
+        (StopReason::MaxToolCalls, 2, 1)
+    );
+    let outcomes: Vec<CallOutcome> = out.stats[0].calls.iter().map(|c| c.outcome).collect();
+    use CallOutcome::{Executed as X, Flooded as F};
+    assert_eq!(outcomes, [X, X, F, F, F]);
+    let results: Vec<String> = out
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool(t) => Some(t.content.text()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 5);
+    assert_eq!(results[..2], ["3", "3"]);
+    for r in &results[2..] {
+        assert!(r.contains("budget"), "{r}");
+    }
+    assert_eq!(history::check(&out.messages), []);
 }

@@ -4,7 +4,7 @@ use std::{
     collections::{HashMap, HashSet},
     sync::{
         Arc, Mutex,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         mpsc,
     },
     time::{Duration, Instant},
@@ -14,13 +14,15 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use toolmend::{
     Error, FixKind, Issue, IssueKind,
-    correct::{CorrectError, Scripted, Usage},
+    correct::{CorrectError, Correction, CorrectionRequest, Corrector, Scripted, Usage},
     feedback,
     guard::{Guard, GuardRequest, Verdict},
+    history::{self, ViolationKind},
     node::{
-        BoxFuture, CallOutcome, CallSource, InvokeOptions, NodeError, NodeOutput, NodeStats,
-        OnUnresolved, Registry, Resolution, ResultStatus, StatsCollector, TOOL_ERROR_TEMPLATE,
-        Tool, ToolError, ToolErrorPolicy, ToolNode, ToolOptions, ToolResult, tool_fn, typed_tool,
+        BoxFuture, CallContext, CallOutcome, CallSource, CallStats, InvokeOptions, NodeError,
+        NodeOutput, NodeStats, OnUnresolved, Registry, Resolution, ResultStatus, StatsCollector,
+        TOOL_ERROR_TEMPLATE, Tool, ToolError, ToolErrorPolicy, ToolNode, ToolOptions, ToolOutput,
+        ToolResult, tool_fn, typed_tool, typed_tool_with_context,
     },
     protocol::{AssistantMessage, Content, Message, TextMessage, ToolCall, ToolMessage},
     schema::{Phase, ValidationContext},
@@ -1382,13 +1384,24 @@ fn arb_id() -> impl Strategy<Value = Option<String>> {
         Some("b"),
         Some("old"),
         Some("call_tm_2"),
+        // Over OpenAI's 40 characters; the two share their first 40.
+        Some("call_0123456789012345678901234567890123456789_a"),
+        Some("call_0123456789012345678901234567890123456789_b"),
     ])
     .prop_map(|id| id.map(str::to_owned))
 }
 
 fn arb_name() -> impl Strategy<Value = String> {
-    prop::sample::select(vec!["get_weather", "get_time", "GetWeather", "nope", ""])
-        .prop_map(str::to_owned)
+    prop::sample::select(vec![
+        "get_weather",
+        "get_time",
+        "GetWeather",
+        "nope",
+        "",
+        "multi_tool_use.parallel",
+        "functions.get_time",
+    ])
+    .prop_map(str::to_owned)
 }
 
 fn arb_arguments() -> impl Strategy<Value = String> {
@@ -1454,9 +1467,12 @@ fn conversation(
     }
     let mut answers = Vec::new();
     for (tc, &a) in calls.iter().zip(answered) {
+        // A result already given for an id over 40 characters is the history's problem
+        // (`history::sanitize`), not the node's: its result cannot be renamed.
         if let Some(id) = tc.id.as_deref()
             && a
             && !id.trim().is_empty()
+            && id.chars().count() <= 40
             && !earlier.iter().any(|e| e == id)
             && !answers.contains(&id.to_owned())
         {
@@ -1534,6 +1550,8 @@ proptest! {
 
         let history = applied(&messages, out);
         prop_assert_eq!(pairing_problem(&history), None, "{:#?}", history);
+        // Every rule providers enforce holds, but feedback calls keep the model's text.
+        prop_assert_eq!(violations(&history), [], "{:#?}", history);
     }
 }
 
@@ -1611,4 +1629,672 @@ fn invoke_and_run_futures_are_send() {
         Vec::new(),
         &toolmend::agent::Limits::default(),
     ));
+}
+
+// ---- 20. regressions from the review ----
+
+/// History rules broken by `history`, except the feedback calls' own argument text.
+fn violations(history: &[Message]) -> Vec<ViolationKind> {
+    history::check(history)
+        .into_iter()
+        .map(|v| v.kind)
+        .filter(|&k| k != ViolationKind::ArgumentsNotObject)
+        .collect()
+}
+
+fn has_fix(c: &CallStats, kind: FixKind) -> bool {
+    c.fixes.iter().any(|f| f.kind == kind)
+}
+
+fn stats_of<'a>(out: &'a NodeOutput, id: &str) -> &'a CallStats {
+    out.stats
+        .calls
+        .iter()
+        .find(|c| c.call_id.as_deref() == Some(id))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn invoke_and_run_futures_can_be_spawned() {
+    let n = counter();
+    let node = Arc::new(ToolNode::builder(tools(&n)).build());
+    let messages = vec![assistant(vec![call(
+        "c1",
+        "get_weather",
+        r#"{"city": "Paris"}"#,
+    )])];
+    let out = {
+        let node = Arc::clone(&node);
+        tokio::spawn(async move { node.invoke(&messages).await })
+    }
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(text(&out, "c1"), "sunny in Paris");
+
+    let model = toolmend::agent::ScriptedModel::new()
+        .reply(AssistantMessage {
+            content: Some(None),
+            tool_calls: Some(vec![call("c1", "get_time", r#"{"zone": "CET"}"#)]),
+            ..Default::default()
+        })
+        .reply(AssistantMessage {
+            content: Some(Some("Noon.".into())),
+            ..Default::default()
+        });
+    let run = tokio::spawn(async move {
+        toolmend::agent::run(
+            &model,
+            &node,
+            vec![user("time?")],
+            &toolmend::agent::Limits::default(),
+        )
+        .await
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!((run.turns, run.tool_calls), (2, 1));
+    assert_eq!(runs(&n), 2);
+}
+
+#[tokio::test]
+async fn a_truncated_call_never_goes_to_the_corrector() {
+    // The corrector would finish the call; it must not be asked to invent the rest.
+    let corrector =
+        Arc::new(Scripted::new().answer("get_weather", Ok(Some(json!({"city": "Paris"})))));
+    let n = counter();
+    let node = scripted_node(&corrector, &n);
+    let messages = vec![assistant(vec![call(
+        "c1",
+        "get_weather",
+        r#"{"city": "Par"#,
+    )])];
+    let out = node.invoke(&messages).await.unwrap();
+    assert!(corrector.asked().is_empty(), "{:?}", corrector.asked());
+    assert_eq!(runs(&n), 0);
+    let r = result(&out, "c1");
+    assert_eq!(r.outcome, CallOutcome::Feedback);
+    assert_eq!(out.stats.calls[0].issues[0].kind, IssueKind::Truncated);
+    assert_eq!(out.stats.calls[0].correction_attempts, 0);
+    assert!(r.content.text().contains("again"), "{}", r.content.text());
+}
+
+/// One text part holding only whitespace.
+fn blank_parts() -> Content {
+    Content::Parts(vec![
+        serde_json::from_value(json!({"type": "text", "text": "  "})).unwrap(),
+    ])
+}
+
+/// Denies calls for one city, without a reason.
+struct DenySilently(&'static str);
+
+impl Guard for DenySilently {
+    fn check<'a>(&'a self, calls: &'a [GuardRequest<'a>]) -> BoxFuture<'a, Vec<Verdict>> {
+        let verdicts = calls
+            .iter()
+            .map(|c| {
+                if c.arguments["city"] == self.0 {
+                    Verdict::Deny {
+                        reason: String::new(),
+                    }
+                } else {
+                    Verdict::Allow
+                }
+            })
+            .collect();
+        Box::pin(std::future::ready(verdicts))
+    }
+}
+
+#[tokio::test]
+async fn blank_answers_are_filled_and_recorded() {
+    let mut reg = Registry::new();
+    reg.add(tool_fn(
+        "blank",
+        "",
+        json!({"type": "object"}),
+        |_, _| async {
+            Ok::<_, ToolError>(ToolOutput {
+                content: blank_parts(),
+                artifact: None,
+            })
+        },
+    ))
+    .unwrap();
+    reg.add(tool_fn(
+        "fail",
+        "",
+        json!({"type": "object"}),
+        |_, _| async { Err::<String, _>(ToolError::failed("boom")) },
+    ))
+    .unwrap();
+    let n = counter();
+    reg.add(weather(&n)).unwrap();
+    let node = ToolNode::builder(reg)
+        .tool_errors(ToolErrorPolicy::Message(String::new()))
+        .on_unresolved(OnUnresolved::hook(|_, _| {
+            Resolution::Feedback(String::new())
+        }))
+        .guard(DenySilently("Rome"))
+        .build();
+    let messages = vec![
+        user("go"),
+        assistant(vec![
+            call("c1", "blank", "{}"),
+            call("c2", "fail", "{}"),
+            call("c3", "get_weather", r#"{"days": 2}"#),
+            call("c4", "get_weather", r#"{"city": "Rome"}"#),
+            call("c5", "get_weather", r#"{"city": "Oslo"}"#),
+        ]),
+    ];
+    let out = node.invoke(&messages).await.unwrap();
+    for id in ["c1", "c2", "c3", "c4"] {
+        assert_eq!(text(&out, id), history::EMPTY_RESULT, "{id}");
+        assert!(
+            has_fix(stats_of(&out, id), FixKind::EmptyResultFilled),
+            "{id}"
+        );
+    }
+    assert_eq!(result(&out, "c1").status, ResultStatus::Success);
+    assert_eq!(result(&out, "c2").status, ResultStatus::Error);
+    assert_eq!(result(&out, "c3").outcome, CallOutcome::Feedback);
+    assert_eq!(result(&out, "c4").outcome, CallOutcome::Flooded);
+    assert_eq!(text(&out, "c5"), "sunny in Oslo");
+    assert!(!has_fix(stats_of(&out, "c5"), FixKind::EmptyResultFilled));
+    let history = applied(&messages, out);
+    assert!(
+        !violations(&history).contains(&ViolationKind::EmptyToolContent),
+        "{history:#?}"
+    );
+    assert_eq!(violations(&history), []);
+}
+
+#[tokio::test]
+async fn the_first_glued_part_keeps_its_own_reading_when_it_gets_feedback() {
+    let n = counter();
+    let node = ToolNode::builder(tools(&n)).build();
+    let messages = vec![assistant(vec![call(
+        "c1",
+        "get_weather",
+        r#"{"days":"x"}{"city":"Rome"}"#,
+    )])];
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(sanitized_ids(&out), ["c1", "c1_2"]);
+    assert_eq!(result(&out, "c1").outcome, CallOutcome::Feedback);
+    assert_eq!(text(&out, "c1_2"), "sunny in Rome");
+    assert_eq!(runs(&n), 1);
+    assert_eq!(
+        parsed_args(sanitized_call(&out, "c1")),
+        json!({"days": "x"})
+    );
+    assert_eq!(
+        parsed_args(sanitized_call(&out, "c1_2")),
+        json!({"city": "Rome"})
+    );
+    for tc in out.assistant.tool_calls.iter().flatten() {
+        let args = &tc.function.arguments;
+        assert!(!(args.contains("days") && args.contains("Rome")), "{args}");
+    }
+    assert_paired(&applied(&messages, out));
+}
+
+#[tokio::test]
+async fn glued_parts_aimed_at_another_tool_carry_its_name() {
+    let n = counter();
+    let node = ToolNode::builder(tools(&n)).build();
+    let messages = vec![assistant(vec![call(
+        "c1",
+        "get_weather",
+        r#"<tool_call>{"name":"get_weather","arguments":{"city":"Rome"}}</tool_call><tool_call>{"name":"get_time","arguments":{"tz":5}}</tool_call>"#,
+    )])];
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(sanitized_ids(&out), ["c1", "c1_2"]);
+    assert_eq!(text(&out, "c1"), "sunny in Rome");
+    let second = result(&out, "c1_2");
+    assert_eq!(second.outcome, CallOutcome::Feedback);
+    assert_eq!(second.tool, "get_time");
+    let tc = sanitized_call(&out, "c1_2");
+    assert_eq!(tc.function.name, "get_time");
+    assert_eq!(parsed_args(tc), json!({"tz": 5}));
+    assert_eq!(sanitized_call(&out, "c1").function.name, "get_weather");
+    assert_eq!(runs(&n), 1);
+}
+
+#[tokio::test]
+async fn a_result_after_a_user_message_does_not_answer_the_call() {
+    let n = counter();
+    let node = ToolNode::builder(tools(&n)).build();
+    let messages = vec![
+        user("weather?"),
+        assistant(vec![call("c1", "get_weather", r#"{"city": "Paris"}"#)]),
+        user("hello?"),
+        answer("c1", "stray"),
+    ];
+    let out = node.invoke(&messages).await.unwrap();
+    assert!(out.stats.already_answered.is_empty());
+    assert_eq!(runs(&n), 1);
+    assert_eq!(result_ids(&out), ["c1"]);
+    let history = applied(&messages, out);
+    assert_eq!(history::check(&history), []);
+    assert_eq!(history.len(), 4);
+    assert!(matches!(&history[2], Message::Tool(t) if t.content.text() == "sunny in Paris"));
+    assert!(matches!(&history[3], Message::User(_)));
+}
+
+#[tokio::test]
+async fn an_id_over_40_characters_is_minted_anew() {
+    let n = counter();
+    let node = ToolNode::builder(tools(&n)).build();
+    let long = format!("call_{}", "x".repeat(50));
+    let messages = vec![
+        user("weather?"),
+        assistant(vec![call(&long, "get_weather", r#"{"city": "Paris"}"#)]),
+    ];
+    let out = node.invoke(&messages).await.unwrap();
+    let ids = sanitized_ids(&out);
+    assert_eq!(ids.len(), 1);
+    assert!(ids[0].chars().count() <= 40, "{ids:?}");
+    assert_ne!(ids[0], long);
+    assert_eq!(result_ids(&out), ids);
+    assert_eq!(
+        out.stats.calls[0].original_id.as_deref(),
+        Some(long.as_str())
+    );
+    assert_eq!(text(&out, &ids[0]), "sunny in Paris");
+    let history = applied(&messages, out);
+    assert!(
+        !history::check(&history)
+            .iter()
+            .any(|v| v.kind == ViolationKind::CallIdTooLong),
+        "{history:#?}"
+    );
+    assert_eq!(history::check(&history), []);
+}
+
+#[tokio::test]
+async fn name_sanitizing_and_message_changes_are_recorded() {
+    let n = counter();
+    let node = ToolNode::builder(tools(&n)).build();
+    let messages = vec![Message::Assistant(AssistantMessage {
+        content: Some(Some("<think>both at once</think>On it.".into())),
+        tool_calls: Some(vec![
+            call("c1", "multi_tool_use.parallel", "{}"),
+            call("c2", "get_time", r#"{"zone": "CET"}"#),
+        ]),
+        ..Default::default()
+    })];
+    let out = node.invoke(&messages).await.unwrap();
+    let tc = sanitized_call(&out, "c1");
+    assert_eq!(tc.function.name, "multi_tool_use_parallel");
+    assert_eq!(result(&out, "c1").outcome, CallOutcome::Feedback);
+    let c1 = stats_of(&out, "c1");
+    let fix = c1
+        .fixes
+        .iter()
+        .find(|f| f.kind == FixKind::FunctionNameSanitized)
+        .unwrap();
+    assert!(fix.detail.contains("multi_tool_use.parallel"), "{fix:?}");
+    assert!(!has_fix(
+        stats_of(&out, "c2"),
+        FixKind::FunctionNameSanitized
+    ));
+    let kinds: Vec<FixKind> = out.stats.message_fixes.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [FixKind::ThinkingStripped]);
+    assert_eq!(out.assistant.content, Some(Some("On it.".into())));
+
+    let messages = vec![said(
+        r#"Let me check.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>"#,
+    )];
+    let out = node.invoke(&messages).await.unwrap();
+    let kinds: Vec<FixKind> = out.stats.message_fixes.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [FixKind::CallsMovedFromText]);
+
+    // A message left as it was has none.
+    let messages = vec![assistant(vec![call(
+        "c1",
+        "get_time",
+        r#"{"zone": "CET"}"#,
+    )])];
+    let out = node.invoke(&messages).await.unwrap();
+    assert!(out.stats.message_fixes.is_empty());
+}
+
+/// A corrector that panics, inside its future (`in_future`) or while building it.
+struct PanickingCorrector {
+    in_future: bool,
+}
+
+impl Corrector for PanickingCorrector {
+    fn correct<'a>(
+        &'a self,
+        _request: CorrectionRequest<'a>,
+    ) -> BoxFuture<'a, Result<Correction, CorrectError>> {
+        assert!(self.in_future, "the corrector broke before its future");
+        Box::pin(async { panic!("the corrector broke") })
+    }
+}
+
+/// A guard that panics, inside its future (`in_future`) or while building it.
+struct PanickingGuard {
+    in_future: bool,
+}
+
+impl Guard for PanickingGuard {
+    fn check<'a>(&'a self, _calls: &'a [GuardRequest<'a>]) -> BoxFuture<'a, Vec<Verdict>> {
+        assert!(self.in_future, "the guard broke before its future");
+        Box::pin(async { panic!("the guard broke") })
+    }
+}
+
+#[tokio::test]
+async fn panics_in_validators_hooks_correctors_guards_and_listeners_are_contained() {
+    let messages = vec![assistant(vec![
+        call("c1", "get_weather", r#"{"city": "Paris", "days": "three"}"#),
+        call("c2", "get_time", r#"{"zone": "CET"}"#),
+    ])];
+
+    // A validator.
+    let n = counter();
+    let mut reg = Registry::new();
+    let broken = |_: &Value, _: &ValidationContext<'_>| -> Vec<Issue> { panic!("rule broke") };
+    reg.add_with(weather(&n), ToolOptions::default().validator(broken))
+        .unwrap();
+    reg.add(time(&n)).unwrap();
+    let ok = vec![assistant(vec![
+        call("c1", "get_weather", r#"{"city": "Paris"}"#),
+        call("c2", "get_time", r#"{"zone": "CET"}"#),
+    ])];
+    let out = ToolNode::builder(reg).build().invoke(&ok).await.unwrap();
+    assert_eq!(result(&out, "c1").outcome, CallOutcome::Feedback);
+    assert_eq!(out.stats.calls[0].issues[0].kind, IssueKind::Custom);
+    assert_eq!(text(&out, "c2"), "noon in CET");
+    assert_eq!(runs(&n), 1);
+
+    // A hook.
+    let n = counter();
+    let node = ToolNode::builder(tools(&n))
+        .on_unresolved(OnUnresolved::hook(|_, _| panic!("hook broke")))
+        .build();
+    let out = node.invoke(&messages).await.unwrap();
+    let plain = ToolNode::builder(tools(&counter())).build();
+    let default = plain.invoke(&messages).await.unwrap();
+    assert_eq!(result(&out, "c1").outcome, CallOutcome::Feedback);
+    assert_eq!(text(&out, "c1"), text(&default, "c1"));
+    assert_eq!(text(&out, "c2"), "noon in CET");
+
+    // A corrector, inside its future and before it.
+    for in_future in [true, false] {
+        let n = counter();
+        let node = ToolNode::builder(tools(&n))
+            .corrector(PanickingCorrector { in_future }, 2)
+            .build();
+        let out = node.invoke(&messages).await.unwrap();
+        let r = result(&out, "c1");
+        assert_eq!(r.outcome, CallOutcome::Feedback, "in future: {in_future}");
+        assert_eq!(text(&out, "c1"), text(&default, "c1"));
+        let note = out.stats.calls[0].note.as_deref().unwrap();
+        assert!(note.contains("panicked"), "{note}");
+        assert_eq!(text(&out, "c2"), "noon in CET");
+        assert_eq!(runs(&n), 1);
+    }
+
+    // A guard, inside its future and before it: nothing runs unchecked.
+    for in_future in [true, false] {
+        let n = counter();
+        let node = ToolNode::builder(tools(&n))
+            .guard(PanickingGuard { in_future })
+            .build();
+        let out = node.invoke(&ok).await.unwrap();
+        assert_eq!(runs(&n), 0, "in future: {in_future}");
+        for r in &out.results {
+            assert_eq!(r.outcome, CallOutcome::Flooded);
+            assert_eq!(r.status, ResultStatus::Error);
+        }
+        assert_eq!(result_ids(&out), ["c1", "c2"]);
+    }
+
+    // A listener; the next one still hears.
+    let heard = counter();
+    let node = ToolNode::builder(tools(&counter()))
+        .listener(|_: &NodeStats| panic!("listener broke"))
+        .listener({
+            let heard = Arc::clone(&heard);
+            move |_: &NodeStats| {
+                heard.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .build();
+    let out = node.invoke(&ok).await.unwrap();
+    assert_eq!(out.results.len(), 2);
+    assert_eq!(runs(&heard), 1);
+}
+
+/// A guard that never answers.
+struct Silent;
+
+impl Guard for Silent {
+    fn check<'a>(&'a self, _calls: &'a [GuardRequest<'a>]) -> BoxFuture<'a, Vec<Verdict>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// A corrector that never answers.
+struct Mute;
+
+impl Corrector for Mute {
+    fn correct<'a>(
+        &'a self,
+        _request: CorrectionRequest<'a>,
+    ) -> BoxFuture<'a, Result<Correction, CorrectError>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn a_guard_or_corrector_that_never_answers_times_out() {
+    let n = counter();
+    let node = ToolNode::builder(tools(&n))
+        .guard(Silent)
+        .stage_timeout(Duration::from_millis(50))
+        .build();
+    let messages = vec![assistant(vec![
+        call("c1", "get_weather", r#"{"city": "Paris"}"#),
+        call("c2", "get_time", r#"{"zone": "CET"}"#),
+    ])];
+    let started = Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(5), node.invoke(&messages))
+        .await
+        .expect("the guard held the node")
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(runs(&n), 0);
+    for r in &out.results {
+        assert_eq!(r.outcome, CallOutcome::Flooded);
+        assert!(r.content.text().contains("in time"), "{}", r.content.text());
+    }
+
+    let n = counter();
+    let node = ToolNode::builder(tools(&n))
+        .corrector(Mute, 3)
+        .stage_timeout(Duration::from_millis(50))
+        .build();
+    let messages = vec![assistant(vec![
+        call("c1", "get_weather", r#"{"city": "Paris", "days": "three"}"#),
+        call("c2", "get_time", r#"{"zone": "CET"}"#),
+    ])];
+    let started = Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(5), node.invoke(&messages))
+        .await
+        .expect("the corrector held the node")
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(result(&out, "c1").outcome, CallOutcome::Feedback);
+    let note = out.stats.calls[0].note.as_deref().unwrap();
+    assert!(note.contains("did not answer"), "{note}");
+    assert_eq!(text(&out, "c2"), "noon in CET");
+}
+
+#[tokio::test]
+async fn dropping_the_invocation_aborts_spawned_tools() {
+    let done = Arc::new(AtomicBool::new(false));
+    let mut reg = Registry::new();
+    let flag = Arc::clone(&done);
+    reg.add(tool_fn(
+        "side_effect",
+        "",
+        json!({"type": "object"}),
+        move |_, _| {
+            let flag = Arc::clone(&flag);
+            async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                flag.store(true, Ordering::SeqCst);
+                Ok::<_, ToolError>("done")
+            }
+        },
+    ))
+    .unwrap();
+    let node = ToolNode::builder(reg).spawn_tools(true).build();
+    for names in [&["side_effect"][..], &["side_effect", "side_effect"][..]] {
+        let messages = calls_to(names);
+        let gave_up = tokio::time::timeout(Duration::from_millis(20), node.invoke(&messages)).await;
+        assert!(gave_up.is_err(), "the invocation finished in 20 ms");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "a tool of a dropped invocation ran to the end ({} calls)",
+            names.len()
+        );
+    }
+}
+
+#[test]
+fn the_registry_refuses_names_providers_refuse() {
+    let mut reg = Registry::new();
+    let err = reg
+        .add(tool_fn(
+            "search.web",
+            "",
+            json!({"type": "object"}),
+            |_, _| async { Ok::<_, ToolError>("x") },
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidToolName(name) if name == "search.web"),
+        "{err}"
+    );
+    assert!(reg.is_empty());
+}
+
+#[tokio::test]
+async fn typed_tool_schemas_have_no_meta_schema_and_context_tools_get_the_call() {
+    assert!(
+        forecast().parameters().get("$schema").is_none(),
+        "{}",
+        forecast().parameters()
+    );
+    let with_ctx = typed_tool_with_context(
+        "forecast_for",
+        "A forecast, signed with the call id.",
+        |f: Forecast, ctx: CallContext| async move {
+            Ok::<_, ToolError>(format!(
+                "{} for {} days ({}, {})",
+                f.city, f.days, ctx.call_id, ctx.tool
+            ))
+        },
+    );
+    assert!(with_ctx.parameters().get("$schema").is_none());
+    assert!(with_ctx.parameters().get("title").is_none());
+    let mut reg = Registry::new();
+    reg.add(with_ctx).unwrap();
+    let node = ToolNode::builder(reg).build();
+    let messages = vec![assistant(vec![call(
+        "call_77",
+        "forecast_for",
+        r#"{"city": "Oslo", "days": "2"}"#,
+    )])];
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(
+        text(&out, "call_77"),
+        "Oslo for 2 days (call_77, forecast_for)"
+    );
+}
+
+#[tokio::test]
+async fn corrections_and_salvages_are_recorded_with_before_and_after() {
+    let corrector = Arc::new(
+        Scripted::new().answer("get_weather", Ok(Some(json!({"city": "Paris", "days": 3})))),
+    );
+    let n = counter();
+    let node = scripted_node(&corrector, &n);
+    let messages = vec![assistant(vec![call(
+        "c1",
+        "get_weather",
+        r#"{"city": "Paris", "days": "three"}"#,
+    )])];
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(result(&out, "c1").outcome, CallOutcome::Corrected);
+    let fix = out.stats.calls[0]
+        .fixes
+        .iter()
+        .find(|f| f.kind == FixKind::ArgumentsCorrected)
+        .unwrap();
+    assert_eq!(
+        fix.detail,
+        r#"{"city":"Paris","days":"three"} -> {"city":"Paris","days":3}"#
+    );
+
+    let node = ToolNode::builder(tools(&n))
+        .on_unresolved(OnUnresolved::hook(|_, _| {
+            Resolution::Salvage(json!({"city": "Oslo"}))
+        }))
+        .build();
+    let messages = vec![assistant(vec![call("c1", "get_weather", r#"{"days": 1}"#)])];
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(result(&out, "c1").outcome, CallOutcome::Salvaged);
+    let fix = out.stats.calls[0]
+        .fixes
+        .iter()
+        .find(|f| f.kind == FixKind::ArgumentsSalvaged)
+        .unwrap();
+    assert_eq!(fix.detail, r#"{"days":1} -> {"city":"Oslo"}"#);
+    assert!(
+        !out.stats.calls[0]
+            .fixes
+            .iter()
+            .any(|f| f.kind == FixKind::ArgumentsCorrected)
+    );
+}
+
+#[tokio::test]
+async fn an_answered_call_with_a_name_providers_refuse_is_renamed_too() {
+    let n = counter();
+    let node = ToolNode::builder(tools(&n)).build();
+    let messages = vec![
+        user("go"),
+        assistant(vec![
+            call("c1", "multi_tool_use.parallel", "{}"),
+            call("c2", "get_time", r#"{"zone": "CET"}"#),
+        ]),
+        answer("c1", "answered elsewhere"),
+    ];
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(out.stats.already_answered, ["c1"]);
+    assert_eq!(
+        sanitized_call(&out, "c1").function.name,
+        "multi_tool_use_parallel"
+    );
+    let kinds: Vec<FixKind> = out.stats.message_fixes.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [FixKind::FunctionNameSanitized]);
+    let history = applied(&messages, out);
+    assert_eq!(history::check(&history), []);
 }
