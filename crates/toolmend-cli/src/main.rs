@@ -1,10 +1,12 @@
 //! `toolmend`: the command line. Wiring only; the work is in the `toolmend` library.
 
+mod history_cmd;
+mod history_io;
 mod input;
 mod mend_cmd;
 mod report;
 
-use std::path::PathBuf;
+use std::{io::Write, path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -19,6 +21,11 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// leaks, chat-template tags, wrappers …), validates it against the tool's JSON
 /// Schema with safe coercions ("5" -> 5, "Celsius" -> "celsius", town -> city),
 /// and says precisely what is still wrong, so an agent's loop keeps running.
+/// `toolmend history` checks, sanitizes and trims the conversation that carries
+/// the calls, so a provider accepts it.
+///
+/// Exit status: 0 on success, 1 when `history check` finds violations,
+/// 2 on a usage or input error (a missing file, JSON that cannot be read).
 #[derive(Debug, Parser)]
 #[command(name = "toolmend", version, about, long_about)]
 struct Cli {
@@ -42,6 +49,209 @@ enum Command {
     ///   some-producer | toolmend mend --lines     # one output line per input line, flushed
     #[command(verbatim_doc_comment)]
     Mend(MendArgs),
+
+    /// Check, sanitize or trim a conversation history (a request's `messages`).
+    ///
+    /// Providers reject a history where a tool call has no result, a result answers
+    /// no call or sits after a user message, a call id repeats, or a past call's
+    /// arguments are not a JSON object, and one broken message fails every later
+    /// request of the conversation.
+    ///
+    /// A history is a JSON file: an array of OpenAI chat messages, or a whole
+    /// chat-completions request with a `messages` key (the output then keeps every
+    /// other key of the request as it was). `-` or no file reads standard input.
+    ///
+    /// Examples:
+    ///   toolmend history check examples/broken_history.json
+    ///   toolmend history sanitize examples/broken_history.json | toolmend history check
+    ///   toolmend history sanitize request.json > mended.json 2> actions.txt
+    ///   toolmend history trim --tokens 8000 request.json > trimmed.json
+    #[command(verbatim_doc_comment)]
+    History(HistoryArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct HistoryArgs {
+    #[command(subcommand)]
+    action: HistoryAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum HistoryAction {
+    /// List every rule the history breaks, with the error each provider answers.
+    ///
+    /// Each violation names the message (and call) by index and input line, the
+    /// ids involved, and the provider's error text, with other providers' wording
+    /// where it differs. Kinds: unanswered_call, orphan_result, duplicate_call_id,
+    /// duplicate_result, result_out_of_place, missing_call_id, call_id_too_long,
+    /// arguments_not_object, empty_tool_content, invalid_function_name.
+    ///
+    /// Exit status: 0 when the history is valid, 1 when violations were found,
+    /// 2 when the input cannot be read.
+    ///
+    /// Examples:
+    ///   toolmend history check examples/broken_history.json
+    ///   toolmend history check --format json request.json | jq -r '.kind // empty'
+    ///   jq .messages request.json | toolmend history check > /dev/null && echo valid
+    #[command(verbatim_doc_comment)]
+    Check(CheckArgs),
+
+    /// Write a history every provider accepts, and list what was changed.
+    ///
+    /// The history goes to standard output, in the input's shape (an array, or
+    /// the request with only `messages` replaced). The actions go to standard
+    /// error (or --report FILE), one line each: where, the call id, the kind, what
+    /// was done. A missing result gets an error result saying why; orphan results
+    /// are dropped; repeated ids are renamed and their results follow; broken
+    /// arguments are repaired (the original text is kept in the JSON report).
+    /// A valid history comes back unchanged. Exit status: 0, or 2 on an input error.
+    ///
+    /// Examples:
+    ///   toolmend history sanitize examples/broken_history.json > mended.json
+    ///   toolmend history sanitize --orphans rehome --report actions.jsonl \
+    ///       --report-format json request.json > mended.json
+    #[command(verbatim_doc_comment)]
+    Sanitize(SanitizeArgs),
+
+    /// Drop the oldest turns until the history fits a budget, never splitting a group.
+    ///
+    /// Always kept: system and developer messages, the first user message, and the
+    /// last turn (even when they alone exceed the budget; the summary then says
+    /// "over budget"). An assistant message with tool calls and its results are
+    /// kept or dropped together, and the kept part never starts with a tool
+    /// result. Run `history sanitize` first on a history that `check` rejects.
+    ///
+    /// The trimmed history goes to standard output, in the input's shape; a
+    /// one-line summary (kept, dropped, size, budget) goes to standard error.
+    /// Exit status: 0, or 2 on an input error.
+    ///
+    /// Examples:
+    ///   toolmend history trim --messages 20 history.json
+    ///   toolmend history trim --tokens 8000 request.json > trimmed.json
+    ///   toolmend history trim --tokens 8000 --model gpt-4.1 request.json
+    ///   toolmend history sanitize request.json | toolmend history trim --tokens 8000
+    #[command(verbatim_doc_comment)]
+    Trim(TrimArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    /// History file (JSON array of messages, or a request with `messages`); `-` or nothing reads standard input.
+    input: Option<PathBuf>,
+
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+struct SanitizeArgs {
+    /// History file (JSON array of messages, or a request with `messages`); `-` or nothing reads standard input.
+    input: Option<PathBuf>,
+
+    /// What to do with a result that answers an earlier call but sits out of place
+    /// (after a user message, in another call's results). A result that answers no
+    /// earlier call is always dropped.
+    #[arg(long, value_enum, default_value_t = Orphans::Drop)]
+    orphans: Orphans,
+
+    /// What to do with a call that has no id.
+    #[arg(long, value_enum, default_value_t = MissingIds::Mint)]
+    missing_ids: MissingIds,
+
+    /// Write the actions to this file instead of standard error.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+
+    /// Format of the actions.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    report_format: Format,
+
+    /// Write the history as one line of JSON instead of indented.
+    #[arg(long)]
+    compact: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct TrimArgs {
+    /// History file (JSON array of messages, or a request with `messages`); `-` or nothing reads standard input.
+    input: Option<PathBuf>,
+
+    #[command(flatten)]
+    budget: BudgetArgs,
+
+    /// How to count tokens for --tokens [default: o200k_base]: an OpenAI tokenizer,
+    /// or `bytes` (a rough estimate for any model).
+    #[arg(long, value_enum, conflicts_with = "model")]
+    encoding: Option<Encoding>,
+
+    /// Count tokens for --tokens with this OpenAI model's encoding (gpt-4o, gpt-4.1,
+    /// gpt-4, o3 …).
+    #[arg(long)]
+    model: Option<String>,
+
+    /// Write the history as one line of JSON instead of indented.
+    #[arg(long)]
+    compact: bool,
+}
+
+/// The budget: exactly one of --messages and --tokens.
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+struct BudgetArgs {
+    /// Keep at most N messages.
+    #[arg(long, value_name = "N")]
+    messages: Option<usize>,
+
+    /// Keep at most N tokens (counted with --encoding or --model).
+    #[arg(long, value_name = "N")]
+    tokens: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Orphans {
+    /// Drop it; its call gets an error result saying the result was removed.
+    Drop,
+    /// Move it back into its call's group.
+    Rehome,
+}
+
+impl From<Orphans> for toolmend::history::OrphanPolicy {
+    fn from(o: Orphans) -> Self {
+        match o {
+            Orphans::Drop => Self::Drop,
+            Orphans::Rehome => Self::Rehome,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MissingIds {
+    /// Give the call an id (`call_tm_<message>_<call>`) and pair it with its result.
+    Mint,
+    /// Remove the call.
+    Remove,
+}
+
+impl From<MissingIds> for toolmend::history::MissingIdPolicy {
+    fn from(m: MissingIds) -> Self {
+        match m {
+            MissingIds::Mint => Self::Mint,
+            MissingIds::Remove => Self::Remove,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Encoding {
+    /// GPT-4o, GPT-4.1, GPT-5, o-series.
+    #[value(name = "o200k_base")]
+    O200kBase,
+    /// GPT-4, GPT-3.5-turbo.
+    #[value(name = "cl100k_base")]
+    Cl100kBase,
+    /// One token per 4 bytes: fast, no tables to build.
+    Bytes,
 }
 
 #[derive(Debug, clap::Args)]
@@ -82,27 +292,42 @@ struct MendArgs {
 enum Format {
     /// Human-readable lines and a summary.
     Text,
-    /// One JSON object per input line, then a `{"summary": …}` line.
+    /// One JSON object per line (per input line for `mend`, per violation or action
+    /// for `history`), then a `{"summary": …}` line.
     Json,
 }
 
-fn main() -> std::process::ExitCode {
+/// Exit status for a usage or input error, as clap uses for usage errors.
+const EXIT_ERROR: u8 = 2;
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Mend(args) => mend_cmd::run(&args),
+    let result = match &cli.command {
+        Command::Mend(args) => mend_cmd::run(args).map(|()| ExitCode::SUCCESS),
+        Command::History(args) => history_cmd::run(&args.action),
     };
     match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         // A closed pipe (`toolmend mend … | head`) is the reader's choice, not an error.
-        Err(e)
-            if e.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
-        {
-            std::process::ExitCode::SUCCESS
-        }
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("toolmend: {e:#}");
-            std::process::ExitCode::FAILURE
+            // Not eprintln!: it panics when standard error is closed.
+            let _ = writeln!(std::io::stderr(), "toolmend: {e:#}");
+            ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                cause
+                    .downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            })
+            == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }

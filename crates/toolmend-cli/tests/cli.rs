@@ -93,3 +93,350 @@ fn strict_repairs_nothing() {
     assert!(ok);
     assert!(out.starts_with("ERROR "), "{out}");
 }
+
+// `toolmend history`: check, sanitize, trim.
+
+/// Runs `toolmend <args>` with `stdin`; returns (exit code, stdout, stderr).
+fn toolmend(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolmend"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().expect("exited, not killed"),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+const BROKEN_HISTORY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../examples/broken_history.json"
+);
+
+fn broken_history() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(BROKEN_HISTORY).unwrap()).unwrap()
+}
+
+/// The example wrapped in a chat-completions request, `messages` in the middle.
+fn broken_request() -> String {
+    serde_json::json!({
+        "model": "gpt-4o",
+        "temperature": 0.2,
+        "messages": broken_history(),
+        "tools": [{"type": "function", "function": {"name": "get_weather",
+                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+        "tool_choice": "auto",
+        "metadata": {"trace": "abc", "n": [1, 2.5, null]}
+    })
+    .to_string()
+}
+
+fn json_lines(s: &str) -> Vec<serde_json::Value> {
+    s.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn history_check_finds_every_violation_of_the_example() {
+    let (code, out, _) = toolmend(
+        &["history", "check", "--format", "json", BROKEN_HISTORY],
+        b"",
+    );
+    assert_eq!(code, 1, "{out}");
+    let lines = json_lines(&out);
+    let (summary, violations) = lines.split_last().unwrap();
+    let found: Vec<(&str, u64)> = violations
+        .iter()
+        .map(|v| (v["kind"].as_str().unwrap(), v["message"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("unanswered_call", 2),      // call_h1: its result comes after a user message
+            ("arguments_not_object", 2), // {'city': 'Lisbon', …,}
+            ("result_out_of_place", 5),
+            ("duplicate_call_id", 6), // call_w1 again
+            ("orphan_result", 8),     // call_b0: no call has it
+            ("unanswered_call", 11),  // call_b1, at the end
+            ("arguments_not_object", 11)
+        ]
+    );
+    let first = &violations[0];
+    assert_eq!(first["call"], 1);
+    assert_eq!(first["ids"], serde_json::json!(["call_h1"]));
+    assert_eq!(first["provider"], "openai");
+    assert!(
+        first["provider_error"]
+            .as_str()
+            .unwrap()
+            .contains("call_h1")
+    );
+    assert_eq!(first["line"], 4);
+    assert_eq!(summary["summary"]["violations"], 7);
+    assert_eq!(summary["summary"]["valid"], false);
+
+    // Text: one block per violation, then the summary; same exit code from stdin.
+    let input = std::fs::read(BROKEN_HISTORY).unwrap();
+    let (code, text, _) = toolmend(&["history", "check"], &input);
+    assert_eq!(code, 1);
+    assert!(
+        text.starts_with("messages[2].tool_calls[1] (line 4) call_h1: unanswered_call\n  openai "),
+        "{text}"
+    );
+    assert!(
+        text.contains("summary: 12 message(s), 7 violation(s)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn history_sanitize_output_passes_check_for_both_shapes() {
+    let array = std::fs::read_to_string(BROKEN_HISTORY).unwrap();
+    for input in [array, broken_request()] {
+        let (code, mended, report) = toolmend(&["history", "sanitize"], input.as_bytes());
+        assert_eq!(code, 0, "{report}");
+        assert!(report.contains("call_b1: result_synthesized: "), "{report}");
+        assert!(report.contains("call_b0: result_dropped: "), "{report}");
+        assert!(report.contains("call_w1_2: call_id_renamed: "), "{report}");
+        assert!(report.contains("call_w1: arguments_repaired: "), "{report}");
+        let (code, out, _) = toolmend(&["history", "check"], mended.as_bytes());
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(out, "summary: 12 message(s), valid\n");
+        // A valid history comes back as it is.
+        let (code, again, report) = toolmend(&["history", "sanitize"], mended.as_bytes());
+        assert_eq!(code, 0);
+        assert_eq!(again, mended);
+        assert!(report.contains("nothing changed"), "{report}");
+    }
+
+    // The request keeps every other key, in its order, with its values.
+    let input: serde_json::Value = serde_json::from_str(&broken_request()).unwrap();
+    let (_, mended, _) = toolmend(
+        &["history", "sanitize", "--compact"],
+        broken_request().as_bytes(),
+    );
+    assert_eq!(mended.lines().count(), 1);
+    let mended: serde_json::Value = serde_json::from_str(&mended).unwrap();
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&mended), keys(&input));
+    for key in ["model", "temperature", "tools", "tool_choice", "metadata"] {
+        assert_eq!(mended[key], input[key], "{key}");
+    }
+    assert_ne!(mended["messages"], input["messages"]);
+}
+
+#[test]
+fn history_sanitize_writes_a_json_report_to_a_file() {
+    let dir = std::env::temp_dir().join(format!("toolmend-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = dir.join("actions.jsonl");
+    let (code, mended, stderr) = toolmend(
+        &[
+            "history",
+            "sanitize",
+            "--orphans",
+            "rehome",
+            "--report-format",
+            "json",
+            "--report",
+            report.to_str().unwrap(),
+            BROKEN_HISTORY,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+    serde_json::from_str::<Vec<serde_json::Value>>(&mended).unwrap();
+    let lines = json_lines(&std::fs::read_to_string(&report).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (summary, actions) = lines.split_last().unwrap();
+    assert!(
+        actions.iter().any(|a| a["kind"] == "result_rehomed"
+            && a["call_id"] == "call_h1"
+            && a["message"] == 5)
+    );
+    let repaired = actions
+        .iter()
+        .find(|a| a["kind"] == "arguments_repaired")
+        .unwrap();
+    assert_eq!(repaired["raw"], "{'city': 'Lisbon', 'date': '2025-06-13',}");
+    assert_eq!(summary["summary"]["actions"], actions.len());
+}
+
+/// Roles of a history written by `history trim`, and the summary line.
+fn trim(budget: &[&str], input: &str) -> (Vec<serde_json::Value>, String) {
+    let mut args = vec!["history", "trim", "--compact"];
+    args.extend_from_slice(budget);
+    let (code, out, summary) = toolmend(&args, input.as_bytes());
+    assert_eq!(code, 0, "{summary}");
+    (serde_json::from_str(&out).unwrap(), summary)
+}
+
+#[test]
+fn history_trim_respects_both_budgets_and_never_starts_with_a_result() {
+    let (_, sanitized, _) = toolmend(&["history", "sanitize", BROKEN_HISTORY], b"");
+    let full: Vec<serde_json::Value> = serde_json::from_str(&sanitized).unwrap();
+    let check_kept = |kept: &[serde_json::Value], summary: &str| {
+        // Pinned: the system message and the first user message.
+        assert_eq!(kept[0], full[0]);
+        assert_eq!(kept[1], full[1]);
+        // Then a contiguous tail of the history, never starting with a tool result.
+        if kept.len() > 2 {
+            assert_ne!(kept[2]["role"], "tool", "{summary}");
+            assert_eq!(kept[2..], full[full.len() - (kept.len() - 2)..]);
+        }
+        assert_eq!(kept.last(), full.last());
+        let (code, out, _) = toolmend(
+            &["history", "check"],
+            serde_json::to_string(kept).unwrap().as_bytes(),
+        );
+        assert_eq!(code, 0, "{out}");
+    };
+    for n in 0..=full.len() {
+        let (kept, summary) = trim(&["--messages", &n.to_string()], &sanitized);
+        check_kept(&kept, &summary);
+        if summary.contains("over budget") {
+            assert!(kept.len() > n, "{summary}");
+        } else {
+            assert!(kept.len() <= n, "{summary}");
+        }
+        assert!(summary.starts_with(&format!("trim: kept {} of 12 message(s)", kept.len())));
+    }
+    // Unsanitized, a tool result can start a unit (messages[5], after a user message):
+    // trim drops it rather than let it lead.
+    let broken = std::fs::read_to_string(BROKEN_HISTORY).unwrap();
+    for n in 0..=12 {
+        let (kept, summary) = trim(&["--messages", &n.to_string()], &broken);
+        assert!(kept.len() <= n.max(3), "{summary}");
+        assert!(
+            kept.len() < 3 || kept[2]["role"] != "tool",
+            "{n}: {summary}"
+        );
+    }
+    let mut seen_sizes = std::collections::BTreeSet::new();
+    for tokens in (0..400).step_by(20) {
+        let (kept, summary) = trim(
+            &["--tokens", &tokens.to_string(), "--encoding", "bytes"],
+            &sanitized,
+        );
+        check_kept(&kept, &summary);
+        let size: usize = summary
+            .split("; size ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            size <= tokens || summary.contains("over budget"),
+            "{summary}"
+        );
+        seen_sizes.insert(kept.len());
+    }
+    assert!(
+        seen_sizes.len() > 3,
+        "the budgets should cut at several places"
+    );
+    // An OpenAI encoding, chosen by model name; the request shape is kept.
+    let request = serde_json::json!({"model": "gpt-4o", "messages": full}).to_string();
+    let (code, out, summary) = toolmend(
+        &["history", "trim", "--tokens", "150", "--model", "gpt-4o"],
+        request.as_bytes(),
+    );
+    assert_eq!(code, 0, "{summary}");
+    assert!(
+        summary.contains("token(s) (o200k_base), budget 150"),
+        "{summary}"
+    );
+    let out: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(out["model"], "gpt-4o");
+    check_kept(out["messages"].as_array().unwrap(), &summary);
+}
+
+#[test]
+fn history_bad_input_is_a_clear_error_with_exit_2() {
+    for (input, says) in [
+        ("", "the input is empty"),
+        (
+            "[\n  {\"role\": \"user\", \"content\": \"hi\"}\n  {\"role\": \"user\"}\n]",
+            "not valid JSON: expected `,` or `]` at line 3 column 3",
+        ),
+        ("{\"model\": \"gpt-4o\"}", "no `messages` key"),
+        (
+            "{\"messages\": {}}",
+            "`messages` (line 1) is an object, not a JSON array",
+        ),
+        ("\"hello\"", "the input is a string"),
+        (
+            "[\"hello\"]",
+            "messages[0] (line 1) is a string, not a message object",
+        ),
+        (
+            "[{\"role\": \"user\", \"content\": \"hi\"},\n {\"role\": \"tool\", \"content\": \"x\"}]",
+            "messages[1] (line 2) is not an OpenAI chat message: missing field `tool_call_id`",
+        ),
+        (
+            "[\n {\"role\": \"robot\", \"content\": \"hi\"}]",
+            "messages[0] (line 2) is not an OpenAI chat message: unknown variant `robot`",
+        ),
+    ] {
+        for action in [&["check"][..], &["sanitize"], &["trim", "--messages", "5"]] {
+            let mut args = vec!["history"];
+            args.extend_from_slice(action);
+            let (code, out, err) = toolmend(&args, input.as_bytes());
+            assert_eq!(code, 2, "{action:?} {input:?}: {err}");
+            assert!(out.is_empty(), "{out}");
+            assert!(
+                err.starts_with("toolmend: cannot read the history in standard input: ")
+                    && err.contains(says),
+                "{input:?}: {err}"
+            );
+        }
+    }
+    let (code, _, err) = toolmend(&["history", "check", "no/such/file.json"], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot read no/such/file.json"), "{err}");
+    let (code, _, err) = toolmend(
+        &["history", "trim", "--tokens", "9", "--model", "llama-3"],
+        b"[]",
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown model `llama-3`"), "{err}");
+    let (code, _, _) = toolmend(
+        &["history", "trim", "--messages", "1", "--tokens", "9"],
+        b"[]",
+    );
+    assert_eq!(code, 2, "one budget only");
+}
+
+#[test]
+fn history_of_twelve_thousand_messages_on_one_line_reads_in_one_pass() {
+    // Message positions are found in one pass: this took minutes when each was counted
+    // from the start of the text.
+    let one = broken_history();
+    let many: Vec<&serde_json::Value> = one
+        .as_array()
+        .unwrap()
+        .iter()
+        .cycle()
+        .take(12_000)
+        .collect();
+    let input = serde_json::to_string(&many).unwrap();
+    let started = std::time::Instant::now();
+    let (code, out, err) = toolmend(&["history", "check", "--format", "json"], input.as_bytes());
+    assert_eq!(code, 1, "{err}");
+    let last = json_lines(&out).pop().unwrap();
+    assert_eq!(last["summary"]["messages"], 12_000);
+    let (code, mended, _) = toolmend(&["history", "sanitize", "--compact"], input.as_bytes());
+    assert_eq!(code, 0);
+    let (code, _, _) = toolmend(&["history", "check"], mended.as_bytes());
+    assert_eq!(code, 0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}
