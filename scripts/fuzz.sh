@@ -22,7 +22,7 @@
 # Hand-written seeds live in fuzz/seeds/ and are copied into each target's corpus.
 set -euo pipefail
 
-ALL_TARGETS=(repair_no_panic repair_matches_serde repair_idempotent)
+ALL_TARGETS=(repair_no_panic repair_matches_serde repair_idempotent history_sanitize)
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
@@ -65,6 +65,11 @@ cd "$ROOT/fuzz"
 seed_corpus() { # seed_corpus DIR: hand-written seeds + (if present) the dev corpus' raw arguments
   local dir="$1"
   mkdir -p "$dir"
+  if [[ "$dir" == */history_* ]]; then
+    # Histories: the example conversation and the hand-written ones.
+    cp -n "$ROOT"/examples/broken_history.json "$ROOT"/fuzz/seeds-history/* "$dir"/ 2>/dev/null || true
+    return
+  fi
   cp -n "$ROOT"/fuzz/seeds/* "$dir"/ 2>/dev/null || true
   if [[ -f "$CORPUS" ]] && [[ ! -e "$dir.seeded" ]]; then
     python3 - "$CORPUS" "$dir" <<'PYEOF'
