@@ -5,7 +5,8 @@
 //! bench run the same tools and the same calls: 1, 8 and 64 valid calls in one assistant
 //! message, alternating `search_flights` (enum, range) and `add`.
 //!
-//! Groups: `node/invoke/N` runs `ToolNode::invoke` on the message; `node/body/N` runs
+//! Groups: `node/invoke/N` runs `ToolNode::invoke` on the message (`invoke_spawned/N`
+//! with `spawn_tools(true)`: a tokio task per body); `node/body/N` runs
 //! the same tool bodies directly, N times, under the same `block_on`. Overhead per call =
 //! (invoke - body) / N; `bench/node.sh` prints it beside the peers' (ratios).
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a bench may stop loudly on bad setup
@@ -79,6 +80,14 @@ fn bench_node(c: &mut Criterion) {
             .unwrap();
     }
     let node = ToolNode::builder(registry).max_concurrency(64).build();
+    let mut registry = Registry::new();
+    for t in &tools {
+        registry.add_shared(Arc::clone(t), Default::default()).unwrap();
+    }
+    let spawning = ToolNode::builder(registry)
+        .max_concurrency(64)
+        .spawn_tools(true)
+        .build();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -117,6 +126,9 @@ fn bench_node(c: &mut Criterion) {
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::new("invoke", n), &messages, |b, m| {
             b.iter(|| rt.block_on(node.invoke(black_box(m))).unwrap());
+        });
+        group.bench_with_input(BenchmarkId::new("invoke_spawned", n), &messages, |b, m| {
+            b.iter(|| rt.block_on(spawning.invoke(black_box(m))).unwrap());
         });
         let direct: Vec<(Arc<dyn Tool>, Value, String)> = calls
             .iter()
