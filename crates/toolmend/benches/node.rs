@@ -82,7 +82,9 @@ fn bench_node(c: &mut Criterion) {
     let node = ToolNode::builder(registry).max_concurrency(64).build();
     let mut registry = Registry::new();
     for t in &tools {
-        registry.add_shared(Arc::clone(t), Default::default()).unwrap();
+        registry
+            .add_shared(Arc::clone(t), Default::default())
+            .unwrap();
     }
     let spawning = ToolNode::builder(registry)
         .max_concurrency(64)

@@ -241,6 +241,9 @@ impl Listener for StatsCollector {
             return;
         };
         t.invocations += 1;
+        for f in &stats.message_fixes {
+            *t.fixes.entry(f.kind.id()).or_default() += 1;
+        }
         for c in &stats.calls {
             t.calls += 1;
             *t.outcomes.entry(c.outcome).or_default() += 1;
