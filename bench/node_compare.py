@@ -44,7 +44,8 @@ def main() -> int:
                 peers[(r["peer"], r["mode"], int(r["calls"]))] = r
     columns = sorted({(p, m) for p, m, _ in peers})
 
-    head = ["calls", "toolmend µs/call"] + [f"{p} {m} µs/call" for p, m in columns]
+    head = ["calls", "toolmend µs/call", "toolmend spawn_tools µs/call"]
+    head += [f"{p} {m} µs/call" for p, m in columns]
     head += [f"{p} {m} / toolmend" for p, m in columns]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -56,7 +57,13 @@ def main() -> int:
             print(f"node_compare.py: no criterion result ({e.filename}); run "
                   "`cargo bench -p toolmend --bench node` first", file=sys.stderr)
             return 2
-        row = [str(n), f"{ours:.2f}"]
+        try:
+            spawned = (median_ns(args.criterion_dir, "invoke_spawned", n)
+                       - median_ns(args.criterion_dir, "body", n)) / n / 1000.0
+            spawned_cell = f"{spawned:.2f}"
+        except FileNotFoundError:
+            spawned_cell = "–"
+        row = [str(n), f"{ours:.2f}", spawned_cell]
         ratios = []
         for p, m in columns:
             r = peers.get((p, m, n))

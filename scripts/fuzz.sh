@@ -6,8 +6,8 @@
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 #
 #   SECONDS   time per target (default 30)
-#   TARGET    any of: repair_no_panic repair_matches_serde repair_idempotent
-#             (default: all three)
+#   TARGET    any of: repair_no_panic repair_matches_serde repair_idempotent history_sanitize
+#             (default: all four)
 #
 # Environment:
 #   CARGO_FUZZ_VERSION  cargo-fuzz to install when `cargo fuzz` is missing (default 0.13.2);

@@ -100,7 +100,7 @@ pub enum StopReason {
     Answered,
     /// `max_turns` model turns were used.
     MaxTurns,
-    /// `max_tool_calls` calls were answered.
+    /// `max_tool_calls` calls were run.
     MaxToolCalls,
     /// `max_time` passed.
     MaxTime,

@@ -20,7 +20,8 @@ pub struct MendOptions {
     /// Which schema coercions run ([`Coercions::none`] for strict validation).
     pub coercions: Coercions,
     /// Answer a call whose text was cut off with a `truncated` issue instead of its salvage.
-    /// Off here, so that the salvage is visible (and marked lossy); the tool node turns it on.
+    /// Off here, so that the salvage is visible (and marked lossy); the tool node applies it
+    /// per tool, unless the tool has `ToolOptions::accept_truncated`.
     pub refuse_lossy: bool,
 }
 

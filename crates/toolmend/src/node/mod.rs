@@ -2,11 +2,12 @@
 //!
 //! ```text
 //! extract   tool_calls, or calls written into the text; ids checked (none: dropped;
-//!           repeated: minted anew; already answered in the history: skipped)
+//!           exact repeat: dropped; repeated otherwise, used earlier, or over 40 chars:
+//!           minted anew; answered by the tool messages right after it: skipped)
 //! mend      repair + validate + custom validators (phase initial); glued calls split
 //! correct   a Corrector rewrites what stayed invalid (phase correction), re-validated
 //! resolve   feedback (default) | raise before anything runs | hook (salvage / own text)
-//! guard     a Guard may refuse valid calls (outcome flooded)
+//! guard     calls past InvokeOptions::max_calls, then a Guard, may be refused (flooded)
 //! execute   valid calls concurrently (bounded), each with its timeout; panics caught
 //! answer    one result per call id, in call order; a sanitized assistant message; stats
 //! ```
@@ -108,7 +109,9 @@ impl ToolNodeBuilder {
         self
     }
 
-    /// Repair and coercion options (default: everything safe on).
+    /// Repair and coercion options (default: everything safe on). Leave `refuse_lossy` off:
+    /// the node refuses cut-off calls per tool ([`ToolOptions::accept_truncated`]); on, it
+    /// refuses them for every tool.
     #[must_use]
     pub fn mend_options(mut self, opts: MendOptions) -> Self {
         self.node.mend = opts;
@@ -377,7 +380,14 @@ impl ToolNode {
         self.invoke_with(messages, &InvokeOptions::default()).await
     }
 
-    /// [`invoke`](Self::invoke) with caller state and a session.
+    /// [`invoke`](Self::invoke) with caller state, a session, a deadline for tool bodies
+    /// and a call budget ([`InvokeOptions`]).
+    ///
+    /// # Errors
+    ///
+    /// [`NodeError::NoAssistantMessage`]; [`NodeError::Unresolved`] with
+    /// [`OnUnresolved::Raise`]; [`NodeError::Tool`] when the [`ToolErrorPolicy`] lets a
+    /// failure through.
     pub async fn invoke_with(
         &self,
         messages: &[Message],

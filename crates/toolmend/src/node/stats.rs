@@ -27,7 +27,8 @@ pub enum CallOutcome {
     Feedback,
     /// Not run and not answered: no usable id, or an exact repeat of another call.
     Dropped,
-    /// Valid but refused by the guard; answered with its reason.
+    /// Valid but not run: past the invocation's call budget (`InvokeOptions::max_calls`)
+    /// or refused by the guard; answered with the reason.
     Flooded,
 }
 
@@ -94,9 +95,10 @@ fn micros<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 /// One call's record.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallStats {
-    /// The call id it was answered under (minted ids included); `None` when dropped for having none.
+    /// The call id it was answered under (minted ids included); `None` when dropped.
     pub call_id: Option<String>,
-    /// The id the model sent, when the node changed it (duplicate, glued call).
+    /// The id the model sent, when the node minted a new one (repeated in the message,
+    /// used by an earlier turn, over 40 chars) or dropped the call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub original_id: Option<String>,
     /// The tool (the registered name once resolved; else the name sent).

@@ -403,12 +403,13 @@ impl Registry {
         Self::default()
     }
 
-    /// Adds a tool with default settings. Errors on a duplicate name or an invalid schema.
+    /// Adds a tool with default settings. Errors on a name outside `^[a-zA-Z0-9_-]{1,64}$`,
+    /// a duplicate name, or an invalid schema.
     pub fn add(&mut self, tool: impl Tool + 'static) -> Result<&mut Self, Error> {
         self.add_shared(Arc::new(tool), ToolOptions::default())
     }
 
-    /// Adds a tool with settings.
+    /// Adds a tool with settings (errors as [`add`](Self::add)).
     pub fn add_with(
         &mut self,
         tool: impl Tool + 'static,
@@ -417,7 +418,7 @@ impl Registry {
         self.add_shared(Arc::new(tool), options)
     }
 
-    /// Adds a shared tool with settings.
+    /// Adds a shared tool with settings (errors as [`add`](Self::add)).
     pub fn add_shared(
         &mut self,
         tool: Arc<dyn Tool>,
