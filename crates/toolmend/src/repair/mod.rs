@@ -3,13 +3,13 @@
 //! Valid JSON takes a fast path (serde_json, plus a duplicate-key check). Anything
 //! else goes through three steps:
 //!
-//! 1. [`envelope`]: walk the text, skipping what wraps the JSON (reasoning blocks,
+//! 1. `envelope`: walk the text, skipping what wraps the JSON (reasoning blocks,
 //!    chat-template tokens, `<tool_call>` tags, code fences, prose) and finding each
 //!    document in it: a JSON value, members without braces, a pythonic call
 //!    `f(a=1)`, Qwen3 XML parameters.
-//! 2. [`parser`]: read each document with the tolerant parser (quotes, commas,
+//! 2. `parser`: read each document with the tolerant parser (quotes, commas,
 //!    literals, comments, truncation, …).
-//! 3. [`interpret`]: turn the documents into calls: unwrap `{"name", "arguments"}`
+//! 3. `interpret`: turn the documents into calls: unwrap `{"name", "arguments"}`
 //!    wrappers, decode double-encoded strings, split glued calls, drop duplicates.
 //!
 //! Where the text allows two readings (a wrapper object that might be the
