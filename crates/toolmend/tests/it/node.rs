@@ -1,5 +1,7 @@
 //! The tool node: one answer per call id, in call order, whatever the model sent.
 
+#![allow(clippy::disallowed_methods)] // tests spawn the node to prove its futures are Send
+
 use std::{
     collections::{HashMap, HashSet},
     sync::{
