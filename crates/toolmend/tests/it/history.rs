@@ -643,11 +643,7 @@ fn a_repeated_call_id_gets_a_suffix_and_its_result_follows() {
         result("c", "2"),
     ]));
     let s = clean(h);
-    let ids: Vec<_> = s.messages[1]
-        .tool_calls()
-        .iter()
-        .map(|c| c.id.clone().unwrap())
-        .collect();
+    let ids = call_ids(&s.messages[1]);
     assert_eq!(ids, ["c", "c_2", "c_3"]);
     assert_eq!(
         (tool_id(&s.messages[2]), tool_id(&s.messages[3])),
@@ -671,11 +667,7 @@ fn a_minted_id_never_collides_with_an_existing_one() {
         result("c", "3"),
     ]));
     let s = clean(h);
-    let ids: Vec<_> = s.messages[1]
-        .tool_calls()
-        .iter()
-        .map(|c| c.id.clone().unwrap())
-        .collect();
+    let ids = call_ids(&s.messages[1]);
     assert_eq!(ids, ["c", "c_2", "c_3"]);
     assert_eq!(tool_content(&s.messages[4]), "3");
 }
@@ -705,11 +697,7 @@ fn calls_without_id_get_a_minted_id_and_a_result() {
         result("", "first result"),
     ]));
     let s = clean(h);
-    let ids: Vec<_> = s.messages[1]
-        .tool_calls()
-        .iter()
-        .map(|c| c.id.clone().unwrap())
-        .collect();
+    let ids = call_ids(&s.messages[1]);
     assert_eq!(ids, ["call_tm_1_0", "call_tm_1_1"]);
     // The result with an empty id is paired by position with the first id-less call.
     assert_eq!(tool_id(&s.messages[2]), "call_tm_1_0");
@@ -1276,4 +1264,12 @@ fn check_and_sanitize_are_linear_on_long_histories() {
     let s = sanitize(h, &SanitizePolicy::default());
     assert_eq!(check(&s.messages), vec![]);
     assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+}
+
+/// The ids of an assistant message's calls, in order.
+fn call_ids(m: &Message) -> Vec<String> {
+    m.tool_calls()
+        .iter()
+        .map(|c| c.id.clone().unwrap())
+        .collect()
 }
