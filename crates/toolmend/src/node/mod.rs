@@ -51,8 +51,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use policy::{
-    ErrorFormatter, ErrorPredicate, NodeError, OnUnresolved, Resolution, ResolveHook,
-    TOOL_ERROR_TEMPLATE, ToolErrorPolicy, UnresolvedCall,
+    AsyncResolveHook, ErrorFormatter, ErrorPredicate, NodeError, OnUnresolved, Resolution,
+    ResolveHook, TOOL_ERROR_TEMPLATE, ToolErrorPolicy, UnresolvedCall,
 };
 pub use stats::{
     Aggregate, CallOutcome, CallSource, CallStats, Listener, NodeStats, StatsCollector, Timings,
@@ -427,7 +427,7 @@ impl ToolNode {
         };
         let (mut plans, already_answered) = self.plan(messages, at, calls, source, &ctx);
         self.correct(&mut plans, history, assistant, &ctx).await;
-        self.resolve(&mut plans, history, &ctx)?;
+        self.resolve(&mut plans, history, &ctx).await?;
         self.guard(&mut plans, opts).await;
         self.execute(&mut plans, opts).await?;
 
@@ -812,7 +812,7 @@ impl ToolNode {
     }
 
     /// Resolve: what stays invalid gets feedback, raises, or goes to the hook.
-    fn resolve(
+    async fn resolve(
         &self,
         plans: &mut [Plan<'_>],
         history: &[Message],
@@ -830,17 +830,42 @@ impl ToolNode {
             }
             return Ok(());
         }
+        let mut shared_history: Option<Arc<[Message]>> = None;
         for p in plans.iter_mut().filter(|p| unresolved(p)) {
             let t0 = Instant::now();
             let default = feedback::render(&p.mended.tool, &p.mended.issues).text;
-            let text = match &self.on_unresolved {
-                OnUnresolved::Hook(hook) => match catch_unwind(AssertUnwindSafe(|| {
-                    hook(&p.unresolved(), history)
-                }))
-                .unwrap_or_else(|_| {
-                    tracing::warn!(tool = %p.mended.tool, "the unresolved-call hook panicked; default feedback given");
-                    Resolution::Default
-                }) {
+            let resolution = match &self.on_unresolved {
+                OnUnresolved::Hook(hook) => Some(
+                    catch_unwind(AssertUnwindSafe(|| hook(&p.unresolved(), history)))
+                        .unwrap_or_else(|_| {
+                            tracing::warn!(tool = %p.mended.tool, "the unresolved-call hook panicked; default feedback given");
+                            Resolution::Default
+                        }),
+                ),
+                OnUnresolved::AsyncHook(hook) => {
+                    let history = shared_history
+                        .get_or_insert_with(|| Arc::from(history.to_vec()))
+                        .clone();
+                    // Called inside the caught future: a panic while building it counts too.
+                    let answer =
+                        AssertUnwindSafe(async { hook(p.unresolved(), history).await })
+                            .catch_unwind();
+                    Some(match tokio::time::timeout(self.stage_timeout, answer).await {
+                        Ok(Ok(r)) => r,
+                        Ok(Err(_)) => {
+                            tracing::warn!(tool = %p.mended.tool, "the unresolved-call hook panicked; default feedback given");
+                            Resolution::Default
+                        }
+                        Err(_) => {
+                            tracing::warn!(tool = %p.mended.tool, "the unresolved-call hook did not answer in time; default feedback given");
+                            Resolution::Default
+                        }
+                    })
+                }
+                _ => None,
+            };
+            let text = match resolution {
+                Some(resolution) => match resolution {
                     Resolution::Salvage(value) => match self.salvage(p, value, ctx) {
                         Ok(()) => None,
                         Err(why) => {
@@ -852,7 +877,7 @@ impl ToolNode {
                     Resolution::Feedback(text) => Some(text),
                     Resolution::Default => Some(default),
                 },
-                _ => Some(default),
+                None => Some(default),
             };
             if let Some(text) = text {
                 p.answer = Some(ToolOutput::text(text));

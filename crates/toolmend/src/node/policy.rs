@@ -43,6 +43,12 @@ pub enum Resolution {
 /// A hook deciding unresolved calls; sees the call and the conversation.
 pub type ResolveHook = Arc<dyn Fn(&UnresolvedCall, &[Message]) -> Resolution + Send + Sync>;
 
+/// An async hook: gets the call and the conversation (shared), answers later (it may ask
+/// a person, a database, another model).
+pub type AsyncResolveHook = Arc<
+    dyn Fn(UnresolvedCall, Arc<[Message]>) -> super::BoxFuture<'static, Resolution> + Send + Sync,
+>;
+
 /// What to do with calls that stay invalid.
 #[derive(Clone, Default)]
 pub enum OnUnresolved {
@@ -53,6 +59,8 @@ pub enum OnUnresolved {
     Raise,
     /// Ask a hook.
     Hook(ResolveHook),
+    /// Ask an async hook (bounded by the node's `stage_timeout`; past it, the default).
+    AsyncHook(AsyncResolveHook),
 }
 
 impl fmt::Debug for OnUnresolved {
@@ -61,11 +69,21 @@ impl fmt::Debug for OnUnresolved {
             OnUnresolved::Feedback => "Feedback",
             OnUnresolved::Raise => "Raise",
             OnUnresolved::Hook(_) => "Hook",
+            OnUnresolved::AsyncHook(_) => "AsyncHook",
         })
     }
 }
 
 impl OnUnresolved {
+    /// An async hook from a closure returning a future.
+    pub fn hook_async<F, Fut>(f: F) -> Self
+    where
+        F: Fn(UnresolvedCall, Arc<[Message]>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Resolution> + Send + 'static,
+    {
+        OnUnresolved::AsyncHook(Arc::new(move |call, history| Box::pin(f(call, history))))
+    }
+
     /// A hook from a closure.
     pub fn hook(
         f: impl Fn(&UnresolvedCall, &[Message]) -> Resolution + Send + Sync + 'static,

@@ -2300,3 +2300,50 @@ async fn an_answered_call_with_a_name_providers_refuse_is_renamed_too() {
     let history = applied(&messages, out);
     assert_eq!(history::check(&history), []);
 }
+
+#[tokio::test]
+async fn an_async_hook_salvages_words_and_times_out_to_the_default() {
+    let hook = OnUnresolved::hook_async(|c, history: Arc<[Message]>| async move {
+        match c.call_id.as_str() {
+            "c1" => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                // The hook sees the conversation before the message.
+                assert_eq!(history.len(), 1);
+                Resolution::Salvage(json!({"city": "Oslo"}))
+            }
+            "c2" => Resolution::Feedback("ask the user which city".to_owned()),
+            "c3" => {
+                std::future::pending::<()>().await;
+                Resolution::Default
+            }
+            _ => panic!("hook failure"),
+        }
+    });
+    let n = counter();
+    let node = ToolNode::builder(tools(&n))
+        .on_unresolved(hook)
+        .stage_timeout(Duration::from_millis(50))
+        .build();
+    let messages = vec![
+        user("weather?"),
+        assistant(vec![
+            call("c1", "get_weather", r#"{"days": 1}"#),
+            call("c2", "get_weather", r#"{"days": 2}"#),
+            call("c3", "get_weather", r#"{"days": 3}"#),
+            call("c4", "get_weather", r#"{"days": 4}"#),
+        ]),
+    ];
+    let started = std::time::Instant::now();
+    let out = node.invoke(&messages).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(result(&out, "c1").outcome, CallOutcome::Salvaged);
+    assert_eq!(text(&out, "c1"), "sunny in Oslo");
+    assert_eq!(text(&out, "c2"), "ask the user which city");
+    // A hook that never answers, and one that panics: the default feedback.
+    for id in ["c3", "c4"] {
+        assert_eq!(result(&out, id).outcome, CallOutcome::Feedback);
+        assert!(text(&out, id).contains("city"), "{id}: {}", text(&out, id));
+    }
+    assert_eq!(runs(&n), 1);
+    assert_paired(&applied(&messages, out));
+}
