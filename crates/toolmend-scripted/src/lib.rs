@@ -1,0 +1,185 @@
+//! A scripted OpenAI-compatible provider: a real HTTP server on 127.0.0.1 that answers
+//! `POST /v1/chat/completions` from a script, as JSON or as SSE in OpenAI's chunk format,
+//! and refuses a broken request the way OpenAI does (HTTP 400, OpenAI's error body and
+//! wording). No model runs in this project's tests; this stands in for one, strictly, so
+//! that toolmend's guarantees are tested against the contract, not assumed.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use toolmend_scripted::{Script, ScriptedProvider};
+//! let script = Script::from_jsonl(r#"{"content": "Hello!"}"#).unwrap();
+//! let provider = ScriptedProvider::start(script).await?;
+//! println!("point your client at {}", provider.base_url()); // http://127.0.0.1:PORT/v1
+//! # Ok(()) }
+//! ```
+
+mod openai;
+mod script;
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+};
+
+use axum::{
+    Router,
+    body::Bytes,
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+pub use script::{Script, ScriptError, Step};
+use toolmend::agent::Strictness;
+
+/// A running scripted provider. Dropping it stops the server.
+#[derive(Debug)]
+pub struct ScriptedProvider {
+    addr: SocketAddr,
+    state: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// What the server shares between requests.
+#[derive(Debug)]
+struct Shared {
+    script: Mutex<Script>,
+    strictness: Strictness,
+    /// Every request body received (accepted or refused), in order.
+    requests: Mutex<Vec<Value>>,
+    /// Responses given so far (numbers the completion ids).
+    served: Mutex<u64>,
+}
+
+impl ScriptedProvider {
+    /// Starts a provider on a free port of 127.0.0.1, enforcing OpenAI's rules.
+    pub async fn start(script: Script) -> std::io::Result<Self> {
+        Self::start_with(script, Strictness::OpenAi, 0).await
+    }
+
+    /// Starts a provider with the given strictness on `port` (0: any free port).
+    pub async fn start_with(
+        script: Script,
+        strictness: Strictness,
+        port: u16,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(Shared {
+            script: Mutex::new(script),
+            strictness,
+            requests: Mutex::new(Vec::new()),
+            served: Mutex::new(0),
+        });
+        let app = router(Arc::clone(&state));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        #[allow(clippy::disallowed_methods)] // the server's own task, stopped on drop
+        tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "scripted provider stopped");
+            }
+        });
+        Ok(ScriptedProvider {
+            addr,
+            state,
+            stop: Some(stop),
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL an OpenAI client takes (`http://127.0.0.1:PORT/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every JSON request body received so far, refused ones included.
+    pub fn requests(&self) -> Vec<Value> {
+        self.state
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    /// Steps left in the script.
+    pub fn remaining(&self) -> usize {
+        self.state.script.lock().map(|s| s.len()).unwrap_or(0)
+    }
+}
+
+impl Drop for ScriptedProvider {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn router(state: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .with_state(state)
+}
+
+async fn models() -> Response {
+    axum::Json(serde_json::json!({
+        "object": "list",
+        "data": [{"id": "scripted", "object": "model", "created": 0, "owned_by": "toolmend"}]
+    }))
+    .into_response()
+}
+
+async fn chat_completions(State(state): State<Arc<Shared>>, body: Bytes) -> Response {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return openai::error(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "We could not parse the JSON body of your request. ({e}) (HINT: This likely \
+                     means you aren't using your HTTP library correctly. The OpenAI API expects \
+                     a JSON payload, but what was sent was not valid JSON.)"
+                ),
+                None,
+            );
+        }
+    };
+    if let Ok(mut r) = state.requests.lock() {
+        r.push(request.clone());
+    }
+    if let Err(refusal) = openai::validate(&request, state.strictness) {
+        return refusal.into_response();
+    }
+    let step = state.script.lock().ok().and_then(|mut s| s.pop_step());
+    let n = state
+        .served
+        .lock()
+        .map(|mut n| {
+            *n += 1;
+            *n
+        })
+        .unwrap_or(0);
+    match step {
+        None => openai::error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "The scripted provider's script is exhausted: no reply left for this request.",
+            None,
+        ),
+        Some(Step::Error { status, body }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, axum::Json(body)).into_response()
+        }
+        Some(Step::Reply(reply)) => openai::completion(&request, &reply, n),
+    }
+}

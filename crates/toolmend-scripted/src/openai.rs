@@ -1,0 +1,234 @@
+//! OpenAI's side of the contract: request checks with its error bodies and wording, and
+//! responses in its exact JSON and SSE chunk formats.
+
+use std::convert::Infallible;
+
+use axum::{
+    body::Body,
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+use toolmend::{
+    agent::Strictness,
+    history::{self, ViolationKind},
+    protocol::{AssistantMessage, Content, Message},
+};
+
+/// An OpenAI-style error response.
+pub(crate) fn error(status: StatusCode, message: &str, param: Option<String>) -> Response {
+    let kind = if status == StatusCode::BAD_REQUEST {
+        "invalid_request_error"
+    } else {
+        "server_error"
+    };
+    let body = json!({"error": {"message": message, "type": kind, "param": param, "code": null}});
+    (status, axum::Json(body)).into_response()
+}
+
+/// A request OpenAI would refuse: its message and the offending parameter.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    message: String,
+    param: String,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        error(StatusCode::BAD_REQUEST, &self.message, Some(self.param))
+    }
+}
+
+fn bad_request(message: &str, param: impl Into<String>) -> Refusal {
+    Refusal {
+        message: message.to_owned(),
+        param: param.into(),
+    }
+}
+
+/// Refuses what OpenAI refuses (and, with [`Strictness::All`], what stricter providers do).
+pub(crate) fn validate(request: &Value, strictness: Strictness) -> Result<(), Refusal> {
+    let Some(obj) = request.as_object() else {
+        return Err(bad_request(
+            "Invalid type for request body: expected an object.",
+            "",
+        ));
+    };
+    if !obj.get("model").is_some_and(Value::is_string) {
+        return Err(bad_request("you must provide a model parameter", "model"));
+    }
+    let Some(raw) = obj.get("messages").and_then(Value::as_array) else {
+        return Err(bad_request(
+            "Missing required parameter: 'messages'.",
+            "messages",
+        ));
+    };
+    if raw.is_empty() {
+        return Err(bad_request(
+            "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+            "messages",
+        ));
+    }
+    let mut messages = Vec::with_capacity(raw.len());
+    for (i, m) in raw.iter().enumerate() {
+        match serde_json::from_value::<Message>(m.clone()) {
+            Ok(m) => messages.push(m),
+            Err(e) => {
+                return Err(bad_request(
+                    &format!("Invalid value for 'messages[{i}]': {e}."),
+                    format!("messages.[{i}]"),
+                ));
+            }
+        }
+    }
+    if let Some(tools) = obj.get("tools").and_then(Value::as_array) {
+        for (i, t) in tools.iter().enumerate() {
+            let name = t
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !history::is_valid_function_name(name) {
+                return Err(bad_request(
+                    &format!(
+                        "Invalid 'tools[{i}].function.name': string does not match pattern. \
+                         Expected a string that matches the pattern '^[a-zA-Z0-9_-]{{1,64}}$'."
+                    ),
+                    format!("tools[{i}].function.name"),
+                ));
+            }
+        }
+    }
+    if let Some(v) = history::check(&messages)
+        .into_iter()
+        .find(|v| strictness.refuses(v.kind))
+    {
+        let param = match v.kind {
+            ViolationKind::OrphanResult
+            | ViolationKind::ResultOutOfPlace
+            | ViolationKind::DuplicateResult => format!("messages.[{}].tool_call_id", v.message),
+            ViolationKind::InvalidFunctionName => format!(
+                "messages.[{}].tool_calls.[{}].function.name",
+                v.message,
+                v.call.unwrap_or(0)
+            ),
+            _ => format!("messages.[{}]", v.message),
+        };
+        return Err(bad_request(&v.provider_error, param));
+    }
+    Ok(())
+}
+
+/// The scripted reply as OpenAI sends it: a `chat.completion`, or SSE chunks when the
+/// request asked for a stream.
+pub(crate) fn completion(request: &Value, reply: &AssistantMessage, n: u64) -> Response {
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("scripted")
+        .to_owned();
+    let id = format!("chatcmpl-scripted-{n}");
+    let created = 1_700_000_000 + n;
+    let calls = reply.tool_calls.as_deref().unwrap_or(&[]);
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    let content = reply.text();
+    let usage = usage(request, reply);
+    if request.get("stream").and_then(Value::as_bool) == Some(true) {
+        let include_usage = request
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            == Some(true);
+        let chunk = |delta: Value, finish: Option<&str>| {
+            json!({
+                "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "system_fingerprint": null,
+                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]
+            })
+        };
+        let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+        if let Some(text) = &content {
+            for piece in pieces(text, 8) {
+                events.push(chunk(json!({"content": piece}), None));
+            }
+        }
+        for (k, tc) in calls.iter().enumerate() {
+            let mut first = json!({"index": k, "type": "function",
+                                   "function": {"name": tc.function.name, "arguments": ""}});
+            if let Some(id) = &tc.id {
+                first["id"] = json!(id);
+            }
+            events.push(chunk(json!({"tool_calls": [first]}), None));
+            for piece in pieces(&tc.function.arguments, 8) {
+                events.push(chunk(
+                    json!({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}),
+                    None,
+                ));
+            }
+        }
+        events.push(chunk(json!({}), Some(finish)));
+        if include_usage {
+            events.push(json!({
+                "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "system_fingerprint": null, "choices": [], "usage": usage
+            }));
+        }
+        let frames: Vec<Result<String, Infallible>> = events
+            .iter()
+            .map(|e| Ok(format!("data: {e}\n\n")))
+            .chain(std::iter::once(Ok("data: [DONE]\n\n".to_owned())))
+            .collect();
+        return Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(Body::from_stream(futures::stream::iter(frames)))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+    }
+    let mut message = json!({"role": "assistant", "content": content, "refusal": null});
+    if !calls.is_empty() {
+        message["tool_calls"] = serde_json::to_value(calls).unwrap_or(Value::Null);
+    }
+    axum::Json(json!({
+        "id": id, "object": "chat.completion", "created": created, "model": model,
+        "system_fingerprint": null,
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+        "usage": usage
+    }))
+    .into_response()
+}
+
+/// A deterministic token count (bytes / 4, rounded up), as a provider's `usage`.
+fn usage(request: &Value, reply: &AssistantMessage) -> Value {
+    let prompt = request
+        .get("messages")
+        .map_or(0, |m| m.to_string().len().div_ceil(4));
+    let mut out = reply
+        .content
+        .as_ref()
+        .and_then(Option::as_ref)
+        .map_or(0, |c: &Content| c.text().len());
+    for tc in reply.tool_calls.iter().flatten() {
+        out += tc.function.name.len() + tc.function.arguments.len();
+    }
+    let completion = out.div_ceil(4);
+    json!({"prompt_tokens": prompt, "completion_tokens": completion,
+           "total_tokens": prompt + completion})
+}
+
+/// `text` in pieces of about `size` bytes, cut at character boundaries.
+fn pieces(text: &str, size: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < text.len() {
+        let mut end = (start + size).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push(&text[start..end]);
+        start = end;
+    }
+    out
+}
