@@ -68,6 +68,47 @@ enum Command {
     ///   toolmend history trim --tokens 8000 request.json > trimmed.json
     #[command(verbatim_doc_comment)]
     History(HistoryArgs),
+
+    /// Serve a scripted OpenAI-compatible provider on 127.0.0.1 (tests and demos).
+    ///
+    /// Answers POST /v1/chat/completions from a script, as JSON or as SSE chunks in
+    /// OpenAI's format, and refuses a request whose history breaks the tool-call
+    /// contract with HTTP 400 and OpenAI's error body and wording (an unanswered call,
+    /// an orphan result, a duplicate id, a result after a user message, an invalid
+    /// function name). Point any OpenAI client's base URL at the printed address.
+    ///
+    /// The script is JSON Lines, one step per request:
+    ///   {"content": "text", "tool_calls": [{"id": "c1", "type": "function",
+    ///     "function": {"name": "get_weather", "arguments": "{'city': 'Paris',}"}}]}
+    ///   {"error": {"status": 429, "body": {"error": {"message": "Rate limit", ...}}}}
+    /// Lines starting with # are comments. Past the last step: HTTP 500.
+    ///
+    /// Examples:
+    ///   toolmend scripted-provider examples/script.jsonl
+    ///   toolmend scripted-provider --port 8089 --strictness all script.jsonl
+    #[command(verbatim_doc_comment)]
+    ScriptedProvider(ProviderArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ProviderArgs {
+    /// The script (JSON Lines); `-` reads standard input.
+    script: std::path::PathBuf,
+    /// The port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 0, env = "TOOLMEND_PROVIDER_PORT")]
+    port: u16,
+    /// Which rules to enforce: OpenAI's, or also vLLM's and Anthropic's (argument text
+    /// that is not a JSON object, empty tool results).
+    #[arg(long, value_enum, default_value_t = ProviderStrictness::Openai)]
+    strictness: ProviderStrictness,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProviderStrictness {
+    /// What OpenAI refuses.
+    Openai,
+    /// Every rule `toolmend history check` knows.
+    All,
 }
 
 #[derive(Debug, clap::Args)]
@@ -305,6 +346,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Mend(args) => mend_cmd::run(args).map(|()| ExitCode::SUCCESS),
         Command::History(args) => history_cmd::run(&args.action),
+        Command::ScriptedProvider(args) => provider_cmd(args),
     };
     match result {
         Ok(code) => code,
@@ -316,6 +358,44 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// Serves the scripted provider until interrupted.
+fn provider_cmd(args: &ProviderArgs) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    let text = if args.script.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading the script from stdin")?
+    } else {
+        std::fs::read_to_string(&args.script)
+            .with_context(|| format!("reading the script {}", args.script.display()))?
+    };
+    let script = toolmend_scripted::Script::from_jsonl(&text)?;
+    let steps = script.len();
+    let strictness = match args.strictness {
+        ProviderStrictness::Openai => toolmend::agent::Strictness::OpenAi,
+        ProviderStrictness::All => toolmend::agent::Strictness::All,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let provider =
+            toolmend_scripted::ScriptedProvider::start_with(script, strictness, args.port)
+                .await
+                .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
+        let mut out = std::io::stdout();
+        writeln!(
+            out,
+            "scripted provider: {} ({steps} step(s)); Ctrl-C stops it",
+            provider.base_url()
+        )?;
+        out.flush()?;
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -440,3 +440,54 @@ fn history_of_twelve_thousand_messages_on_one_line_reads_in_one_pass() {
     assert_eq!(code, 0);
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }
+
+#[test]
+fn scripted_provider_serves_the_example_script_and_refuses_a_broken_history() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolmend"))
+        .args(["scripted-provider", "examples/script.jsonl"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // "scripted provider: http://127.0.0.1:PORT/v1 (5 step(s)); Ctrl-C stops it"
+    assert!(line.contains("(5 step(s))"), "{line}");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split("/v1").next())
+        .unwrap()
+        .to_owned();
+    let post = |body: &str| {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let ok = post(r#"{"model": "m", "messages": [{"role": "user", "content": "weather?"}]}"#);
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    assert!(
+        ok.contains(r#""arguments":"{'city': 'Paris', 'unit': 'Celsius',}""#),
+        "{ok}"
+    );
+    let refused = post(
+        r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, {"role": "user", "content": "and?"}]}"#,
+    );
+    assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
+    assert!(
+        refused.contains("did not have response messages: c1"),
+        "{refused}"
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+}
