@@ -1,7 +1,10 @@
 //! An OpenAI-compatible chat client: `POST {base_url}/chat/completions`, as JSON or as a
 //! server-sent-event stream put back together, with tools, `tool_choice`,
 //! `response_format`, timeouts, token usage, and errors that keep the provider's status
-//! and body. [`OpenAiModel`] is the agent loop's [`ChatModel`] over it.
+//! and body. [`OpenAiModel`] is the agent loop's [`ChatModel`] over it;
+//! [`ModelCorrector`] is the tool node's correction model.
+
+mod correct;
 
 use std::time::Duration;
 
@@ -13,6 +16,8 @@ use toolmend::{
     node::BoxFuture,
     protocol::{AssistantMessage, Content, FunctionCall, Message, Tool, ToolCall},
 };
+
+pub use correct::{CONTEXT_CHARS, CorrectionMode, ModelCorrector, render_context};
 
 /// What a chat request carries besides the messages.
 #[derive(Debug, Clone, Default, Serialize)]
