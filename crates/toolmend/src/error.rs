@@ -17,6 +17,9 @@ pub enum Error {
         "tool name `{0}` is not accepted by providers: use 1 to 64 letters, digits, `_` or `-`"
     )]
     InvalidToolName(String),
+    /// A configuration that cannot work (the message says what to change).
+    #[error("configuration error: {0}")]
+    Config(String),
     /// Two tools with the same name were registered.
     #[error("tool `{0}` is defined twice; tool names must be unique")]
     DuplicateTool(String),

@@ -146,11 +146,13 @@ impl ToolNodeBuilder {
         self
     }
 
-    /// A corrector for invalid calls, tried up to `max_retries` times per call (at least 1).
+    /// A corrector for invalid calls, tried up to `max_retries` times per call. 0 with a
+    /// corrector is a configuration error ([`try_build`](Self::try_build) reports it;
+    /// [`build`](Self::build) uses 1).
     #[must_use]
     pub fn corrector(mut self, corrector: impl Corrector + 'static, max_retries: u32) -> Self {
         self.node.corrector = Arc::new(corrector);
-        self.node.max_correction_retries = max_retries.max(1);
+        self.node.max_correction_retries = max_retries;
         self
     }
 
@@ -203,7 +205,21 @@ impl ToolNodeBuilder {
 
     /// The node.
     pub fn build(self) -> ToolNode {
-        self.node
+        let mut node = self.node;
+        node.max_correction_retries = node.max_correction_retries.max(1);
+        node
+    }
+
+    /// The node, or the configuration error: a corrector with 0 retries.
+    pub fn try_build(self) -> Result<ToolNode, crate::Error> {
+        if self.node.corrector.is_enabled() && self.node.max_correction_retries == 0 {
+            return Err(crate::Error::Config(
+                "a corrector is configured with 0 correction retries: it would never be asked; \
+                 use at least 1, or no corrector"
+                    .to_owned(),
+            ));
+        }
+        Ok(self.build())
     }
 }
 

@@ -2347,3 +2347,20 @@ async fn an_async_hook_salvages_words_and_times_out_to_the_default() {
     assert_eq!(runs(&n), 1);
     assert_paired(&applied(&messages, out));
 }
+
+#[test]
+fn a_corrector_with_zero_retries_is_a_configuration_error() {
+    let err = ToolNode::builder(Registry::new())
+        .corrector(toolmend::correct::Scripted::new(), 0)
+        .try_build()
+        .unwrap_err();
+    assert!(err.to_string().contains("0 correction retries"), "{err}");
+    assert!(
+        ToolNode::builder(Registry::new())
+            .corrector(toolmend::correct::Scripted::new(), 1)
+            .try_build()
+            .is_ok()
+    );
+    // No corrector: 0 is not asked for, nothing to report.
+    assert!(ToolNode::builder(Registry::new()).try_build().is_ok());
+}
