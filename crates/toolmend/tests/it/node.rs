@@ -2364,3 +2364,62 @@ fn a_corrector_with_zero_retries_is_a_configuration_error() {
     // No corrector: 0 is not asked for, nothing to report.
     assert!(ToolNode::builder(Registry::new()).try_build().is_ok());
 }
+
+/// A corrector that takes a while and records how many of it run at once.
+struct SlowCorrector {
+    running: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+impl toolmend::correct::Corrector for SlowCorrector {
+    fn correct<'a>(
+        &'a self,
+        _request: toolmend::correct::CorrectionRequest<'a>,
+    ) -> toolmend::node::BoxFuture<
+        'a,
+        Result<toolmend::correct::Correction, toolmend::correct::CorrectError>,
+    > {
+        use std::sync::atomic::Ordering::SeqCst;
+        Box::pin(async move {
+            let now = self.running.fetch_add(1, SeqCst) + 1;
+            self.peak.fetch_max(now, SeqCst);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            self.running.fetch_sub(1, SeqCst);
+            Ok(toolmend::correct::Correction {
+                arguments: Some(json!({"city": "Paris"})),
+                usage: None,
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn corrections_run_concurrently_within_the_bound() {
+    let corrector = Arc::new(SlowCorrector {
+        running: Default::default(),
+        peak: Default::default(),
+    });
+    let n = counter();
+    let node = ToolNode::builder(tools(&n))
+        .corrector(Arc::clone(&corrector), 1)
+        .max_concurrency(2)
+        .build();
+    // Six calls with a wrong type (not coercible): each goes to the corrector.
+    let calls = (0..6)
+        .map(|i| {
+            call(
+                &format!("c{i}"),
+                "get_weather",
+                r#"{"city": ["Paris"], "days": "x"}"#,
+            )
+        })
+        .collect();
+    let out = node.invoke(&[user("go"), assistant(calls)]).await.unwrap();
+    let peak = corrector.peak.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((2..=2).contains(&peak), "peak {peak}");
+    assert!(
+        out.results
+            .iter()
+            .all(|r| r.outcome == CallOutcome::Corrected)
+    );
+}
