@@ -2423,3 +2423,52 @@ async fn corrections_run_concurrently_within_the_bound() {
             .all(|r| r.outcome == CallOutcome::Corrected)
     );
 }
+
+/// Answers only the first call of the batch.
+struct OneVerdict;
+
+impl Guard for OneVerdict {
+    fn check<'a>(
+        &'a self,
+        _calls: &'a [GuardRequest<'a>],
+    ) -> toolmend::node::BoxFuture<'a, Vec<Verdict>> {
+        Box::pin(std::future::ready(vec![Verdict::Allow]))
+    }
+}
+
+#[tokio::test]
+async fn a_guard_with_too_few_verdicts_refuses_the_rest() {
+    let n = counter();
+    let node = ToolNode::builder(tools(&n)).guard(OneVerdict).build();
+    let messages = vec![
+        user("go"),
+        assistant(vec![
+            call("c1", "get_weather", r#"{"city": "Paris"}"#),
+            call("c2", "get_weather", r#"{"city": "Rome"}"#),
+        ]),
+    ];
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(result(&out, "c1").outcome, CallOutcome::Executed);
+    assert_eq!(result(&out, "c2").outcome, CallOutcome::Flooded);
+    assert_eq!(runs(&n), 1, "a call without a verdict never runs");
+}
+
+#[tokio::test]
+async fn the_collector_counts_message_level_fixes() {
+    let collector = Arc::new(StatsCollector::new());
+    let node = ToolNode::builder(tools(&counter()))
+        .listener(Arc::clone(&collector))
+        .build();
+    let mut msg = AssistantMessage {
+        content: Some(Some(Content::Text("<think>plan</think>On it.".into()))),
+        ..Default::default()
+    };
+    msg.tool_calls = Some(vec![call("c1", "get_weather", r#"{"city": "Paris"}"#)]);
+    node.invoke(&[user("go"), Message::Assistant(msg)])
+        .await
+        .unwrap();
+    assert_eq!(
+        collector.snapshot().fixes.get("thinking_stripped"),
+        Some(&1)
+    );
+}
