@@ -135,7 +135,11 @@ fix_kinds! {
     MismatchedBracket = "mismatched_bracket", Safe;
     /// Text that is not JSON between members skipped.
     GarbageSkipped = "garbage_skipped", Unsafe;
-    /// The text stopped before closing brackets; they were closed.
+    /// The text ended right after a complete member with only `}` left to close; the
+    /// braces were added (nothing was cut: no open string, array, key or `,`).
+    ClosingBracesAdded = "closing_braces_added", Safe;
+    /// The text stopped before closing brackets, inside an array or after a `,`, `:` or
+    /// `{` (more was coming); they were closed.
     UnclosedBrackets = "unclosed_brackets", Lossy;
     /// The text stopped inside a string; the prefix was kept and closed.
     TruncatedString = "truncated_string", Lossy;

@@ -739,7 +739,13 @@ impl ToolNode {
             return false;
         }
         let missing = issues.iter().any(|i| i.kind == IssueKind::MissingRequired);
-        let unknown_key = issues.iter().any(|i| i.kind == IssueKind::UnknownKey);
+        // An unknown key, kept as an issue or dropped by coercion, may hold the missing
+        // value under another name or one level too high (`adults` for `passengers.adults`).
+        let unknown_key = issues.iter().any(|i| i.kind == IssueKind::UnknownKey)
+            || p.mended
+                .fixes
+                .iter()
+                .any(|f| f.kind == FixKind::UnknownKeyDropped);
         // A missing value would have to be invented, unless an unknown key is its misnaming.
         !missing || unknown_key || self.correct_missing_fields
     }

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Number, Value};
 
-use crate::{Fix, FixKind};
+use crate::{Fix, FixKind, Safety};
 
 /// How far a lookahead may scan (whitespace, a key) before deciding.
 const LOOKAHEAD: usize = 256;
@@ -63,6 +63,10 @@ pub(crate) struct Parser<'a> {
     pub fixes: Vec<Fix>,
     /// Kinds recorded once per text (see [`Parser::fix`]), as bits.
     seen: u128,
+    /// Set where the text ends: true when it ended right after a complete object member
+    /// with only `}` left to close (nothing was cut), false when it ended anywhere else.
+    /// The enclosing containers read it to record the same kind of fix.
+    clean_end: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -75,6 +79,7 @@ impl<'a> Parser<'a> {
             max_depth,
             fixes: Vec::new(),
             seen: 0,
+            clean_end: false,
         }
     }
 
@@ -90,7 +95,12 @@ impl<'a> Parser<'a> {
                 | FixKind::CommentRemoved
                 | FixKind::InvalidEscapeKept
         );
-        if pervasive || kind == FixKind::UnclosedBrackets {
+        if pervasive
+            || matches!(
+                kind,
+                FixKind::UnclosedBrackets | FixKind::ClosingBracesAdded
+            )
+        {
             // Once per text; a bit per kind keeps this O(1).
             let bit = 1u128 << (kind as u32 % 128);
             if self.seen & bit != 0 {
@@ -326,8 +336,11 @@ impl<'a> Parser<'a> {
             self.skip_ws();
             let here = self.pos;
             let Some(c) = self.peek() else {
+                // After a complete member (no `,` or `{` waiting for one) nothing was cut:
+                // only the closing braces are missing.
+                self.clean_end = !expect_member && self.ends_on_complete_value();
                 if !braceless {
-                    self.fix(FixKind::UnclosedBrackets, here);
+                    self.fix(self.closing_kind(), here);
                 }
                 return Ok(container(Value::Object(map), !braceless));
             };
@@ -437,13 +450,47 @@ impl<'a> Parser<'a> {
                 }
             }
             if parsed.truncated {
-                self.fix(FixKind::UnclosedBrackets, self.pos);
+                // A cut scalar (string, literal) is never a clean end.
+                self.clean_end &= !parsed.scalar;
+                self.fix(self.closing_kind(), self.pos);
                 return Ok(container(Value::Object(map), true));
             }
         }
     }
 
+    /// The fix for brackets closed at the end of the text: harmless when the text ended
+    /// cleanly inside objects only and nothing before needed a guess (a string read past
+    /// an inner quote may really be a cut member), lossy otherwise.
+    fn closing_kind(&self) -> FixKind {
+        if self.clean_end && self.fixes.iter().all(|f| f.safety() == Safety::Safe) {
+            FixKind::ClosingBracesAdded
+        } else {
+            FixKind::UnclosedBrackets
+        }
+    }
+
+    /// Whether the text's last significant bytes end a value for sure: a digit, a closing
+    /// quote or bracket, or a whole literal (`1.`, `1e` or `-` are numbers cut short).
+    fn ends_on_complete_value(&self) -> bool {
+        let text = self.src.trim_end().as_bytes();
+        match text.last() {
+            Some(b'0'..=b'9' | b'"' | b'\'' | b'}' | b']') => true,
+            Some(_) => [
+                b"true".as_slice(),
+                b"false",
+                b"null",
+                b"True",
+                b"False",
+                b"None",
+            ]
+            .iter()
+            .any(|lit| text.ends_with(lit)),
+            None => false,
+        }
+    }
+
     fn truncated_object(&mut self, map: Map<String, Value>) -> Parsed {
+        self.clean_end = false;
         self.fix(FixKind::UnclosedBrackets, self.pos);
         container(Value::Object(map), true)
     }
@@ -455,6 +502,8 @@ impl<'a> Parser<'a> {
             self.skip_ws();
             let here = self.pos;
             let Some(c) = self.peek() else {
+                // An open array may have had more elements.
+                self.clean_end = false;
                 self.fix(FixKind::UnclosedBrackets, here);
                 return Ok(container(Value::Array(items), true));
             };
@@ -495,6 +544,7 @@ impl<'a> Parser<'a> {
                 } else {
                     items.push(parsed.value);
                 }
+                self.clean_end = false;
                 self.fix(FixKind::UnclosedBrackets, self.pos);
                 return Ok(container(Value::Array(items), true));
             }

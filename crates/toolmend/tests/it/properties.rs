@@ -2,7 +2,9 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use toolmend::{MendOptions, RepairOptions, mend::mend_call, repair::repair, schema::CompiledTool};
+use toolmend::{
+    FixKind, MendOptions, RepairOptions, mend::mend_call, repair::repair, schema::CompiledTool,
+};
 
 fn arb_json(depth: u32) -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
@@ -150,12 +152,20 @@ proptest! {
 
     #[test]
     fn truncation_anywhere_never_fails_and_is_lossy(v in arb_object(), cut in 0.0f64..1.0) {
+        // Lossy, unless the cut fell right after a complete member: then the only fix is
+        // `closing_braces_added`, and the result is the cut text plus `}`s, nothing else.
         let text = serde_json::to_string(&v).unwrap();
         let mut at = ((text.len() as f64) * cut) as usize;
         while !text.is_char_boundary(at) { at -= 1; }
         if at >= 1 && at < text.len() {
-            let r = repair(&text[..at], &RepairOptions::default()).unwrap();
-            prop_assert!(r.calls[0].is_lossy() || r.calls[0].fixes.is_empty(), "{}", &text[..at]);
+            let cut_text = &text[..at];
+            let call = &repair(cut_text, &RepairOptions::default()).unwrap().calls[0];
+            if !call.is_lossy() && !call.fixes.is_empty() {
+                prop_assert!(call.fixes.iter().all(|f| f.kind == FixKind::ClosingBracesAdded), "{}", cut_text);
+                let out = serde_json::to_string(&call.arguments).unwrap();
+                let added = out.strip_prefix(cut_text).unwrap_or("?");
+                prop_assert!(!added.is_empty() && added.bytes().all(|b| b == b'}'), "{} -> {}", cut_text, out);
+            }
         }
     }
 }

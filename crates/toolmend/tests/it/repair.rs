@@ -136,10 +136,31 @@ fn truncation_follows_the_salvage_conventions() {
     let (v, k) = one(r#"{"a": 1, "ok": fal"#);
     assert_eq!(v, json!({"a": 1, "ok": false}));
     assert!(k.contains(&FixKind::TruncatedLiteral));
-    // Only closing brackets missing.
+    // Only closing braces missing, after a complete member: nothing was cut.
     let (v, k) = one("{\"a\": {\"b\": [1, 2]");
     assert_eq!(v, json!({"a": {"b": [1, 2]}}));
-    assert!(k.contains(&FixKind::UnclosedBrackets));
+    assert_eq!(k, vec![FixKind::ClosingBracesAdded]);
+    assert!(!ok("{\"a\": 350").calls[0].is_lossy());
+    assert!(!ok("{\"a\": true\n").calls[0].is_lossy());
+    // More was coming (a `,`, an open array, a number or a literal cut short, a string
+    // read past an inner quote): lossy.
+    for cut in [
+        "{\"a\": 1,",
+        "{\"a\": [1, 2",
+        "{\"a\": 35.",
+        "{\"a\": 1e",
+        "{\"a\": {",
+        "{\"a\": \"x\",\"c\"",
+    ] {
+        let call = &ok(cut).calls[0];
+        assert!(call.is_lossy(), "{cut}: {:?}", call.fixes);
+        assert!(
+            call.fixes
+                .iter()
+                .all(|f| f.kind != FixKind::ClosingBracesAdded),
+            "{cut}"
+        );
+    }
 }
 
 #[test]
