@@ -25,8 +25,13 @@ pub enum CorrectionMode {
     /// The tool bound and forced (`tool_choice`): the answer is the call's arguments.
     #[default]
     ToolCalling,
-    /// `response_format: json_object`: the answer is the arguments as JSON text.
+    /// `response_format: json_object`: the answer is the arguments as JSON text, for
+    /// models without tool calling.
     Json,
+    /// `response_format: json_schema` with the tool's schema (not `strict`: OpenAI's
+    /// strict mode refuses most real schemas): for servers that constrain decoding to a
+    /// schema (vLLM, llama.cpp, OpenAI).
+    JsonSchema,
 }
 
 /// Each context message is cut to this many characters.
@@ -187,6 +192,17 @@ impl Corrector for ModelCorrector {
                 CorrectionMode::Json => {
                     request.response_format = Some(json!({"type": "json_object"}));
                 }
+                CorrectionMode::JsonSchema => {
+                    request.response_format = Some(json!({
+                        "type": "json_schema",
+                        "json_schema": {
+                            "name": tool.name(),
+                            "description": tool.description(),
+                            "schema": tool.parameters(),
+                            "strict": false,
+                        },
+                    }));
+                }
             }
             let response = self.client.chat(&request).await.map_err(|e| CorrectError {
                 transient: e.is_transient(),
@@ -208,7 +224,7 @@ impl Corrector for ModelCorrector {
                     .as_ref()
                     .and_then(|c| c.first())
                     .map(|c| c.function.arguments.clone()),
-                CorrectionMode::Json => response.message.text(),
+                CorrectionMode::Json | CorrectionMode::JsonSchema => response.message.text(),
             };
             // The model's own JSON may need mending too; what it means is kept, and the
             // node re-validates it against the schema.

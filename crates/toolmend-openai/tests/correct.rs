@@ -217,6 +217,34 @@ async fn missing_fields_are_not_sent_and_privacy_holds() {
     let prompt = prompt_of(sent);
     assert!(!prompt.contains("Conversation so far"), "{prompt}");
     assert!(!prompt.contains("What is the weather"), "{prompt}");
+
+    // JSON-schema mode: the tool's schema constrains the answer.
+    let script = Script::new().reply(AssistantMessage {
+        content: Some(Some(Content::Text(
+            r#"{"city": "Paris", "days": 3}"#.into(),
+        ))),
+        ..Default::default()
+    });
+    let provider = ScriptedProvider::start(script).await.unwrap();
+    let corrector = ModelCorrector::new(OpenAiClient::new(provider.base_url()).unwrap(), "small")
+        .mode(CorrectionMode::JsonSchema);
+    let node = ToolNode::builder(tools()).corrector(corrector, 1).build();
+    let out = node
+        .invoke(&messages(vec![ToolCall::new(
+            "c1",
+            "get_weather",
+            r#"{"city": "Paris", "days": "three"}"#,
+        )]))
+        .await
+        .unwrap();
+    assert_eq!(out.results[0].outcome, CallOutcome::Corrected);
+    let format = &provider.requests()[0]["response_format"];
+    assert_eq!(format["type"], "json_schema");
+    assert_eq!(format["json_schema"]["name"], "get_weather");
+    assert_eq!(
+        format["json_schema"]["schema"]["required"],
+        json!(["city", "days"])
+    );
 }
 
 #[test]
