@@ -233,6 +233,35 @@ pub fn mend_named_in(
     mended
 }
 
+/// Mends arguments that are already parsed (a framework parsed the JSON, e.g. LangChain's
+/// `tool_calls[].args`): the tool name is resolved as in [`mend_named_in`], then the value
+/// is coerced and validated. No text repair runs, so nothing can be lossy.
+pub fn mend_value_named_in(
+    name: &str,
+    arguments: Value,
+    tools: &Toolbox,
+    opts: &MendOptions,
+    ctx: &ValidationContext<'_>,
+) -> MendedCall {
+    match resolve_tool(name, tools) {
+        Ok((tool, name_fix)) => {
+            let repaired = RepairedCall {
+                name: None,
+                arguments,
+                fixes: name_fix.into_iter().collect(),
+            };
+            check_call(repaired, tool, opts, ctx)
+        }
+        Err(issue) => MendedCall {
+            tool: name.to_owned(),
+            arguments: Some(arguments),
+            fixes: Vec::new(),
+            issues: vec![*issue],
+            outcome: Outcome::Feedback,
+        },
+    }
+}
+
 fn resolve_tool<'t>(
     name: &str,
     tools: &'t Toolbox,

@@ -13,7 +13,7 @@ use crate::{
 
 /// Calls a model wrote into its text, as tool calls without ids (the node mints them).
 /// Only calls naming a known tool count, so an answer that merely contains JSON is left alone.
-pub(crate) fn calls_in_text(
+pub fn calls_in_text(
     message: &AssistantMessage,
     tools: &Toolbox,
     opts: &RepairOptions,
@@ -48,7 +48,7 @@ pub(crate) fn calls_in_text(
 }
 
 /// The prose before the first call written into a text, if any.
-pub(crate) fn prose_before_calls(text: &str) -> Option<String> {
+pub fn prose_before_calls(text: &str) -> Option<String> {
     const MARKERS: [&str; 7] = [
         "<tool_call",
         "[TOOL_CALLS]",
@@ -71,7 +71,7 @@ pub(crate) fn prose_before_calls(text: &str) -> Option<String> {
 /// `<thinking>…</thinking>` blocks (any case), an unclosed opening block to the end, and
 /// everything before a bare closing tag (templates that open the block in the prompt).
 /// Returns `None` when there was nothing to remove.
-pub(crate) fn strip_thinking(text: &str) -> Option<String> {
+pub fn strip_thinking(text: &str) -> Option<String> {
     let lower = text.to_ascii_lowercase();
     if !lower.contains("think") {
         return None;

@@ -35,6 +35,7 @@
 //! ```
 
 mod extract;
+pub use extract::{calls_in_text, prose_before_calls, strip_thinking};
 mod policy;
 mod stats;
 mod tool;

@@ -1,0 +1,346 @@
+//! `toolmend._core`: the Rust engine for Python. Repair, validation against compiled
+//! schemas, mending (one call or a whole text), calls written into content, and history
+//! check / sanitize / trim. Values cross as Python objects (`pythonize`); the Rust work
+//! runs with the GIL released.
+//!
+//! The Python integrations (`toolmend.langgraph`, `toolmend.langchain`) are written in
+//! Python on top of this module: execution, injection and `Command`s stay LangGraph's.
+
+use pyo3::{create_exception, exceptions::PyException, prelude::*, types::PyString};
+use pythonize::{depythonize, pythonize};
+use serde::Serialize;
+use serde_json::{Value, json};
+use toolmend::{
+    CompiledTool, MendOptions, MendedCall, RepairOptions, feedback,
+    history::{
+        self, Budget, ByteEstimate, MissingIdPolicy, OrphanPolicy, SanitizePolicy, Tiktoken,
+        TokenCounter,
+    },
+    mend::{self, Outcome},
+    protocol::{AssistantMessage, Content, Message},
+    schema::{Coercions, Phase, ValidationContext},
+};
+
+create_exception!(
+    _core,
+    ToolmendError,
+    PyException,
+    "Bad input to toolmend (an invalid schema, a malformed message, an unknown option); \
+     the message says what is wrong and what to do."
+);
+
+fn error(e: impl std::fmt::Display) -> PyErr {
+    ToolmendError::new_err(e.to_string())
+}
+
+fn to_py<T: Serialize>(py: Python<'_>, value: &T) -> PyResult<Py<PyAny>> {
+    Ok(pythonize(py, value).map_err(error)?.unbind())
+}
+
+fn from_py<T: serde::de::DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+    depythonize(obj).map_err(|e| error(format!("{what}: {e}")))
+}
+
+fn phase(name: &str) -> PyResult<Phase> {
+    match name {
+        "initial" => Ok(Phase::Initial),
+        "correction" => Ok(Phase::Correction),
+        "salvage" => Ok(Phase::Salvage),
+        other => Err(error(format!(
+            "unknown phase {other:?}: use \"initial\", \"correction\" or \"salvage\""
+        ))),
+    }
+}
+
+/// A mended call as Python sees it: the Rust fields plus the feedback text to send.
+fn call_to_py(py: Python<'_>, call: &MendedCall) -> PyResult<Py<PyAny>> {
+    let mut v = serde_json::to_value(call).map_err(error)?;
+    v["lossy"] = Value::Bool(call.is_lossy());
+    if call.outcome == Outcome::Feedback {
+        let f = feedback::render(&call.tool, &call.issues);
+        v["feedback"] = Value::String(f.text);
+        v["error"] = f.json["error"].clone();
+    }
+    to_py(py, &v)
+}
+
+/// Tools compiled once (their JSON Schemas), with the mending options: what a tool node
+/// keeps for its lifetime.
+#[pyclass(frozen, module = "toolmend._core")]
+struct Toolbox {
+    tools: toolmend::Toolbox,
+    opts: MendOptions,
+}
+
+#[pymethods]
+impl Toolbox {
+    /// `tools`: dicts `{"name", "description", "parameters"}` or OpenAI tool definitions
+    /// (`{"type": "function", "function": {…}}`).
+    ///
+    /// `coerce`: `True` (every safe coercion), `False` (none), or a dict switching
+    /// single coercions from the default, e.g. `{"scalar_to_string": False}`.
+    #[new]
+    #[pyo3(signature = (tools, *, coerce = None, strip_thinking = true))]
+    fn new(
+        tools: &Bound<'_, PyAny>,
+        coerce: Option<&Bound<'_, PyAny>>,
+        strip_thinking: bool,
+    ) -> PyResult<Self> {
+        let defs: Vec<Value> = from_py(tools, "tools must be a list of dicts")?;
+        let mut toolbox = toolmend::Toolbox::new();
+        for def in defs {
+            let f = def.get("function").unwrap_or(&def);
+            let name = f["name"]
+                .as_str()
+                .ok_or_else(|| error(format!("a tool has no \"name\": {}", cut(&f.to_string()))))?;
+            let description = f["description"].as_str().unwrap_or_default();
+            let empty = json!({"type": "object", "properties": {}});
+            let parameters = f.get("parameters").unwrap_or(&empty);
+            toolbox
+                .add(CompiledTool::compile(name, description, parameters).map_err(error)?)
+                .map_err(error)?;
+        }
+        let mut opts = MendOptions::default();
+        if let Some(coerce) = coerce {
+            opts.coercions = coercions(coerce)?;
+        }
+        opts.repair.strip_thinking = strip_thinking;
+        Ok(Toolbox {
+            tools: toolbox,
+            opts,
+        })
+    }
+
+    /// The tool names, in the order given.
+    fn names(&self) -> Vec<String> {
+        self.tools.names().map(str::to_owned).collect()
+    }
+
+    /// Mends one call. `arguments` is the text the model sent (repaired, maybe split into
+    /// several calls) or an already parsed dict (coerced and validated). Returns a list of
+    /// calls (two or more when calls were glued together), each a dict: `tool`,
+    /// `arguments`, `fixes`, `issues`, `outcome` (`valid` | `repaired` | `feedback`),
+    /// `lossy`, and for feedback `feedback` (the text for the agent) and `error`.
+    /// A cut-off text is feedback unless `accept_truncated`.
+    #[pyo3(signature = (name, arguments, *, phase = "initial", accept_truncated = false))]
+    fn mend(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        arguments: &Bound<'_, PyAny>,
+        phase: &str,
+        accept_truncated: bool,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let ctx = ValidationContext::new("", self::phase(phase)?);
+        let mut calls = if let Ok(text) = arguments.cast::<PyString>() {
+            let text = text.to_str()?;
+            py.detach(|| mend::mend_named_in(name, text, &self.tools, &self.opts, &ctx).calls)
+        } else {
+            let value: Value = from_py(arguments, "arguments must be a str or a dict")?;
+            vec![
+                py.detach(|| mend::mend_value_named_in(name, value, &self.tools, &self.opts, &ctx)),
+            ]
+        };
+        if !accept_truncated {
+            calls.iter_mut().for_each(mend::refuse_lossy);
+        }
+        calls.iter().map(|c| call_to_py(py, c)).collect()
+    }
+
+    /// Calls a model wrote into its text (`<tool_call>{…}`, `[TOOL_CALLS]`, `f(a=1)` …), as
+    /// `{"name", "arguments"}` with the arguments as JSON text; only calls naming a known
+    /// tool count, and all or nothing: `[]` when any part is not a call.
+    fn calls_in_text(&self, py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
+        let message = AssistantMessage {
+            content: Some(Some(Content::Text(text.to_owned()))),
+            ..Default::default()
+        };
+        let calls =
+            py.detach(|| toolmend::node::calls_in_text(&message, &self.tools, &self.opts.repair));
+        let out: Vec<Value> = calls
+            .into_iter()
+            .map(|c| json!({"name": c.function.name, "arguments": c.function.arguments}))
+            .collect();
+        to_py(py, &out)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Toolbox({})", self.names().join(", "))
+    }
+}
+
+const COERCIONS: [&str; 12] = [
+    "numeric_strings",
+    "boolean_strings",
+    "scalar_to_string",
+    "wrap_in_array",
+    "csv_split",
+    "enum_case",
+    "rename_keys",
+    "drop_unknown_keys",
+    "json_strings",
+    "dates",
+    "null_omitted",
+    "unwrap_arguments",
+];
+
+fn coercions(coerce: &Bound<'_, PyAny>) -> PyResult<Coercions> {
+    if let Ok(all) = coerce.extract::<bool>() {
+        return Ok(if all {
+            Coercions::default()
+        } else {
+            Coercions::none()
+        });
+    }
+    let flags: std::collections::BTreeMap<String, bool> = from_py(
+        coerce,
+        "coerce must be a bool or a dict of coercion names to bools",
+    )?;
+    let mut c = Coercions::default();
+    for (name, on) in flags {
+        let slot = match name.as_str() {
+            "numeric_strings" => &mut c.numeric_strings,
+            "boolean_strings" => &mut c.boolean_strings,
+            "scalar_to_string" => &mut c.scalar_to_string,
+            "wrap_in_array" => &mut c.wrap_in_array,
+            "csv_split" => &mut c.csv_split,
+            "enum_case" => &mut c.enum_case,
+            "rename_keys" => &mut c.rename_keys,
+            "drop_unknown_keys" => &mut c.drop_unknown_keys,
+            "json_strings" => &mut c.json_strings,
+            "dates" => &mut c.dates,
+            "null_omitted" => &mut c.null_omitted,
+            "unwrap_arguments" => &mut c.unwrap_arguments,
+            other => {
+                return Err(error(format!(
+                    "coerce: unknown coercion {other:?}; known: {}",
+                    COERCIONS.join(", ")
+                )));
+            }
+        };
+        *slot = on;
+    }
+    Ok(c)
+}
+
+fn cut(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+/// Repairs a text into JSON object(s) with no schema: `{"calls": [{"name", "arguments",
+/// "fixes"}], "lossy"}`. Raises `ToolmendError` when no object can be read.
+#[pyfunction]
+#[pyo3(signature = (text, *, strip_thinking = true))]
+fn repair(py: Python<'_>, text: &str, strip_thinking: bool) -> PyResult<Py<PyAny>> {
+    let opts = RepairOptions {
+        strip_thinking,
+        ..RepairOptions::default()
+    };
+    let repaired = py.detach(|| toolmend::repair(text, &opts)).map_err(error)?;
+    let calls: Vec<Value> = repaired
+        .calls
+        .iter()
+        .map(|c| json!({"name": c.name, "arguments": c.arguments, "fixes": c.fixes}))
+        .collect();
+    let lossy = repaired.calls.iter().any(|c| c.is_lossy());
+    to_py(py, &json!({"calls": calls, "lossy": lossy}))
+}
+
+/// Removes leaked reasoning (`<think>…</think>` …) from a text; `None` when there was none.
+#[pyfunction]
+fn strip_thinking(text: &str) -> Option<String> {
+    toolmend::node::strip_thinking(text)
+}
+
+/// The pairing violations of an OpenAI-format history (list of message dicts), each a
+/// dict `{kind, message, call, call_id, detail, providers}`; `[]` when valid.
+#[pyfunction]
+fn history_check(py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let messages: Vec<Message> = from_py(messages, "messages")?;
+    let violations = py.detach(|| history::check(&messages));
+    to_py(py, &violations)
+}
+
+/// A valid history from any history: `(messages, actions)`. `orphans`: "drop" | "rehome";
+/// `missing_ids`: "mint" | "remove".
+#[pyfunction]
+#[pyo3(signature = (messages, *, orphans = "drop", missing_ids = "mint"))]
+fn history_sanitize(
+    py: Python<'_>,
+    messages: &Bound<'_, PyAny>,
+    orphans: &str,
+    missing_ids: &str,
+) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    let messages: Vec<Message> = from_py(messages, "messages")?;
+    let policy = SanitizePolicy {
+        orphans: match orphans {
+            "drop" => OrphanPolicy::Drop,
+            "rehome" => OrphanPolicy::Rehome,
+            o => return Err(error(format!("orphans={o:?}: use \"drop\" or \"rehome\""))),
+        },
+        missing_ids: match missing_ids {
+            "mint" => MissingIdPolicy::Mint,
+            "remove" => MissingIdPolicy::Remove,
+            o => {
+                return Err(error(format!(
+                    "missing_ids={o:?}: use \"mint\" or \"remove\""
+                )));
+            }
+        },
+        ..SanitizePolicy::default()
+    };
+    let out = py.detach(|| history::sanitize(messages, &policy));
+    Ok((to_py(py, &out.messages)?, to_py(py, &out.actions)?))
+}
+
+/// Drops the oldest turns to fit a budget, never splitting a call from its results;
+/// system/developer messages and the first user message stay. Give `max_messages` or
+/// `max_tokens` (counted with `encoding`: "o200k_base", "cl100k_base" or "bytes", or the
+/// encoding of `model`). Returns the kept messages.
+#[pyfunction]
+#[pyo3(signature = (messages, *, max_messages = None, max_tokens = None, encoding = "o200k_base", model = None))]
+fn history_trim(
+    py: Python<'_>,
+    messages: &Bound<'_, PyAny>,
+    max_messages: Option<usize>,
+    max_tokens: Option<usize>,
+    encoding: &str,
+    model: Option<&str>,
+) -> PyResult<Py<PyAny>> {
+    let messages: Vec<Message> = from_py(messages, "messages")?;
+    let budget = match (max_messages, max_tokens) {
+        (Some(n), None) => Budget::Messages(n),
+        (None, Some(n)) => Budget::Tokens(n),
+        _ => return Err(error("give exactly one of max_messages and max_tokens")),
+    };
+    let counter: Box<dyn TokenCounter + Send + Sync> = match (model, encoding) {
+        (Some(m), _) => Box::new(Tiktoken::for_model(m).ok_or_else(|| {
+            error(format!(
+                "no tokenizer known for model {m:?}: pass encoding= instead"
+            ))
+        })?),
+        (None, "o200k_base") => Box::new(Tiktoken::o200k_base()),
+        (None, "cl100k_base") => Box::new(Tiktoken::cl100k_base()),
+        (None, "bytes") => Box::new(ByteEstimate),
+        (None, e) => {
+            return Err(error(format!(
+                "encoding={e:?}: use \"o200k_base\", \"cl100k_base\" or \"bytes\""
+            )));
+        }
+    };
+    let trimmed = py.detach(|| history::trim(messages, budget, counter.as_ref()));
+    to_py(py, &trimmed.messages)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ToolmendError", m.py().get_type::<ToolmendError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<Toolbox>()?;
+    m.add_function(wrap_pyfunction!(repair, m)?)?;
+    m.add_function(wrap_pyfunction!(strip_thinking, m)?)?;
+    m.add_function(wrap_pyfunction!(history_check, m)?)?;
+    m.add_function(wrap_pyfunction!(history_sanitize, m)?)?;
+    m.add_function(wrap_pyfunction!(history_trim, m)?)?;
+    Ok(())
+}

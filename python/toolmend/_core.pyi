@@ -1,0 +1,69 @@
+"""Type stubs for the Rust extension ``toolmend._core``."""
+
+from typing import Any, Literal, Sequence, TypedDict
+
+__version__: str
+
+class ToolmendError(Exception):
+    """Bad input to toolmend; the message says what is wrong and what to do."""
+
+class Fix(TypedDict, total=False):
+    kind: str
+    path: str
+    detail: str
+    offset: int
+
+class Issue(TypedDict, total=False):
+    kind: str
+    path: str
+    message: str
+    expected: Any
+    got: Any
+    suggestion: str
+
+class MendedCall(TypedDict, total=False):
+    tool: str
+    arguments: dict[str, Any] | None
+    fixes: list[Fix]
+    issues: list[Issue]
+    outcome: Literal["valid", "repaired", "feedback"]
+    lossy: bool
+    feedback: str
+    error: str
+
+class Toolbox:
+    def __init__(
+        self,
+        tools: Sequence[dict[str, Any]],
+        *,
+        coerce: bool | dict[str, bool] | None = None,
+        strip_thinking: bool = True,
+    ) -> None: ...
+    def names(self) -> list[str]: ...
+    def mend(
+        self,
+        name: str,
+        arguments: str | dict[str, Any],
+        *,
+        phase: Literal["initial", "correction", "salvage"] = "initial",
+        accept_truncated: bool = False,
+    ) -> list[MendedCall]: ...
+    def calls_in_text(self, text: str) -> list[dict[str, str]]: ...
+
+def repair(text: str, *, strip_thinking: bool = True) -> dict[str, Any]: ...
+def strip_thinking(text: str) -> str | None: ...
+def history_check(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]: ...
+def history_sanitize(
+    messages: Sequence[dict[str, Any]],
+    *,
+    orphans: Literal["drop", "rehome"] = "drop",
+    missing_ids: Literal["mint", "remove"] = "mint",
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+def history_trim(
+    messages: Sequence[dict[str, Any]],
+    *,
+    max_messages: int | None = None,
+    max_tokens: int | None = None,
+    encoding: Literal["o200k_base", "cl100k_base", "bytes"] = "o200k_base",
+    model: str | None = None,
+) -> list[dict[str, Any]]: ...

@@ -1,0 +1,695 @@
+"""Mending an ``AIMessage``'s calls: the part the LangGraph node and the LangChain
+middleware share. Imports ``langchain_core`` (both integrations need it), never
+``langgraph`` or ``langchain``.
+
+Per call: repair (Rust), validation against the tool's ``tool_call_schema`` with injected
+arguments excluded, ids settled (missing ones minted, repeats renamed, already answered
+ones skipped), per-tool validators, optional correction by a chat model, and resolution
+of what stays invalid (feedback, raise, or a hook). Every change is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool
+
+from toolmend._core import Toolbox, strip_thinking
+
+#: Attribute of a planned call dict holding its feedback: the call is answered with it
+#: instead of running. Never reaches a tool or a wrapper.
+FEEDBACK_KEY = "__toolmend_feedback__"
+
+#: Most characters of one context message shown to the correction model.
+CONTEXT_CHARS = 2000
+
+
+class ToolCallValidationError(Exception):
+    """Raised with ``on_unresolved="raise"`` before any call runs; ``calls`` holds every
+    unresolved call (:class:`UnresolvedToolCall`)."""
+
+    def __init__(self, calls: list[UnresolvedToolCall]):
+        self.calls = calls
+        lines = [f"Tool-call validation failed for {len(calls)} call(s):"]
+        lines += [f"- {c.tool_name} (id={c.tool_call_id}): {c.error}" for c in calls]
+        super().__init__("\n".join(lines))
+
+    @property
+    def failures(self) -> list[tuple[str, str, str]]:
+        """``(tool name, call id, error text)`` per call, as SAIDEX names it."""
+        return [(c.tool_name, c.tool_call_id, c.error) for c in self.calls]
+
+
+@dataclass
+class UnresolvedToolCall:
+    """What an ``on_unresolved`` hook receives."""
+
+    tool_name: str
+    tool_call_id: str
+    #: The arguments as the model sent them (a dict, or the raw text of an invalid call).
+    original_args: Any
+    #: The raw payload: the ``tool_calls`` / ``invalid_tool_calls`` entry.
+    raw: dict[str, Any]
+    #: Structured issues (``kind``, ``path``, ``message``, ``expected``, ``suggestion``).
+    issues: list[dict[str, Any]]
+    #: The feedback text the agent would get.
+    error: str
+    #: Whether a correction model tried.
+    correction_attempted: bool
+    #: The conversation before the assistant message.
+    messages: list[BaseMessage]
+    #: The graph state (``None`` outside a graph or for a message list).
+    state: Any = None
+
+
+@dataclass
+class ValidatorContext:
+    """What a per-tool validator receives besides the arguments."""
+
+    tool_name: str
+    tool_call_id: str
+    phase: Literal["initial", "correction", "salvage"]
+    messages: list[BaseMessage]
+    state: Any = None
+
+
+@dataclass
+class CallRecord:
+    """One call's stats."""
+
+    tool_call_id: str | None
+    tool: str
+    outcome: str  # executed | corrected | salvaged | feedback | skipped
+    source: str  # tool_calls | invalid_tool_calls | content | send
+    fixes: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[dict[str, Any]] = field(default_factory=list)
+    original_id: str | None = None
+    correction_attempts: int = 0
+    note: str | None = None
+    mend_us: float = 0.0
+    correct_us: float = 0.0
+
+
+@dataclass
+class Plan:
+    """The calls of one invocation, in order, ready for LangGraph's execution."""
+
+    calls: list[dict[str, Any]]
+    records: list[CallRecord]
+    #: The assistant message with mended calls (same id), when anything changed.
+    sanitized: AIMessage | None
+    started: float
+    #: Per planned call: its position in ``records``.
+    record_of: list[int] = field(default_factory=list)
+    message_fixes: list[str] = field(default_factory=list)
+    #: The assistant message planned from, if any.
+    ai: AIMessage | None = None
+    #: Its calls in the order the sanitized message keeps them: an index into ``calls``,
+    #: or a call kept as it was (already answered).
+    order: list[Any] = field(default_factory=list)
+    new_content: Any = None
+    changed: bool = False
+    input_type: str = "list"
+
+    def stats(self, node: str) -> dict[str, Any]:
+        return {
+            "node": node,
+            "calls": [r.__dict__ for r in self.records],
+            "message_fixes": self.message_fixes,
+            "elapsed_us": (time.perf_counter() - self.started) * 1e6,
+        }
+
+
+def tool_schema(tool: BaseTool) -> dict[str, Any]:
+    """The JSON Schema the model fills: ``tool_call_schema`` (injected arguments left out)."""
+    schema = tool.tool_call_schema
+    if isinstance(schema, dict):
+        params = dict(schema)
+    else:
+        params = schema.model_json_schema()
+    params.setdefault("type", "object")
+    params.setdefault("properties", {})
+    # Titles are pydantic's, not the model's; they only make feedback noisier.
+    params.pop("title", None)
+    params.pop("description", None)
+    return {"name": tool.name, "description": tool.description or "", "parameters": params}
+
+
+def compile_tools(tools: Sequence[BaseTool], *, coerce: Any, strip: bool) -> Toolbox:
+    """Compiles every tool's schema once. A tool whose schema cannot be read or compiled
+    gets an open one (any object): LangGraph still validates it as it always did."""
+    defs = []
+    for t in tools:
+        try:
+            d = tool_schema(t)
+            Toolbox([d])
+        except Exception:
+            d = {"name": t.name, "description": t.description or "", "parameters": {"type": "object"}}
+        defs.append(d)
+    return Toolbox(defs, coerce=coerce, strip_thinking=strip)
+
+
+def _as_dict(msg: BaseMessage) -> dict[str, Any]:
+    """An OpenAI-style rendering for the correction prompt (role and text only)."""
+    role = {"human": "user", "ai": "assistant", "tool": "tool"}.get(msg.type, msg.type)
+    text = msg.content if isinstance(msg.content, str) else msg.text
+    return {"role": role, "content": text}
+
+
+def render_context(
+    messages: Sequence[BaseMessage], n: int, assistant_text: str | None
+) -> str:
+    """The last ``n`` messages before the assistant message, system messages left out,
+    each cut to 2,000 characters, then the assistant's own text."""
+    if n == 0:
+        return ""
+    kept = [m for m in messages if m.type not in ("system", "developer")][-n:]
+    lines = []
+    for m in kept:
+        d = _as_dict(m)
+        text = str(d["content"] or "")
+        if len(text) > CONTEXT_CHARS:
+            text = text[:CONTEXT_CHARS] + "…"
+        lines.append(f"[{d['role']}] {text}")
+    if assistant_text:
+        lines.append(f"[assistant] {assistant_text[:CONTEXT_CHARS]}")
+    return "\n".join(lines)
+
+
+class Mender:
+    """The shared pipeline. Built once per node / middleware."""
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool],
+        *,
+        correction_model: Any = None,
+        max_correction_retries: int = 2,
+        correction_mode: str = "tool_calling",
+        correction_context_messages: int = 10,
+        correct_missing_fields: bool = False,
+        on_unresolved: Any = "feedback",
+        validators: dict[str, Callable[..., Any]] | None = None,
+        strip_thinking: bool = True,
+        accept_truncated: bool | Sequence[str] = False,
+        calls_in_content: bool = True,
+        coerce: Any = True,
+        on_stats: Callable[[dict[str, Any]], Any] | None = None,
+        frame_errors: bool = True,
+    ):
+        self.tools = {t.name: t for t in tools}
+        self.toolbox = compile_tools(list(self.tools.values()), coerce=coerce, strip=strip_thinking)
+        if correction_model is not None and max_correction_retries < 1:
+            raise ValueError(
+                "max_correction_retries must be at least 1 when a correction_model is set "
+                "(0 would never ask it); remove the model or raise the limit"
+            )
+        mode = getattr(correction_mode, "value", correction_mode)
+        mode = str(mode).lower()
+        if mode not in ("tool_calling", "json"):
+            raise ValueError(f"correction_mode={correction_mode!r}: use 'tool_calling' or 'json'")
+        if on_unresolved not in ("feedback", "raise") and not callable(on_unresolved):
+            raise ValueError(
+                f"on_unresolved={on_unresolved!r}: use 'feedback', 'raise' or a callable"
+            )
+        for name in validators or {}:
+            if name not in self.tools:
+                raise ValueError(f"validators: no tool named {name!r} (tools: {', '.join(self.tools)})")
+        self.correction_model = correction_model
+        self.max_correction_retries = max_correction_retries
+        self.correction_mode = mode
+        self.correction_context_messages = correction_context_messages
+        self.correct_missing_fields = correct_missing_fields
+        self.on_unresolved = on_unresolved
+        self.validators = dict(validators or {})
+        self.strip_thinking = strip_thinking
+        self.accept_truncated = accept_truncated
+        self.calls_in_content = calls_in_content
+        self.on_stats = on_stats
+        self.frame_errors = frame_errors
+        #: Totals over the node's life: outcomes, fixes and issue kinds.
+        self.totals: Counter[str] = Counter()
+        self._bound: dict[str, Any] = {}
+
+    # ---- planning -------------------------------------------------------------
+
+    def _accepts_truncated(self, tool: str) -> bool:
+        if isinstance(self.accept_truncated, bool):
+            return self.accept_truncated
+        return tool in self.accept_truncated
+
+    def plan_message(
+        self, messages: Sequence[BaseMessage], ai_index: int, *, state: Any = None
+    ) -> tuple[Plan, list[dict[str, Any]]]:
+        """Plans the calls of ``messages[ai_index]``. Returns the plan and the pending
+        corrections / resolutions as ``work`` items (dicts)."""
+        started = time.perf_counter()
+        ai: AIMessage = messages[ai_index]  # type: ignore[assignment]
+        answered = {
+            m.tool_call_id for m in messages[ai_index + 1 :] if isinstance(m, ToolMessage)
+        }
+        earlier = set()
+        for m in messages[:ai_index]:
+            if isinstance(m, ToolMessage):
+                earlier.add(m.tool_call_id)
+            elif isinstance(m, AIMessage):
+                earlier.update(c.get("id") for c in m.tool_calls if c.get("id"))
+        entries: list[tuple[str, dict[str, Any]]] = [("tool_calls", c) for c in ai.tool_calls]
+        entries += [("invalid_tool_calls", c) for c in ai.invalid_tool_calls]
+        message_fixes: list[str] = []
+        content = ai.content
+        if not entries and self.calls_in_content and isinstance(content, str) and content.strip():
+            text_calls = self.toolbox.calls_in_text(content)
+            if text_calls:
+                entries = [
+                    ("content", {"name": c["name"], "args": c["arguments"], "id": None})
+                    for c in text_calls
+                ]
+                message_fixes.append("calls_moved_from_text")
+        plan = Plan(calls=[], records=[], sanitized=None, started=started, message_fixes=message_fixes)
+        work: list[dict[str, Any]] = []
+        used: set[str] = set()
+        changed = bool(message_fixes)
+        for n, (source, raw) in enumerate(entries):
+            t0 = time.perf_counter()
+            name = raw.get("name") or ""
+            args = raw.get("args")
+            sent_id = raw.get("id")
+            if source == "tool_calls":
+                mended = self.toolbox.mend(name, args if isinstance(args, dict) else {}, accept_truncated=self._accepts_truncated(name))
+            else:
+                mended = self.toolbox.mend(name, args if isinstance(args, str) else json.dumps(args or {}), accept_truncated=self._accepts_truncated(name))
+            for part, m in enumerate(mended):
+                # Ids: settled before anything runs.
+                base = sent_id or f"call_tm_{n}"
+                call_id = base if part == 0 else f"{base}_{part + 1}"
+                original = None
+                if call_id in answered and source == "tool_calls":
+                    rec = CallRecord(call_id, m["tool"], "skipped", source, note="already answered")
+                    plan.records.append(rec)
+                    plan.order.append(raw)
+                    continue
+                if not sent_id or call_id in used or (call_id in earlier and source != "send"):
+                    original = sent_id
+                    k = 2
+                    candidate = f"{base}_{k}" if sent_id else base
+                    while candidate in used or candidate in earlier or candidate in answered:
+                        k += 1
+                        candidate = f"{base}_{k}"
+                    call_id = candidate
+                used.add(call_id)
+                rec = CallRecord(
+                    call_id,
+                    m["tool"],
+                    "executed",
+                    source,
+                    fixes=list(m.get("fixes", [])),
+                    issues=list(m.get("issues", [])),
+                    original_id=original,
+                    mend_us=(time.perf_counter() - t0) * 1e6,
+                )
+                if original is not None or call_id != sent_id:
+                    changed = True
+                    rec.fixes.append({"kind": "call_id_minted" if not sent_id else "call_id_renamed", "detail": f"{sent_id!r} -> {call_id!r}"})
+                if m["outcome"] == "valid" and source == "tool_calls" and call_id == sent_id:
+                    call = raw  # untouched: the very dict LangGraph would have run
+                else:
+                    call = {
+                        "name": m["tool"],
+                        "args": m["arguments"] if m["arguments"] is not None else {},
+                        "id": call_id,
+                        "type": "tool_call",
+                    }
+                    changed = True
+                if m["outcome"] == "feedback" and source == "tool_calls":
+                    delegate = self.delegate(m, raw)
+                    if delegate is not None:
+                        rec.outcome, rec.note = delegate
+                        plan.record_of.append(len(plan.records))
+                        plan.records.append(rec)
+                        plan.order.append(len(plan.calls))
+                        plan.calls.append(raw)
+                        continue
+                    m = {**m, "feedback": self.framed(m, raw)}
+                if m["outcome"] == "feedback":
+                    rec.outcome = "feedback"
+                    work.append({
+                        "index": len(plan.calls),
+                        "record": rec,
+                        "mended": m,
+                        "raw": raw,
+                        "call": call,
+                        "source": source,
+                    })
+                    call = dict(call)
+                    call[FEEDBACK_KEY] = m["feedback"]
+                plan.record_of.append(len(plan.records))
+                plan.records.append(rec)
+                plan.order.append(len(plan.calls))
+                plan.calls.append(call)
+        # Leaked thinking in the text is removed from the message the history keeps.
+        new_content = content
+        if self.strip_thinking and isinstance(content, str) and content:
+            stripped = strip_thinking(content)
+            if stripped is not None:
+                new_content = stripped
+                plan.message_fixes.append("thinking_stripped")
+                changed = True
+        if plan.message_fixes and "calls_moved_from_text" in plan.message_fixes:
+            new_content = ""
+        plan.ai = ai
+        plan.new_content = new_content
+        plan.changed = changed
+        return plan, work
+
+    def plan_calls(self, calls: Sequence[dict[str, Any]]) -> tuple[Plan, list[dict[str, Any]]]:
+        """Plans calls sent one by one (``Send`` payloads): no message to rewrite."""
+        started = time.perf_counter()
+        plan = Plan(calls=[], records=[], sanitized=None, started=started)
+        work: list[dict[str, Any]] = []
+        for raw in calls:
+            t0 = time.perf_counter()
+            name = raw.get("name") or ""
+            args = raw.get("args")
+            m = self.toolbox.mend(
+                name,
+                args if isinstance(args, (dict, str)) else {},
+                accept_truncated=self._accepts_truncated(name),
+            )[0]
+            rec = CallRecord(
+                raw.get("id"), m["tool"], "executed", "send",
+                fixes=list(m.get("fixes", [])), issues=list(m.get("issues", [])),
+                mend_us=(time.perf_counter() - t0) * 1e6,
+            )
+            if m["outcome"] == "valid":
+                call = raw
+            else:
+                call = {**raw, "name": m["tool"], "args": m["arguments"] if m["arguments"] is not None else {}}
+            if m["outcome"] == "feedback" and isinstance(args, dict):
+                delegate = self.delegate(m, raw)
+                if delegate is not None:
+                    rec.outcome, rec.note = delegate
+                    plan.record_of.append(len(plan.records))
+                    plan.records.append(rec)
+                    plan.calls.append(raw)
+                    continue
+                m = {**m, "feedback": self.framed(m, raw)}
+            if m["outcome"] == "feedback":
+                rec.outcome = "feedback"
+                work.append({"index": len(plan.calls), "record": rec, "mended": m, "raw": raw, "call": call, "source": "send"})
+                call = {**call, FEEDBACK_KEY: m["feedback"]}
+            plan.record_of.append(len(plan.records))
+            plan.records.append(rec)
+            plan.calls.append(call)
+        return plan, work
+
+    # ---- parsed calls that stay invalid ----------------------------------------------
+
+    def delegate(self, m: dict[str, Any], raw: dict[str, Any]) -> tuple[str, str] | None:
+        """Whether LangGraph answers this parsed call itself, as the stock node would:
+        ``(outcome, note)``, or ``None`` when toolmend answers it.
+
+        - an unknown tool: LangGraph's "is not a valid tool" answer (its exact text is
+          part of the contract);
+        - arguments the tool's own pydantic schema accepts (its lax mode, custom types):
+          the tool runs, as it would without toolmend;
+        - ``handle_tool_errors`` other than the default or ``True``: the user chose how
+          argument errors are handled (``False`` raises ``ToolInvocationError``).
+        """
+        kinds = {i["kind"] for i in m.get("issues", [])}
+        if "unknown_tool" in kinds:
+            return "feedback", "unknown tool: answered by LangGraph"
+        tool = self.tools.get(m["tool"])
+        schema = getattr(tool, "tool_call_schema", None)
+        validate = getattr(schema, "model_validate", None)
+        if validate is not None:
+            try:
+                validate(raw.get("args") or {})
+                return "executed", "accepted by the tool's own schema"
+            except Exception:
+                pass
+        if not self.frame_errors:
+            return "feedback", "argument errors left to handle_tool_errors"
+        return None
+
+    def framed(self, m: dict[str, Any], raw: dict[str, Any]) -> str:
+        """Feedback for a parsed call in LangGraph's frame (``Error invoking tool … with
+        kwargs … with error:``), so prompts and code that look for it still match, with
+        toolmend's field-level lines inside."""
+        lines = [ln for ln in m.get("feedback", "").splitlines() if ln.startswith("- ")]
+        if not lines:
+            lines = [m.get("feedback", "")]
+        body = "\n".join(" " + ln[2:] if ln.startswith("- ") else " " + ln for ln in lines)
+        return (
+            f"Error invoking tool '{m['tool']}' with kwargs {raw.get('args')!r} with error:\n"
+            f"{body}\n Please fix the error and try again."
+        )
+
+    # ---- validators ---------------------------------------------------------------
+
+    def run_validators(self, plan: Plan, messages: list[BaseMessage], state: Any, phase: str = "initial") -> list[tuple[int, Any]]:
+        """Per-tool validators on every runnable call; returns (call index, result) pairs
+        whose result may be awaitable."""
+        out = []
+        for i, call in enumerate(plan.calls):
+            if FEEDBACK_KEY in call:
+                continue
+            fn = self.validators.get(call["name"])
+            if fn is None:
+                continue
+            ctx = ValidatorContext(call["name"], call["id"], phase, messages, state)  # type: ignore[arg-type]
+            out.append((i, fn(call["args"], ctx)))
+        return out
+
+    def apply_validator(self, plan: Plan, work: list[dict[str, Any]], i: int, result: Any) -> None:
+        problems = [result] if isinstance(result, str) else list(result or [])
+        if not problems:
+            return
+        call = plan.calls[i]
+        rec = plan.records[plan.record_of[i]]
+        issues = [{"kind": "custom", "path": "", "message": p} for p in problems]
+        text = f"{call['name']} was not called. Fix this and call it again:\n" + "\n".join(f"- {p}" for p in problems)
+        rec.outcome = "feedback"
+        rec.issues.extend(issues)
+        m = {"tool": call["name"], "arguments": call["args"], "issues": issues, "feedback": text, "outcome": "feedback"}
+        work.append({"index": i, "record": rec, "mended": m, "raw": call, "call": dict(call), "source": rec.source, "custom": True})
+        plan.calls[i] = {**call, FEEDBACK_KEY: text}
+
+    # ---- correction ---------------------------------------------------------------
+
+    def correctable(self, item: dict[str, Any]) -> bool:
+        if self.correction_model is None or item.get("custom"):
+            return False
+        kinds = {i["kind"] for i in item["mended"].get("issues", [])}
+        if "unknown_tool" in kinds or "truncated" in kinds:
+            return False
+        fixes = {f["kind"] for f in item["mended"].get("fixes", [])}
+        missing = "missing_required" in kinds
+        unknown_key = "unknown_key" in kinds or "unknown_key_dropped" in fixes
+        return not missing or unknown_key or self.correct_missing_fields
+
+    def correction_prompt(self, item: dict[str, Any], messages: list[BaseMessage], ai: AIMessage | None) -> str:
+        tool = self.tools[item["mended"]["tool"]]
+        schema = tool_schema(tool)
+        raw = item["raw"].get("args")
+        raw_text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+        ai_text = None
+        if ai is not None and isinstance(ai.content, str) and ai.content.strip():
+            ai_text = strip_thinking(ai.content) or ai.content
+        context = render_context(messages, self.correction_context_messages, ai_text)
+        parts = [
+            f"An AI agent produced an invalid call to the tool '{tool.name}'.",
+            f"Tool description:\n{tool.description}",
+            f"Tool parameters (JSON Schema):\n{json.dumps(schema['parameters'], ensure_ascii=False)}",
+            f"Invalid arguments:\n{raw_text}",
+            f"What is wrong:\n{item['mended'].get('feedback', '')}",
+        ]
+        if context:
+            parts.append(f"Conversation so far (oldest first):\n{context}")
+        parts.append(
+            "Rewrite the arguments so that they match the schema. Keep the agent's intent; "
+            "change only what the schema requires. Use only values found in the invalid "
+            "arguments or in the conversation: never invent a missing value."
+        )
+        return "\n\n".join(parts)
+
+    def _correction_runnable(self, tool_name: str) -> Any:
+        if self.correction_mode == "json":
+            return self.correction_model
+        if tool_name not in self._bound:
+            self._bound[tool_name] = self.correction_model.bind_tools(
+                [self.tools[tool_name]], tool_choice=tool_name
+            )
+        return self._bound[tool_name]
+
+    def _read_answer(self, answer: Any) -> Any:
+        if self.correction_mode == "tool_calling":
+            calls = getattr(answer, "tool_calls", None) or []
+            if calls:
+                return calls[0]["args"]
+            invalid = getattr(answer, "invalid_tool_calls", None) or []
+            return invalid[0].get("args") if invalid else None
+        return answer.content if isinstance(answer.content, str) else getattr(answer, "text", None)
+
+    def _check_answer(self, item: dict[str, Any], value: Any) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        name = item["mended"]["tool"]
+        mended = self.toolbox.mend(name, value, phase="correction")
+        return mended[0] if len(mended) == 1 else None
+
+    def correct_sync(self, item, messages, ai) -> None:
+        rec: CallRecord = item["record"]
+        t0 = time.perf_counter()
+        for _ in range(self.max_correction_retries):
+            rec.correction_attempts += 1
+            prompt = self.correction_prompt(item, messages, ai)
+            try:
+                answer = self._correction_runnable(item["mended"]["tool"]).invoke(prompt)
+            except Exception as e:  # a failing model degrades this call only
+                rec.note = f"correction failed: {type(e).__name__}: {e}"
+                break
+            if self._accept(item, self._check_answer(item, self._read_answer(answer))):
+                break
+        rec.correct_us = (time.perf_counter() - t0) * 1e6
+
+    async def correct_async(self, item, messages, ai) -> None:
+        rec: CallRecord = item["record"]
+        t0 = time.perf_counter()
+        for _ in range(self.max_correction_retries):
+            rec.correction_attempts += 1
+            prompt = self.correction_prompt(item, messages, ai)
+            try:
+                answer = await self._correction_runnable(item["mended"]["tool"]).ainvoke(prompt)
+            except Exception as e:
+                rec.note = f"correction failed: {type(e).__name__}: {e}"
+                break
+            if self._accept(item, self._check_answer(item, self._read_answer(answer))):
+                break
+        rec.correct_us = (time.perf_counter() - t0) * 1e6
+
+    def _accept(self, item, checked) -> bool:
+        """Takes a valid corrected call; else keeps the new issues for the next attempt."""
+        if checked is None:
+            return False
+        if checked["outcome"] == "feedback":
+            item["mended"] = {**item["mended"], "issues": checked.get("issues", []), "feedback": checked.get("feedback", "")}
+            return False
+        call = {k: v for k, v in item["call"].items() if k != FEEDBACK_KEY}
+        call["args"] = checked["arguments"]
+        item["resolved"] = call
+        rec: CallRecord = item["record"]
+        rec.outcome = "corrected"
+        rec.fixes.append({"kind": "arguments_corrected", "detail": json.dumps(checked["arguments"], ensure_ascii=False)})
+        rec.fixes.extend(checked.get("fixes", []))
+        rec.issues = []
+        return True
+
+    # ---- resolution -----------------------------------------------------------------
+
+    def unresolved(self, item, messages, state) -> UnresolvedToolCall:
+        m = item["mended"]
+        return UnresolvedToolCall(
+            tool_name=m["tool"],
+            tool_call_id=item["call"]["id"],
+            original_args=item["raw"].get("args"),
+            raw=item["raw"],
+            issues=m.get("issues", []),
+            error=m.get("feedback", ""),
+            correction_attempted=item["record"].correction_attempts > 0,
+            messages=list(messages),
+            state=state,
+        )
+
+    def apply_hook_answer(self, item, answer: Any) -> None:
+        rec: CallRecord = item["record"]
+        if isinstance(answer, dict):
+            checked = self.toolbox.mend(item["mended"]["tool"], answer, phase="salvage")
+            if len(checked) == 1 and checked[0]["outcome"] != "feedback":
+                call = {k: v for k, v in item["call"].items() if k != FEEDBACK_KEY}
+                call["args"] = checked[0]["arguments"]
+                item["resolved"] = call
+                rec.outcome = "salvaged"
+                rec.fixes.append({"kind": "arguments_salvaged", "detail": json.dumps(checked[0]["arguments"], ensure_ascii=False)})
+                rec.issues = []
+                return
+            rec.note = "the hook's arguments were invalid too"
+            item["mended"] = {**item["mended"], "feedback": checked[0].get("feedback", item["mended"].get("feedback"))}
+        elif isinstance(answer, str):
+            item["text"] = answer
+            rec.note = "answered by the hook"
+
+    def finish_work(self, plan: Plan, work: list[dict[str, Any]]) -> None:
+        """Writes corrections, salvages and hook texts back into the planned calls."""
+        for item in work:
+            i = item["index"]
+            if "resolved" in item:
+                plan.calls[i] = item["resolved"]
+            else:
+                text = item.get("text") or item["mended"].get("feedback", "")
+                plan.calls[i] = {**plan.calls[i], FEEDBACK_KEY: text}
+        if plan.ai is not None and (plan.changed or any("resolved" in w for w in work)):
+            calls = []
+            for o in plan.order:
+                c = plan.calls[o] if isinstance(o, int) else o
+                args = c.get("args")
+                calls.append({"name": c["name"], "args": args if isinstance(args, dict) else {}, "id": c["id"], "type": "tool_call"})
+            plan.sanitized = plan.ai.model_copy(
+                update={"content": plan.new_content, "tool_calls": calls, "invalid_tool_calls": []}
+            )
+
+    def raise_if_asked(self, work, messages, state) -> None:
+        if self.on_unresolved == "raise":
+            pending = [w for w in work if "resolved" not in w]
+            if pending:
+                raise ToolCallValidationError([self.unresolved(w, messages, state) for w in pending])
+
+    def report(self, plan: Plan, node: str) -> None:
+        for r in plan.records:
+            self.totals[f"outcome:{r.outcome}"] += 1
+            for f in r.fixes:
+                self.totals[f"fix:{f['kind']}"] += 1
+            for i in r.issues:
+                self.totals[f"issue:{i['kind']}"] += 1
+        if self.on_stats is not None:
+            self.on_stats(plan.stats(node))
+
+
+def feedback_message(call: dict[str, Any]) -> ToolMessage:
+    return ToolMessage(
+        content=call[FEEDBACK_KEY],
+        name=call.get("name"),
+        tool_call_id=call["id"],
+        status="error",
+    )
+
+
+async def maybe_await(x: Any) -> Any:
+    if inspect.isawaitable(x):
+        return await x
+    return x
+
+
+def run_sync(x: Any) -> Any:
+    """A sync caller met an async hook or validator: run it to completion."""
+    if inspect.isawaitable(x):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(_await(x))
+        raise RuntimeError(
+            "an async hook or validator was called on the sync path inside a running event "
+            "loop: use ainvoke, or give a sync function"
+        )
+    return x
+
+
+async def _await(x: Any) -> Any:
+    return await x

@@ -1,0 +1,323 @@
+"""A drop-in for ``langgraph.prebuilt.ToolNode`` that mends calls before they run.
+
+Change one import::
+
+    from toolmend.langgraph import ToolNode, tools_condition
+
+Same constructor, inputs, outputs and behaviour as the stock node (it *is* one: a
+subclass whose execution, injection, ``Command`` handling, ``wrap_tool_call`` and
+``handle_tool_errors`` are LangGraph's own), plus, before anything runs:
+
+- repair of ``invalid_tool_calls`` (broken JSON, leaked ``<think>``, fences, glued calls)
+  and of calls written into the message text, which the stock node leaves unanswered;
+- coercion and validation against each tool's ``tool_call_schema`` (injected arguments
+  excluded), field-level feedback for what stays invalid, never an invented value;
+- ids settled: a missing id minted, a repeated id renamed, an already answered call not
+  run again, so every call id gets exactly one ``ToolMessage``;
+- per-tool ``validators``, a ``correction_model``, ``on_unresolved``
+  (``"feedback"`` | ``"raise"`` | a hook), a truncation policy, stats;
+- ``sanitize_messages``: the assistant message is replaced (same id) by its mended form,
+  so the next request to the provider carries valid JSON arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+
+from langchain_core.messages import AIMessage
+from langgraph.prebuilt.tool_node import ToolNode as _StockToolNode
+from langgraph.prebuilt.tool_node import _default_handle_tool_errors
+
+from toolmend._mend import (
+    FEEDBACK_KEY,
+    Mender,
+    Plan,
+    ToolCallValidationError,
+    UnresolvedToolCall,
+    ValidatorContext,
+    feedback_message,
+    maybe_await,
+    run_sync,
+)
+
+if TYPE_CHECKING:
+    # Annotations stay strings; LangGraph matches "RunnableConfig" and "Runtime" by name
+    # to decide what it passes to `_func` / `_afunc`.
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.runtime import Runtime
+
+__all__ = [
+    "ToolCallValidationError",
+    "ToolNode",
+    "UnresolvedToolCall",
+    "ValidatorContext",
+    "tools_condition",
+]
+
+#: The node's default coercions: every safe one, except a number or boolean for a string
+#: field, which the tools' own pydantic validation (lax mode) refuses as well.
+PYDANTIC_LAX: dict[str, bool] = {"scalar_to_string": False}
+
+# The plan of the invocation in progress: set by `_func` / `_afunc` around the stock
+# execution, read by `_parse_input`. A context variable, so that one node serves
+# concurrent invocations (threads and tasks) safely.
+_PLAN: contextvars.ContextVar[Plan | None] = contextvars.ContextVar("toolmend_plan", default=None)
+_LIMIT: contextvars.ContextVar[asyncio.Semaphore | None] = contextvars.ContextVar(
+    "toolmend_limit", default=None
+)
+
+
+class ToolNode(_StockToolNode):
+    """``langgraph.prebuilt.ToolNode`` with toolmend's mending in front.
+
+    The first seven parameters are the stock node's. The rest keep SAIDEX's names where
+    they mean the same:
+
+    Args:
+        correction_model: a LangChain chat model that fixes calls rules cannot (``None``:
+            feedback only). It sees one prompt per attempt; its traffic never enters the
+            agent's history.
+        max_correction_retries: attempts per call (at least 1 with a model).
+        correction_mode: ``"tool_calling"`` (the tool bound and forced) or ``"json"``.
+        correction_context_messages: messages before the assistant message shown to the
+            correction model (system messages left out, each cut to 2,000 characters);
+            0 sends no conversation.
+        correct_missing_fields: let the correction model see calls whose only problem is
+            a missing required value (off: it would invent it).
+        on_unresolved: ``"feedback"`` (default), ``"raise"``
+            (:class:`ToolCallValidationError` before anything runs), or a sync/async hook
+            receiving an :class:`UnresolvedToolCall` and returning new arguments (checked
+            again), its own text for the agent, or ``None`` for the default feedback.
+        validators: ``{tool_name: fn(args, ValidatorContext) -> str | list[str] | None}``,
+            sync or async; run after the schema passes, a returned text is feedback.
+        strip_thinking: remove ``<think>`` blocks from arguments and message text.
+        sanitize_messages: replace the assistant message (same id) by its mended form.
+        accept_truncated: run a cut-off call on what could be read (``True``, or a set
+            of tool names); by default it gets feedback asking for the whole call.
+        calls_in_content: read calls a model wrote into its text when it sent none.
+        coerce: coerce what is safe (``"5"`` -> 5, enum case, ``town`` -> ``city``);
+            ``False``: only repair runs and any mismatch is feedback; a dict switches
+            single coercions. The default leaves out ``scalar_to_string`` (``5`` for a
+            string field), which pydantic's lax mode refuses too, so a tool never runs
+            on a reading its own schema would reject.
+        on_stats: called after each invocation with a dict: per call its id, tool,
+            outcome, fixes, issues, correction attempts and timings (µs).
+        max_concurrency: most tool calls running at once, sync and async (the stock
+            node bounds only the sync path, through the config).
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[Any],
+        *,
+        name: str = "tools",
+        tags: list[str] | None = None,
+        handle_tool_errors: Any = _default_handle_tool_errors,
+        messages_key: str = "messages",
+        wrap_tool_call: Callable[..., Any] | None = None,
+        awrap_tool_call: Callable[..., Any] | None = None,
+        correction_model: Any = None,
+        max_correction_retries: int = 2,
+        correction_mode: Any = "tool_calling",
+        correction_context_messages: int = 10,
+        correct_missing_fields: bool = False,
+        on_unresolved: Any = "feedback",
+        validators: dict[str, Callable[..., Any]] | None = None,
+        strip_thinking: bool = True,
+        sanitize_messages: bool = True,
+        accept_truncated: bool | Sequence[str] = False,
+        calls_in_content: bool = True,
+        coerce: bool | dict[str, bool] = PYDANTIC_LAX,
+        on_stats: Callable[[dict[str, Any]], Any] | None = None,
+        max_concurrency: int | None = None,
+    ) -> None:
+        super().__init__(
+            tools,
+            name=name,
+            tags=tags,
+            handle_tool_errors=handle_tool_errors,
+            messages_key=messages_key,
+            wrap_tool_call=wrap_tool_call,
+            awrap_tool_call=awrap_tool_call,
+        )
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1 (or None for no bound)")
+        self._mender = Mender(
+            list(self.tools_by_name.values()),
+            correction_model=correction_model,
+            max_correction_retries=max_correction_retries,
+            correction_mode=correction_mode,
+            correction_context_messages=correction_context_messages,
+            correct_missing_fields=correct_missing_fields,
+            on_unresolved=on_unresolved,
+            validators=validators,
+            strip_thinking=strip_thinking,
+            accept_truncated=accept_truncated,
+            calls_in_content=calls_in_content,
+            coerce=coerce,
+            on_stats=on_stats,
+            # Argument errors in LangGraph's frame with toolmend's lines, unless the user
+            # chose another handling (False raises ToolInvocationError, as stock).
+            frame_errors=handle_tool_errors is _default_handle_tool_errors
+            or handle_tool_errors is True,
+        )
+        self._sanitize_messages = sanitize_messages
+        self._max_concurrency = max_concurrency
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Totals over the node's life: ``outcome:<o>``, ``fix:<kind>``, ``issue:<kind>``."""
+        return dict(self._mender.totals)
+
+    # ---- planning ----------------------------------------------------------------------
+
+    def _plan(self, input: Any) -> tuple[Plan, list[dict[str, Any]], list[Any], Any]:
+        # The stock parser first: its errors ("No AIMessage found in input" …) and its
+        # reading of the input form are the contract.
+        tool_calls, input_type = _StockToolNode._parse_input(self, input)
+        state = None
+        if input_type == "tool_calls":
+            if isinstance(input, dict):  # ToolCallWithContext
+                state = input.get("state")
+            history = _messages_of(state, self._messages_key) or []
+            plan, work = self._mender.plan_calls(tool_calls)
+        else:
+            messages = input if isinstance(input, list) else _messages_of(input, self._messages_key)
+            state = None if isinstance(input, list) else input
+            at = max(i for i, m in enumerate(messages) if isinstance(m, AIMessage))
+            history = list(messages[:at])
+            plan, work = self._mender.plan_message(messages, at, state=state)
+        plan.input_type = input_type
+        return plan, work, history, state
+
+    def _parse_input(self, input: Any) -> Any:
+        plan = _PLAN.get()
+        if plan is not None:
+            return plan.calls, plan.input_type
+        return super()._parse_input(input)
+
+    # ---- sync ------------------------------------------------------------------------
+
+    def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:
+        plan, work, history, state = self._plan(input)
+        m = self._mender
+        for i, result in m.run_validators(plan, history, state):
+            m.apply_validator(plan, work, i, run_sync(result))
+        for item in work:
+            if m.correctable(item):
+                m.correct_sync(item, history, plan.ai)
+        m.raise_if_asked(work, history, state)
+        if callable(m.on_unresolved):
+            for item in work:
+                if "resolved" not in item:
+                    m.apply_hook_answer(item, run_sync(m.on_unresolved(m.unresolved(item, history, state))))
+        m.finish_work(plan, work)
+        if self._max_concurrency is not None and "max_concurrency" not in (config or {}):
+            config = {**(config or {}), "max_concurrency": self._max_concurrency}
+        token = _PLAN.set(plan)
+        try:
+            out = super()._func(input, config, runtime)
+        finally:
+            _PLAN.reset(token)
+        m.report(plan, self.name)
+        return self._with_sanitized(out, plan)
+
+    def _run_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
+        if FEEDBACK_KEY in call:
+            return feedback_message(call)
+        return super()._run_one(call, input_type, tool_runtime)
+
+    # ---- async -----------------------------------------------------------------------
+
+    async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:
+        plan, work, history, state = self._plan(input)
+        m = self._mender
+        for i, result in m.run_validators(plan, history, state):
+            m.apply_validator(plan, work, i, await maybe_await(result))
+        fixable = [item for item in work if m.correctable(item)]
+        if fixable:
+            limit = asyncio.Semaphore(self._max_concurrency or 16)
+
+            async def one(item: dict[str, Any]) -> None:
+                async with limit:
+                    await m.correct_async(item, history, plan.ai)
+
+            await asyncio.gather(*(one(item) for item in fixable))
+        m.raise_if_asked(work, history, state)
+        if callable(m.on_unresolved):
+            for item in work:
+                if "resolved" not in item:
+                    answer = await maybe_await(m.on_unresolved(m.unresolved(item, history, state)))
+                    m.apply_hook_answer(item, answer)
+        m.finish_work(plan, work)
+        token = _PLAN.set(plan)
+        limit_token = _LIMIT.set(
+            asyncio.Semaphore(self._max_concurrency) if self._max_concurrency else None
+        )
+        try:
+            out = await super()._afunc(input, config, runtime)
+        finally:
+            _PLAN.reset(token)
+            _LIMIT.reset(limit_token)
+        m.report(plan, self.name)
+        return self._with_sanitized(out, plan)
+
+    async def _arun_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
+        if FEEDBACK_KEY in call:
+            return feedback_message(call)
+        limit = _LIMIT.get()
+        if limit is None:
+            return await super()._arun_one(call, input_type, tool_runtime)
+        async with limit:
+            return await super()._arun_one(call, input_type, tool_runtime)
+
+    # ---- output --------------------------------------------------------------------------
+
+    def _with_sanitized(self, out: Any, plan: Plan) -> Any:
+        """Adds the mended assistant message (same id: the reducer replaces it) to the
+        node's update, when something changed and the message can be replaced."""
+        ai = plan.sanitized
+        if not self._sanitize_messages or ai is None or not ai.id or plan.input_type == "tool_calls":
+            return out
+        key = self._messages_key
+        if isinstance(out, dict) and key in out:
+            return {**out, key: [ai, *out[key]]}
+        if isinstance(out, list) and all(not isinstance(o, (list, dict)) for o in out) and not any(
+            type(o).__name__ == "Command" for o in out
+        ):
+            return [ai, *out]
+        if isinstance(out, list):  # a mix of Commands and updates
+            return [[ai] if plan.input_type == "list" else {key: [ai]}, *out]
+        return out
+
+
+def _messages_of(state: Any, key: str) -> list[Any] | None:
+    if state is None:
+        return None
+    if isinstance(state, dict):
+        return state.get(key)
+    return getattr(state, key, None)
+
+
+def tools_condition(
+    state: list[Any] | dict[str, Any] | Any,
+    messages_key: str = "messages",
+) -> Literal["tools", "__end__"]:
+    """``langgraph.prebuilt.tools_condition``, that also routes an assistant message
+    holding only ``invalid_tool_calls`` to the tool node (the stock one ends the run and
+    leaves those calls unanswered)."""
+    if isinstance(state, list):
+        ai = state[-1] if state else None
+    elif isinstance(state, dict):
+        messages = state.get(messages_key, [])
+        ai = messages[-1] if messages else None
+    else:
+        messages = getattr(state, messages_key, [])
+        ai = messages[-1] if messages else None
+    if ai is None:
+        raise ValueError(f"No messages found in input state to tool_edge: {state}")
+    if getattr(ai, "tool_calls", None) or getattr(ai, "invalid_tool_calls", None):
+        return "tools"
+    return "__end__"
