@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Create (idempotently) the Python venv the benchmarks use and install the peer
 # JSON-repair tools that bench/corpus.sh and bench/inprocess.py compare against,
-# and the peer tool nodes (LangGraph ToolNode, SAIDEX SaidexToolNode) that
-# bench/node.sh compares against.
+# the peer tool nodes (LangGraph ToolNode, SAIDEX SaidexToolNode) that
+# bench/node.sh compares against, and what the Python package's build and
+# tests need (maturin, pytest, langchain).
 #
 # Usage: scripts/python-env.sh [--upgrade]
 #
@@ -43,6 +44,12 @@ LANGGRAPH_VERSION="${LANGGRAPH_VERSION:-1.2.24}"
 LANGGRAPH_PREBUILT_VERSION="${LANGGRAPH_PREBUILT_VERSION:-1.1.3}"
 LANGCHAIN_CORE_VERSION="${LANGCHAIN_CORE_VERSION:-1.8.3}"
 SAIDEX_VERSION="${SAIDEX_VERSION:-0.8.0}"
+# The Python package's build and tests (python/): maturin builds it, pytest runs
+# python/tests, langchain brings create_agent for the middleware.
+LANGCHAIN_VERSION="${LANGCHAIN_VERSION:-1.5.2}"
+MATURIN_VERSION="${MATURIN_VERSION:-1.16.0}"
+PYTEST_VERSION="${PYTEST_VERSION:-9.2.0}"
+PYTEST_ASYNCIO_VERSION="${PYTEST_ASYNCIO_VERSION:-1.4.1.post1}"
 
 spec() { # spec NAME VERSION -> NAME==VERSION, or NAME when VERSION is "latest"
   if [[ "$2" == latest ]]; then echo "$1"; else echo "$1==$2"; fi
@@ -64,6 +71,10 @@ REQS=(
   "$(spec langgraph-prebuilt "$LANGGRAPH_PREBUILT_VERSION")"
   "$(spec langchain-core "$LANGCHAIN_CORE_VERSION")"
   "$(spec 'saidex[langgraph]' "$SAIDEX_VERSION")"
+  "$(spec langchain "$LANGCHAIN_VERSION")"
+  "$(spec maturin "$MATURIN_VERSION")"
+  "$(spec pytest "$PYTEST_VERSION")"
+  "$(spec pytest-asyncio "$PYTEST_ASYNCIO_VERSION")"
 )
 
 installed_ok() {
@@ -75,6 +86,8 @@ want = {
     "json-repair-engine": "$JSON_REPAIR_ENGINE_VERSION", "langgraph": "$LANGGRAPH_VERSION",
     "langgraph-prebuilt": "$LANGGRAPH_PREBUILT_VERSION", "langchain-core": "$LANGCHAIN_CORE_VERSION",
     "saidex": "$SAIDEX_VERSION", "jsonschema": "any", "pydantic": "any",
+    "langchain": "$LANGCHAIN_VERSION", "maturin": "$MATURIN_VERSION",
+    "pytest": "$PYTEST_VERSION", "pytest-asyncio": "$PYTEST_ASYNCIO_VERSION",
 }
 try:
     for dist, v in want.items():
@@ -96,6 +109,7 @@ import sys
 from importlib.metadata import version
 print(f"python {sys.version.split()[0]} ({sys.executable})")
 for dist in ["json-repair", "jsonschema", "pydantic", "fast-json-repair", "json-repair-engine",
-             "langgraph", "langgraph-prebuilt", "langchain-core", "saidex"]:
+             "langgraph", "langgraph-prebuilt", "langchain-core", "saidex", "langchain",
+             "maturin", "pytest", "pytest-asyncio"]:
     print(f"{dist} {version(dist)}")
 PYEOF

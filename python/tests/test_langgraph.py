@@ -1,0 +1,498 @@
+"""toolmend.langgraph.ToolNode with real LangGraph: every behaviour it adds to the stock
+node, and the stock node's failure modes shown fixed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Annotated, Any, Literal
+
+import pytest
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import InjectedState
+from langgraph.prebuilt import ToolNode as StockToolNode
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from toolmend.langgraph import (
+    ToolCallValidationError,
+    ToolNode,
+    UnresolvedToolCall,
+    ValidatorContext,
+    tools_condition,
+)
+
+CONFIG = {"configurable": {"__pregel_runtime": Runtime()}}
+
+
+@tool
+def get_weather(city: str, units: Literal["celsius", "fahrenheit"] = "celsius", days: int = 1) -> str:
+    """Weather for a city."""
+    return f"{city}: 21 {units}, {days} day(s)"
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def whoami(name: str, state: Annotated[dict, InjectedState]) -> str:
+    """Greets; sees the graph state."""
+    return f"{name} ({len(state['messages'])} messages)"
+
+
+TOOLS = [get_weather, add, whoami]
+
+
+def answered_once(messages: list[BaseMessage]) -> None:
+    """Every call id of every AIMessage is answered by exactly one ToolMessage, and every
+    ToolMessage answers a call: what providers require of a history."""
+    calls = [c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    calls += [c["id"] for m in messages if isinstance(m, AIMessage) for c in m.invalid_tool_calls]
+    results = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
+    assert sorted(calls) == sorted(results), (calls, results)
+    assert len(set(calls)) == len(calls), calls
+
+
+def run(node, message: AIMessage, history: list[BaseMessage] | None = None) -> list[Any]:
+    return node.invoke([*(history or [HumanMessage("hi")]), message], config=CONFIG)
+
+
+def tool_messages(out: list[Any]) -> dict[str, ToolMessage]:
+    return {m.tool_call_id: m for m in out if isinstance(m, ToolMessage)}
+
+
+def sanitized(out: list[Any]) -> AIMessage:
+    (ai,) = [m for m in out if isinstance(m, AIMessage)]
+    return ai
+
+
+# ---- the stock node's failure modes, fixed ---------------------------------------------
+
+
+def test_invalid_tool_calls_are_repaired_and_run_where_the_stock_node_answers_nothing():
+    msg = AIMessage(
+        "",
+        id="ai1",
+        invalid_tool_calls=[
+            {"name": "get_weather", "args": "{'city': 'Paris', 'days': 2,}", "id": "c1", "error": "bad json", "type": "invalid_tool_call"},
+            {"name": "add", "args": '<think>sum</think>```json\n{"a": 1, "b": 2}\n```', "id": "c2", "error": "bad json", "type": "invalid_tool_call"},
+        ],
+    )
+    stock = StockToolNode(TOOLS).invoke([HumanMessage("hi"), msg], config=CONFIG)
+    assert stock == []  # both ids unanswered: the next provider request fails
+
+    out = run(ToolNode(TOOLS), msg)
+    results = tool_messages(out)
+    assert results["c1"].content == "Paris: 21 celsius, 2 day(s)"
+    assert results["c2"].content == "3"
+    # The history keeps the mended calls (same message id, valid JSON arguments).
+    ai = sanitized(out)
+    assert ai.id == "ai1" and ai.invalid_tool_calls == []
+    assert [c["args"] for c in ai.tool_calls] == [{"city": "Paris", "days": 2}, {"a": 1, "b": 2}]
+    answered_once([HumanMessage("hi"), ai, *results.values()])
+
+
+def test_duplicate_missing_and_already_answered_ids():
+    msg = AIMessage(
+        "",
+        id="ai1",
+        tool_calls=[
+            {"name": "add", "args": {"a": 1, "b": 1}, "id": "dup"},
+            {"name": "add", "args": {"a": 2, "b": 2}, "id": "dup"},
+            {"name": "add", "args": {"a": 3, "b": 3}, "id": "done"},
+        ],
+    )
+    # The stock node runs "dup" twice under one id, and "done" again.
+    stock = StockToolNode(TOOLS).invoke([HumanMessage("hi"), msg, ToolMessage("6", tool_call_id="done")], config=CONFIG)
+    assert [m.tool_call_id for m in stock] == ["dup", "dup", "done"]
+
+    out = ToolNode(TOOLS).invoke([HumanMessage("hi"), msg, ToolMessage("6", tool_call_id="done")], config=CONFIG)
+    results = tool_messages(out)
+    assert set(results) == {"dup", "dup_2"}
+    assert results["dup"].content == "2" and results["dup_2"].content == "4"
+    ai = sanitized(out)
+    assert [c["id"] for c in ai.tool_calls] == ["dup", "dup_2", "done"]
+    answered_once([HumanMessage("hi"), ai, ToolMessage("6", tool_call_id="done"), *results.values()])
+
+
+def test_a_call_without_id_gets_one_instead_of_crashing_the_graph():
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "add", "args": {"a": 1, "b": 2}, "id": None}])
+    with pytest.raises(TypeError):
+        StockToolNode(TOOLS).invoke([HumanMessage("hi"), msg], config=CONFIG)
+    out = run(ToolNode(TOOLS), msg)
+    (result,) = tool_messages(out).values()
+    assert result.content == "3"
+    assert sanitized(out).tool_calls[0]["id"] == result.tool_call_id
+
+
+# ---- mending ------------------------------------------------------------------------------
+
+
+def test_schema_coercions_run_the_call_and_are_recorded():
+    events: list[dict] = []
+    node = ToolNode(TOOLS, on_stats=events.append)
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "get_weather", "args": {"town": "Oslo", "units": "Celsius", "days": "3"}, "id": "c1"}])
+    out = run(node, msg)
+    assert tool_messages(out)["c1"].content == "Oslo: 21 celsius, 3 day(s)"
+    assert sanitized(out).tool_calls[0]["args"] == {"city": "Oslo", "units": "celsius", "days": 3}
+    kinds = [f["kind"] for f in events[0]["calls"][0]["fixes"]]
+    assert {"key_renamed", "enum_case_fixed", "string_to_integer"} <= set(kinds)
+    assert node.stats["fix:key_renamed"] == 1
+
+
+def test_a_valid_call_is_passed_through_untouched():
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "add", "args": {"a": 1, "b": 2}, "id": "c1"}])
+    out = run(ToolNode(TOOLS), msg)
+    assert out == [ToolMessage("3", name="add", tool_call_id="c1")]  # no AIMessage rewrite
+
+
+def test_a_missing_required_value_is_feedback_not_an_invention():
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "get_weather", "args": {"units": "celsius"}, "id": "c1"}])
+    out = run(ToolNode(TOOLS), msg)
+    result = tool_messages(out)["c1"]
+    assert result.status == "error"
+    # LangGraph's frame (what prompts and code look for), toolmend's field-level line.
+    assert result.content.startswith("Error invoking tool 'get_weather' with kwargs {'units': 'celsius'} with error:\n")
+    assert "city: required, missing" in result.content
+
+
+def test_truncated_arguments_get_feedback_unless_the_tool_accepts_salvage():
+    msg = AIMessage(
+        "",
+        id="ai1",
+        invalid_tool_calls=[{"name": "get_weather", "args": '{"city": "Par', "id": "c1", "error": "x", "type": "invalid_tool_call"}],
+    )
+    result = tool_messages(run(ToolNode(TOOLS), msg))["c1"]
+    assert result.status == "error" and "cut off" in result.content
+    result = tool_messages(run(ToolNode(TOOLS, accept_truncated={"get_weather"}), msg))["c1"]
+    assert result.content == "Par: 21 celsius, 1 day(s)"
+
+
+def test_glued_calls_are_split_and_each_answered():
+    msg = AIMessage(
+        "",
+        id="ai1",
+        invalid_tool_calls=[{"name": "add", "args": '{"a": 1, "b": 2}{"a": 3, "b": 4}', "id": "c1", "error": "x", "type": "invalid_tool_call"}],
+    )
+    out = run(ToolNode(TOOLS), msg)
+    results = tool_messages(out)
+    assert (results["c1"].content, results["c1_2"].content) == ("3", "7")
+    assert [c["id"] for c in sanitized(out).tool_calls] == ["c1", "c1_2"]
+
+
+def test_calls_written_into_the_text_are_run():
+    msg = AIMessage('<think>need weather</think><tool_call>{"name": "get_weather", "arguments": {"city": "Lima"}}</tool_call>', id="ai1")
+    assert StockToolNode(TOOLS).invoke([HumanMessage("hi"), msg], config=CONFIG) == []
+    out = run(ToolNode(TOOLS), msg)
+    (result,) = tool_messages(out).values()
+    assert result.content == "Lima: 21 celsius, 1 day(s)"
+    ai = sanitized(out)
+    assert ai.content == "" and ai.tool_calls[0]["id"] == result.tool_call_id
+
+
+def test_an_unknown_tool_keeps_langgraphs_answer_and_a_near_name_is_fixed():
+    msg = AIMessage("", id="ai1", tool_calls=[
+        {"name": "get_forecast", "args": {}, "id": "c1"},
+        {"name": "Get-Weather", "args": {"city": "Rome"}, "id": "c2"},
+    ])
+    results = tool_messages(run(ToolNode(TOOLS), msg))
+    assert results["c1"].content == "Error: get_forecast is not a valid tool, try one of [get_weather, add, whoami]."
+    assert results["c2"].content == "Rome: 21 celsius, 1 day(s)"
+
+
+def test_injected_arguments_are_not_part_of_the_schema():
+    node = ToolNode(TOOLS)
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", node)
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    app = graph.compile()
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "whoami", "args": {"name": "Ada"}, "id": "c1"}])
+    out = app.invoke({"messages": [HumanMessage("hi"), msg]})
+    assert out["messages"][-1].content == "Ada (2 messages)"
+
+
+# ---- resolution ---------------------------------------------------------------------------
+
+
+BAD = AIMessage("", id="ai1", tool_calls=[
+    {"name": "add", "args": {"a": 1, "b": "two"}, "id": "c1"},
+    {"name": "add", "args": {"a": 1, "b": 1}, "id": "c2"},
+])
+
+
+def test_raise_lists_every_unresolved_call_before_anything_runs():
+    ran = []
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        ran.append((a, b))
+        return a + b
+
+    with pytest.raises(ToolCallValidationError) as e:
+        run(ToolNode([add], on_unresolved="raise"), BAD)
+    assert [c.tool_call_id for c in e.value.calls] == ["c1"]
+    assert e.value.failures[0][:2] == ("add", "c1")
+    assert ran == []
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_hook_salvages_or_answers(asynchronous):
+    seen: list[UnresolvedToolCall] = []
+
+    def salvage(call: UnresolvedToolCall):
+        seen.append(call)
+        return {"a": 1, "b": 2}
+
+    async def salvage_async(call: UnresolvedToolCall):
+        return salvage(call)
+
+    node = ToolNode(TOOLS, on_unresolved=salvage_async if asynchronous else salvage)
+    if asynchronous:
+        out = asyncio.run(node.ainvoke([HumanMessage("hi"), BAD], config=CONFIG))
+    else:
+        out = run(node, BAD)
+    assert tool_messages(out)["c1"].content == "3"
+    if not asynchronous:
+        assert seen[0].issues[0]["kind"] == "wrong_type" and seen[0].original_args == {"a": 1, "b": "two"}
+        assert seen[0].messages[0].content == "hi"
+    # Its own text goes to the agent as an error.
+    out = run(ToolNode(TOOLS, on_unresolved=lambda c: "ask the user for b"), BAD)
+    assert tool_messages(out)["c1"].content == "ask the user for b"
+    # Invalid salvage: still feedback.
+    out = run(ToolNode(TOOLS, on_unresolved=lambda c: {"a": "x"}), BAD)
+    assert tool_messages(out)["c1"].status == "error"
+
+
+def test_validators_see_phase_and_conversation():
+    seen: list[ValidatorContext] = []
+
+    def no_negatives(args, ctx: ValidatorContext):
+        seen.append(ctx)
+        return "a must not be negative" if args["a"] < 0 else None
+
+    node = ToolNode(TOOLS, validators={"add": no_negatives})
+    msg = AIMessage("", id="ai1", tool_calls=[
+        {"name": "add", "args": {"a": -1, "b": 1}, "id": "c1"},
+        {"name": "add", "args": {"a": 1, "b": 1}, "id": "c2"},
+    ])
+    results = tool_messages(run(node, msg))
+    assert results["c1"].status == "error" and "a must not be negative" in results["c1"].content
+    assert results["c2"].content == "2"
+    assert seen[0].phase == "initial" and seen[0].messages[0].content == "hi"
+    with pytest.raises(ValueError, match="no tool named 'nope'"):
+        ToolNode(TOOLS, validators={"nope": no_negatives})
+
+
+# ---- correction ---------------------------------------------------------------------------
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model answering from a script; records the prompts it got."""
+
+    script: list[Any]
+    prompts: list[str] = []
+    bound: list[Any] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools, *, tool_choice=None, **kwargs):
+        self.bound.append((tools, tool_choice))
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.prompts.append(messages[-1].content)
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return ChatResult(generations=[ChatGeneration(message=step)])
+
+
+def fix(args: dict) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "add", "args": args, "id": "fix"}])
+
+
+def test_a_correction_model_fixes_what_rules_cannot_with_context_and_no_system_prompt():
+    model = ScriptedChatModel(script=[fix({"a": 1, "b": 2})], prompts=[], bound=[])
+    node = ToolNode(TOOLS, correction_model=model)
+    history = [SystemMessage("SECRET"), HumanMessage("add one and two")]
+    out = run(node, BAD, history)
+    assert tool_messages(out)["c1"].content == "3"
+    assert sanitized(out).tool_calls[0]["args"] == {"a": 1, "b": 2}
+    prompt = model.prompts[0]
+    assert "[user] add one and two" in prompt and "SECRET" not in prompt and '"two"' in prompt
+    assert model.bound[0][1] == "add"  # the one tool bound and forced
+
+
+def test_correction_retries_run_out_and_failures_degrade_to_feedback():
+    model = ScriptedChatModel(script=[fix({"a": 1}), fix({"a": "x", "b": 1})], prompts=[], bound=[])
+    result = tool_messages(run(ToolNode(TOOLS, correction_model=model, max_correction_retries=2), BAD))["c1"]
+    assert result.status == "error" and model.script == []
+    model = ScriptedChatModel(script=[TimeoutError("slow")], prompts=[], bound=[])
+    results = tool_messages(run(ToolNode(TOOLS, correction_model=model), BAD))
+    assert results["c1"].status == "error" and results["c2"].content == "2"
+    with pytest.raises(ValueError, match="at least 1"):
+        ToolNode(TOOLS, correction_model=model, max_correction_retries=0)
+
+
+def test_no_context_is_sent_with_zero_context_messages_and_missing_values_are_not_sent():
+    model = ScriptedChatModel(script=[fix({"a": 1, "b": 2})], prompts=[], bound=[])
+    run(ToolNode(TOOLS, correction_model=model, correction_context_messages=0), BAD, [HumanMessage("private")])
+    assert "private" not in model.prompts[0]
+    model = ScriptedChatModel(script=[], prompts=[], bound=[])
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "add", "args": {"a": 1}, "id": "c1"}])
+    assert tool_messages(run(ToolNode(TOOLS, correction_model=model), msg))["c1"].status == "error"
+    assert model.prompts == []
+
+
+# ---- input forms, graphs, async -----------------------------------------------------------
+
+
+def test_send_payloads_are_mended_too():
+    node = ToolNode(TOOLS)
+    out = node.invoke([{"name": "add", "args": {"a": "1", "b": 2}, "id": "c1", "type": "tool_call"}], config=CONFIG)
+    assert out["messages"][0].content == "3"
+    out = node.invoke(
+        {"__type": "tool_call_with_context", "tool_call": {"name": "add", "args": {"a": 1}, "id": "c2", "type": "tool_call"}, "state": {"messages": []}},
+        config=CONFIG,
+    )
+    assert out["messages"][0].status == "error" and "b: required" in out["messages"][0].content
+
+
+def test_tools_condition_routes_invalid_only_messages_to_the_node():
+    msg = AIMessage("", invalid_tool_calls=[{"name": "add", "args": "{", "id": "c1", "error": "x", "type": "invalid_tool_call"}])
+    from langgraph.prebuilt import tools_condition as stock_condition
+
+    assert stock_condition([msg]) == "__end__"
+    assert tools_condition([msg]) == "tools"
+    assert tools_condition({"messages": [AIMessage("done")]}) == "__end__"
+
+
+class Script(BaseChatModel):
+    """The agent's model: answers from a script."""
+
+    script: list[AIMessage]
+
+    @property
+    def _llm_type(self) -> str:
+        return "agent-script"
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        return ChatResult(generations=[ChatGeneration(message=self.script.pop(0))])
+
+
+def agent(model: BaseChatModel, node: Any):
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    graph.add_node("tools", node)
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition, {"tools": "tools", "__end__": END})
+    graph.add_edge("tools", "model")
+    return graph.compile()
+
+
+def test_a_hand_built_graph_runs_broken_turns_to_an_answer_with_a_valid_history():
+    model = Script(script=[
+        AIMessage("", invalid_tool_calls=[{"name": "add", "args": "{'a': 1, 'b': 2,}", "id": "c1", "error": "x", "type": "invalid_tool_call"}]),
+        AIMessage("", tool_calls=[{"name": "add", "args": {"a": 3}, "id": "c2"}, {"name": "add", "args": {"a": 3, "b": 3}, "id": "c2"}]),
+        AIMessage("", tool_calls=[{"name": "add", "args": {"a": 3, "b": "4"}, "id": "c3"}]),
+        AIMessage("The sums are 3, 6 and 7."),
+    ])
+    out = agent(model, ToolNode(TOOLS)).invoke({"messages": [HumanMessage("sums please")]})
+    messages = out["messages"]
+    assert messages[-1].content == "The sums are 3, 6 and 7."
+    answered_once(messages)
+    assert all(m.invalid_tool_calls == [] for m in messages if isinstance(m, AIMessage))
+    contents = [m.content for m in messages if isinstance(m, ToolMessage)]
+    assert contents[0] == "3" and "b: required" in contents[1] and contents[2:] == ["6", "7"]
+
+
+def test_create_react_agent_accepts_the_node():
+    import warnings
+
+    from langgraph.prebuilt import create_react_agent
+
+    model = Script(script=[AIMessage("", tool_calls=[{"name": "add", "args": {"a": "2", "b": 2}, "id": "c1"}]), AIMessage("4")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        app = create_react_agent(model, tools=ToolNode(TOOLS))
+    out = app.invoke({"messages": [HumanMessage("2+2")]})
+    assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == ["4"]
+
+
+def test_async_path_bounds_concurrency():
+    running = 0
+    peak = 0
+
+    @tool
+    async def slow(x: int) -> int:
+        """Sleeps a little."""
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+        return x
+
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "slow", "args": {"x": i}, "id": f"c{i}"} for i in range(6)])
+    out = asyncio.run(ToolNode([slow], max_concurrency=2).ainvoke([HumanMessage("hi"), msg], config=CONFIG))
+    assert [m.content for m in out] == [str(i) for i in range(6)]
+    assert peak == 2
+    peak = 0
+    asyncio.run(ToolNode([slow]).ainvoke([HumanMessage("hi"), msg], config=CONFIG))
+    assert peak == 6
+
+
+def test_one_node_serves_concurrent_invocations():
+    node = ToolNode(TOOLS)
+
+    async def one(i: int):
+        msg = AIMessage("", id=f"ai{i}", invalid_tool_calls=[{"name": "add", "args": f"{{'a': {i}, 'b': 1}}", "id": f"c{i}", "error": "x", "type": "invalid_tool_call"}])
+        return await node.ainvoke([HumanMessage("hi"), msg], config=CONFIG)
+
+    async def main():
+        return await asyncio.gather(*(one(i) for i in range(20)))
+
+    for i, out in enumerate(asyncio.run(main())):
+        assert tool_messages(out)[f"c{i}"].content == str(i + 1)
+
+
+# ---- the core API -------------------------------------------------------------------------
+
+
+def test_core_functions():
+    import toolmend
+
+    box = toolmend.Toolbox([{"name": "f", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}])
+    (call,) = box.mend("f", "{'n': '3',}")
+    assert call["arguments"] == {"n": 3} and call["outcome"] == "repaired"
+    assert [f["kind"] for f in call["fixes"]] == ["single_quotes", "trailing_comma", "string_to_integer"]
+    with pytest.raises(toolmend.ToolmendError, match="coerce: unknown coercion"):
+        toolmend.Toolbox([], coerce={"nope": True})
+    with pytest.raises(toolmend.ToolmendError):
+        toolmend.Toolbox([{"name": "f", "parameters": {"type": "wrong"}}])
+    assert toolmend.repair("{a: 1}")["calls"][0]["arguments"] == {"a": 1}
+    broken = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "zz", "content": "orphan"},
+    ]
+    kinds = {v["kind"] for v in toolmend.history_check(broken)}
+    assert kinds == {"unanswered_call", "orphan_result"}
+    fixed, actions = toolmend.history_sanitize(broken)
+    assert toolmend.history_check(fixed) == [] and actions
+    assert toolmend.history_trim(fixed, max_messages=1)[0]["role"] == "user"
