@@ -147,6 +147,22 @@ impl Toolbox {
         calls.iter().map(|c| call_to_py(py, c)).collect()
     }
 
+    /// Validates parsed arguments as they are (no repair, no coercion): the issues, each
+    /// a dict (`kind`, `path`, `message`, `expected`, `got`, `suggestion`); `[]` when valid.
+    fn validate(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        arguments: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let value: Value = from_py(arguments, "arguments must be JSON-like")?;
+        let issues = match self.tools.get(name) {
+            Some(tool) => py.detach(|| tool.validate(&value)),
+            None => vec![self.tools.unknown_tool_issue(name)],
+        };
+        to_py(py, &issues)
+    }
+
     /// Calls a model wrote into its text (`<tool_call>{…}`, `[TOOL_CALLS]`, `f(a=1)` …), as
     /// `{"name", "arguments"}` with the arguments as JSON text; only calls naming a known
     /// tool count, and all or nothing: `[]` when any part is not a call.

@@ -485,6 +485,9 @@ def test_core_functions():
         toolmend.Toolbox([], coerce={"nope": True})
     with pytest.raises(toolmend.ToolmendError):
         toolmend.Toolbox([{"name": "f", "parameters": {"type": "wrong"}}])
+    assert box.validate("f", {"n": 3}) == []
+    assert [i["kind"] for i in box.validate("f", {"n": "3"})] == ["wrong_type"]
+    assert [i["kind"] for i in box.validate("g", {})] == ["unknown_tool"]
     assert toolmend.repair("{a: 1}")["calls"][0]["arguments"] == {"a": 1}
     broken = [
         {"role": "user", "content": "hi"},
