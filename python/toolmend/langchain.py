@@ -160,6 +160,8 @@ class MendMiddleware(AgentMiddleware):
         for label, n in (("max_history_messages", max_history_messages), ("max_history_tokens", max_history_tokens)):
             if n is not None and n < 1:
                 raise ValueError(f"{label} must be at least 1 (or None for no trim)")
+        if history_encoding not in ("o200k_base", "cl100k_base", "bytes"):
+            raise ValueError(f"history_encoding={history_encoding!r}: use 'o200k_base', 'cl100k_base' or 'bytes'")
         if sanitize_history not in (True, False, "drop", "rehome"):
             raise ValueError(f"sanitize_history={sanitize_history!r}: use True, False, 'drop' or 'rehome'")
         self._options = dict(
@@ -303,7 +305,9 @@ class MendMiddleware(AgentMiddleware):
         """The state update: the mended message (same id: the reducer replaces it), then an
         error ToolMessage per unresolved call; ``None`` when nothing needed mending."""
         m.finish_work(plan, work)
-        m.report(plan, self.name)
+        if plan.records or plan.message_fixes:
+            # As the node: one report per turn that had calls (or a mended text).
+            m.report(plan, self.name)
         ai = plan.ai
         mended = plan.sanitized
         if mended is not None and ai is not None and _same_message(mended, ai):
