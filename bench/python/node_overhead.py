@@ -32,12 +32,18 @@ calls were executed (and with what), answered with error feedback, or left
 unanswered (an input call id with no ToolMessage). The stock node leaves
 invalid_tool_calls unanswered, so its malformed-call time is the cost of doing nothing.
 
+Malformed calls are also reported beyond execution: a node's batch minus, in the same
+round, the stock node executing exactly the calls that node ran (recorded from the tool
+body), so that a node is not charged for running a repaired call and not credited for
+running none. toolmend's engine alone (Toolbox.mend per call) is timed as well.
+
 Ratios: toolmend / stock on valid calls (bar <= 1.1x); saidex / toolmend on malformed
-calls (bar >= 10x), per case and over the whole malformed set (sum of per-case medians).
+calls (bar >= 10x), end to end and beyond execution, per case and over the whole
+malformed set (sum of per-case medians).
 
 Rerun:  .venv/bin/python bench/python/node_overhead.py [--batches 9] [--batch-seconds 0.05]
             [--mode sync|async]... [--out bench/results/python_node.json]
-        (or bench/python/run.sh). Defaults take about 40 s on 2 cores.
+        (or bench/python/run.sh). Defaults take about 75 s on 2 cores.
 Writes the table to stdout and the full results (rows, answers, ratios) as JSON to --out.
 No `from __future__ import annotations`: langchain-core would re-evaluate string
 annotations on every tool call (see bench/node_peers.py).
@@ -279,6 +285,34 @@ def make_rows(mode: str, c: dict, timed: dict, ran: dict) -> list[dict]:
     return rows
 
 
+def time_engine(node, all_cases: list[dict], batch_s: float, batches: int = 5) -> dict:
+    """µs per call of toolmend's engine alone (Toolbox.mend, as plan_message calls it: Rust
+    plus the conversions), for the calls of each case."""
+    tb = node._mender.toolbox
+    out = {}
+    for c in all_cases:
+        msg = c["message"]
+        work = [(x["name"], x["args"]) for x in msg.tool_calls + msg.invalid_tool_calls]
+        reps = 1
+        while True:
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                for name, args in work:
+                    tb.mend(name, args, accept_truncated=False)
+            if time.perf_counter() - t0 >= batch_s:
+                break
+            reps *= 2
+        per = []
+        for _ in range(batches):
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                for name, args in work:
+                    tb.mend(name, args, accept_truncated=False)
+            per.append((time.perf_counter() - t0) * 1e6 / (reps * len(work)))
+        out[c["case"]] = round(statistics.median(per), 2)
+    return out
+
+
 # --- report -----------------------------------------------------------------------------
 
 def versions() -> dict:
@@ -319,7 +353,7 @@ def _x(v, nd=1) -> str:
 
 
 def print_tables(rows: list[dict], modes: list[str], all_cases: list[dict], answers_by: dict,
-                 rat: dict) -> None:
+                 rat: dict, engine: dict) -> None:
     by = {(r["mode"], r["case"], r["node"]): r for r in rows}
     nodes = list(NODES)
     malformed = [c["case"] for c in all_cases if c["workload"] == "malformed"]
@@ -354,6 +388,10 @@ def print_tables(rows: list[dict], modes: list[str], all_cases: list[dict], answ
     cells += [f"{sum(by[(m, c, n)]['beyond_exec_us_per_call'] for c in malformed):,.1f}" for m in modes for n in nodes]
     cells += [_x(rat["saidex_over_toolmend_malformed_beyond_exec"][f"{m}/all"]) for m in modes]
     print("| " + " | ".join(cells) + " |")
+
+    print("\ntoolmend's engine alone (Toolbox.mend per call, Rust plus conversions; what "
+          "plan_message spends in it), µs: "
+          + ", ".join(f"{c} {v:,.1f}" for c, v in engine.items()))
 
     print(f"\nWhat each node answered ({modes[0]}; other modes only listed where they differ)\n")
     print("| case | expected | " + " | ".join(nodes) + " |")
@@ -405,6 +443,7 @@ def main() -> int:
         answers_by.update({(m, c, n): a for (c, n), a in seen.items()})
         seconds[m] = round(time.perf_counter() - t0, 1)
 
+    engine = time_engine(NODES["toolmend"](), all_cases, args.batch_seconds)
     rat = ratios(rows, modes, all_cases)
     meta = {"versions": versions(), "cores": os.cpu_count(), "batches": args.batches,
             "batch_seconds": args.batch_seconds, "seconds": seconds,
@@ -412,7 +451,7 @@ def main() -> int:
             "input": "[AIMessage] list, config {'configurable': {'__pregel_runtime': Runtime()}}"}
     print(f"node_overhead: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}; "
           f"{meta['cores']} cores; {args.batches} batches of >= {args.batch_seconds} s\n")
-    print_tables(rows, modes, all_cases, answers_by, rat)
+    print_tables(rows, modes, all_cases, answers_by, rat, engine)
     print(f"\nnode_overhead: {meta['total_seconds']} s ({', '.join(f'{m} {s} s' for m, s in seconds.items())})")
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -425,6 +464,7 @@ def main() -> int:
                                  "invalid_tool_calls": c["message"].invalid_tool_calls}}
                   for c in all_cases],
         "ratios": rat,
+        "toolmend_engine_us_per_call": engine,
         "bars": {
             "toolmend_over_stock_valid_max": max(rat["toolmend_over_stock_valid"].values()),
             "toolmend_over_stock_valid_ok": all(v <= 1.1 for v in rat["toolmend_over_stock_valid"].values()),
