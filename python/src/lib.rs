@@ -6,7 +6,12 @@
 //! The Python integrations (`toolmend.langgraph`, `toolmend.langchain`) are written in
 //! Python on top of this module: execution, injection and `Command`s stay LangGraph's.
 
-use pyo3::{create_exception, exceptions::PyException, prelude::*, types::PyString};
+use pyo3::{
+    create_exception,
+    exceptions::PyException,
+    prelude::*,
+    types::{PyDict, PyFloat, PyList, PyString},
+};
 use pythonize::{depythonize, pythonize};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -135,11 +140,33 @@ impl Toolbox {
         let mut calls = if let Ok(text) = arguments.cast::<PyString>() {
             let text = text.to_str()?;
             py.detach(|| mend::mend_named_in(name, text, &self.tools, &self.opts, &ctx).calls)
+        } else if has_non_finite(arguments, 0)? {
+            // Python's json reads NaN and Infinity, serde_json has no such values: mend the
+            // JSON text (with its NaN tokens), so the repair replaces and records them.
+            let text: String = py
+                .import("json")?
+                .call_method1("dumps", (arguments,))?
+                .extract()?;
+            py.detach(|| mend::mend_named_in(name, &text, &self.tools, &self.opts, &ctx).calls)
         } else {
             let value: Value = from_py(arguments, "arguments must be a str or a dict")?;
-            vec![
-                py.detach(|| mend::mend_value_named_in(name, value, &self.tools, &self.opts, &ctx)),
-            ]
+            let call =
+                py.detach(|| mend::mend_value_named_in(name, value, &self.tools, &self.opts, &ctx));
+            if call.outcome == Outcome::Feedback {
+                // A call wrapper the framework parsed as the arguments (`{"name": …,
+                // "parameters": {…}}`, `{"type": "function", "function": {…}}`): the text
+                // path unwraps it. Taken only when it makes the call runnable.
+                let text = from_py::<Value>(arguments, "arguments")?.to_string();
+                let read =
+                    py.detach(|| mend::mend_named_in(name, &text, &self.tools, &self.opts, &ctx));
+                if read.is_runnable() && read.calls.len() == 1 {
+                    read.calls
+                } else {
+                    vec![call]
+                }
+            } else {
+                vec![call]
+            }
         };
         if !accept_truncated {
             calls.iter_mut().for_each(mend::refuse_lossy);
@@ -237,6 +264,30 @@ fn coercions(coerce: &Bound<'_, PyAny>) -> PyResult<Coercions> {
         *slot = on;
     }
     Ok(c)
+}
+
+/// Whether a parsed value holds a float NaN or infinity (bounded depth, like the parser).
+fn has_non_finite(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<bool> {
+    if depth > 64 {
+        return Ok(false);
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(!f.value().is_finite());
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        for v in d.values() {
+            if has_non_finite(&v, depth + 1)? {
+                return Ok(true);
+            }
+        }
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        for v in l.iter() {
+            if has_non_finite(&v, depth + 1)? {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 fn cut(s: &str) -> String {

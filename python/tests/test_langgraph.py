@@ -499,3 +499,47 @@ def test_core_functions():
     fixed, actions = toolmend.history_sanitize(broken)
     assert toolmend.history_check(fixed) == [] and actions
     assert toolmend.history_trim(fixed, max_messages=1)[0]["role"] == "user"
+
+
+def test_nan_and_infinity_never_reach_a_tool():
+    # Python's json reads NaN, so a LangChain app gets it in parsed tool_calls.
+    seen = []
+
+    @tool
+    def price(amount: float | None = None, cap: float | None = None) -> str:
+        """Price."""
+        seen.append((amount, cap))
+        return "ok"
+
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "price", "args": {"amount": float("nan"), "cap": float("inf")}, "id": "c1"}])
+    events: list[dict] = []
+    out = run(ToolNode([price], on_stats=events.append), msg)
+    assert tool_messages(out)["c1"].content == "ok"
+    assert seen == [(None, None)]
+    assert "non_finite_number" in [f["kind"] for f in events[0]["calls"][0]["fixes"]]
+
+
+def test_a_tools_extra_forbid_is_honoured():
+    from pydantic import BaseModel, ConfigDict
+    from langchain_core.tools import StructuredTool
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        city: str
+
+    strict = StructuredTool.from_function(lambda city: city, name="strict", description="d", args_schema=Args)
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "strict", "args": {"city": "Oslo", "mood": "happy"}, "id": "c1"}])
+    stock = StockToolNode([strict]).invoke([HumanMessage("hi"), msg], config=CONFIG)
+    assert stock[0].status == "error"  # the extra key fails the tool's own validation
+    out = run(ToolNode([strict]), msg)
+    assert tool_messages(out)["c1"].content == "Oslo"
+    assert sanitized(out).tool_calls[0]["args"] == {"city": "Oslo"}
+
+
+def test_a_call_wrapper_parsed_as_arguments_is_unwrapped():
+    msg = AIMessage("", id="ai1", tool_calls=[
+        {"name": "add", "args": {"name": "add", "parameters": {"a": 1, "b": 2}}, "id": "c1"},
+        {"name": "add", "args": {"type": "function", "function": {"name": "add", "arguments": "{\"a\": 2, \"b\": 2}"}}, "id": "c2"},
+    ])
+    results = tool_messages(run(ToolNode(TOOLS), msg))
+    assert (results["c1"].content, results["c2"].content) == ("3", "4")

@@ -136,6 +136,11 @@ def tool_schema(tool: BaseTool) -> dict[str, Any]:
         params = schema.model_json_schema()
     params.setdefault("type", "object")
     params.setdefault("properties", {})
+    # langchain-core's tool_call_schema drops the tool's `extra="forbid"`; the model must
+    # still learn that unknown keys are refused (and toolmend may then drop or rename them).
+    config = getattr(getattr(tool, "args_schema", None), "model_config", None) or {}
+    if isinstance(config, dict) and config.get("extra") == "forbid":
+        params.setdefault("additionalProperties", False)
     # Titles are pydantic's, not the model's; they only make feedback noisier.
     params.pop("title", None)
     params.pop("description", None)
@@ -203,6 +208,7 @@ class Mender:
         coerce: Any = True,
         on_stats: Callable[[dict[str, Any]], Any] | None = None,
         frame_errors: bool = True,
+        totals: Counter[str] | None = None,
     ):
         self.tools = {t.name: t for t in tools}
         self.toolbox = compile_tools(list(self.tools.values()), coerce=coerce, strip=strip_thinking)
@@ -235,7 +241,7 @@ class Mender:
         self.on_stats = on_stats
         self.frame_errors = frame_errors
         #: Totals over the node's life: outcomes, fixes and issue kinds.
-        self.totals: Counter[str] = Counter()
+        self.totals: Counter[str] = totals if totals is not None else Counter()
         self._bound: dict[str, Any] = {}
 
     # ---- planning -------------------------------------------------------------
@@ -261,6 +267,7 @@ class Mender:
                 earlier.add(m.tool_call_id)
             elif isinstance(m, AIMessage):
                 earlier.update(c.get("id") for c in m.tool_calls if c.get("id"))
+                earlier.update(c.get("id") for c in m.invalid_tool_calls if c.get("id"))
         entries: list[tuple[str, dict[str, Any]]] = [("tool_calls", c) for c in ai.tool_calls]
         entries += [("invalid_tool_calls", c) for c in ai.invalid_tool_calls]
         message_fixes: list[str] = []
@@ -291,10 +298,16 @@ class Mender:
                 base = sent_id or f"call_tm_{n}"
                 call_id = base if part == 0 else f"{base}_{part + 1}"
                 original = None
-                if call_id in answered and source == "tool_calls":
+                if call_id in answered and source != "content":
+                    # Answered already (a ToolMessage follows the message): not run again.
+                    # An invalid call keeps its place, mended, so the pair stays valid.
                     rec = CallRecord(call_id, m["tool"], "skipped", source, note="already answered")
                     plan.records.append(rec)
-                    plan.order.append(raw)
+                    if source == "tool_calls":
+                        plan.order.append(raw)
+                    else:
+                        changed = True
+                        plan.order.append({"name": m["tool"], "args": m["arguments"] or {}, "id": call_id})
                     continue
                 if not sent_id or call_id in used or (call_id in earlier and source != "send"):
                     original = sent_id
@@ -318,6 +331,18 @@ class Mender:
                 if original is not None or call_id != sent_id:
                     changed = True
                     rec.fixes.append({"kind": "call_id_minted" if not sent_id else "call_id_renamed", "detail": f"{sent_id!r} -> {call_id!r}"})
+                if m["outcome"] == "feedback" and source == "tool_calls":
+                    delegate = self.delegate(m, raw)
+                    if delegate is not None:
+                        # LangGraph answers it, with the call as sent (under its settled id).
+                        rec.outcome, rec.note = delegate
+                        kept = raw if call_id == sent_id else {**raw, "id": call_id}
+                        plan.record_of.append(len(plan.records))
+                        plan.records.append(rec)
+                        plan.order.append(len(plan.calls))
+                        plan.calls.append(kept)
+                        continue
+                    m = {**m, "feedback": self.framed(m, raw)}
                 if m["outcome"] == "valid" and source == "tool_calls" and call_id == sent_id:
                     call = raw  # untouched: the very dict LangGraph would have run
                 else:
@@ -327,17 +352,9 @@ class Mender:
                         "id": call_id,
                         "type": "tool_call",
                     }
-                    changed = True
-                if m["outcome"] == "feedback" and source == "tool_calls":
-                    delegate = self.delegate(m, raw)
-                    if delegate is not None:
-                        rec.outcome, rec.note = delegate
-                        plan.record_of.append(len(plan.records))
-                        plan.records.append(rec)
-                        plan.order.append(len(plan.calls))
-                        plan.calls.append(raw)
-                        continue
-                    m = {**m, "feedback": self.framed(m, raw)}
+                    # A feedback call of tool_calls stays as sent in the history.
+                    if m["outcome"] != "feedback" or source != "tool_calls" or call_id != sent_id:
+                        changed = True
                 if m["outcome"] == "feedback":
                     rec.outcome = "feedback"
                     work.append({
@@ -652,6 +669,8 @@ class Mender:
                 raise ToolCallValidationError([self.unresolved(w, messages, state) for w in pending])
 
     def report(self, plan: Plan, node: str) -> None:
+        if not plan.records:
+            return  # a turn with no calls: nothing to report
         for r in plan.records:
             self.totals[f"outcome:{r.outcome}"] += 1
             for f in r.fixes:

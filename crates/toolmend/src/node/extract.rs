@@ -31,9 +31,15 @@ pub fn calls_in_text(
         .calls
         .iter()
         .filter_map(|c| {
-            let name = c.name.as_deref()?;
+            // A call announced by its envelope (`<tool_call>`, `[TOOL_CALLS]`, `f(a=1)`), or
+            // a bare `{"name": …, "arguments"|"parameters": …}` object (Llama-style JSON
+            // calls in the text).
+            let (name, arguments) = match c.name.as_deref() {
+                Some(name) => (name, c.arguments.to_string()),
+                None => bare_call(&c.arguments)?,
+            };
             knows_tool(name, tools).then(|| {
-                let mut tc = ToolCall::new("", name, c.arguments.to_string());
+                let mut tc = ToolCall::new("", name, arguments);
                 tc.id = None;
                 tc
             })
@@ -45,6 +51,23 @@ pub fn calls_in_text(
     } else {
         Vec::new()
     }
+}
+
+/// `{"name": "f", "arguments": {…}}` (or `"parameters"`, or the arguments as JSON text)
+/// with nothing else in it: the name and the argument text.
+fn bare_call(object: &serde_json::Value) -> Option<(&str, String)> {
+    let map = object.as_object()?;
+    if map.len() != 2 {
+        return None;
+    }
+    let name = map.get("name")?.as_str()?;
+    let args = map.get("arguments").or_else(|| map.get("parameters"))?;
+    let text = match args {
+        serde_json::Value::Object(_) => args.to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        _ => return None,
+    };
+    Some((name, text))
 }
 
 /// The prose before the first call written into a text, if any.

@@ -572,12 +572,31 @@ async fn calls_in_the_text_are_extracted_run_and_given_ids() {
 }
 
 #[tokio::test]
+async fn bare_json_calls_in_the_text_are_extracted() {
+    // Llama-style: the call as a bare or fenced JSON object with name and arguments.
+    for text_call in [
+        r#"{"name": "get_weather", "parameters": {"city": "Oslo"}}"#,
+        "```json\n{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}\n```",
+    ] {
+        let n = counter();
+        let node = ToolNode::builder(tools(&n)).build();
+        let messages = vec![user("weather?"), said(text_call)];
+        let out = node.invoke(&messages).await.unwrap();
+        assert_eq!(runs(&n), 1, "{text_call}");
+        assert_eq!(text(&out, &out.results[0].call_id), "sunny in Oslo");
+        assert_paired(&applied(&messages, out));
+    }
+}
+
+#[tokio::test]
 async fn plain_answers_are_not_turned_into_calls() {
     let n = counter();
     let node = ToolNode::builder(tools(&n)).build();
     for answer_text in [
         r#"Here is the JSON you asked for: {"city": "Paris", "days": 2}"#,
         r#"<tool_call>{"name": "launch_rockets", "arguments": {"count": 3}}</tool_call>"#,
+        r#"{"name": "launch_rockets", "arguments": {"count": 3}}"#,
+        r#"{"name": "get_weather", "arguments": {"city": "Paris"}, "note": "extra key: data"}"#,
         "It is sunny in Paris.",
     ] {
         let messages = vec![user("hi"), said(answer_text)];
