@@ -10,9 +10,9 @@ use pyo3::{
     create_exception,
     exceptions::PyException,
     prelude::*,
-    types::{PyDict, PyFloat, PyList, PyString},
+    types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple},
 };
-use pythonize::{depythonize, pythonize};
+use pythonize::depythonize;
 use serde::Serialize;
 use serde_json::{Value, json};
 use toolmend::{
@@ -39,7 +39,36 @@ fn error(e: impl std::fmt::Display) -> PyErr {
 }
 
 fn to_py<T: Serialize>(py: Python<'_>, value: &T) -> PyResult<Py<PyAny>> {
-    Ok(pythonize(py, value).map_err(error)?.unbind())
+    let value = serde_json::to_value(value).map_err(error)?;
+    Ok(from_value(py, &value)?.unbind())
+}
+
+/// JSON as Python objects, written out (faster than `pythonize` on small values).
+fn from_value<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => i.into_pyobject(py)?.into_any(),
+            (None, Some(u)) => u.into_pyobject(py)?.into_any(),
+            _ => n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
+        },
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(from_value(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => {
+            let dict = PyDict::new(py);
+            for (k, v) in map {
+                dict.set_item(k, from_value(py, v)?)?;
+            }
+            dict.into_any()
+        }
+    })
 }
 
 fn from_py<T: serde::de::DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
@@ -66,7 +95,7 @@ fn call_to_py(py: Python<'_>, call: &MendedCall) -> PyResult<Py<PyAny>> {
         v["feedback"] = Value::String(f.text);
         v["error"] = f.json["error"].clone();
     }
-    to_py(py, &v)
+    Ok(from_value(py, &v)?.unbind())
 }
 
 /// Tools compiled once (their JSON Schemas), with the mending options: what a tool node
@@ -149,7 +178,8 @@ impl Toolbox {
                 .extract()?;
             py.detach(|| mend::mend_named_in(name, &text, &self.tools, &self.opts, &ctx).calls)
         } else {
-            let value: Value = from_py(arguments, "arguments must be a str or a dict")?;
+            let mut non_finite = false;
+            let value = to_value(arguments, 0, &mut non_finite)?;
             let call =
                 py.detach(|| mend::mend_value_named_in(name, value, &self.tools, &self.opts, &ctx));
             if call.outcome == Outcome::Feedback {
@@ -172,6 +202,24 @@ impl Toolbox {
             calls.iter_mut().for_each(mend::refuse_lossy);
         }
         calls.iter().map(|c| call_to_py(py, c)).collect()
+    }
+
+    /// True when parsed arguments would be passed through unchanged by `mend` (valid, no
+    /// key to rename, no NaN): the tool node's fast path for the common case.
+    fn passes(&self, py: Python<'_>, name: &str, arguments: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Some(tool) = self.tools.get(name) else {
+            return Ok(false);
+        };
+        let mut non_finite = false;
+        let Ok(value) = to_value(arguments, 0, &mut non_finite) else {
+            return Ok(false);
+        };
+        if non_finite {
+            return Ok(false);
+        }
+        // Too little work to be worth releasing the GIL.
+        let _ = py;
+        Ok(tool.passes_as_sent(&value, &self.opts.coercions))
     }
 
     /// Validates parsed arguments as they are (no repair, no coercion): the issues, each
@@ -264,6 +312,72 @@ fn coercions(coerce: &Bound<'_, PyAny>) -> PyResult<Coercions> {
         *slot = on;
     }
     Ok(c)
+}
+
+/// A parsed Python value (dict, list, str, int, float, bool, None) as JSON, with a flag
+/// for a NaN or infinity met (serde_json cannot hold them). Written out rather than
+/// through `depythonize`, which is several times slower on the small dicts of tool calls.
+fn to_value(obj: &Bound<'_, PyAny>, depth: usize, non_finite: &mut bool) -> PyResult<Value> {
+    if depth > 128 {
+        return Err(error("arguments nested deeper than 128 levels"));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::String(s.to_str()?.to_owned()));
+    }
+    // bool before int: a Python bool is an int.
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(i) = obj.cast::<PyInt>() {
+        if let Ok(v) = i.extract::<i64>() {
+            return Ok(Value::from(v));
+        }
+        if let Ok(v) = i.extract::<u64>() {
+            return Ok(Value::from(v));
+        }
+        let f: f64 = i.extract()?;
+        return Ok(serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        let v = f.value();
+        return Ok(match serde_json::Number::from_f64(v) {
+            Some(n) => Value::Number(n),
+            None => {
+                *non_finite = true;
+                Value::Null
+            }
+        });
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        let mut map = serde_json::Map::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            let key = match k.cast::<PyString>() {
+                Ok(s) => s.to_str()?.to_owned(),
+                Err(_) => k.str()?.to_str()?.to_owned(),
+            };
+            map.insert(key, to_value(&v, depth + 1, non_finite)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        return l
+            .iter()
+            .map(|v| to_value(&v, depth + 1, non_finite))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array);
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return t
+            .iter()
+            .map(|v| to_value(&v, depth + 1, non_finite))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array);
+    }
+    // Anything else (a pydantic model, a date …): as pythonize sees it.
+    from_py(obj, "arguments")
 }
 
 /// Whether a parsed value holds a float NaN or infinity (bounded depth, like the parser).

@@ -80,7 +80,7 @@ class ValidatorContext:
     state: Any = None
 
 
-@dataclass
+@dataclass(slots=True)
 class CallRecord:
     """One call's stats."""
 
@@ -97,7 +97,7 @@ class CallRecord:
     correct_us: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Plan:
     """The calls of one invocation, in order, ready for LangGraph's execution."""
 
@@ -121,7 +121,7 @@ class Plan:
     def stats(self, node: str) -> dict[str, Any]:
         return {
             "node": node,
-            "calls": [r.__dict__ for r in self.records],
+            "calls": [{f: getattr(r, f) for f in r.__slots__} for r in self.records],
             "message_fixes": self.message_fixes,
             "elapsed_us": (time.perf_counter() - self.started) * 1e6,
         }
@@ -289,7 +289,10 @@ class Mender:
             name = raw.get("name") or ""
             args = raw.get("args")
             sent_id = raw.get("id")
-            if source == "tool_calls":
+            if source == "tool_calls" and isinstance(args, dict) and self.toolbox.passes(name, args):
+                # The common case: valid as sent; nothing to build but the record.
+                mended = [{"tool": name, "arguments": args, "outcome": "valid"}]
+            elif source == "tool_calls":
                 mended = self.toolbox.mend(name, args if isinstance(args, dict) else {}, accept_truncated=self._accepts_truncated(name))
             else:
                 mended = self.toolbox.mend(name, args if isinstance(args, str) else json.dumps(args or {}), accept_truncated=self._accepts_truncated(name))

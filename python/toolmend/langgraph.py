@@ -216,13 +216,22 @@ class ToolNode(_StockToolNode):
         m.finish_work(plan, work)
         if self._max_concurrency is not None and "max_concurrency" not in (config or {}):
             config = {**(config or {}), "max_concurrency": self._max_concurrency}
-        token = _PLAN.set(plan)
-        try:
-            out = super()._func(input, config, runtime)
-        finally:
-            _PLAN.reset(token)
+        if _nothing_runs(plan):
+            out = self._answer_only(plan)
+        else:
+            token = _PLAN.set(plan)
+            try:
+                out = super()._func(input, config, runtime)
+            finally:
+                _PLAN.reset(token)
         m.report(plan, self.name)
         return self._with_sanitized(out, plan)
+
+    def _answer_only(self, plan: Plan) -> Any:
+        """The update when every call is answered with feedback: LangGraph's execution
+        (runtimes, a thread pool or a gather) would only pass the answers through."""
+        out = [feedback_message(c) for c in plan.calls]
+        return out if plan.input_type == "list" else {self._messages_key: out}
 
     def _run_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
         if FEEDBACK_KEY in call:
@@ -252,6 +261,9 @@ class ToolNode(_StockToolNode):
                     answer = await maybe_await(m.on_unresolved(m.unresolved(item, history, state)))
                     m.apply_hook_answer(item, answer)
         m.finish_work(plan, work)
+        if _nothing_runs(plan):
+            m.report(plan, self.name)
+            return self._with_sanitized(self._answer_only(plan), plan)
         token = _PLAN.set(plan)
         limit_token = _LIMIT.set(
             asyncio.Semaphore(self._max_concurrency) if self._max_concurrency else None
@@ -291,6 +303,10 @@ class ToolNode(_StockToolNode):
         if isinstance(out, list):  # a mix of Commands and updates
             return [[ai] if plan.input_type == "list" else {key: [ai]}, *out]
         return out
+
+
+def _nothing_runs(plan: Plan) -> bool:
+    return bool(plan.calls) and all(FEEDBACK_KEY in c for c in plan.calls)
 
 
 def _messages_of(state: Any, key: str) -> list[Any] | None:

@@ -323,6 +323,16 @@ impl CompiledTool {
     ///
     /// Valid arguments with no unknown top-level keys return at once: the same value, no
     /// fixes. A missing required value is never invented and no default is added.
+    /// True when [`check`](Self::check) would return these arguments unchanged with no
+    /// issue: valid, no key worth renaming, no custom validator to run. A cheap test for
+    /// callers holding arguments in another form (e.g. Python objects) that only need to
+    /// know whether to pass them through as they are.
+    pub fn passes_as_sent(&self, arguments: &Value, coercions: &Coercions) -> bool {
+        self.validators.is_empty()
+            && self.is_valid(arguments)
+            && !self.has_keys_to_rename(arguments, coercions)
+    }
+
     pub fn check(
         &self,
         arguments: Value,
