@@ -543,3 +543,23 @@ def test_a_call_wrapper_parsed_as_arguments_is_unwrapped():
     ])
     results = tool_messages(run(ToolNode(TOOLS), msg))
     assert (results["c1"].content, results["c2"].content) == ("3", "4")
+
+
+def test_a_number_for_a_string_is_coerced_only_where_no_pydantic_model_would_refuse_it():
+    from langchain_core.tools import StructuredTool
+
+    schema = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
+    open_tool = StructuredTool.from_function(lambda **kw: repr(kw["code"]), name="lookup", description="d", args_schema=schema)
+
+    @tool
+    def typed(code: str) -> str:
+        """Typed."""
+        return repr(code)
+
+    msg = AIMessage("", id="ai1", tool_calls=[
+        {"name": "lookup", "args": {"code": 42}, "id": "c1"},
+        {"name": "typed", "args": {"code": 42}, "id": "c2"},
+    ])
+    results = tool_messages(run(ToolNode([open_tool, typed]), msg))
+    assert results["c1"].content == "'42'"  # nothing but toolmend validates a dict schema
+    assert results["c2"].status == "error"  # pydantic refuses 42 for str, so does the node

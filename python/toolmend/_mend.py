@@ -27,6 +27,11 @@ from toolmend._core import Toolbox, strip_thinking
 #: instead of running. Never reaches a tool or a wrapper.
 FEEDBACK_KEY = "__toolmend_feedback__"
 
+#: The default coercions: every safe one, except a number or boolean for a string field,
+#: which a tool's own pydantic validation (lax mode) refuses as well. Tools whose schema is
+#: a plain JSON Schema dict (nothing validates them but toolmend) get every coercion.
+PYDANTIC_LAX: dict[str, bool] = {"scalar_to_string": False}
+
 #: Most characters of one context message shown to the correction model.
 CONTEXT_CHARS = 2000
 
@@ -212,6 +217,13 @@ class Mender:
     ):
         self.tools = {t.name: t for t in tools}
         self.toolbox = compile_tools(list(self.tools.values()), coerce=coerce, strip=strip_thinking)
+        # Tools with a JSON Schema dict for arguments have no pydantic model behind them.
+        self._open = {n for n, t in self.tools.items() if isinstance(getattr(t, "args_schema", None), dict)}
+        self._open_box = (
+            compile_tools(list(self.tools.values()), coerce=True, strip=strip_thinking)
+            if self._open and coerce is PYDANTIC_LAX
+            else self.toolbox
+        )
         if correction_model is not None and max_correction_retries < 1:
             raise ValueError(
                 "max_correction_retries must be at least 1 when a correction_model is set "
@@ -243,6 +255,9 @@ class Mender:
         #: Totals over the node's life: outcomes, fixes and issue kinds.
         self.totals: Counter[str] = totals if totals is not None else Counter()
         self._bound: dict[str, Any] = {}
+
+    def _box(self, name: str) -> Toolbox:
+        return self._open_box if name in self._open else self.toolbox
 
     # ---- planning -------------------------------------------------------------
 
@@ -289,13 +304,14 @@ class Mender:
             name = raw.get("name") or ""
             args = raw.get("args")
             sent_id = raw.get("id")
-            if source == "tool_calls" and isinstance(args, dict) and self.toolbox.passes(name, args):
+            box = self._box(name)
+            if source == "tool_calls" and isinstance(args, dict) and box.passes(name, args):
                 # The common case: valid as sent; nothing to build but the record.
                 mended = [{"tool": name, "arguments": args, "outcome": "valid"}]
             elif source == "tool_calls":
-                mended = self.toolbox.mend(name, args if isinstance(args, dict) else {}, accept_truncated=self._accepts_truncated(name))
+                mended = box.mend(name, args if isinstance(args, dict) else {}, accept_truncated=self._accepts_truncated(name))
             else:
-                mended = self.toolbox.mend(name, args if isinstance(args, str) else json.dumps(args or {}), accept_truncated=self._accepts_truncated(name))
+                mended = box.mend(name, args if isinstance(args, str) else json.dumps(args or {}), accept_truncated=self._accepts_truncated(name))
             for part, m in enumerate(mended):
                 # Ids: settled before anything runs.
                 base = sent_id or f"call_tm_{n}"
@@ -398,7 +414,7 @@ class Mender:
             t0 = time.perf_counter()
             name = raw.get("name") or ""
             args = raw.get("args")
-            m = self.toolbox.mend(
+            m = self._box(name).mend(
                 name,
                 args if isinstance(args, (dict, str)) else {},
                 accept_truncated=self._accepts_truncated(name),
@@ -562,7 +578,7 @@ class Mender:
         if value is None:
             return None
         name = item["mended"]["tool"]
-        mended = self.toolbox.mend(name, value, phase="correction")
+        mended = self._box(name).mend(name, value, phase="correction")
         return mended[0] if len(mended) == 1 else None
 
     def correct_sync(self, item, messages, ai) -> None:
@@ -631,7 +647,7 @@ class Mender:
     def apply_hook_answer(self, item, answer: Any) -> None:
         rec: CallRecord = item["record"]
         if isinstance(answer, dict):
-            checked = self.toolbox.mend(item["mended"]["tool"], answer, phase="salvage")
+            checked = self._box(item["mended"]["tool"]).mend(item["mended"]["tool"], answer, phase="salvage")
             if len(checked) == 1 and checked[0]["outcome"] != "feedback":
                 call = {k: v for k, v in item["call"].items() if k != FEEDBACK_KEY}
                 call["args"] = checked[0]["arguments"]

@@ -60,6 +60,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from toolmend._core import history_sanitize, history_trim
 from toolmend._mend import (
     FEEDBACK_KEY,
+    PYDANTIC_LAX,
     Mender,
     Plan,
     ToolCallValidationError,
@@ -78,9 +79,6 @@ __all__ = [
     "ValidatorContext",
 ]
 
-#: The default coercions, as the node's: every safe one except a number or boolean for a
-#: string field, which the tools' own pydantic validation (lax mode) refuses as well.
-PYDANTIC_LAX: dict[str, bool] = {"scalar_to_string": False}
 
 #: Correction requests running at once for one assistant message (async path).
 CORRECTION_CONCURRENCY = 16
@@ -174,7 +172,9 @@ class MendMiddleware(AgentMiddleware):
             strip_thinking=strip_thinking,
             accept_truncated=accept_truncated,
             calls_in_content=calls_in_content,
-            coerce=dict(coerce) if isinstance(coerce, dict) else coerce,
+            # The shared default object itself: it tells the Mender to give tools with a
+            # plain JSON Schema dict every coercion.
+            coerce=coerce if coerce is PYDANTIC_LAX else (dict(coerce) if isinstance(coerce, dict) else coerce),
             on_stats=on_stats,
         )
         self._validators = dict(validators or {})

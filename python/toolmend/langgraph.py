@@ -32,6 +32,7 @@ from langgraph.prebuilt.tool_node import _default_handle_tool_errors
 
 from toolmend._mend import (
     FEEDBACK_KEY,
+    PYDANTIC_LAX,
     Mender,
     Plan,
     ToolCallValidationError,
@@ -55,10 +56,6 @@ __all__ = [
     "ValidatorContext",
     "tools_condition",
 ]
-
-#: The node's default coercions: every safe one, except a number or boolean for a string
-#: field, which the tools' own pydantic validation (lax mode) refuses as well.
-PYDANTIC_LAX: dict[str, bool] = {"scalar_to_string": False}
 
 # The plan of the invocation in progress: set by `_func` / `_afunc` around the stock
 # execution, read by `_parse_input`. A context variable, so that one node serves
