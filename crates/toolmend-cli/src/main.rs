@@ -88,6 +88,50 @@ enum Command {
     ///   toolmend scripted-provider --port 8089 --strictness all script.jsonl
     #[command(verbatim_doc_comment)]
     ScriptedProvider(ProviderArgs),
+
+    /// Serve the gateway: an OpenAI-compatible endpoint that mends tool calls.
+    ///
+    /// Point any OpenAI client's base URL at it (http://LISTEN/v1). Each request's
+    /// history is checked before it goes upstream (sanitized by default, the actions
+    /// named in `x-toolmend-history`); each response's tool calls are repaired,
+    /// coerced and validated against the request's `tools`, calls written into the
+    /// text become real `tool_calls`, and a call that stays invalid is sent back to
+    /// the model with its feedback (`calls.invalid = "re_ask"`), invisible to the
+    /// client. Streaming included. `x-toolmend-calls`, `x-toolmend-fixes` and
+    /// `x-toolmend-unresolved` say what was done; /metrics serves Prometheus metrics,
+    /// /healthz and /readyz the probes.
+    ///
+    /// Configuration: a TOML file (--config), every key overridable from the
+    /// environment as TOOLMEND_<SECTION>__<KEY>, then --listen / --upstream:
+    ///   listen = "127.0.0.1:8790"
+    ///   [upstream]  base_url = "https://api.openai.com/v1"   api_key_env = "OPENAI_API_KEY"
+    ///               timeout_secs = 120                        (no key: the client's is passed on)
+    ///   [history]   policy = "sanitize" | "reject" | "pass"   orphans = "drop" | "rehome"
+    ///               max_tokens = 8000                         encoding = "o200k_base"
+    ///   [calls]     mend = true   calls_in_content = true      accept_truncated = false
+    ///               invalid = "re_ask" | "pass"               max_re_asks = 1
+    ///   [limits]    max_body_bytes = 8388608                  tool_cache = 256
+    ///
+    /// Examples:
+    ///   toolmend serve --upstream https://api.openai.com/v1
+    ///   TOOLMEND_HISTORY__POLICY=reject toolmend serve --config gateway.toml
+    ///   toolmend scripted-provider examples/script.jsonl &   # then
+    ///   toolmend serve --listen 127.0.0.1:8790 --upstream http://127.0.0.1:PORT/v1
+    #[command(verbatim_doc_comment)]
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// A TOML configuration file (optional: embedded defaults otherwise).
+    #[arg(long, env = "TOOLMEND_CONFIG")]
+    config: Option<std::path::PathBuf>,
+    /// Where to listen (overrides `listen`).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// The upstream base URL, up to /v1 (overrides `upstream.base_url`).
+    #[arg(long)]
+    upstream: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -347,6 +391,7 @@ fn main() -> ExitCode {
         Command::Mend(args) => mend_cmd::run(args).map(|()| ExitCode::SUCCESS),
         Command::History(args) => history_cmd::run(&args.action),
         Command::ScriptedProvider(args) => provider_cmd(args),
+        Command::Serve(args) => serve_cmd(args),
     };
     match result {
         Ok(code) => code,
@@ -396,6 +441,71 @@ fn provider_cmd(args: &ProviderArgs) -> anyhow::Result<ExitCode> {
             .context("waiting for Ctrl-C")?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Serves the gateway until Ctrl-C or SIGTERM, then drains requests in flight.
+fn serve_cmd(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    let text = match &args.config {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the configuration {}", path.display()))?,
+        None => String::new(),
+    };
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k != "TOOLMEND_CONFIG" && k != "TOOLMEND_PROVIDER_PORT")
+        .collect();
+    if let Some(listen) = args.listen {
+        env.push(("TOOLMEND_LISTEN".to_owned(), format!("\"{listen}\"")));
+    }
+    if let Some(upstream) = &args.upstream {
+        env.push((
+            "TOOLMEND_UPSTREAM__BASE_URL".to_owned(),
+            format!("\"{upstream}\""),
+        ));
+    }
+    let config = toolmend_gateway::Config::from_toml_and_env(&text, env)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let metrics = toolmend_gateway::metrics::install().ok();
+        let listen = config.listen;
+        let upstream = config.upstream.base_url.clone();
+        let gateway = std::sync::Arc::new(toolmend_gateway::Gateway::new(config, metrics)?);
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        let mut out = std::io::stdout();
+        writeln!(
+            out,
+            "toolmend gateway: http://{}/v1 -> {upstream}; Ctrl-C stops it",
+            listener.local_addr()?
+        )?;
+        out.flush()?;
+        axum::serve(listener, gateway.router())
+            .with_graceful_shutdown(shutdown())
+            .await
+            .context("serving")?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -1,0 +1,237 @@
+//! The response path: the calls of an assistant message mended against the request's
+//! `tools`. Pure (no I/O), so streaming and non-streaming responses share it.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::{Arc, Mutex},
+};
+
+use serde::Serialize;
+use serde_json::Value;
+use toolmend::{
+    CompiledTool, Fix, Issue, MendOptions, Toolbox, feedback,
+    mend::{self, Outcome},
+    node::{calls_in_text, prose_before_calls},
+    protocol::{AssistantMessage, Content, Tool, ToolCall},
+    schema::{Phase, ValidationContext},
+};
+
+/// What became of one call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallReport {
+    /// The id it goes out under.
+    pub id: String,
+    /// The tool (resolved name).
+    pub tool: String,
+    /// `valid`, `repaired` or `feedback`.
+    pub outcome: Outcome,
+    /// Every fix.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fixes: Vec<Fix>,
+    /// What is still wrong.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub issues: Vec<Issue>,
+    /// For feedback: the text a re-ask sends back to the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+    /// True when the call was read from the message text.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_text: bool,
+}
+
+/// The mended message and what was done.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mended {
+    /// The message to forward: runnable calls with valid JSON arguments, calls read from
+    /// the text moved into `tool_calls`, unique ids.
+    pub message: AssistantMessage,
+    /// One report per call, in order.
+    pub calls: Vec<CallReport>,
+    /// True when anything in the message changed.
+    pub changed: bool,
+}
+
+impl Mended {
+    /// The calls that stayed invalid.
+    pub fn unresolved(&self) -> impl Iterator<Item = &CallReport> {
+        self.calls.iter().filter(|c| c.outcome == Outcome::Feedback)
+    }
+}
+
+/// Options of the response path.
+#[derive(Debug, Clone)]
+pub struct MendConfig {
+    /// Repair and coercion options.
+    pub mend: MendOptions,
+    /// Read calls written into the content.
+    pub calls_in_content: bool,
+    /// Run cut-off calls on what could be read.
+    pub accept_truncated: bool,
+}
+
+/// Mends `message` against `tools`. Never drops a call: one that cannot be mended is
+/// reported as feedback and kept as sent (with a unique id).
+pub fn mend_message(message: &AssistantMessage, tools: &Toolbox, cfg: &MendConfig) -> Mended {
+    let mut out = message.clone();
+    let mut reports = Vec::new();
+    let sent: Vec<ToolCall> = message.tool_calls.clone().unwrap_or_default();
+    let (calls, from_text) = if sent.is_empty() && cfg.calls_in_content && !tools.is_empty() {
+        let found = calls_in_text(message, tools, &cfg.mend.repair);
+        let moved = !found.is_empty();
+        (found, moved)
+    } else {
+        (sent, false)
+    };
+    let mut changed = from_text;
+    let mut used: HashSet<String> = HashSet::new();
+    let mut new_calls = Vec::with_capacity(calls.len());
+    let ctx = ValidationContext::new("", Phase::Initial);
+    for (n, call) in calls.iter().enumerate() {
+        let base = call
+            .id
+            .clone()
+            .filter(|id| !id.trim().is_empty() && id.len() <= toolmend::history::MAX_ID_LEN)
+            .unwrap_or_else(|| format!("call_tm_{n}"));
+        let mended = mend::mend_named_in(
+            &call.function.name,
+            &call.function.arguments,
+            tools,
+            &cfg.mend,
+            &ctx,
+        );
+        for (part, mut m) in mended.calls.into_iter().enumerate() {
+            if !cfg.accept_truncated {
+                mend::refuse_lossy(&mut m);
+            }
+            let mut id = if part == 0 {
+                base.clone()
+            } else {
+                format!("{base}_{}", part + 1)
+            };
+            let mut k = 2;
+            while used.contains(&id) {
+                id = format!("{base}_{k}");
+                k += 1;
+            }
+            used.insert(id.clone());
+            let mut tc = call.clone();
+            if tc.id.as_deref() != Some(id.as_str()) {
+                changed = true;
+                tc.id = Some(id.clone());
+            }
+            if tc.kind != "function" {
+                tc.kind = "function".to_owned();
+                changed = true;
+            }
+            let feedback_text =
+                (m.outcome == Outcome::Feedback).then(|| feedback::render(&m.tool, &m.issues).text);
+            match (m.outcome, &m.arguments) {
+                (Outcome::Valid, _) if part == 0 && !from_text => {}
+                (Outcome::Valid | Outcome::Repaired, Some(args)) => {
+                    tc.function.name.clone_from(&m.tool);
+                    tc.function.arguments = args.to_string();
+                    changed = true;
+                }
+                _ => {
+                    // Feedback: kept as sent, so a re-ask shows the model its own call.
+                }
+            }
+            reports.push(CallReport {
+                id,
+                tool: m.tool,
+                outcome: m.outcome,
+                fixes: m.fixes,
+                issues: m.issues,
+                feedback: feedback_text,
+                from_text,
+            });
+            new_calls.push(tc);
+        }
+    }
+    if from_text {
+        let prose = message
+            .text()
+            .and_then(|t| prose_before_calls(&t))
+            .filter(|p| !p.trim().is_empty());
+        out.content = Some(prose.map(Content::Text));
+    }
+    if !new_calls.is_empty() || message.tool_calls.is_some() {
+        out.tool_calls = Some(new_calls);
+    }
+    Mended {
+        message: out,
+        calls: reports,
+        changed,
+    }
+}
+
+/// Compiled tool sets by the exact text of the request's `tools`: agents send the same
+/// tools with every request, and compiling schemas costs more than mending.
+#[derive(Debug)]
+pub struct ToolCache {
+    capacity: usize,
+    inner: Mutex<Lru>,
+}
+
+/// The compiled sets and their insertion order (oldest first).
+type Lru = (HashMap<String, Arc<Toolbox>>, VecDeque<String>);
+
+/// A request's `tools` that cannot be compiled.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid tools in the request: {0}")]
+pub struct ToolsError(pub String);
+
+impl ToolCache {
+    /// Keeps at most `capacity` tool sets (oldest evicted first).
+    pub fn new(capacity: usize) -> Self {
+        ToolCache {
+            capacity: capacity.max(1),
+            inner: Mutex::new((HashMap::new(), VecDeque::new())),
+        }
+    }
+
+    /// The compiled tools of a request's `tools` value.
+    ///
+    /// # Errors
+    ///
+    /// A tool that is not a function definition, or whose schema does not compile.
+    pub fn get(&self, tools: &Value) -> Result<Arc<Toolbox>, ToolsError> {
+        let key = tools.to_string();
+        if let Ok(guard) = self.inner.lock()
+            && let Some(hit) = guard.0.get(&key)
+        {
+            return Ok(Arc::clone(hit));
+        }
+        let defs: Vec<Tool> =
+            serde_json::from_value(tools.clone()).map_err(|e| ToolsError(e.to_string()))?;
+        let mut toolbox = Toolbox::new();
+        for def in defs.iter().filter(|d| d.kind == "function") {
+            let f = &def.function;
+            let params = f
+                .parameters
+                .clone()
+                .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
+            let compiled = CompiledTool::compile(
+                &f.name,
+                f.description.as_deref().unwrap_or_default(),
+                &params,
+            )
+            .map_err(|e| ToolsError(format!("{}: {e}", f.name)))?;
+            toolbox
+                .add(compiled)
+                .map_err(|e| ToolsError(format!("{}: {e}", f.name)))?;
+        }
+        let toolbox = Arc::new(toolbox);
+        if let Ok(mut guard) = self.inner.lock() {
+            let (map, order) = &mut *guard;
+            if map.len() >= self.capacity
+                && let Some(old) = order.pop_front()
+            {
+                map.remove(&old);
+            }
+            map.insert(key.clone(), Arc::clone(&toolbox));
+            order.push_back(key);
+        }
+        Ok(toolbox)
+    }
+}

@@ -1,0 +1,66 @@
+//! Prometheus metrics through the `metrics` facade: requests, call outcomes per tool,
+//! fixes and issue kinds, history actions, re-asks, upstream errors, upstream latency and
+//! the gateway's own overhead.
+
+use std::{sync::OnceLock, time::Duration};
+
+use metrics::{counter, histogram};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+use toolmend::{Fix, Issue, mend::Outcome};
+
+/// Seconds: 25 µs to 10 s, dense below a millisecond where the overhead lives.
+const BUCKETS: [f64; 16] = [
+    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.25, 1.0, 2.5, 10.0,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process-wide Prometheus recorder (once; later calls return the same
+/// handle) and returns the handle `/metrics` renders.
+///
+/// # Errors
+///
+/// Another recorder is already installed.
+pub fn install() -> Result<PrometheusHandle, BuildError> {
+    if let Some(h) = HANDLE.get() {
+        return Ok(h.clone());
+    }
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &BUCKETS)?
+        .install_recorder()?;
+    Ok(HANDLE.get_or_init(|| handle).clone())
+}
+
+pub(crate) fn request(outcome: &'static str, overhead: Duration, upstream: Duration) {
+    counter!("toolmend_requests_total", "outcome" => outcome).increment(1);
+    histogram!("toolmend_gateway_overhead_seconds").record(overhead.as_secs_f64());
+    histogram!("toolmend_upstream_seconds").record(upstream.as_secs_f64());
+}
+
+pub(crate) fn call(tool: &str, outcome: Outcome, fixes: &[Fix], issues: &[Issue]) {
+    let outcome = match outcome {
+        Outcome::Valid => "valid",
+        Outcome::Repaired => "repaired",
+        Outcome::Feedback => "unresolved",
+    };
+    counter!("toolmend_calls_total", "tool" => tool.to_owned(), "outcome" => outcome).increment(1);
+    for f in fixes {
+        counter!("toolmend_fixes_total", "kind" => f.kind.id()).increment(1);
+    }
+    for i in issues {
+        counter!("toolmend_issues_total", "kind" => i.kind.id()).increment(1);
+    }
+}
+
+pub(crate) fn history(action: &'static str) {
+    counter!("toolmend_histories_total", "action" => action).increment(1);
+}
+
+pub(crate) fn re_ask() {
+    counter!("toolmend_re_asks_total").increment(1);
+}
+
+pub(crate) fn upstream_error(kind: &'static str) {
+    counter!("toolmend_upstream_errors_total", "kind" => kind).increment(1);
+}

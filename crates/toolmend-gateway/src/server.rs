@@ -1,0 +1,634 @@
+//! The HTTP side: routes, the request path (history), the upstream call, the response
+//! path (mending, re-asks), headers and metrics.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use axum::{
+    Router,
+    body::{Body, Bytes},
+    extract::{DefaultBodyLimit, State},
+    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde_json::{Value, json};
+use toolmend::{
+    MendOptions,
+    history::{
+        self, Budget, ByteEstimate, MissingIdPolicy, OrphanPolicy, SanitizePolicy, Tiktoken,
+    },
+    mend::Outcome,
+    protocol::{AssistantMessage, Message},
+};
+use tower_http::limit::RequestBodyLimitLayer;
+
+use crate::{
+    config::{Config, HistoryPolicy, InvalidPolicy},
+    mend::{CallReport, MendConfig, Mended, ToolCache, mend_message},
+    metrics as m, stream,
+};
+
+/// The gateway's state, shared by every request.
+#[derive(Debug)]
+pub struct Gateway {
+    pub(crate) config: Config,
+    pub(crate) client: reqwest::Client,
+    pub(crate) tools: ToolCache,
+    pub(crate) mend: MendConfig,
+    api_key: Option<String>,
+    metrics: Option<PrometheusHandle>,
+}
+
+/// A gateway that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The HTTP client could not be built.
+    #[error("HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+impl Gateway {
+    /// A gateway for `config`. The API key is read now from `upstream.api_key_env`.
+    /// `metrics`: the Prometheus handle `/metrics` renders (see [`crate::metrics::install`]).
+    ///
+    /// # Errors
+    ///
+    /// The HTTP client cannot be built.
+    pub fn new(config: Config, metrics: Option<PrometheusHandle>) -> Result<Self, StartError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs_f64(
+                config.upstream.connect_timeout_secs.max(0.001),
+            ))
+            .read_timeout(config.upstream.timeout())
+            .build()?;
+        let api_key = config
+            .upstream
+            .api_key_env
+            .as_deref()
+            .and_then(|name| std::env::var(name).ok())
+            .filter(|k| !k.is_empty());
+        let mend = MendConfig {
+            mend: MendOptions::default(),
+            calls_in_content: config.calls.calls_in_content,
+            accept_truncated: config.calls.accept_truncated,
+        };
+        Ok(Gateway {
+            tools: ToolCache::new(config.limits.tool_cache),
+            client,
+            mend,
+            api_key,
+            metrics,
+            config,
+        })
+    }
+
+    /// The routes: `POST /v1/chat/completions`, `GET /v1/models`, `/healthz`, `/readyz`,
+    /// `/metrics`.
+    pub fn router(self: Arc<Self>) -> Router {
+        let limit = self.config.limits.max_body_bytes;
+        Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .route("/healthz", get(|| async { "ok" }))
+            .route("/readyz", get(|| async { "ok" }))
+            .route("/metrics", get(render_metrics))
+            .layer(DefaultBodyLimit::disable())
+            .layer(RequestBodyLimitLayer::new(limit))
+            .with_state(self)
+    }
+
+    pub(crate) fn upstream_url(&self, path: &str) -> String {
+        format!(
+            "{}{path}",
+            self.config.upstream.base_url.trim_end_matches('/')
+        )
+    }
+
+    /// The upstream request with auth and tracing headers.
+    pub(crate) fn upstream_post(
+        &self,
+        headers: &HeaderMap,
+        body: &Value,
+    ) -> reqwest::RequestBuilder {
+        let mut req = self
+            .client
+            .post(self.upstream_url("/chat/completions"))
+            .json(body);
+        req = self.auth(req, headers);
+        req
+    }
+
+    fn auth(
+        &self,
+        mut req: reqwest::RequestBuilder,
+        headers: &HeaderMap,
+    ) -> reqwest::RequestBuilder {
+        match &self.api_key {
+            Some(key) => req = req.bearer_auth(key),
+            None => {
+                if let Some(v) = headers.get(header::AUTHORIZATION) {
+                    req = req.header(header::AUTHORIZATION, v.clone());
+                }
+            }
+        }
+        for name in [
+            "x-request-id",
+            "traceparent",
+            "openai-organization",
+            "openai-project",
+        ] {
+            if let Some(v) = headers.get(name) {
+                req = req.header(name, v.clone());
+            }
+        }
+        req
+    }
+}
+
+async fn render_metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    match &gw.metrics {
+        Some(h) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            h.render(),
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, "metrics are not installed").into_response(),
+    }
+}
+
+async fn models(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    let req = gw.auth(gw.client.get(gw.upstream_url("/models")), &headers);
+    match req.send().await {
+        Ok(resp) => forward(resp).await,
+        Err(e) => upstream_failure(&e),
+    }
+}
+
+/// An OpenAI-style error response.
+pub(crate) fn error(
+    status: StatusCode,
+    kind: &str,
+    code: &str,
+    message: impl Into<String>,
+) -> Response {
+    let body =
+        json!({"error": {"message": message.into(), "type": kind, "param": null, "code": code}});
+    (status, axum::Json(body)).into_response()
+}
+
+pub(crate) fn upstream_failure(e: &reqwest::Error) -> Response {
+    m::upstream_error(if e.is_timeout() {
+        "timeout"
+    } else {
+        "transport"
+    });
+    if e.is_timeout() {
+        error(
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_error",
+            "upstream_timeout",
+            "the upstream provider did not answer in time",
+        )
+    } else {
+        error(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "upstream_unreachable",
+            format!(
+                "the upstream provider could not be reached: {}",
+                without_url(e)
+            ),
+        )
+    }
+}
+
+/// reqwest's error text without the URL (it may carry a key in a query string).
+fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(url) = e.url() {
+        s = s.replace(url.as_str(), "<upstream>");
+    }
+    s
+}
+
+/// An upstream response passed on as it is (status, body, `Retry-After`).
+pub(crate) async fn forward(resp: reqwest::Response) -> Response {
+    let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut out = Response::builder().status(status);
+    for name in [header::CONTENT_TYPE, header::RETRY_AFTER] {
+        if let Some(v) = resp.headers().get(name.as_str())
+            && let Ok(v) = HeaderValue::from_bytes(v.as_bytes())
+        {
+            out = out.header(name, v);
+        }
+    }
+    for (name, v) in resp.headers() {
+        if name.as_str().starts_with("x-ratelimit-")
+            && let Ok(v) = HeaderValue::from_bytes(v.as_bytes())
+        {
+            out = out.header(name.as_str(), v);
+        }
+    }
+    let body = resp.bytes().await.unwrap_or_default();
+    out.body(Body::from(body))
+        .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+}
+
+/// What the request path did, for the response headers.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RequestNotes {
+    pub history: Option<String>,
+}
+
+/// The request path: the history checked and, by policy, sanitized or refused; trimmed.
+#[allow(clippy::result_large_err)]
+pub(crate) fn prepare(gw: &Gateway, body: &mut Value) -> Result<RequestNotes, Response> {
+    let mut notes = RequestNotes::default();
+    let Some(raw) = body.get("messages") else {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "missing_messages",
+            "the request has no 'messages'",
+        ));
+    };
+    let mut messages: Vec<Message> = serde_json::from_value(raw.clone()).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "invalid_messages",
+            format!("'messages' is not a list of chat messages: {e}"),
+        )
+    })?;
+    let violations = history::check(&messages);
+    let mut changed = false;
+    if !violations.is_empty() {
+        match gw.config.history.policy {
+            HistoryPolicy::Pass => {
+                m::history("passed");
+                notes.history = Some(format!("passed; violations={}", violations.len()));
+            }
+            HistoryPolicy::Reject => {
+                m::history("rejected");
+                let lines: Vec<String> = violations
+                    .iter()
+                    .map(|v| {
+                        format!(
+                            "- {} (message {}): {}",
+                            v.kind.id(),
+                            v.message,
+                            v.provider_error
+                        )
+                    })
+                    .collect();
+                return Err(error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "toolmend_invalid_history",
+                    format!(
+                        "the history breaks the tool-call pairing rules ({} violation(s)); it \
+                         was not sent upstream:\n{}",
+                        violations.len(),
+                        lines.join("\n")
+                    ),
+                ));
+            }
+            HistoryPolicy::Sanitize => {
+                let policy = SanitizePolicy {
+                    orphans: if gw.config.history.orphans == "rehome" {
+                        OrphanPolicy::Rehome
+                    } else {
+                        OrphanPolicy::Drop
+                    },
+                    missing_ids: MissingIdPolicy::Mint,
+                    ..SanitizePolicy::default()
+                };
+                let out = history::sanitize(messages, &policy);
+                let mut kinds: Vec<&str> = out.actions.iter().map(|a| a.kind.id()).collect();
+                kinds.sort_unstable();
+                kinds.dedup();
+                m::history("sanitized");
+                notes.history = Some(format!(
+                    "sanitized; actions={}; kinds={}",
+                    out.actions.len(),
+                    kinds.join(",")
+                ));
+                messages = out.messages;
+                changed = true;
+            }
+        }
+    }
+    if let Some(budget) = gw.config.history.max_tokens {
+        let counter: Box<dyn history::TokenCounter> = match gw.config.history.encoding.as_str() {
+            "cl100k_base" => Box::new(Tiktoken::cl100k_base()),
+            "bytes" => Box::new(ByteEstimate),
+            _ => Box::new(Tiktoken::o200k_base()),
+        };
+        let trimmed = history::trim(messages, Budget::Tokens(budget), counter.as_ref());
+        if trimmed.dropped > 0 {
+            changed = true;
+            let note = format!("trimmed; dropped={}", trimmed.dropped);
+            notes.history = Some(match notes.history.take() {
+                Some(h) => format!("{h}; {note}"),
+                None => note,
+            });
+        }
+        messages = trimmed.messages;
+    }
+    if changed {
+        body["messages"] = serde_json::to_value(&messages).unwrap_or(Value::Null);
+    }
+    Ok(notes)
+}
+
+async fn chat(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    let mut request: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_body",
+                "the body must be a JSON object",
+            );
+        }
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_json",
+                format!("the body is not JSON: {e}"),
+            );
+        }
+    };
+    let notes = match prepare(&gw, &mut request) {
+        Ok(n) => n,
+        Err(resp) => return resp,
+    };
+    let toolbox = match request.get("tools").filter(|t| t.is_array()) {
+        Some(tools) if gw.config.calls.mend => match gw.tools.get(tools) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "invalid_tools",
+                    e.to_string(),
+                );
+            }
+        },
+        _ => None,
+    };
+    if request.get("stream").and_then(Value::as_bool) == Some(true) {
+        return stream::respond(gw, headers, request, toolbox, notes, started).await;
+    }
+    let mut upstream_time = Duration::ZERO;
+    let t = Instant::now();
+    let resp = match gw.upstream_post(&headers, &request).send().await {
+        Ok(r) => r,
+        Err(e) => return upstream_failure(&e),
+    };
+    if !resp.status().is_success() {
+        m::upstream_error("status");
+        return forward(resp).await;
+    }
+    let mut response: Value = match resp.json().await {
+        Ok(v) => v,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                "upstream_invalid_json",
+                format!("the upstream answer is not JSON: {}", without_url(&e)),
+            );
+        }
+    };
+    upstream_time += t.elapsed();
+    let mut summary = Summary::default();
+    if let Some(toolbox) = &toolbox {
+        let choices = response
+            .get_mut("choices")
+            .and_then(Value::as_array_mut)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let mut mended_choices = Vec::with_capacity(choices.len());
+        for (i, mut choice) in choices.into_iter().enumerate() {
+            let Ok(message) = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
+            else {
+                mended_choices.push(choice);
+                continue;
+            };
+            let mut mended = mend_message(&message, toolbox, &gw.mend);
+            if i == 0 {
+                let (m2, took) = re_ask(&gw, &headers, &request, toolbox, mended).await;
+                mended = m2;
+                upstream_time += took;
+            }
+            summary.add(&mended);
+            if mended.changed {
+                choice["message"] = serde_json::to_value(&mended.message).unwrap_or(Value::Null);
+            }
+            if mended.calls.iter().any(|c| c.from_text) {
+                choice["finish_reason"] = json!("tool_calls");
+            }
+            mended_choices.push(choice);
+        }
+        response["choices"] = Value::Array(mended_choices);
+    }
+    m::request(
+        "ok",
+        started.elapsed().saturating_sub(upstream_time),
+        upstream_time,
+    );
+    let mut out = axum::Json(response).into_response();
+    summary.headers(out.headers_mut(), &notes);
+    out
+}
+
+/// Re-asks the upstream model for the calls that stayed invalid (policy `re_ask`): the
+/// conversation, the model's invalid calls and their feedback go back, the client never
+/// sees them. Valid calls of the first answer are kept; the new answer's calls replace
+/// the invalid ones.
+pub(crate) async fn re_ask(
+    gw: &Gateway,
+    headers: &HeaderMap,
+    request: &Value,
+    toolbox: &toolmend::Toolbox,
+    mut mended: Mended,
+) -> (Mended, Duration) {
+    let mut took = Duration::ZERO;
+    if gw.config.calls.invalid != InvalidPolicy::ReAsk {
+        return (mended, took);
+    }
+    let mut asked = 0;
+    while asked < gw.config.calls.max_re_asks && mended.unresolved().next().is_some() {
+        asked += 1;
+        m::re_ask();
+        let bad: Vec<&CallReport> = mended.unresolved().collect();
+        let bad_ids: Vec<&str> = bad.iter().map(|c| c.id.as_str()).collect();
+        let calls: Vec<Value> = mended
+            .message
+            .tool_calls
+            .iter()
+            .flatten()
+            .filter(|c| c.id.as_deref().is_some_and(|id| bad_ids.contains(&id)))
+            .map(|c| {
+                // Providers (vLLM) decode historical arguments: keep them JSON.
+                let args = if serde_json::from_str::<Value>(&c.function.arguments).is_ok() {
+                    c.function.arguments.clone()
+                } else {
+                    "{}".to_owned()
+                };
+                json!({"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": args}})
+            })
+            .collect();
+        let mut body = request.clone();
+        let mut messages = body["messages"].as_array().cloned().unwrap_or_default();
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
+        for c in &bad {
+            messages.push(json!({"role": "tool", "tool_call_id": c.id, "content": c.feedback}));
+        }
+        body["messages"] = Value::Array(messages);
+        body["stream"] = json!(false);
+        if let Some(o) = body.as_object_mut() {
+            o.remove("stream_options");
+            o.remove("n");
+        }
+        let t = Instant::now();
+        let Ok(resp) = gw.upstream_post(headers, &body).send().await else {
+            break;
+        };
+        if !resp.status().is_success() {
+            break;
+        }
+        let Ok(answer) = resp.json::<Value>().await else {
+            break;
+        };
+        took += t.elapsed();
+        let Ok(message) =
+            serde_json::from_value::<AssistantMessage>(answer["choices"][0]["message"].clone())
+        else {
+            break;
+        };
+        let again = mend_message(&message, toolbox, &gw.mend);
+        mended = merge(mended, again);
+    }
+    (mended, took)
+}
+
+/// The first answer's good calls, then the re-asked calls (ids kept unique).
+fn merge(first: Mended, again: Mended) -> Mended {
+    let bad: Vec<String> = first.unresolved().map(|c| c.id.clone()).collect();
+    let mut message = first.message.clone();
+    let mut calls: Vec<_> = message
+        .tool_calls
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| {
+            !c.id
+                .as_deref()
+                .is_some_and(|id| bad.contains(&id.to_owned()))
+        })
+        .collect();
+    let mut reports: Vec<CallReport> = first
+        .calls
+        .into_iter()
+        .filter(|c| !bad.contains(&c.id))
+        .collect();
+    let mut used: Vec<String> = reports.iter().map(|c| c.id.clone()).collect();
+    for (mut call, mut report) in again
+        .message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .zip(again.calls)
+    {
+        let mut id = report.id.clone();
+        let mut k = 2;
+        while used.contains(&id) {
+            id = format!("{}_{k}", report.id);
+            k += 1;
+        }
+        used.push(id.clone());
+        call.id = Some(id.clone());
+        report.id = id;
+        calls.push(call);
+        reports.push(report);
+    }
+    message.tool_calls = Some(calls);
+    Mended {
+        message,
+        calls: reports,
+        changed: true,
+    }
+}
+
+/// Counts for the `x-toolmend-*` headers and the metrics.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Summary {
+    pub valid: usize,
+    pub repaired: usize,
+    pub unresolved: Vec<String>,
+    pub fixes: Vec<String>,
+    pub from_text: usize,
+}
+
+impl Summary {
+    pub(crate) fn add(&mut self, mended: &Mended) {
+        for c in &mended.calls {
+            m::call(&c.tool, c.outcome, &c.fixes, &c.issues);
+            match c.outcome {
+                Outcome::Valid => self.valid += 1,
+                Outcome::Repaired => self.repaired += 1,
+                Outcome::Feedback => self.unresolved.push(c.id.clone()),
+            }
+            self.from_text += usize::from(c.from_text);
+            for f in &c.fixes {
+                let id = f.kind.id().to_owned();
+                if !self.fixes.contains(&id) {
+                    self.fixes.push(id);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn headers(&self, headers: &mut HeaderMap, notes: &RequestNotes) {
+        let mut set = |name: &'static str, value: String| {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                headers.insert(HeaderName::from_static(name), v);
+            }
+        };
+        set(
+            "x-toolmend-calls",
+            format!(
+                "valid={} repaired={} unresolved={} from_text={}",
+                self.valid,
+                self.repaired,
+                self.unresolved.len(),
+                self.from_text
+            ),
+        );
+        if !self.fixes.is_empty() {
+            set("x-toolmend-fixes", self.fixes.join(","));
+        }
+        if !self.unresolved.is_empty() {
+            set("x-toolmend-unresolved", self.unresolved.join(","));
+        }
+        if let Some(h) = &notes.history {
+            set("x-toolmend-history", h.clone());
+        }
+    }
+
+    pub(crate) fn to_json(&self, notes: &RequestNotes) -> Value {
+        json!({
+            "valid": self.valid, "repaired": self.repaired, "unresolved": self.unresolved,
+            "fixes": self.fixes, "from_text": self.from_text, "history": notes.history,
+        })
+    }
+}

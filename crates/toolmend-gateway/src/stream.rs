@@ -1,0 +1,551 @@
+//! Streaming (`stream: true`): text deltas are forwarded as they arrive; tool-call deltas
+//! are buffered per index and emitted mended, in OpenAI's chunk format, before the chunk
+//! that carries `finish_reason`. Content that starts a call written into the text
+//! (`<tool_call>`, `[TOOL_CALLS]`, a leading `{` …) is held from there on and becomes
+//! real `tool_calls`. A client that goes away drops the body stream, which drops (and so
+//! cancels) the upstream request.
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    sync::Arc,
+    time::Instant,
+};
+
+use axum::{
+    body::{Body, Bytes},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use futures::{Stream, StreamExt, stream};
+use serde_json::{Map, Value, json};
+use toolmend::{
+    Toolbox,
+    protocol::{AssistantMessage, Content, ToolCall},
+};
+
+use crate::{
+    mend::{Mended, mend_message},
+    metrics as m,
+    server::{Gateway, RequestNotes, Summary, error, forward, re_ask, upstream_failure},
+};
+
+/// Markers of a call written into the text, anywhere in it.
+const MARKERS: [&str; 4] = [
+    "<tool_call>",
+    "[TOOL_CALLS]",
+    "<|python_tag|>",
+    "<function=",
+];
+/// Markers that count only at the very start of the content.
+const LEADING: [&str; 2] = ["{", "```"];
+
+/// Decides, delta by delta, which content can be forwarded now and which is held because
+/// it may be (or is) a call written into the text.
+#[derive(Debug, Default)]
+pub(crate) struct ContentGate {
+    /// Everything seen so far.
+    seen: String,
+    /// Forwarded up to this byte of `seen`.
+    sent: usize,
+    /// From here on everything is held (a marker was found at this byte).
+    held_from: Option<usize>,
+}
+
+impl ContentGate {
+    /// Takes a content delta; returns the text to forward now.
+    pub(crate) fn push(&mut self, delta: &str) -> String {
+        self.seen.push_str(delta);
+        if self.held_from.is_some() {
+            return String::new();
+        }
+        let trimmed_at = self.seen.len() - self.seen.trim_start().len();
+        let rest = &self.seen[trimmed_at..];
+        if LEADING.iter().any(|m| rest.starts_with(m)) {
+            self.held_from = Some(trimmed_at.min(self.sent).max(self.sent));
+            return String::new();
+        }
+        if let Some(at) = MARKERS
+            .iter()
+            .filter_map(|m| self.seen[self.sent..].find(m).map(|i| i + self.sent))
+            .min()
+        {
+            let out = self.seen[self.sent..at].to_owned();
+            self.sent = at;
+            self.held_from = Some(at);
+            return out;
+        }
+        // Hold back a tail that could still grow into a marker (or, at the start, into a
+        // leading one: only whitespace seen so far).
+        let mut keep = 0;
+        if rest.is_empty() {
+            keep = self.seen.len() - self.sent;
+        } else {
+            for m in MARKERS {
+                for len in (1..m.len()).rev() {
+                    if self.seen.len() - self.sent >= len
+                        && self.seen.is_char_boundary(self.seen.len() - len)
+                        && self.seen.ends_with(&m[..len])
+                    {
+                        keep = keep.max(len);
+                        break;
+                    }
+                }
+            }
+        }
+        let end = self.seen.len() - keep;
+        let out = self.seen[self.sent..end].to_owned();
+        self.sent = end;
+        out
+    }
+
+    /// At the end: the held text (a possible call), and any tail kept back.
+    pub(crate) fn finish(&mut self) -> (Option<String>, String) {
+        match self.held_from {
+            Some(at) => (
+                Some(self.seen[at..].to_owned()),
+                self.seen[self.sent..at].to_owned(),
+            ),
+            None => {
+                let tail = self.seen[self.sent..].to_owned();
+                self.sent = self.seen.len();
+                (None, tail)
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// The transformation of choice 0's deltas.
+#[derive(Debug)]
+struct Transformer {
+    gate: ContentGate,
+    gate_content: bool,
+    calls: BTreeMap<u64, PartialCall>,
+    /// `id`, `object`, `created`, `model` … of the first chunk, for the chunks we write.
+    meta: Map<String, Value>,
+}
+
+/// What one upstream event turns into.
+enum Step {
+    /// Chunks to send now.
+    Emit(Vec<Value>),
+    /// Choice 0 finished: mend the buffered message, then send the finish chunk.
+    Finish(Box<Finished>),
+}
+
+/// Choice 0 at its end: the buffered message and the chunk that finishes it.
+struct Finished {
+    message: AssistantMessage,
+    held_text: Option<String>,
+    tail: String,
+    finish: Value,
+}
+
+impl Transformer {
+    fn new(gate_content: bool) -> Self {
+        Transformer {
+            gate: ContentGate::default(),
+            gate_content,
+            calls: BTreeMap::new(),
+            meta: Map::new(),
+        }
+    }
+
+    fn chunk(&self, choice: Value) -> Value {
+        let mut c = self.meta.clone();
+        c.insert("choices".to_owned(), json!([choice]));
+        Value::Object(c)
+    }
+
+    fn on_chunk(&mut self, mut chunk: Value) -> Step {
+        if self.meta.is_empty()
+            && let Some(obj) = chunk.as_object()
+        {
+            for (k, v) in obj {
+                if !matches!(k.as_str(), "choices" | "usage") {
+                    self.meta.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        let Some(choices) = chunk.get_mut("choices").and_then(Value::as_array_mut) else {
+            return Step::Emit(vec![chunk]);
+        };
+        let Some(pos) = choices
+            .iter()
+            .position(|c| c["index"].as_u64().unwrap_or(0) == 0)
+        else {
+            return Step::Emit(vec![chunk]);
+        };
+        let choice = &mut choices[pos];
+        if let Some(delta) = choice.get_mut("delta").and_then(Value::as_object_mut) {
+            if let Some(Value::Array(parts)) = delta.remove("tool_calls") {
+                for p in parts {
+                    let entry = self
+                        .calls
+                        .entry(p["index"].as_u64().unwrap_or(0))
+                        .or_default();
+                    if let Some(id) = p["id"].as_str().filter(|s| !s.is_empty()) {
+                        entry.id = Some(id.to_owned());
+                    }
+                    if let Some(name) = p["function"]["name"].as_str() {
+                        entry.name.push_str(name);
+                    }
+                    if let Some(a) = p["function"]["arguments"].as_str() {
+                        entry.arguments.push_str(a);
+                    }
+                }
+            }
+            if self.gate_content
+                && let Some(text) = delta
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            {
+                let now = self.gate.push(&text);
+                if now.is_empty() && !text.is_empty() {
+                    delta.remove("content");
+                } else {
+                    delta.insert("content".to_owned(), Value::String(now));
+                }
+            }
+        }
+        let finish = choice
+            .get("finish_reason")
+            .filter(|f| !f.is_null())
+            .cloned();
+        if finish.is_some() {
+            let finish_choice = choices.remove(pos);
+            let (held_text, tail) = self.gate.finish();
+            let calls: Vec<ToolCall> = std::mem::take(&mut self.calls)
+                .into_values()
+                .map(|p| {
+                    let mut tc =
+                        ToolCall::new(p.id.clone().unwrap_or_default(), p.name, p.arguments);
+                    tc.id = p.id;
+                    tc
+                })
+                .collect();
+            let message = AssistantMessage {
+                content: Some(held_text.clone().map(Content::Text)),
+                tool_calls: (!calls.is_empty()).then_some(calls),
+                ..Default::default()
+            };
+            // Other choices in the same chunk go out unchanged.
+            let rest = if choices.is_empty() {
+                None
+            } else {
+                Some(chunk)
+            };
+            let mut finish_choice = finish_choice;
+            if let Some(delta) = finish_choice
+                .get_mut("delta")
+                .and_then(Value::as_object_mut)
+            {
+                delta.remove("content");
+            }
+            let mut step_finish = self.chunk(finish_choice);
+            if let Some(rest) = rest {
+                step_finish = json!({"__also": rest, "__finish": step_finish});
+            }
+            return Step::Finish(Box::new(Finished {
+                message,
+                held_text,
+                tail,
+                finish: step_finish,
+            }));
+        }
+        // Drop a chunk left with nothing to say (a tool-call fragment, held content).
+        let empty = choices[pos]["delta"].as_object().is_some_and(Map::is_empty)
+            && choices[pos].get("logprobs").is_none_or(Value::is_null);
+        if empty {
+            choices.remove(pos);
+            if choices.is_empty() && chunk.get("usage").is_none_or(Value::is_null) {
+                return Step::Emit(vec![]);
+            }
+        }
+        Step::Emit(vec![chunk])
+    }
+
+    /// The chunks that carry the mended calls (one per call, whole arguments), any
+    /// content that was held and did not hold calls, then the finish chunk.
+    fn finish_chunks(
+        &self,
+        mended: Option<&Mended>,
+        message: &AssistantMessage,
+        held_text: Option<String>,
+        tail: String,
+        finish: Value,
+    ) -> Vec<Value> {
+        let mut out = Vec::new();
+        let (finish, also) = match finish.get("__finish") {
+            Some(f) => (f.clone(), finish.get("__also").cloned()),
+            None => (finish, None),
+        };
+        let calls = mended.map_or_else(
+            || message.tool_calls.clone().unwrap_or_default(),
+            |m| m.message.tool_calls.clone().unwrap_or_default(),
+        );
+        let from_text = mended.is_some_and(|m| m.calls.iter().any(|c| c.from_text));
+        let mut text = tail;
+        if !from_text && let Some(h) = held_text {
+            text.push_str(&h);
+        } else if from_text && let Some(prose) = mended.and_then(|m| m.message.text()) {
+            text.push_str(&prose);
+        }
+        if !text.is_empty() {
+            out.push(self.chunk(json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null})));
+        }
+        for (i, c) in calls.iter().enumerate() {
+            out.push(self.chunk(json!({"index": 0, "delta": {"tool_calls": [{
+                "index": i, "id": c.id, "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments}}]},
+                "logprobs": null, "finish_reason": null})));
+        }
+        let mut finish = finish;
+        if from_text || (!calls.is_empty() && finish["choices"][0]["finish_reason"] == "stop") {
+            finish["choices"][0]["finish_reason"] = json!("tool_calls");
+        }
+        out.push(finish);
+        if let Some(also) = also {
+            out.push(also);
+        }
+        out
+    }
+}
+
+fn frame(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+type Upstream =
+    std::pin::Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
+
+struct Driver {
+    gw: Arc<Gateway>,
+    headers: HeaderMap,
+    request: Value,
+    toolbox: Option<Arc<Toolbox>>,
+    notes: RequestNotes,
+    upstream: Upstream,
+    t: Transformer,
+    queue: VecDeque<Bytes>,
+    summary: Summary,
+    done: bool,
+    started: Instant,
+}
+
+impl Driver {
+    async fn next_frames(&mut self) -> bool {
+        let idle = self.gw.config.upstream.timeout();
+        let event = match tokio::time::timeout(idle, self.upstream.next()).await {
+            Ok(Some(Ok(e))) => e,
+            Ok(Some(Err(e))) => {
+                m::upstream_error("stream");
+                self.fail(&format!("the upstream stream broke: {e}"));
+                return false;
+            }
+            Ok(None) => {
+                self.end();
+                return false;
+            }
+            Err(_) => {
+                m::upstream_error("timeout");
+                self.fail("the upstream stream stalled past the timeout");
+                return false;
+            }
+        };
+        let Some(data) = event.data else { return true };
+        if data.trim() == "[DONE]" {
+            self.end();
+            return false;
+        }
+        let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
+            // Not ours to judge: pass it on.
+            self.queue
+                .push_back(Bytes::from(format!("data: {data}\n\n")));
+            return true;
+        };
+        if chunk.get("error").is_some() {
+            self.queue.push_back(frame(&chunk));
+            return true;
+        }
+        match self.t.on_chunk(chunk) {
+            Step::Emit(chunks) => self.queue.extend(chunks.iter().map(frame)),
+            Step::Finish(f) => {
+                let Finished {
+                    message,
+                    held_text,
+                    tail,
+                    finish,
+                } = *f;
+                let mended = match &self.toolbox {
+                    Some(toolbox) => {
+                        let first = mend_message(&message, toolbox, &self.gw.mend);
+                        let (mended, _) =
+                            re_ask(&self.gw, &self.headers, &self.request, toolbox, first).await;
+                        self.summary.add(&mended);
+                        Some(mended)
+                    }
+                    None => None,
+                };
+                let chunks =
+                    self.t
+                        .finish_chunks(mended.as_ref(), &message, held_text, tail, finish);
+                self.queue.extend(chunks.iter().map(frame));
+            }
+        }
+        true
+    }
+
+    fn end(&mut self) {
+        let stats = self.summary.to_json(&self.notes);
+        // An SSE comment: clients ignore it; people and tests can read it.
+        self.queue
+            .push_back(Bytes::from(format!(": toolmend {stats}\n\n")));
+        self.queue
+            .push_back(Bytes::from_static(b"data: [DONE]\n\n"));
+        m::request("ok", self.started.elapsed(), std::time::Duration::ZERO);
+        self.done = true;
+    }
+
+    fn fail(&mut self, message: &str) {
+        let e = json!({"error": {"message": message, "type": "upstream_error", "param": null, "code": "upstream_stream_error"}});
+        self.queue.push_back(frame(&e));
+        self.queue
+            .push_back(Bytes::from_static(b"data: [DONE]\n\n"));
+        self.done = true;
+    }
+}
+
+/// The streaming response.
+pub(crate) async fn respond(
+    gw: Arc<Gateway>,
+    headers: HeaderMap,
+    request: Value,
+    toolbox: Option<Arc<Toolbox>>,
+    notes: RequestNotes,
+    started: Instant,
+) -> Response {
+    let resp = match gw.upstream_post(&headers, &request).send().await {
+        Ok(r) => r,
+        Err(e) => return upstream_failure(&e),
+    };
+    if !resp.status().is_success() {
+        m::upstream_error("status");
+        return forward(resp).await;
+    }
+    let gate = toolbox.is_some() && gw.config.calls.calls_in_content;
+    let upstream: Upstream = Box::pin(sse_stream::SseStream::from_bytes_stream(
+        resp.bytes_stream(),
+    ));
+    let driver = Driver {
+        gw,
+        headers,
+        request,
+        toolbox,
+        notes: notes.clone(),
+        upstream,
+        t: Transformer::new(gate),
+        queue: VecDeque::new(),
+        summary: Summary::default(),
+        done: false,
+        started,
+    };
+    let body = stream::unfold(driver, |mut d| async move {
+        loop {
+            if let Some(b) = d.queue.pop_front() {
+                return Some((Ok::<_, std::convert::Infallible>(b), d));
+            }
+            if d.done {
+                return None;
+            }
+            d.next_frames().await;
+        }
+    });
+    let mut out = Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| {
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "stream",
+                "stream setup failed",
+            )
+        });
+    if let Some(h) = &notes.history
+        && let Ok(v) = HeaderValue::from_str(h)
+    {
+        out.headers_mut().insert("x-toolmend-history", v);
+    }
+    out.into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ContentGate;
+
+    fn run(deltas: &[&str]) -> (String, Option<String>) {
+        let mut g = ContentGate::default();
+        let mut out = String::new();
+        for d in deltas {
+            out.push_str(&g.push(d));
+        }
+        let (held, tail) = g.finish();
+        out.push_str(&tail);
+        (out, held)
+    }
+
+    #[test]
+    fn plain_text_streams_through_whole() {
+        assert_eq!(
+            run(&["Hel", "lo ", "world", "."]),
+            ("Hello world.".into(), None)
+        );
+        // A '<' that does not become a marker is released.
+        assert_eq!(run(&["a <", "b"]), ("a <b".into(), None));
+    }
+
+    #[test]
+    fn a_call_marker_holds_the_rest() {
+        let (out, held) = run(&[
+            "Let me check.",
+            "<tool",
+            "_call>{\"name\"",
+            ": \"f\"}</tool_call>",
+        ]);
+        assert_eq!(out, "Let me check.");
+        assert_eq!(
+            held.as_deref(),
+            Some("<tool_call>{\"name\": \"f\"}</tool_call>")
+        );
+        let (out, held) = run(&["  {\"name\": ", "\"f\"}"]);
+        assert_eq!(out, "");
+        assert_eq!(held.as_deref(), Some("  {\"name\": \"f\"}"));
+    }
+
+    #[test]
+    fn nothing_is_lost_or_repeated() {
+        // Whatever the split, forwarded text + held text is the whole content.
+        let text = "Sure. <tool_call>{\"a\": 1}</tool_call> done";
+        for cut in 1..text.len() {
+            if !text.is_char_boundary(cut) {
+                continue;
+            }
+            let (out, held) = run(&[&text[..cut], &text[cut..]]);
+            assert_eq!(
+                format!("{out}{}", held.unwrap_or_default()),
+                text,
+                "cut {cut}"
+            );
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! The gateway end to end: a real client (reqwest) -> the gateway -> the strict scripted
+//! provider, all on 127.0.0.1.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolmend::protocol::{AssistantMessage, Content, ToolCall};
+use toolmend_gateway::{Config, Gateway};
+use toolmend_scripted::{Script, ScriptedProvider, Step};
+
+struct Running {
+    url: String,
+    provider: ScriptedProvider,
+    http: reqwest::Client,
+}
+
+async fn start(script: Script, extra_toml: &str) -> Running {
+    let provider = ScriptedProvider::start(script).await.unwrap();
+    let toml = format!(
+        "upstream.base_url = \"{}\"\n{extra_toml}",
+        provider.base_url()
+    );
+    let config = Config::from_toml_and_env(&toml, Vec::new()).unwrap();
+    let metrics = toolmend_gateway::metrics::install().ok();
+    let gateway = Arc::new(Gateway::new(config, metrics).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, gateway.router()).await });
+    Running {
+        url: format!("http://{addr}/v1"),
+        provider,
+        http: reqwest::Client::new(),
+    }
+}
+
+fn tools() -> Value {
+    json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"},
+            "units": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city"], "additionalProperties": false}}}])
+}
+
+fn calls(list: Vec<ToolCall>) -> Step {
+    Step::Reply(AssistantMessage {
+        content: Some(None),
+        tool_calls: Some(list),
+        ..Default::default()
+    })
+}
+
+fn said(text: &str) -> Step {
+    Step::Reply(AssistantMessage {
+        content: Some(Some(Content::Text(text.into()))),
+        ..Default::default()
+    })
+}
+
+fn request(messages: Value, stream: bool) -> Value {
+    json!({"model": "m", "messages": messages, "tools": tools(), "stream": stream,
+           "stream_options": if stream { json!({"include_usage": true}) } else { Value::Null }})
+}
+
+fn ask() -> Value {
+    json!([{"role": "user", "content": "Weather in Paris for 3 days?"}])
+}
+
+async fn post(r: &Running, body: &Value) -> reqwest::Response {
+    r.http
+        .post(format!("{}/chat/completions", r.url))
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn header(resp: &reqwest::Response, name: &str) -> String {
+    resp.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn broken_arguments_reach_the_client_mended_and_recorded() {
+    let r = start(
+        Script::new().then(calls(vec![ToolCall::new(
+            "c1",
+            "get_weather",
+            "{'city': 'Paris', 'days': '3', 'units': 'Celsius',}",
+        )])),
+        "",
+    )
+    .await;
+    let resp = post(&r, &request(ask(), false)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        header(&resp, "x-toolmend-calls"),
+        "valid=0 repaired=1 unresolved=0 from_text=0"
+    );
+    let fixes = header(&resp, "x-toolmend-fixes");
+    for kind in [
+        "single_quotes",
+        "trailing_comma",
+        "string_to_integer",
+        "enum_case_fixed",
+    ] {
+        assert!(fixes.contains(kind), "{fixes}");
+    }
+    let body: Value = resp.json().await.unwrap();
+    let call = &body["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["id"], "c1");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        args,
+        json!({"city": "Paris", "days": 3, "units": "celsius"})
+    );
+}
+
+#[tokio::test]
+async fn a_valid_answer_passes_byte_for_byte() {
+    let args = r#"{"city":  "Paris"}"#;
+    let r = start(
+        Script::new().then(calls(vec![ToolCall::new("c1", "get_weather", args)])),
+        "",
+    )
+    .await;
+    let resp = post(&r, &request(ask(), false)).await;
+    assert_eq!(
+        header(&resp, "x-toolmend-calls"),
+        "valid=1 repaired=0 unresolved=0 from_text=0"
+    );
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+        args
+    );
+}
+
+#[tokio::test]
+async fn calls_written_into_the_text_become_tool_calls() {
+    let r = start(
+        Script::new().then(said(
+            r#"Checking.<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>"#,
+        )),
+        "",
+    )
+    .await;
+    let body: Value = post(&r, &request(ask(), false)).await.json().await.unwrap();
+    let choice = &body["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls");
+    assert_eq!(choice["message"]["content"], "Checking.");
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "get_weather");
+    assert!(!call["id"].as_str().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn broken_histories_are_sanitized_rejected_or_passed_by_policy() {
+    // An orphan result and an unanswered call: the strict provider refuses this.
+    let broken = json!([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+        {"role": "tool", "tool_call_id": "zzz", "content": "orphan"},
+        {"role": "user", "content": "and Paris?"},
+    ]);
+    let r = start(Script::new().then(said("ok")), "").await;
+    let resp = post(&r, &request(broken.clone(), false)).await;
+    assert_eq!(resp.status(), 200);
+    assert!(header(&resp, "x-toolmend-history").starts_with("sanitized; actions="));
+    let sent = &r.provider.requests()[0]["messages"];
+    assert!(
+        toolmend::history::check(&serde_json::from_value::<Vec<_>>(sent.clone()).unwrap())
+            .is_empty()
+    );
+
+    let r = start(
+        Script::new().then(said("ok")),
+        "history.policy = \"reject\"",
+    )
+    .await;
+    let resp = post(&r, &request(broken.clone(), false)).await;
+    assert_eq!(resp.status(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "toolmend_invalid_history");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("unanswered_call") && message.contains("orphan_result"),
+        "{message}"
+    );
+    assert!(r.provider.requests().is_empty(), "nothing went upstream");
+
+    let r = start(Script::new().then(said("ok")), "history.policy = \"pass\"").await;
+    let resp = post(&r, &request(broken, false)).await;
+    assert_eq!(resp.status(), 400, "the provider's own refusal, forwarded");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+}
+
+#[tokio::test]
+async fn an_invalid_call_is_re_asked_invisibly_and_the_valid_one_kept() {
+    let r = start(
+        Script::new()
+            .then(calls(vec![
+                ToolCall::new("c1", "get_weather", r#"{"city": "Paris"}"#),
+                ToolCall::new("c2", "get_weather", r#"{"days": 2}"#),
+            ]))
+            .then(calls(vec![ToolCall::new(
+                "c9",
+                "get_weather",
+                r#"{"city": "Lyon", "days": 2}"#,
+            )])),
+        "",
+    )
+    .await;
+    let resp = post(&r, &request(ask(), false)).await;
+    assert_eq!(
+        header(&resp, "x-toolmend-calls"),
+        "valid=2 repaired=0 unresolved=0 from_text=0"
+    );
+    let body: Value = resp.json().await.unwrap();
+    let got: Vec<(String, String)> = body["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_owned(),
+                c["function"]["arguments"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(got[0], ("c1".to_owned(), r#"{"city": "Paris"}"#.to_owned()));
+    assert_eq!(got[1].0, "c9");
+    // The re-ask carried the invalid call and its feedback; the strict provider took it.
+    let sent = r.provider.requests();
+    assert_eq!(sent.len(), 2);
+    let messages = sent[1]["messages"].as_array().unwrap();
+    assert_eq!(messages[messages.len() - 1]["role"], "tool");
+    assert!(
+        messages[messages.len() - 1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("city")
+    );
+}
+
+#[tokio::test]
+async fn what_stays_invalid_after_the_re_asks_is_passed_and_flagged() {
+    let r = start(
+        Script::new()
+            .then(calls(vec![ToolCall::new(
+                "c1",
+                "get_weather",
+                r#"{"days": 2}"#,
+            )]))
+            .then(calls(vec![ToolCall::new(
+                "c2",
+                "get_weather",
+                r#"{"days": 3}"#,
+            )])),
+        "",
+    )
+    .await;
+    let resp = post(&r, &request(ask(), false)).await;
+    assert_eq!(header(&resp, "x-toolmend-unresolved"), "c2");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let r = start(
+        Script::new().then(calls(vec![ToolCall::new(
+            "c1",
+            "get_weather",
+            r#"{"days": 2}"#,
+        )])),
+        "calls.invalid = \"pass\"",
+    )
+    .await;
+    let resp = post(&r, &request(ask(), false)).await;
+    assert_eq!(header(&resp, "x-toolmend-unresolved"), "c1");
+    assert_eq!(r.provider.requests().len(), 1);
+}
+
+async fn sse(resp: reqwest::Response) -> (Vec<Value>, String) {
+    let text = resp.text().await.unwrap();
+    let mut chunks = Vec::new();
+    for block in text.split("\n\n") {
+        if let Some(data) = block.strip_prefix("data: ")
+            && data != "[DONE]"
+        {
+            chunks.push(serde_json::from_str(data).unwrap());
+        }
+    }
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    (chunks, text)
+}
+
+#[tokio::test]
+async fn streaming_emits_mended_calls_before_the_finish_chunk() {
+    let r = start(
+        Script::new().then(Step::Reply(AssistantMessage {
+            content: Some(Some(Content::Text("Let me look that up for you.".into()))),
+            tool_calls: Some(vec![ToolCall::new(
+                "c1",
+                "get_weather",
+                "{'city': 'Paris', 'days': '3'",
+            )]),
+            ..Default::default()
+        })),
+        "calls.accept_truncated = true",
+    )
+    .await;
+    let resp = post(&r, &request(ask(), true)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "content-type"), "text/event-stream");
+    let (chunks, text) = sse(resp).await;
+    // Text deltas as they came, then one chunk per mended call, then the finish chunk.
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(content, "Let me look that up for you.");
+    let call_at = chunks
+        .iter()
+        .position(|c| c["choices"][0]["delta"]["tool_calls"].is_array())
+        .unwrap();
+    let finish_at = chunks
+        .iter()
+        .position(|c| {
+            !c["choices"][0]["finish_reason"].is_null()
+                && c["choices"].as_array().is_some_and(|a| !a.is_empty())
+        })
+        .unwrap();
+    assert!(call_at < finish_at);
+    let call = &chunks[call_at]["choices"][0]["delta"]["tool_calls"][0];
+    assert_eq!(call["index"], 0);
+    assert_eq!(call["id"], "c1");
+    assert_eq!(call["type"], "function");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({"city": "Paris", "days": 3}));
+    assert_eq!(
+        chunks[finish_at]["choices"][0]["finish_reason"],
+        "tool_calls"
+    );
+    // The usage chunk (include_usage) still comes, last.
+    assert!(chunks.last().unwrap()["usage"].is_object());
+    assert!(text.contains(": toolmend {"));
+}
+
+#[tokio::test]
+async fn streaming_turns_calls_in_the_text_into_tool_calls() {
+    let r = start(
+        Script::new().then(said(
+            r#"<tool_call>{"name": "get_weather", "arguments": {"city": "Lima"}}</tool_call>"#,
+        )),
+        "",
+    )
+    .await;
+    let (chunks, _) = sse(post(&r, &request(ask(), true)).await).await;
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(
+        content, "",
+        "the call text never reaches the client as text"
+    );
+    let call = chunks
+        .iter()
+        .find_map(|c| c["choices"][0]["delta"]["tool_calls"].get(0).cloned())
+        .unwrap();
+    assert_eq!(call["function"]["name"], "get_weather");
+    let finish = chunks
+        .iter()
+        .find(|c| c["choices"][0]["finish_reason"].is_string())
+        .unwrap();
+    assert_eq!(finish["choices"][0]["finish_reason"], "tool_calls");
+}
+
+#[tokio::test]
+async fn upstream_errors_are_forwarded_with_their_status_and_body() {
+    let r = start(
+        Script::new().then(Step::Error {
+            status: 429,
+            body: json!({"error": {"message": "Rate limit reached", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}),
+        }),
+        "",
+    )
+    .await;
+    let resp = post(&r, &request(ask(), false)).await;
+    assert_eq!(resp.status(), 429);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limit_exceeded");
+}
+
+#[tokio::test]
+async fn probes_metrics_and_bad_requests() {
+    let r = start(
+        Script::new().then(calls(vec![ToolCall::new(
+            "c1",
+            "get_weather",
+            "{'city': 'Rome'}",
+        )])),
+        "",
+    )
+    .await;
+    post(&r, &request(ask(), false)).await;
+    let base = r.url.trim_end_matches("/v1");
+    assert_eq!(
+        r.http
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "ok"
+    );
+    let metrics = r
+        .http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("toolmend_calls_total"), "{metrics}");
+    assert!(
+        metrics.contains("toolmend_gateway_overhead_seconds_bucket"),
+        "{metrics}"
+    );
+    let resp = r
+        .http
+        .post(format!("{}/chat/completions", r.url))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_json");
+}
+
+#[test]
+fn config_reads_toml_and_environment_overrides() {
+    let c = Config::from_toml_and_env(
+        "upstream.base_url = \"http://x/v1\"\n[calls]\nmax_re_asks = 2",
+        vec![
+            ("TOOLMEND_HISTORY__POLICY".to_owned(), "reject".to_owned()),
+            ("TOOLMEND_CALLS__MAX_RE_ASKS".to_owned(), "3".to_owned()),
+            ("UNRELATED".to_owned(), "x".to_owned()),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.calls.max_re_asks, 3);
+    assert_eq!(
+        c.history.policy,
+        toolmend_gateway::config::HistoryPolicy::Reject
+    );
+    let e = Config::from_toml_and_env(
+        "upstream.base_url = \"http://x/v1\"\nlisten_on = 1",
+        Vec::new(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("listen_on"), "{e}");
+    let e = Config::from_toml_and_env("", Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("--upstream"), "{e}");
+}
