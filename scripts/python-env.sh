@@ -3,7 +3,8 @@
 # JSON-repair tools that bench/corpus.sh and bench/inprocess.py compare against,
 # the peer tool nodes (LangGraph ToolNode, SAIDEX SaidexToolNode) that
 # bench/node.sh compares against, and what the Python package's build and
-# tests need (maturin, pytest, langchain).
+# tests need (maturin, pytest, langchain, and the openai / langchain-openai clients
+# python/tests/test_gateway_clients.py drives the gateway with).
 #
 # Usage: scripts/python-env.sh [--upgrade]
 #
@@ -16,6 +17,7 @@
 #   FAST_JSON_REPAIR_VERSION, JSON_REPAIR_ENGINE_VERSION   likewise
 #   LANGGRAPH_VERSION, LANGGRAPH_PREBUILT_VERSION, LANGCHAIN_CORE_VERSION,
 #   SAIDEX_VERSION        likewise, for the tool-node peers
+#   OPENAI_VERSION, LANGCHAIN_OPENAI_VERSION   likewise, for the gateway client tests
 #
 # Only PyPI is contacted (through pip). Prints the installed versions at the end.
 set -euo pipefail
@@ -50,6 +52,9 @@ LANGCHAIN_VERSION="${LANGCHAIN_VERSION:-1.5.2}"
 MATURIN_VERSION="${MATURIN_VERSION:-1.16.0}"
 PYTEST_VERSION="${PYTEST_VERSION:-9.2.0}"
 PYTEST_ASYNCIO_VERSION="${PYTEST_ASYNCIO_VERSION:-1.4.1.post1}"
+# The clients python/tests/test_gateway_clients.py points at `toolmend serve`.
+OPENAI_VERSION="${OPENAI_VERSION:-3.57.0}"
+LANGCHAIN_OPENAI_VERSION="${LANGCHAIN_OPENAI_VERSION:-1.7.4}"
 
 spec() { # spec NAME VERSION -> NAME==VERSION, or NAME when VERSION is "latest"
   if [[ "$2" == latest ]]; then echo "$1"; else echo "$1==$2"; fi
@@ -75,6 +80,8 @@ REQS=(
   "$(spec maturin "$MATURIN_VERSION")"
   "$(spec pytest "$PYTEST_VERSION")"
   "$(spec pytest-asyncio "$PYTEST_ASYNCIO_VERSION")"
+  "$(spec openai "$OPENAI_VERSION")"
+  "$(spec langchain-openai "$LANGCHAIN_OPENAI_VERSION")"
 )
 
 installed_ok() {
@@ -88,6 +95,7 @@ want = {
     "saidex": "$SAIDEX_VERSION", "jsonschema": "any", "pydantic": "any",
     "langchain": "$LANGCHAIN_VERSION", "maturin": "$MATURIN_VERSION",
     "pytest": "$PYTEST_VERSION", "pytest-asyncio": "$PYTEST_ASYNCIO_VERSION",
+    "openai": "$OPENAI_VERSION", "langchain-openai": "$LANGCHAIN_OPENAI_VERSION",
 }
 try:
     for dist, v in want.items():
@@ -110,6 +118,6 @@ from importlib.metadata import version
 print(f"python {sys.version.split()[0]} ({sys.executable})")
 for dist in ["json-repair", "jsonschema", "pydantic", "fast-json-repair", "json-repair-engine",
              "langgraph", "langgraph-prebuilt", "langchain-core", "saidex", "langchain",
-             "maturin", "pytest", "pytest-asyncio"]:
+             "maturin", "pytest", "pytest-asyncio", "openai", "langchain-openai"]:
     print(f"{dist} {version(dist)}")
 PYEOF
