@@ -464,6 +464,15 @@ fn serve_cmd(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let config = toolmend_gateway::Config::from_toml_and_env(&text, env)?;
+    // JSON logs, one object per line, on standard error (RUST_LOG sets the level).
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -20,6 +20,8 @@ pub struct Config {
     pub calls: Calls,
     /// Bounds.
     pub limits: Limits,
+    /// The correction model (for `calls.invalid = "correct"`).
+    pub correction: Correction,
 }
 
 impl Default for Config {
@@ -30,6 +32,7 @@ impl Default for Config {
             history: History::default(),
             calls: Calls::default(),
             limits: Limits::default(),
+            correction: Correction::default(),
         }
     }
 }
@@ -105,15 +108,69 @@ impl Default for History {
     }
 }
 
-/// What to do with a call that stays invalid after mending.
+/// What to do with a call that stays invalid after mending. Policies run in the order
+/// given (`invalid = ["re_ask", "correct"]`); what is still invalid at the end is passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InvalidPolicy {
     /// Send the feedback back to the upstream model (the client never sees it), at most
-    /// `max_re_asks` times; what stays invalid then is passed.
+    /// `max_re_asks` times.
     ReAsk,
+    /// Ask the correction model (`[correction]`) to fix each call, re-validated.
+    Correct,
     /// Forward the call as it is, flagged in `x-toolmend-unresolved`.
     Pass,
+}
+
+/// One policy or a chain of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Policies {
+    /// `invalid = "re_ask"`.
+    One(InvalidPolicy),
+    /// `invalid = ["re_ask", "correct"]`.
+    Chain(Vec<InvalidPolicy>),
+}
+
+impl Policies {
+    /// The policies in order.
+    pub fn list(&self) -> &[InvalidPolicy] {
+        match self {
+            Policies::One(p) => std::slice::from_ref(p),
+            Policies::Chain(v) => v,
+        }
+    }
+}
+
+/// The correction model for the `correct` policy: an OpenAI-compatible endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Correction {
+    /// Its base URL, up to `/v1`.
+    pub base_url: String,
+    /// The model name.
+    pub model: String,
+    /// The environment variable holding its API key (none: no key sent).
+    pub api_key_env: Option<String>,
+    /// Attempts per call.
+    pub max_retries: u32,
+    /// Conversation messages shown to it (0: none).
+    pub context_messages: usize,
+    /// Seconds per attempt.
+    pub timeout_secs: f64,
+}
+
+impl Default for Correction {
+    fn default() -> Self {
+        Correction {
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: None,
+            max_retries: 2,
+            context_messages: 10,
+            timeout_secs: 30.0,
+        }
+    }
 }
 
 /// The response path.
@@ -127,8 +184,8 @@ pub struct Calls {
     pub calls_in_content: bool,
     /// Run a cut-off call on what could be read (off: it stays invalid).
     pub accept_truncated: bool,
-    /// `re_ask` (default) or `pass`.
-    pub invalid: InvalidPolicy,
+    /// `re_ask` (default), `correct`, `pass`, or a chain (`["re_ask", "correct"]`).
+    pub invalid: Policies,
     /// Most re-asks per request.
     pub max_re_asks: u32,
 }
@@ -139,7 +196,7 @@ impl Default for Calls {
             mend: true,
             calls_in_content: true,
             accept_truncated: false,
-            invalid: InvalidPolicy::ReAsk,
+            invalid: Policies::One(InvalidPolicy::ReAsk),
             max_re_asks: 1,
         }
     }
@@ -227,6 +284,21 @@ impl Config {
                 "upstream.base_url must be an http(s) URL ending in /v1, got {base:?} \
                  (set it in the TOML, with TOOLMEND_UPSTREAM__BASE_URL, or --upstream)"
             )));
+        }
+        if self.calls.invalid.list().contains(&InvalidPolicy::Correct)
+            && (self.correction.base_url.is_empty() || self.correction.model.is_empty())
+        {
+            return Err(ConfigError::Invalid(
+                "calls.invalid includes \"correct\" but [correction] has no base_url and model"
+                    .to_owned(),
+            ));
+        }
+        if self.calls.invalid.list().contains(&InvalidPolicy::Correct)
+            && self.correction.max_retries == 0
+        {
+            return Err(ConfigError::Invalid(
+                "correction.max_retries is 0: the correction model would never be asked".to_owned(),
+            ));
         }
         if !matches!(self.history.orphans.as_str(), "drop" | "rehome") {
             return Err(ConfigError::Invalid(format!(

@@ -61,6 +61,10 @@ pub(crate) fn re_ask() {
     counter!("toolmend_re_asks_total").increment(1);
 }
 
+pub(crate) fn correction() {
+    counter!("toolmend_corrections_total").increment(1);
+}
+
 pub(crate) fn upstream_error(kind: &'static str) {
     counter!("toolmend_upstream_errors_total", "kind" => kind).increment(1);
 }

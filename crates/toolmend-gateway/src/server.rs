@@ -41,6 +41,7 @@ pub struct Gateway {
     pub(crate) mend: MendConfig,
     api_key: Option<String>,
     metrics: Option<PrometheusHandle>,
+    pub(crate) corrector: Option<toolmend_openai::ModelCorrector>,
 }
 
 /// A gateway that could not start.
@@ -49,6 +50,9 @@ pub enum StartError {
     /// The HTTP client could not be built.
     #[error("HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    /// The correction model's client could not be built.
+    #[error("correction model: {0}")]
+    Correction(#[from] toolmend_openai::ClientError),
 }
 
 impl Gateway {
@@ -76,7 +80,27 @@ impl Gateway {
             calls_in_content: config.calls.calls_in_content,
             accept_truncated: config.calls.accept_truncated,
         };
+        let corrector = if config
+            .calls
+            .invalid
+            .list()
+            .contains(&InvalidPolicy::Correct)
+        {
+            let c = &config.correction;
+            let mut client = toolmend_openai::OpenAiClient::new(&c.base_url)?
+                .timeout(Duration::from_secs_f64(c.timeout_secs.max(0.001)));
+            if let Some(key) = c.api_key_env.as_deref().and_then(|n| std::env::var(n).ok()) {
+                client = client.api_key(key);
+            }
+            Some(
+                toolmend_openai::ModelCorrector::new(client, &c.model)
+                    .context_messages(c.context_messages),
+            )
+        } else {
+            None
+        };
         Ok(Gateway {
+            corrector,
             tools: ToolCache::new(config.limits.tool_cache),
             client,
             mend,
@@ -345,7 +369,40 @@ pub(crate) fn prepare(gw: &Gateway, body: &mut Value) -> Result<RequestNotes, Re
     Ok(notes)
 }
 
-async fn chat(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Bytes) -> Response {
+/// A request id for logs and the upstream: the client's `x-request-id`, or a new one.
+fn request_id(headers: &mut HeaderMap) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    if let Some(id) = headers.get("x-request-id").and_then(|v| v.to_str().ok()) {
+        return id.to_owned();
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let id = format!("tm-{nanos:08x}{:06x}", NEXT.fetch_add(1, Ordering::Relaxed));
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        headers.insert("x-request-id", v);
+    }
+    id
+}
+
+async fn chat(State(gw): State<Arc<Gateway>>, mut headers: HeaderMap, body: Bytes) -> Response {
+    let id = request_id(&mut headers);
+    let mut out = chat_inner(gw, headers, body).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        out.headers_mut().insert("x-request-id", v);
+    }
+    tracing::info!(
+        request_id = %id,
+        status = out.status().as_u16(),
+        calls = out.headers().get("x-toolmend-calls").and_then(|v| v.to_str().ok()).unwrap_or(""),
+        history = out.headers().get("x-toolmend-history").and_then(|v| v.to_str().ok()).unwrap_or(""),
+        "chat completion"
+    );
+    out
+}
+
+async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Response {
     let started = Instant::now();
     let mut request: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
@@ -425,7 +482,7 @@ async fn chat(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Bytes) -
             };
             let mut mended = mend_message(&message, toolbox, &gw.mend);
             if i == 0 {
-                let (m2, took) = re_ask(&gw, &headers, &request, toolbox, mended).await;
+                let (m2, took) = resolve(&gw, &headers, &request, toolbox, mended).await;
                 mended = m2;
                 upstream_time += took;
             }
@@ -450,11 +507,9 @@ async fn chat(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Bytes) -
     out
 }
 
-/// Re-asks the upstream model for the calls that stayed invalid (policy `re_ask`): the
-/// conversation, the model's invalid calls and their feedback go back, the client never
-/// sees them. Valid calls of the first answer are kept; the new answer's calls replace
-/// the invalid ones.
-pub(crate) async fn re_ask(
+/// Runs the `calls.invalid` policies, in order, on the calls that stayed invalid; what
+/// is still invalid at the end goes out flagged. Returns the time spent upstream.
+pub(crate) async fn resolve(
     gw: &Gateway,
     headers: &HeaderMap,
     request: &Value,
@@ -462,9 +517,155 @@ pub(crate) async fn re_ask(
     mut mended: Mended,
 ) -> (Mended, Duration) {
     let mut took = Duration::ZERO;
-    if gw.config.calls.invalid != InvalidPolicy::ReAsk {
-        return (mended, took);
+    for policy in gw.config.calls.invalid.list() {
+        if mended.unresolved().next().is_none() {
+            break;
+        }
+        match policy {
+            InvalidPolicy::ReAsk => {
+                let (m2, t) = re_ask(gw, headers, request, toolbox, mended).await;
+                mended = m2;
+                took += t;
+            }
+            InvalidPolicy::Correct => {
+                let t = Instant::now();
+                mended = correct(gw, request, toolbox, mended).await;
+                took += t.elapsed();
+            }
+            InvalidPolicy::Pass => break,
+        }
     }
+    (mended, took)
+}
+
+/// Asks the correction model to fix each invalid call (concurrently), re-validating each
+/// answer. A call missing a required value (with no unknown key that may be its
+/// misnaming) or cut off is not sent: the model would invent what was never said.
+async fn correct(
+    gw: &Gateway,
+    request: &Value,
+    toolbox: &toolmend::Toolbox,
+    mut mended: Mended,
+) -> Mended {
+    use toolmend::{
+        Fix, FixKind, IssueKind,
+        correct::{Correction, CorrectionRequest, Corrector},
+        schema::{Phase, ValidationContext},
+    };
+    let Some(corrector) = &gw.corrector else {
+        return mended;
+    };
+    let messages: Vec<Message> =
+        serde_json::from_value(request["messages"].clone()).unwrap_or_default();
+    let assistant_text = mended.message.text();
+    let raw_of = |id: &str| {
+        mended
+            .message
+            .tool_calls
+            .iter()
+            .flatten()
+            .find(|c| c.id.as_deref() == Some(id))
+            .map(|c| c.function.arguments.clone())
+            .unwrap_or_default()
+    };
+    let jobs: Vec<(usize, String)> = mended
+        .calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.outcome == Outcome::Feedback)
+        .filter(|(_, c)| {
+            let has = |k: IssueKind| c.issues.iter().any(|i| i.kind == k);
+            let misnamed = has(IssueKind::UnknownKey)
+                || c.fixes.iter().any(|f| f.kind == FixKind::UnknownKeyDropped);
+            !has(IssueKind::UnknownTool)
+                && !has(IssueKind::Truncated)
+                && (!has(IssueKind::MissingRequired) || misnamed)
+        })
+        .map(|(i, c)| (i, raw_of(&c.id)))
+        .collect();
+    let coercions = MendOptions::default().coercions;
+    let tries = gw.config.correction.max_retries;
+    let work = jobs.iter().map(|(i, raw)| {
+        let report = &mended.calls[*i];
+        let messages = &messages;
+        let assistant_text = assistant_text.as_deref();
+        let coercions = &coercions;
+        async move {
+            let tool = toolbox.get(&report.tool)?;
+            let mut issues = report.issues.clone();
+            for attempt in 1..=tries {
+                m::correction();
+                let answer = corrector
+                    .correct(CorrectionRequest {
+                        tool,
+                        call_id: &report.id,
+                        raw_arguments: raw,
+                        arguments: None,
+                        issues: &issues,
+                        attempt,
+                        messages,
+                        assistant_text,
+                    })
+                    .await;
+                let Ok(Correction {
+                    arguments: Some(value),
+                    ..
+                }) = answer
+                else {
+                    return None;
+                };
+                let ctx = ValidationContext::new(tool.name(), Phase::Correction);
+                let checked = tool.check(value, coercions, &ctx);
+                if checked.is_valid() {
+                    return Some((*i, checked.value));
+                }
+                issues = checked.issues;
+            }
+            None
+        }
+    });
+    let fixed: Vec<(usize, Value)> = futures::future::join_all(work)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    for (i, value) in fixed {
+        let text = value.to_string();
+        let id = mended.calls[i].id.clone();
+        if let Some(call) = mended
+            .message
+            .tool_calls
+            .iter_mut()
+            .flatten()
+            .find(|c| c.id.as_deref() == Some(id.as_str()))
+        {
+            call.function.arguments.clone_from(&text);
+            call.function.name.clone_from(&mended.calls[i].tool);
+        }
+        let report = &mut mended.calls[i];
+        report.outcome = Outcome::Repaired;
+        report
+            .fixes
+            .push(Fix::on(FixKind::ArgumentsCorrected, "", text));
+        report.issues.clear();
+        report.feedback = None;
+        mended.changed = true;
+    }
+    mended
+}
+
+/// Re-asks the upstream model for the calls that stayed invalid (policy `re_ask`): the
+/// conversation, the model's invalid calls and their feedback go back, the client never
+/// sees them. Valid calls of the first answer are kept; the new answer's calls replace
+/// the invalid ones.
+async fn re_ask(
+    gw: &Gateway,
+    headers: &HeaderMap,
+    request: &Value,
+    toolbox: &toolmend::Toolbox,
+    mut mended: Mended,
+) -> (Mended, Duration) {
+    let mut took = Duration::ZERO;
     let mut asked = 0;
     while asked < gw.config.calls.max_re_asks && mended.unresolved().next().is_some() {
         asked += 1;

@@ -26,7 +26,7 @@ use toolmend::{
 use crate::{
     mend::{Mended, mend_message},
     metrics as m,
-    server::{Gateway, RequestNotes, Summary, error, forward, re_ask, upstream_failure},
+    server::{Gateway, RequestNotes, Summary, error, forward, resolve, upstream_failure},
 };
 
 /// Markers of a call written into the text, anywhere in it.
@@ -388,7 +388,7 @@ impl Driver {
                     Some(toolbox) => {
                         let first = mend_message(&message, toolbox, &self.gw.mend);
                         let (mended, _) =
-                            re_ask(&self.gw, &self.headers, &self.request, toolbox, first).await;
+                            resolve(&self.gw, &self.headers, &self.request, toolbox, first).await;
                         self.summary.add(&mended);
                         Some(mended)
                     }

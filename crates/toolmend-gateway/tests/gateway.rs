@@ -478,3 +478,47 @@ fn config_reads_toml_and_environment_overrides() {
     let e = Config::from_toml_and_env("", Vec::new()).unwrap_err();
     assert!(e.to_string().contains("--upstream"), "{e}");
 }
+
+#[tokio::test]
+async fn the_correction_model_fixes_what_rules_cannot() {
+    let corrector = ScriptedProvider::start(Script::new().then(calls(vec![ToolCall::new(
+        "fix",
+        "get_weather",
+        r#"{"city": "Paris", "days": 3}"#,
+    )])))
+    .await
+    .unwrap();
+    let extra = format!(
+        "calls.invalid = [\"correct\", \"pass\"]\n[correction]\nbase_url = \"{}\"\nmodel = \"small\"",
+        corrector.base_url()
+    );
+    let r = start(
+        Script::new().then(calls(vec![
+            ToolCall::new("c1", "get_weather", r#"{"city": "Paris", "days": "three"}"#),
+            ToolCall::new("c2", "get_weather", r#"{"days": 3}"#),
+        ])),
+        &extra,
+    )
+    .await;
+    let resp = post(&r, &request(ask(), false)).await;
+    assert!(header(&resp, "x-toolmend-fixes").contains("arguments_corrected"));
+    // c2 misses `city`: never sent to the model (it would invent it), passed flagged.
+    assert_eq!(header(&resp, "x-toolmend-unresolved"), "c2");
+    let body: Value = resp.json().await.unwrap();
+    let args: Value = serde_json::from_str(
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(args, json!({"city": "Paris", "days": 3}));
+    assert_eq!(corrector.requests().len(), 1);
+    assert_eq!(r.provider.requests().len(), 1, "no re-ask in this chain");
+    // A chain without a [correction] is a configuration error.
+    let e = Config::from_toml_and_env(
+        "upstream.base_url = \"http://x/v1\"\ncalls.invalid = \"correct\"",
+        Vec::new(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("[correction]"), "{e}");
+}
