@@ -49,6 +49,9 @@ pub struct Mended {
     pub calls: Vec<CallReport>,
     /// True when anything in the message changed.
     pub changed: bool,
+    /// Text a re-ask answered with (the model asked the user instead of calling again):
+    /// it reaches the client as content.
+    pub added_text: Option<String>,
 }
 
 impl Mended {
@@ -69,9 +72,30 @@ pub struct MendConfig {
     pub accept_truncated: bool,
 }
 
+/// A token for minted call ids, unique per response in this process: a call id must not
+/// repeat across the turns of a conversation, and the next request carries the previous
+/// answers back (`call_tm_<token>_<n>`, at most 40 characters).
+pub fn mint_token() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!(
+        "{:x}",
+        nanos ^ NEXT.fetch_add(1, Ordering::Relaxed).rotate_left(40)
+    )
+}
+
 /// Mends `message` against `tools`. Never drops a call: one that cannot be mended is
-/// reported as feedback and kept as sent (with a unique id).
-pub fn mend_message(message: &AssistantMessage, tools: &Toolbox, cfg: &MendConfig) -> Mended {
+/// reported as feedback and kept as sent (with a unique id). Ids a call lacks are minted
+/// from `token` ([`mint_token`]).
+pub fn mend_message(
+    message: &AssistantMessage,
+    tools: &Toolbox,
+    cfg: &MendConfig,
+    token: &str,
+) -> Mended {
     let mut out = message.clone();
     let mut reports = Vec::new();
     let sent: Vec<ToolCall> = message.tool_calls.clone().unwrap_or_default();
@@ -91,7 +115,7 @@ pub fn mend_message(message: &AssistantMessage, tools: &Toolbox, cfg: &MendConfi
             .id
             .clone()
             .filter(|id| !id.trim().is_empty() && id.len() <= toolmend::history::MAX_ID_LEN)
-            .unwrap_or_else(|| format!("call_tm_{n}"));
+            .unwrap_or_else(|| format!("call_tm_{token}_{n}"));
         let mended = mend::mend_named_in(
             &call.function.name,
             &call.function.arguments,
@@ -162,6 +186,7 @@ pub fn mend_message(message: &AssistantMessage, tools: &Toolbox, cfg: &MendConfi
         message: out,
         calls: reports,
         changed,
+        added_text: None,
     }
 }
 

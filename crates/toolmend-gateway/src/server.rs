@@ -28,7 +28,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 
 use crate::{
     config::{Config, HistoryPolicy, InvalidPolicy},
-    mend::{CallReport, MendConfig, Mended, ToolCache, mend_message},
+    mend::{CallReport, MendConfig, Mended, ToolCache, mend_message, mint_token},
     metrics as m, stream,
 };
 
@@ -480,7 +480,7 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
                 mended_choices.push(choice);
                 continue;
             };
-            let mut mended = mend_message(&message, toolbox, &gw.mend);
+            let mut mended = mend_message(&message, toolbox, &gw.mend, &mint_token());
             if i == 0 {
                 let (m2, took) = resolve(&gw, &headers, &request, toolbox, mended).await;
                 mended = m2;
@@ -490,8 +490,17 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
             if mended.changed {
                 choice["message"] = serde_json::to_value(&mended.message).unwrap_or(Value::Null);
             }
-            if mended.calls.iter().any(|c| c.from_text) {
+            let has_calls = mended
+                .message
+                .tool_calls
+                .as_ref()
+                .is_some_and(|c| !c.is_empty());
+            if has_calls
+                && (mended.calls.iter().any(|c| c.from_text) || choice["finish_reason"] == "stop")
+            {
                 choice["finish_reason"] = json!("tool_calls");
+            } else if !has_calls && choice["finish_reason"] == "tool_calls" {
+                choice["finish_reason"] = json!("stop");
             }
             mended_choices.push(choice);
         }
@@ -716,7 +725,7 @@ async fn re_ask(
         else {
             break;
         };
-        let again = mend_message(&message, toolbox, &gw.mend);
+        let again = mend_message(&message, toolbox, &gw.mend, &mint_token());
         mended = merge(mended, again);
     }
     (mended, took)
@@ -724,6 +733,7 @@ async fn re_ask(
 
 /// The first answer's good calls, then the re-asked calls (ids kept unique).
 fn merge(first: Mended, again: Mended) -> Mended {
+    let added_text = again.message.text().filter(|t| !t.trim().is_empty());
     let bad: Vec<String> = first.unresolved().map(|c| c.id.clone()).collect();
     let mut message = first.message.clone();
     let mut calls: Vec<_> = message
@@ -762,11 +772,21 @@ fn merge(first: Mended, again: Mended) -> Mended {
         calls.push(call);
         reports.push(report);
     }
-    message.tool_calls = Some(calls);
+    // The model may answer the feedback with text (a question for the user): it reaches
+    // the client. An empty `tool_calls` is dropped (providers refuse `[]`).
+    if let Some(text) = &added_text {
+        let joined = match message.text().filter(|t| !t.trim().is_empty()) {
+            Some(first) => format!("{first}\n{text}"),
+            None => text.clone(),
+        };
+        message.content = Some(Some(toolmend::protocol::Content::Text(joined)));
+    }
+    message.tool_calls = (!calls.is_empty()).then_some(calls);
     Mended {
         message,
         calls: reports,
         changed: true,
+        added_text,
     }
 }
 

@@ -24,7 +24,7 @@ use toolmend::{
 };
 
 use crate::{
-    mend::{Mended, mend_message},
+    mend::{Mended, mend_message, mint_token},
     metrics as m,
     server::{Gateway, RequestNotes, Summary, error, forward, resolve, upstream_failure},
 };
@@ -164,6 +164,8 @@ impl Transformer {
     }
 
     fn on_chunk(&mut self, mut chunk: Value) -> Step {
+        // Some servers put `usage` in the chunk that finishes: it must survive.
+        let usage = chunk.get("usage").filter(|u| !u.is_null()).cloned();
         if self.meta.is_empty()
             && let Some(obj) = chunk.as_object()
         {
@@ -250,6 +252,9 @@ impl Transformer {
                 delta.remove("content");
             }
             let mut step_finish = self.chunk(finish_choice);
+            if let Some(usage) = usage {
+                step_finish["usage"] = usage;
+            }
             if let Some(rest) = rest {
                 step_finish = json!({"__also": rest, "__finish": step_finish});
             }
@@ -298,6 +303,12 @@ impl Transformer {
         } else if from_text && let Some(prose) = mended.and_then(|m| m.message.text()) {
             text.push_str(&prose);
         }
+        if let Some(added) = mended.and_then(|m| m.added_text.as_deref()) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(added);
+        }
         if !text.is_empty() {
             out.push(self.chunk(json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null})));
         }
@@ -310,6 +321,8 @@ impl Transformer {
         let mut finish = finish;
         if from_text || (!calls.is_empty() && finish["choices"][0]["finish_reason"] == "stop") {
             finish["choices"][0]["finish_reason"] = json!("tool_calls");
+        } else if calls.is_empty() && finish["choices"][0]["finish_reason"] == "tool_calls" {
+            finish["choices"][0]["finish_reason"] = json!("stop");
         }
         out.push(finish);
         if let Some(also) = also {
@@ -386,7 +399,7 @@ impl Driver {
                 } = *f;
                 let mended = match &self.toolbox {
                     Some(toolbox) => {
-                        let first = mend_message(&message, toolbox, &self.gw.mend);
+                        let first = mend_message(&message, toolbox, &self.gw.mend, &mint_token());
                         let (mended, _) =
                             resolve(&self.gw, &self.headers, &self.request, toolbox, first).await;
                         self.summary.add(&mended);
@@ -491,7 +504,30 @@ pub(crate) async fn respond(
 
 #[cfg(test)]
 mod tests {
-    use super::ContentGate;
+    use serde_json::json;
+
+    use super::{ContentGate, Step, Transformer};
+
+    #[test]
+    fn usage_in_the_finishing_chunk_survives() {
+        // Some servers send `usage` with `finish_reason` rather than in a chunk of its own.
+        let mut t = Transformer::new(true);
+        let first = json!({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}, "finish_reason": null}]});
+        assert!(matches!(t.on_chunk(first), Step::Emit(_)));
+        let last = json!({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}});
+        let Step::Finish(f) = t.on_chunk(last) else {
+            panic!("no finish")
+        };
+        let chunks = t.finish_chunks(None, &f.message, f.held_text, f.tail, f.finish);
+        assert_eq!(chunks.last().unwrap()["usage"]["total_tokens"], 6);
+        assert_eq!(
+            chunks.last().unwrap()["choices"][0]["finish_reason"],
+            "stop"
+        );
+    }
 
     fn run(deltas: &[&str]) -> (String, Option<String>) {
         let mut g = ContentGate::default();

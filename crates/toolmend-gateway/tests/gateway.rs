@@ -522,3 +522,51 @@ async fn the_correction_model_fixes_what_rules_cannot() {
     .unwrap_err();
     assert!(e.to_string().contains("[correction]"), "{e}");
 }
+
+#[tokio::test]
+async fn a_re_ask_answered_with_text_reaches_the_client_as_text() {
+    let question = "Which city do you mean?";
+    let r = start(
+        Script::new()
+            .then(calls(vec![ToolCall::new(
+                "c1",
+                "get_weather",
+                r#"{"days": 2}"#,
+            )]))
+            .then(said(question)),
+        "",
+    )
+    .await;
+    let body: Value = post(&r, &request(ask(), false)).await.json().await.unwrap();
+    let choice = &body["choices"][0];
+    assert_eq!(choice["message"]["content"], question);
+    assert!(
+        choice["message"]
+            .get("tool_calls")
+            .is_none_or(Value::is_null),
+        "{choice}"
+    );
+    assert_eq!(choice["finish_reason"], "stop");
+}
+
+#[tokio::test]
+async fn minted_ids_do_not_repeat_across_responses() {
+    let text = r#"<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>"#;
+    let r = start(Script::new().then(said(text)).then(said(text)), "").await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let body: Value = post(&r, &request(ask(), false)).await.json().await.unwrap();
+        ids.push(
+            body["choices"][0]["message"]["tool_calls"][0]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    assert_ne!(ids[0], ids[1]);
+    assert!(
+        ids.iter()
+            .all(|id| id.len() <= 40 && id.starts_with("call_tm_")),
+        "{ids:?}"
+    );
+}
