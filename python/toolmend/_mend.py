@@ -273,6 +273,9 @@ class Mender:
         corrections / resolutions as ``work`` items (dicts)."""
         started = time.perf_counter()
         ai: AIMessage = messages[ai_index]  # type: ignore[assignment]
+        fast = self._plan_valid(messages, ai_index, ai, started)
+        if fast is not None:
+            return fast, []
         answered = {
             m.tool_call_id for m in messages[ai_index + 1 :] if isinstance(m, ToolMessage)
         }
@@ -404,6 +407,42 @@ class Mender:
         plan.new_content = new_content
         plan.changed = changed
         return plan, work
+
+    def _plan_valid(self, messages: Sequence[BaseMessage], ai_index: int, ai: AIMessage, started: float) -> Plan | None:
+        """The common case in one pass: only ``tool_calls``, each valid as sent under an
+        id of its own that no other message uses. ``None`` when anything needs the full
+        plan."""
+        calls = ai.tool_calls
+        if not calls or ai.invalid_tool_calls:
+            return None
+        content = ai.content
+        if self.strip_thinking and isinstance(content, str) and "think" in content.lower():
+            return None
+        ids = {c.get("id") for c in calls}
+        if None in ids or "" in ids or len(ids) != len(calls):
+            return None
+        for m in messages:
+            if isinstance(m, ToolMessage):
+                if m.tool_call_id in ids:
+                    return None
+            elif m is not ai and isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
+                if any(c.get("id") in ids for c in m.tool_calls) or any(
+                    c.get("id") in ids for c in m.invalid_tool_calls
+                ):
+                    return None
+        records = []
+        for c in calls:
+            name = c.get("name") or ""
+            args = c.get("args")
+            if not isinstance(args, dict) or not self._box(name).passes(name, args):
+                return None
+            records.append(CallRecord(c["id"], name, "executed", "tool_calls"))
+        plan = Plan(calls=list(calls), records=records, sanitized=None, started=started)
+        plan.record_of = list(range(len(calls)))
+        plan.order = list(range(len(calls)))
+        plan.ai = ai
+        plan.new_content = content
+        return plan
 
     def plan_calls(self, calls: Sequence[dict[str, Any]]) -> tuple[Plan, list[dict[str, Any]]]:
         """Plans calls sent one by one (``Send`` payloads): no message to rewrite."""
