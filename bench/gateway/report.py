@@ -78,13 +78,15 @@ def summarise(runs):
                     for r in rs:
                         d = direct_by.get((r["rep"], c))
                         if d is not None:
-                            added.append(r[f"{p}_us"] - d[f"{p}_us"])
+                            added.append(round(r[f"{p}_us"] - d[f"{p}_us"], 1))
                     row[f"added_{p}_us"] = median(added)
                     row[f"added_{p}_us_per_rep"] = added
             mem = [r["memory"] for r in rs if r.get("memory")]
             if mem:
                 row["rss_peak_kb"] = max(m["vmrss_peak_kb"] for m in mem)
                 row["vmhwm_kb"] = max(m["vmhwm_kb"] for m in mem)
+                row["cpu_us_per_request"] = median(m.get("cpu_us_per_request") for m in mem)
+                row["cpu_cores"] = median(m.get("cpu_cores") for m in mem)
             rows.append(row)
     # ratios litellm added / toolmend added, per concurrency
     for c in concurrencies:
@@ -146,18 +148,21 @@ def markdown(rows, bar_list, meta, reps):
         "Closed loop on 127.0.0.1, one fixed request with `tools` and a broken tool call in "
         "every upstream answer (`{'city': 'Paris', 'days': '3',}` → toolmend returns "
         "`{\"city\":\"Paris\",\"days\":3}`). Times in ms. *added* = target − direct at the same "
-        "percentile, concurrency and repetition; *ratio* = LiteLLM added / toolmend added."
+        "percentile, concurrency and repetition; *ratio* = LiteLLM added / toolmend added. "
+        "*CPU µs/req*: CPU time of the process in the path (direct: the scripted provider; "
+        "toolmend: the gateway alone; litellm: LiteLLM's proxy alone) per request. *RSS "
+        "peak*: that process's peak VmRSS sampled every 20 ms during the runs."
     )
     lines.append("")
     lines.append(
         "| concurrency | target | p50 | p99 | added p50 | added p99 | req/s | "
-        "ratio p50 | ratio p99 | RSS peak |"
+        "ratio p50 | ratio p99 | CPU µs/req | RSS peak |"
     )
-    lines.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    lines.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         rss = r.get("rss_peak_kb")
         lines.append(
-            "| {c} | {t} | {p50} | {p99} | {a50} | {a99} | {rps} | {r50} | {r99} | {rss} |".format(
+            "| {c} | {t} | {p50} | {p99} | {a50} | {a99} | {rps} | {r50} | {r99} | {cpu} | {rss} |".format(
                 c=r["concurrency"],
                 t=r["target"],
                 p50=ms(r["p50_us"]),
@@ -167,7 +172,9 @@ def markdown(rows, bar_list, meta, reps):
                 rps=f"{r['throughput_rps']:.0f}" if r["throughput_rps"] is not None else "–",
                 r50=fmt_ratio(r.get("ratio_p50")) if r["target"] == "litellm" else "",
                 r99=fmt_ratio(r.get("ratio_p99")) if r["target"] == "litellm" else "",
-                rss=f"{rss / 1024:.1f} MiB" if rss is not None else "",
+                cpu=f"{r['cpu_us_per_request']:.0f}" if r.get("cpu_us_per_request") is not None
+                else "",
+                rss=f"{rss / 1024:.1f} MiB" if rss is not None and r["target"] != "direct" else "",
             )
         )
     lines.append("")
@@ -182,6 +189,28 @@ def markdown(rows, bar_list, meta, reps):
             f"- {r['target']} c{r['concurrency']}: {r['errors']} error(s), "
             f"{r['mismatches']} mismatch(es)"
         )
+    if meta.get("litellm_workers") and any(r["target"] == "litellm" for r in rows):
+        lines.append(
+            f"- LiteLLM's proxy ran {meta['litellm_workers']} uvicorn worker(s); its CPU and RSS "
+            "add up all its processes"
+        )
+    env = meta.get("gateway_env")
+    lines.append(
+        "- gateway: embedded defaults"
+        + (", " + ", ".join(f"{k}={v}" for k, v in env.items()) if env else
+           " (info-level JSON log line per request, to a file)")
+    )
+    prss = meta.get("provider_direct_rss_kb")
+    if prss:
+        lines.append(
+            f"- scripted provider (direct), {meta.get('provider_steps_direct')} script steps: "
+            f"RSS {prss['start'] / 1024:.0f} MiB after loading, {prss['end'] / 1024:.0f} MiB at "
+            "the end (it keeps every request body it receives)"
+        )
+    if meta.get("gateway_error_log_lines"):
+        lines.append(f"- gateway log: {meta['gateway_error_log_lines']} ERROR line(s)")
+    if lines[-1].startswith("- "):
+        lines.append("")
     v = meta.get("versions", {})
     if v:
         lines.append("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".")

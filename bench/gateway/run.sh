@@ -24,9 +24,11 @@
 # checked for them too (mismatches in the table's notes).
 #
 # Environment: LITELLM_VERSION (default below), LITELLM_VENV (default
-# bench/.venv-litellm), LITELLM_WORKERS (uvicorn workers, default 1), PYTHON (the
+# bench/.venv-litellm), LITELLM_WORKERS (uvicorn workers, default: the cores), PYTHON (the
 # interpreter for the venv, default python3), N1 / N16 / N64 and L1 / L16 / L64
 # (measured requests per run for direct+toolmend and for LiteLLM), MAX_SECONDS (per run).
+# RUST_LOG and TOKIO_WORKER_THREADS, when set, reach the gateway (default: info logs,
+# one JSON line per request, to a file; one worker thread per core).
 # Output: the table on stdout and bench/results/gateway.md; everything (meta, summary,
 # bars, every run) in bench/results/gateway.json; logs in bench/results/gateway-run/.
 set -euo pipefail
@@ -51,15 +53,18 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 export PYO3_BUILD_EXTENSION_MODULE=1
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
-# Only 127.0.0.1 is ever contacted: never through a proxy.
-export NO_PROXY="127.0.0.1,localhost" no_proxy="127.0.0.1,localhost"
-unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy
+# The measured traffic stays on 127.0.0.1: never through an HTTP proxy (LiteLLM's client
+# reads these; the load generator and the gateway use none). pip still may.
+export NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,$NO_PROXY}"
+export no_proxy="127.0.0.1,localhost${no_proxy:+,$no_proxy}"
 
 # 1.108.0: the newest whose `proxy` extra installs from PyPI here (1.109.x and 1.110.x pin
 # litellm-proxy-extras / litellm-proxy versions that PyPI does not serve).
 LITELLM_VERSION="${LITELLM_VERSION:-1.108.0}"
 LITELLM_VENV="${LITELLM_VENV:-$ROOT/bench/.venv-litellm}"
-LITELLM_WORKERS="${LITELLM_WORKERS:-1}"
+# As many uvicorn workers as cores, LiteLLM's own advice for production (the gateway
+# runs one tokio worker thread per core too).
+LITELLM_WORKERS="${LITELLM_WORKERS:-$(nproc)}"
 PYTHON="${PYTHON:-python3}"
 
 if [[ $QUICK -eq 1 ]]; then
@@ -71,7 +76,7 @@ if [[ $QUICK -eq 1 ]]; then
 else
   REPS="${REPS:-3}"
   N1="${N1:-5000}" N16="${N16:-20000}" N64="${N64:-20000}"
-  L1="${L1:-600}" L16="${L16:-1500}" L64="${L64:-2000}"
+  L1="${L1:-300}" L16="${L16:-800}" L64="${L64:-1000}"
   MAX_SECONDS="${MAX_SECONDS:-30}"
   MODE="full"
 fi
@@ -138,6 +143,17 @@ vm() {
   echo 0
 }
 
+# cpu_ns PID...: CPU time (ns) of the processes' threads so far.
+cpu_ns() {
+  local total=0 pid f a _
+  for pid in "$@"; do
+    for f in /proc/"$pid"/task/*/schedstat; do
+      [[ -r $f ]] && read -r a _ < "$f" && total=$((total + a))
+    done
+  done
+  echo "$total"
+}
+
 free_port() {
   "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -172,6 +188,7 @@ start_provider() { # start_provider NAME STEPS -> sets PROVIDER_URL, PROVIDER_PI
   PROVIDER_PID=$!
   PIDS+=("$PROVIDER_PID")
   PROVIDER_URL=$(wait_for "$WORK/provider-$name.log" 'http://127\.0\.0\.1:[0-9]+/v1' "$PROVIDER_PID" 120)
+  rm -f "$script" # read whole at start; tens of MB
   log "provider ($name): $PROVIDER_URL, $steps steps, pid $PROVIDER_PID, RSS $(($(vm VmRSS "$PROVIDER_PID") / 1024)) MiB"
 }
 
@@ -192,6 +209,7 @@ GW_BASE=$(wait_for "$WORK/gateway.out" 'http://127\.0\.0\.1:[0-9]+/v1' "$GW_PID"
 log "gateway: $GW_BASE, pid $GW_PID, RSS $(($(vm VmRSS "$GW_PID") / 1024)) MiB"
 
 declare -A URL=([direct]="$P_DIRECT_URL/chat/completions" [toolmend]="$GW_BASE/chat/completions")
+declare -A AUTH=([direct]="" [toolmend]="" [litellm]="")
 declare -A EXPECT=([direct]="'days': '3',}" [toolmend]='\"days\":3}' [litellm]="'days': '3',}")
 TARGETS=(direct toolmend)
 
@@ -216,9 +234,12 @@ litellm_settings:
 general_settings:
   disable_spend_logs: true
 EOF
-  # No database, no master key, no callbacks; no model cost map fetched from the network;
+  # No database, no callbacks; a master key made for this run (the proxy refuses to start
+  # without one; the load generator sends it); no model cost map fetched from the network;
   # only errors logged.
-  LITELLM_LOCAL_MODEL_COST_MAP=True LITELLM_LOG=ERROR LITELLM_MODE=PRODUCTION \
+  LL_KEY="sk-bench-$("$PYTHON" -c 'import secrets; print(secrets.token_hex(32))')"
+  LITELLM_MASTER_KEY="$LL_KEY" LITELLM_LOCAL_MODEL_COST_MAP=True LITELLM_LOG=ERROR \
+    LITELLM_MODE=PRODUCTION \
     "$LITELLM_VENV/bin/litellm" --config "$WORK/litellm.yaml" --host 127.0.0.1 \
     --port "$LL_PORT" --num_workers "$LITELLM_WORKERS" > "$WORK/litellm.log" 2>&1 &
   LL_PID=$!
@@ -233,15 +254,44 @@ EOF
   done
   curl -fs -o /dev/null "http://127.0.0.1:$LL_PORT/health/liveliness" \
     || { log "litellm did not come up"; tail -n 40 "$WORK/litellm.log" >&2; exit 1; }
+  # Its other workers may still be starting (uvicorn restarts one that is slow to answer
+  # its supervisor): wait until all are there and the proxy is idle (under 5% of a core
+  # for two seconds in a row), or it would compete with the other targets for the CPU.
+  # (One worker runs in the main process; several are children running spawn_main.)
+  want=0
+  if ((LITELLM_WORKERS > 1)); then want=$LITELLM_WORKERS; fi
+  idle=0
+  for ((i = 0; i < 180 && idle < 2; i++)); do
+    mapfile -t LL_KIDS < <(pgrep -P "$LL_PID" || true)
+    workers=0
+    for p in "${LL_KIDS[@]}"; do
+      if grep -qa spawn_main "/proc/$p/cmdline" 2>/dev/null; then workers=$((workers + 1)); fi
+    done
+    a=$(cpu_ns "$LL_PID" "${LL_KIDS[@]}")
+    sleep 1
+    b=$(cpu_ns "$LL_PID" "${LL_KIDS[@]}")
+    if ((workers >= want && b - a < 50000000)); then
+      idle=$((idle + 1))
+    else
+      idle=0
+    fi
+  done
+  mapfile -t LL_KIDS < <(pgrep -P "$LL_PID" || true)
+  LL_PIDS=$(IFS=,; echo "$LL_PID${LL_KIDS[*]:+,${LL_KIDS[*]}}")
   URL[litellm]="http://127.0.0.1:$LL_PORT/v1/chat/completions"
+  AUTH[litellm]="Authorization: Bearer $LL_KEY"
   TARGETS+=(litellm)
-  log "litellm: up, RSS $(($(vm VmRSS "$LL_PID") / 1024)) MiB"
+  LL_RSS=0
+  for p in "$LL_PID" "${LL_KIDS[@]}"; do LL_RSS=$((LL_RSS + $(vm VmRSS "$p"))); done
+  log "litellm: up and idle, $LITELLM_WORKERS worker(s), processes $LL_PIDS, RSS $((LL_RSS / 1024)) MiB"
 fi
 
 # --- check what each target returns -----------------------------------------------------
 CHECKS=()
 for t in "${TARGETS[@]}"; do
-  "$LOADGEN" --url "${URL[$t]}" --body "$BODY" --requests 1 --warmup 0 \
+  auth=()
+  if [[ -n ${AUTH[$t]} ]]; then auth=(--header "${AUTH[$t]}"); fi
+  "$LOADGEN" --url "${URL[$t]}" --body "$BODY" --requests 1 --warmup 0 "${auth[@]}" \
     --save-first "$WORK/first/$t.json" --label "check-$t" > /dev/null
   CHECKS+=("$t=$WORK/first/$t.json")
 done
@@ -252,8 +302,14 @@ RUNS="$WORK/runs.jsonl"
 : > "$RUNS"
 run_one() { # run_one REP TARGET CONCURRENCY N
   local rep=$1 t=$2 c=$3 n=$4 extra=() out="$WORK/runs/$1-$2-c$3.json"
-  if [[ $t == toolmend ]]; then extra+=(--sample-pid "$GW_PID"); fi
-  if [[ $t == litellm ]]; then extra+=(--sample-pid "$LL_PID"); fi
+  # The process whose memory and CPU time are sampled: the gateway, LiteLLM, or for
+  # direct the scripted provider itself.
+  if [[ -n ${AUTH[$t]} ]]; then extra+=(--header "${AUTH[$t]}"); fi
+  case $t in
+    direct) extra+=(--sample-pid "$P_DIRECT_PID") ;;
+    toolmend) extra+=(--sample-pid "$GW_PID") ;;
+    litellm) extra+=(--sample-pid "$LL_PIDS") ;;
+  esac
   "$LOADGEN" --url "${URL[$t]}" --body "$BODY" --concurrency "$c" --requests "$n" \
     --warmup "$(warm "$n" "$c")" --max-seconds "$MAX_SECONDS" --expect "${EXPECT[$t]}" \
     --label "$t" "${extra[@]}" > "$out"
@@ -312,6 +368,8 @@ meta = {
     "python (litellm)": "$LL_PY",
   },
   "litellm_workers": $LITELLM_WORKERS,
+  "gateway_env": {k: v for k, v in {"RUST_LOG": "${RUST_LOG:-}",
+                  "TOKIO_WORKER_THREADS": "${TOKIO_WORKER_THREADS:-}"}.items() if v},
   "gateway_vmhwm_kb_end": $GW_HWM,
   "gateway_error_log_lines": $GW_ERRORS,
   "provider_direct_rss_kb": {"start": $P_DIRECT_RSS0, "end": $(vm VmRSS "$P_DIRECT_PID")},

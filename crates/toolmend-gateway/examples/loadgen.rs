@@ -49,8 +49,11 @@ Usage: loadgen --url URL --body FILE [options]
   --header 'K: V'      an extra request header (repeatable)
   --expect STRING      count 2xx bodies that do not contain STRING as mismatches
   --save-first FILE    write the first measured 2xx response (status, headers, body)
-  --sample-pid PID     read VmRSS/VmHWM of /proc/PID/status every --sample-ms (default
-                       20) during the measured phase; peak and end values in the JSON
+  --sample-pid PID[,PID...]
+                       read VmRSS/VmHWM of /proc/PID/status every --sample-ms (default
+                       20) during the measured phase (peak and end values in the JSON),
+                       and the CPU time of its threads over that phase (per request);
+                       several processes (a server's workers) are added up
   --label NAME         copied into the JSON (default: the URL)
   --out FILE           also write the JSON there
 ";
@@ -70,7 +73,7 @@ struct Args {
     save_first: Option<PathBuf>,
     label: Option<String>,
     out: Option<PathBuf>,
-    sample_pid: Option<u32>,
+    sample_pids: Vec<u32>,
     sample_ms: u64,
 }
 
@@ -92,7 +95,7 @@ fn parse_args() -> Result<Args, String> {
         save_first: None,
         label: None,
         out: None,
-        sample_pid: None,
+        sample_pids: Vec::new(),
         sample_ms: 20,
     };
     fn num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
@@ -122,7 +125,12 @@ fn parse_args() -> Result<Args, String> {
                 a.save_first = Some(it.next().ok_or("--save-first needs a value")?.into());
             }
             "--label" => a.label = Some(it.next().ok_or("--label needs a value")?),
-            "--sample-pid" => a.sample_pid = Some(num(&flag, it.next())?),
+            "--sample-pid" => {
+                let v = it.next().ok_or("--sample-pid needs a value")?;
+                for pid in v.split(',').filter(|p| !p.trim().is_empty()) {
+                    a.sample_pids.push(num(&flag, Some(pid.trim().to_owned()))?);
+                }
+            }
             "--sample-ms" => a.sample_ms = num(&flag, it.next())?,
             "--out" => a.out = Some(it.next().ok_or("--out needs a value")?.into()),
             "-h" | "--help" => return Err(String::new()),
@@ -310,8 +318,18 @@ async fn phase(
     (tally, started.elapsed())
 }
 
-/// VmRSS and VmHWM (kB) of a process, from /proc/PID/status.
-fn memory_kb(pid: u32) -> Option<(u64, u64)> {
+/// VmRSS and VmHWM (kB) of processes, from /proc/PID/status, added up.
+fn memory_kb(pids: &[u32]) -> Option<(u64, u64)> {
+    let (mut rss, mut hwm) = (0, 0);
+    for &pid in pids {
+        let (r, h) = memory_kb_one(pid)?;
+        rss += r;
+        hwm += h;
+    }
+    Some((rss, hwm))
+}
+
+fn memory_kb_one(pid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
         status
@@ -322,11 +340,36 @@ fn memory_kb(pid: u32) -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
-/// Samples a process's memory until `stop` is set: (samples, peak VmRSS kB).
-async fn sample_memory(pid: u32, every: Duration, stop: Arc<AtomicBool>) -> (u64, u64) {
+/// CPU time (ns) of processes' live threads: the sum of /proc/PID/task/*/schedstat.
+fn cpu_ns(pids: &[u32]) -> Option<u64> {
+    let mut total = 0;
+    for &pid in pids {
+        total += cpu_ns_one(pid)?;
+    }
+    Some(total)
+}
+
+fn cpu_ns_one(pid: u32) -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(task) = task else { continue };
+        if let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat"))
+            && let Some(ns) = stat
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+        {
+            total += ns;
+        }
+    }
+    Some(total)
+}
+
+/// Samples processes' memory until `stop` is set: (samples, peak VmRSS kB, added up).
+async fn sample_memory(pids: Vec<u32>, every: Duration, stop: Arc<AtomicBool>) -> (u64, u64) {
     let (mut n, mut peak) = (0, 0);
     while !stop.load(Ordering::Relaxed) {
-        if let Some((rss, _)) = memory_kb(pid) {
+        if let Some((rss, _)) = memory_kb(&pids) {
             n += 1;
             peak = peak.max(rss);
         }
@@ -408,25 +451,38 @@ async fn run(args: Args) -> Result<Value, String> {
             .map(|(_, n)| n)
             .sum::<u64>();
     let stop = Arc::new(AtomicBool::new(false));
-    let sampler = args.sample_pid.map(|pid| {
+    let pids = args.sample_pids.clone();
+    let sampler = (!pids.is_empty()).then(|| {
         // Stopped and joined right after the measured phase.
         #[allow(clippy::disallowed_methods)]
         tokio::spawn(sample_memory(
-            pid,
+            pids.clone(),
             Duration::from_millis(args.sample_ms.max(1)),
             Arc::clone(&stop),
         ))
     });
+    let cpu_start = cpu_ns(&pids).filter(|_| !pids.is_empty());
     let (mut tally, elapsed) = phase(&shared, args.concurrency, args.requests, max, true).await;
+    let cpu_end = cpu_ns(&pids).filter(|_| !pids.is_empty());
     stop.store(true, Ordering::Relaxed);
-    let memory = match (args.sample_pid, sampler) {
-        (Some(pid), Some(task)) => {
+    let memory = match sampler {
+        Some(task) => {
             let (samples, peak) = task.await.unwrap_or((0, 0));
-            let (rss_end, hwm) = memory_kb(pid).unwrap_or((0, 0));
-            json!({"pid": pid, "samples": samples, "vmrss_peak_kb": peak.max(rss_end),
-                   "vmrss_end_kb": rss_end, "vmhwm_kb": hwm})
+            let (rss_end, hwm) = memory_kb(&pids).unwrap_or((0, 0));
+            let cpu = cpu_start.zip(cpu_end).map(|(a, b)| b.saturating_sub(a));
+            #[allow(clippy::cast_precision_loss)]
+            let cpu_us_per_request = cpu.map(|ns| {
+                round1(ns as f64 / 1000.0 / (tally.statuses.values().sum::<u64>().max(1)) as f64)
+            });
+            #[allow(clippy::cast_precision_loss)]
+            let cpu_cores = cpu.map(|ns| {
+                (ns as f64 / 1e9 / elapsed.as_secs_f64().max(1e-9) * 100.0).round() / 100.0
+            });
+            json!({"pids": pids, "samples": samples, "vmrss_peak_kb": peak.max(rss_end),
+                   "vmrss_end_kb": rss_end, "vmhwm_kb": hwm,
+                   "cpu_us_per_request": cpu_us_per_request, "cpu_cores": cpu_cores})
         }
-        _ => Value::Null,
+        None => Value::Null,
     };
     tally.latencies.sort_unstable();
     let v = &tally.latencies;

@@ -350,6 +350,8 @@ struct Driver {
     queue: VecDeque<Bytes>,
     summary: Summary,
     done: bool,
+    /// Choice 0's `finish_reason` was seen.
+    finished: bool,
     started: Instant,
 }
 
@@ -363,8 +365,13 @@ impl Driver {
                 self.fail(&format!("the upstream stream broke: {e}"));
                 return false;
             }
-            Ok(None) => {
+            Ok(None) if self.finished => {
                 self.end();
+                return false;
+            }
+            Ok(None) => {
+                m::upstream_error("stream");
+                self.fail("the upstream stream ended before its last chunk");
                 return false;
             }
             Err(_) => {
@@ -379,10 +386,9 @@ impl Driver {
             return false;
         }
         let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
-            // Not ours to judge: pass it on.
-            self.queue
-                .push_back(Bytes::from(format!("data: {data}\n\n")));
-            return true;
+            m::upstream_error("stream");
+            self.fail("the upstream sent a stream chunk that is not JSON");
+            return false;
         };
         if chunk.get("error").is_some() {
             self.queue.push_back(frame(&chunk));
@@ -391,6 +397,7 @@ impl Driver {
         match self.t.on_chunk(chunk) {
             Step::Emit(chunks) => self.queue.extend(chunks.iter().map(frame)),
             Step::Finish(f) => {
+                self.finished = true;
                 let Finished {
                     message,
                     held_text,
@@ -468,6 +475,7 @@ pub(crate) async fn respond(
         queue: VecDeque::new(),
         summary: Summary::default(),
         done: false,
+        finished: false,
         started,
     };
     let body = stream::unfold(driver, |mut d| async move {

@@ -570,3 +570,133 @@ async fn minted_ids_do_not_repeat_across_responses() {
         "{ids:?}"
     );
 }
+
+/// An upstream that streams slowly, or breaks off: what the scripted provider cannot do.
+mod odd_upstream {
+    use std::{
+        sync::{
+            Arc,
+            atomic::{AtomicBool, Ordering},
+        },
+        time::Duration,
+    };
+
+    use axum::{Router, body::Body, response::Response, routing::post};
+    use futures::StreamExt;
+
+    /// Sets the flag when the response body is dropped (the client went away).
+    struct Dropped(Arc<AtomicBool>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn chunk(content: &str) -> String {
+        format!(
+            "data: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}},\"finish_reason\":null}}]}}\n\n"
+        )
+    }
+
+    /// Streams one chunk, then one every 100 ms for a long time.
+    pub async fn slow(dropped: Arc<AtomicBool>) -> String {
+        let app = Router::new().route(
+            "/v1/chat/completions",
+            post(move || {
+                let guard = Dropped(Arc::clone(&dropped));
+                async move {
+                    let s = futures::stream::iter(0..600).then(move |i| {
+                        let _keep = &guard;
+                        async move {
+                            if i > 0 {
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                            }
+                            Ok::<_, std::convert::Infallible>(chunk("tick "))
+                        }
+                    });
+                    Response::builder()
+                        .header("content-type", "text/event-stream")
+                        .body(Body::from_stream(s))
+                        .unwrap()
+                }
+            }),
+        );
+        serve(app).await
+    }
+
+    /// Sends one chunk, then a broken line and closes without `[DONE]`.
+    pub async fn broken() -> String {
+        let app = Router::new().route(
+            "/v1/chat/completions",
+            post(|| async {
+                let body = format!("{}data: {{\"id\":\"x\",\"choi", chunk("Hel"));
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from(body))
+                    .unwrap()
+            }),
+        );
+        serve(app).await
+    }
+
+    async fn serve(app: Router) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}/v1")
+    }
+}
+
+async fn gateway_for(upstream: &str) -> String {
+    let config = Config::from_toml_and_env(&format!("upstream.base_url = \"{upstream}\""), Vec::new()).unwrap();
+    let gateway = Arc::new(Gateway::new(config, None).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, gateway.router()).await });
+    format!("http://{addr}/v1")
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_cancels_the_upstream_request() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dropped = Arc::new(AtomicBool::new(false));
+    let url = gateway_for(&odd_upstream::slow(Arc::clone(&dropped)).await).await;
+    let mut resp = reqwest::Client::new()
+        .post(format!("{url}/chat/completions"))
+        .json(&request(ask(), true))
+        .send()
+        .await
+        .unwrap();
+    let first = resp.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("tick"));
+    drop(resp);
+    // The upstream's 60 s stream is dropped within moments, not at its end.
+    for _ in 0..50 {
+        if dropped.load(Ordering::SeqCst) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the upstream stream was still running 5 s after the client left");
+}
+
+#[tokio::test]
+async fn a_broken_upstream_stream_ends_in_a_clear_error_event() {
+    let url = gateway_for(&odd_upstream::broken().await).await;
+    let text = reqwest::Client::new()
+        .post(format!("{url}/chat/completions"))
+        .json(&request(ask(), true))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("\"content\":\"Hel\""), "{text}");
+    let error_line = text
+        .lines()
+        .find(|l| l.contains("\"error\""))
+        .unwrap_or_else(|| panic!("no error event in {text}"));
+    assert!(error_line.contains("upstream_stream_error") || error_line.contains("upstream"), "{error_line}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+}
