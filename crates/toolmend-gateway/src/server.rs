@@ -146,6 +146,21 @@ impl Gateway {
         req
     }
 
+    /// [`upstream_post`](Self::upstream_post) with the body as bytes: the client's own
+    /// when nothing in it changed (no second serialization).
+    pub(crate) fn upstream_post_bytes(
+        &self,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> reqwest::RequestBuilder {
+        let req = self
+            .client
+            .post(self.upstream_url("/chat/completions"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body);
+        self.auth(req, headers)
+    }
+
     fn auth(
         &self,
         mut req: reqwest::RequestBuilder,
@@ -266,6 +281,8 @@ pub(crate) async fn forward(resp: reqwest::Response) -> Response {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct RequestNotes {
     pub history: Option<String>,
+    /// The request body changed (sanitized or trimmed): it must be serialized again.
+    pub changed: bool,
 }
 
 /// The request path: the history checked and, by policy, sanitized or refused; trimmed.
@@ -280,14 +297,15 @@ pub(crate) fn prepare(gw: &Gateway, body: &mut Value) -> Result<RequestNotes, Re
             "the request has no 'messages'",
         ));
     };
-    let mut messages: Vec<Message> = serde_json::from_value(raw.clone()).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "invalid_messages",
-            format!("'messages' is not a list of chat messages: {e}"),
-        )
-    })?;
+    let mut messages: Vec<Message> = <Vec<Message> as serde::Deserialize>::deserialize(raw)
+        .map_err(|e| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_messages",
+                format!("'messages' is not a list of chat messages: {e}"),
+            )
+        })?;
     let violations = history::check(&messages);
     let mut changed = false;
     if !violations.is_empty() {
@@ -365,6 +383,7 @@ pub(crate) fn prepare(gw: &Gateway, body: &mut Value) -> Result<RequestNotes, Re
     }
     if changed {
         body["messages"] = serde_json::to_value(&messages).unwrap_or(Value::Null);
+        notes.changed = true;
     }
     Ok(notes)
 }
@@ -392,7 +411,8 @@ async fn chat(State(gw): State<Arc<Gateway>>, mut headers: HeaderMap, body: Byte
     if let Ok(v) = HeaderValue::from_str(&id) {
         out.headers_mut().insert("x-request-id", v);
     }
-    tracing::info!(
+    // Debug: at this rate a log line per request costs as much as the mending.
+    tracing::debug!(
         request_id = %id,
         status = out.status().as_u16(),
         calls = out.headers().get("x-toolmend-calls").and_then(|v| v.to_str().ok()).unwrap_or(""),
@@ -446,7 +466,12 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
     }
     let mut upstream_time = Duration::ZERO;
     let t = Instant::now();
-    let resp = match gw.upstream_post(&headers, &request).send().await {
+    let outgoing = if notes.changed {
+        gw.upstream_post(&headers, &request)
+    } else {
+        gw.upstream_post_bytes(&headers, body)
+    };
+    let resp = match outgoing.send().await {
         Ok(r) => r,
         Err(e) => return upstream_failure(&e),
     };
@@ -454,17 +479,22 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
         m::upstream_error("status");
         return forward(resp).await;
     }
-    let mut response: Value = match resp.json().await {
+    let raw = match resp.bytes().await {
+        Ok(b) => b,
+        Err(e) => return upstream_failure(&e),
+    };
+    let mut response: Value = match serde_json::from_slice(&raw) {
         Ok(v) => v,
         Err(e) => {
             return error(
                 StatusCode::BAD_GATEWAY,
                 "upstream_error",
                 "upstream_invalid_json",
-                format!("the upstream answer is not JSON: {}", without_url(&e)),
+                format!("the upstream answer is not JSON: {e}"),
             );
         }
     };
+    let mut response_changed = false;
     upstream_time += t.elapsed();
     let mut summary = Summary::default();
     if let Some(toolbox) = &toolbox {
@@ -489,7 +519,9 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
             summary.add(&mended);
             if mended.changed {
                 choice["message"] = serde_json::to_value(&mended.message).unwrap_or(Value::Null);
+                response_changed = true;
             }
+            let finish_before = choice["finish_reason"].clone();
             let has_calls = mended
                 .message
                 .tool_calls
@@ -502,6 +534,7 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
             } else if !has_calls && choice["finish_reason"] == "tool_calls" {
                 choice["finish_reason"] = json!("stop");
             }
+            response_changed |= choice["finish_reason"] != finish_before;
             mended_choices.push(choice);
         }
         response["choices"] = Value::Array(mended_choices);
@@ -511,7 +544,12 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
         started.elapsed().saturating_sub(upstream_time),
         upstream_time,
     );
-    let mut out = axum::Json(response).into_response();
+    // Nothing mended: the upstream's own bytes go out (no second serialization).
+    let mut out = if response_changed {
+        axum::Json(response).into_response()
+    } else {
+        ([(header::CONTENT_TYPE, "application/json")], raw).into_response()
+    };
     summary.headers(out.headers_mut(), &notes);
     out
 }

@@ -648,7 +648,9 @@ mod odd_upstream {
 }
 
 async fn gateway_for(upstream: &str) -> String {
-    let config = Config::from_toml_and_env(&format!("upstream.base_url = \"{upstream}\""), Vec::new()).unwrap();
+    let config =
+        Config::from_toml_and_env(&format!("upstream.base_url = \"{upstream}\""), Vec::new())
+            .unwrap();
     let gateway = Arc::new(Gateway::new(config, None).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -697,6 +699,9 @@ async fn a_broken_upstream_stream_ends_in_a_clear_error_event() {
         .lines()
         .find(|l| l.contains("\"error\""))
         .unwrap_or_else(|| panic!("no error event in {text}"));
-    assert!(error_line.contains("upstream_stream_error") || error_line.contains("upstream"), "{error_line}");
+    assert!(
+        error_line.contains("upstream_stream_error") || error_line.contains("upstream"),
+        "{error_line}"
+    );
     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
 }
