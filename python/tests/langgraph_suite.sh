@@ -44,6 +44,8 @@ done
 
 PY="${PYTHON:-python}"
 command -v "$PY" >/dev/null 2>&1 || die "no Python interpreter '$PY' (activate a venv or set PYTHON)"
+# The run happens in a temporary directory: a relative interpreter path must not break.
+case "$PY" in */*) PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")" ;; esac
 CACHE="${TOOLMEND_CACHE:-$HOME/.cache/toolmend}"
 # The upstream conftest only touches Postgres/SQLite when this is false; we stub
 # those backends when absent, so fast mode is the default that works everywhere.

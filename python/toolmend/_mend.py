@@ -720,6 +720,48 @@ class Mender:
                 update={"content": plan.new_content, "tool_calls": calls, "invalid_tool_calls": []}
             )
 
+    def resolve_sync(self, plan: Plan, work: list[dict[str, Any]], messages: list[BaseMessage], state: Any) -> None:
+        """Validators, correction, ``raise`` and the hook, in that order (sync path)."""
+        for i, result in self.run_validators(plan, messages, state):
+            self.apply_validator(plan, work, i, run_sync(result))
+        for item in work:
+            if self.correctable(item):
+                self.correct_sync(item, messages, plan.ai)
+        self.raise_if_asked(work, messages, state)
+        if callable(self.on_unresolved):
+            for item in work:
+                if "resolved" not in item:
+                    answer = run_sync(self.on_unresolved(self.unresolved(item, messages, state)))
+                    self.apply_hook_answer(item, answer)
+
+    async def resolve_async(
+        self,
+        plan: Plan,
+        work: list[dict[str, Any]],
+        messages: list[BaseMessage],
+        state: Any,
+        concurrency: int,
+    ) -> None:
+        """The same on the async path; corrections run concurrently, at most
+        ``concurrency`` at once."""
+        for i, result in self.run_validators(plan, messages, state):
+            self.apply_validator(plan, work, i, await maybe_await(result))
+        fixable = [item for item in work if self.correctable(item)]
+        if fixable:
+            limit = asyncio.Semaphore(concurrency)
+
+            async def one(item: dict[str, Any]) -> None:
+                async with limit:
+                    await self.correct_async(item, messages, plan.ai)
+
+            await asyncio.gather(*(one(item) for item in fixable))
+        self.raise_if_asked(work, messages, state)
+        if callable(self.on_unresolved):
+            for item in work:
+                if "resolved" not in item:
+                    answer = await maybe_await(self.on_unresolved(self.unresolved(item, messages, state)))
+                    self.apply_hook_answer(item, answer)
+
     def raise_if_asked(self, work, messages, state) -> None:
         if self.on_unresolved == "raise":
             pending = [w for w in work if "resolved" not in w]

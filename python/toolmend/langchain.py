@@ -40,7 +40,6 @@ hides tools from some requests that may still be called).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections import Counter
@@ -67,8 +66,6 @@ from toolmend._mend import (
     UnresolvedToolCall,
     ValidatorContext,
     feedback_message,
-    maybe_await,
-    run_sync,
 )
 
 __all__ = [
@@ -265,16 +262,7 @@ class MendMiddleware(AgentMiddleware):
         if planned is None:
             return None
         m, plan, work, history = planned
-        for i, result in m.run_validators(plan, history, state):
-            m.apply_validator(plan, work, i, run_sync(result))
-        for item in work:
-            if m.correctable(item):
-                m.correct_sync(item, history, plan.ai)
-        m.raise_if_asked(work, history, state)
-        if callable(m.on_unresolved):
-            for item in work:
-                if "resolved" not in item:
-                    m.apply_hook_answer(item, run_sync(m.on_unresolved(m.unresolved(item, history, state))))
+        m.resolve_sync(plan, work, history, state)
         return self._finish(m, plan, work)
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -282,23 +270,7 @@ class MendMiddleware(AgentMiddleware):
         if planned is None:
             return None
         m, plan, work, history = planned
-        for i, result in m.run_validators(plan, history, state):
-            m.apply_validator(plan, work, i, await maybe_await(result))
-        fixable = [item for item in work if m.correctable(item)]
-        if fixable:
-            limit = asyncio.Semaphore(CORRECTION_CONCURRENCY)
-
-            async def one(item: dict[str, Any]) -> None:
-                async with limit:
-                    await m.correct_async(item, history, plan.ai)
-
-            await asyncio.gather(*(one(item) for item in fixable))
-        m.raise_if_asked(work, history, state)
-        if callable(m.on_unresolved):
-            for item in work:
-                if "resolved" not in item:
-                    answer = await maybe_await(m.on_unresolved(m.unresolved(item, history, state)))
-                    m.apply_hook_answer(item, answer)
+        await m.resolve_async(plan, work, history, state, CORRECTION_CONCURRENCY)
         return self._finish(m, plan, work)
 
     def _finish(self, m: Mender, plan: Plan, work: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -39,8 +39,6 @@ from toolmend._mend import (
     UnresolvedToolCall,
     ValidatorContext,
     feedback_message,
-    maybe_await,
-    run_sync,
 )
 
 if TYPE_CHECKING:
@@ -200,16 +198,7 @@ class ToolNode(_StockToolNode):
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:
         plan, work, history, state = self._plan(input)
         m = self._mender
-        for i, result in m.run_validators(plan, history, state):
-            m.apply_validator(plan, work, i, run_sync(result))
-        for item in work:
-            if m.correctable(item):
-                m.correct_sync(item, history, plan.ai)
-        m.raise_if_asked(work, history, state)
-        if callable(m.on_unresolved):
-            for item in work:
-                if "resolved" not in item:
-                    m.apply_hook_answer(item, run_sync(m.on_unresolved(m.unresolved(item, history, state))))
+        m.resolve_sync(plan, work, history, state)
         m.finish_work(plan, work)
         if self._max_concurrency is not None and "max_concurrency" not in (config or {}):
             config = {**(config or {}), "max_concurrency": self._max_concurrency}
@@ -240,23 +229,7 @@ class ToolNode(_StockToolNode):
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:
         plan, work, history, state = self._plan(input)
         m = self._mender
-        for i, result in m.run_validators(plan, history, state):
-            m.apply_validator(plan, work, i, await maybe_await(result))
-        fixable = [item for item in work if m.correctable(item)]
-        if fixable:
-            limit = asyncio.Semaphore(self._max_concurrency or 16)
-
-            async def one(item: dict[str, Any]) -> None:
-                async with limit:
-                    await m.correct_async(item, history, plan.ai)
-
-            await asyncio.gather(*(one(item) for item in fixable))
-        m.raise_if_asked(work, history, state)
-        if callable(m.on_unresolved):
-            for item in work:
-                if "resolved" not in item:
-                    answer = await maybe_await(m.on_unresolved(m.unresolved(item, history, state)))
-                    m.apply_hook_answer(item, answer)
+        await m.resolve_async(plan, work, history, state, self._max_concurrency or 16)
         m.finish_work(plan, work)
         if _nothing_runs(plan):
             m.report(plan, self.name)
