@@ -563,3 +563,28 @@ def test_a_number_for_a_string_is_coerced_only_where_no_pydantic_model_would_ref
     results = tool_messages(run(ToolNode([open_tool, typed]), msg))
     assert results["c1"].content == "'42'"  # nothing but toolmend validates a dict schema
     assert results["c2"].status == "error"  # pydantic refuses 42 for str, so does the node
+
+
+def test_validators_also_judge_corrected_and_salvaged_arguments():
+    phases: list[str] = []
+
+    def small_sums(args, ctx: ValidatorContext):
+        phases.append(ctx.phase)
+        return "a and b must be below 100" if args["a"] + args["b"] >= 100 else None
+
+    # The correction model's answer fits the schema but not the validator: feedback.
+    model = ScriptedChatModel(script=[fix({"a": 99, "b": 99})], prompts=[], bound=[])
+    node = ToolNode(TOOLS, correction_model=model, max_correction_retries=1, validators={"add": small_sums})
+    results = tool_messages(run(node, BAD))
+    assert results["c1"].status == "error" and "below 100" in results["c1"].content
+    assert results["c2"].content == "2"
+    assert "correction" in phases
+
+    # The same for a hook's salvage.
+    phases.clear()
+    node = ToolNode(TOOLS, on_unresolved=lambda c: {"a": 50, "b": 50}, validators={"add": small_sums})
+    results = tool_messages(run(node, BAD))
+    assert results["c1"].status == "error"
+    assert "salvage" in phases
+    node = ToolNode(TOOLS, on_unresolved=lambda c: {"a": 5, "b": 5}, validators={"add": small_sums})
+    assert tool_messages(run(node, BAD))["c1"].content == "10"

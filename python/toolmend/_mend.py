@@ -620,7 +620,29 @@ class Mender:
         mended = self._box(name).mend(name, value, phase="correction")
         return mended[0] if len(mended) == 1 else None
 
-    def correct_sync(self, item, messages, ai) -> None:
+    def _phase_check(self, item, checked, phase: str, messages, state) -> Any:
+        """The tool's own validator on arguments a correction or a hook produced: the
+        same rules as for the model's first call, with the phase. Returns the validator's
+        result (maybe awaitable), or None when there is none to run."""
+        if checked is None or checked["outcome"] == "feedback":
+            return None
+        fn = self.validators.get(checked["tool"])
+        if fn is None:
+            return None
+        ctx = ValidatorContext(checked["tool"], item["call"]["id"], phase, list(messages), state)  # type: ignore[arg-type]
+        return fn(checked["arguments"], ctx)
+
+    @staticmethod
+    def _refused(checked, result: Any) -> Any:
+        """``checked`` turned into feedback when the validator found problems."""
+        problems = [result] if isinstance(result, str) else list(result or [])
+        if not problems or checked is None:
+            return checked
+        text = f"{checked['tool']} was not called. Fix this and call it again:\n" + "\n".join(f"- {p}" for p in problems)
+        issues = [{"kind": "custom", "path": "", "message": p} for p in problems]
+        return {**checked, "outcome": "feedback", "issues": issues, "feedback": text}
+
+    def correct_sync(self, item, messages, ai, state=None) -> None:
         rec: CallRecord = item["record"]
         t0 = time.perf_counter()
         for _ in range(self.max_correction_retries):
@@ -631,11 +653,13 @@ class Mender:
             except Exception as e:  # a failing model degrades this call only
                 rec.note = f"correction failed: {type(e).__name__}: {e}"
                 break
-            if self._accept(item, self._check_answer(item, self._read_answer(answer))):
+            checked = self._check_answer(item, self._read_answer(answer))
+            checked = self._refused(checked, run_sync(self._phase_check(item, checked, "correction", messages, state)))
+            if self._accept(item, checked):
                 break
         rec.correct_us = (time.perf_counter() - t0) * 1e6
 
-    async def correct_async(self, item, messages, ai) -> None:
+    async def correct_async(self, item, messages, ai, state=None) -> None:
         rec: CallRecord = item["record"]
         t0 = time.perf_counter()
         for _ in range(self.max_correction_retries):
@@ -646,7 +670,11 @@ class Mender:
             except Exception as e:
                 rec.note = f"correction failed: {type(e).__name__}: {e}"
                 break
-            if self._accept(item, self._check_answer(item, self._read_answer(answer))):
+            checked = self._check_answer(item, self._read_answer(answer))
+            checked = self._refused(
+                checked, await maybe_await(self._phase_check(item, checked, "correction", messages, state))
+            )
+            if self._accept(item, checked):
                 break
         rec.correct_us = (time.perf_counter() - t0) * 1e6
 
@@ -683,11 +711,18 @@ class Mender:
             state=state,
         )
 
-    def apply_hook_answer(self, item, answer: Any) -> None:
+    def salvage_check(self, item, answer: Any) -> Any:
+        """Hook arguments mended and validated (phase ``salvage``); None for a text."""
+        if not isinstance(answer, dict):
+            return None
+        checked = self._box(item["mended"]["tool"]).mend(item["mended"]["tool"], answer, phase="salvage")
+        return checked[0] if len(checked) == 1 else {**checked[0], "outcome": "feedback"}
+
+    def apply_hook_answer(self, item, answer: Any, checked: Any = None) -> None:
         rec: CallRecord = item["record"]
         if isinstance(answer, dict):
-            checked = self._box(item["mended"]["tool"]).mend(item["mended"]["tool"], answer, phase="salvage")
-            if len(checked) == 1 and checked[0]["outcome"] != "feedback":
+            checked = [checked if checked is not None else self.salvage_check(item, answer)]
+            if checked[0]["outcome"] != "feedback":
                 call = {k: v for k, v in item["call"].items() if k != FEEDBACK_KEY}
                 call["args"] = checked[0]["arguments"]
                 item["resolved"] = call
@@ -726,13 +761,15 @@ class Mender:
             self.apply_validator(plan, work, i, run_sync(result))
         for item in work:
             if self.correctable(item):
-                self.correct_sync(item, messages, plan.ai)
+                self.correct_sync(item, messages, plan.ai, state)
         self.raise_if_asked(work, messages, state)
         if callable(self.on_unresolved):
             for item in work:
                 if "resolved" not in item:
                     answer = run_sync(self.on_unresolved(self.unresolved(item, messages, state)))
-                    self.apply_hook_answer(item, answer)
+                    checked = self.salvage_check(item, answer)
+                    checked = self._refused(checked, run_sync(self._phase_check(item, checked, "salvage", messages, state)))
+                    self.apply_hook_answer(item, answer, checked)
 
     async def resolve_async(
         self,
@@ -752,7 +789,7 @@ class Mender:
 
             async def one(item: dict[str, Any]) -> None:
                 async with limit:
-                    await self.correct_async(item, messages, plan.ai)
+                    await self.correct_async(item, messages, plan.ai, state)
 
             await asyncio.gather(*(one(item) for item in fixable))
         self.raise_if_asked(work, messages, state)
@@ -760,7 +797,11 @@ class Mender:
             for item in work:
                 if "resolved" not in item:
                     answer = await maybe_await(self.on_unresolved(self.unresolved(item, messages, state)))
-                    self.apply_hook_answer(item, answer)
+                    checked = self.salvage_check(item, answer)
+                    checked = self._refused(
+                        checked, await maybe_await(self._phase_check(item, checked, "salvage", messages, state))
+                    )
+                    self.apply_hook_answer(item, answer, checked)
 
     def raise_if_asked(self, work, messages, state) -> None:
         if self.on_unresolved == "raise":
