@@ -145,6 +145,10 @@ struct ProviderArgs {
     /// that is not a JSON object, empty tool results).
     #[arg(long, value_enum, default_value_t = ProviderStrictness::Openai)]
     strictness: ProviderStrictness,
+    /// Play the script in a loop instead of answering 500 past its last step
+    /// (benchmarks, long demos).
+    #[arg(long)]
+    repeat: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -414,7 +418,10 @@ fn provider_cmd(args: &ProviderArgs) -> anyhow::Result<ExitCode> {
         std::fs::read_to_string(&args.script)
             .with_context(|| format!("reading the script {}", args.script.display()))?
     };
-    let script = toolmend_scripted::Script::from_jsonl(&text)?;
+    let mut script = toolmend_scripted::Script::from_jsonl(&text)?;
+    if args.repeat {
+        script = script.repeating();
+    }
     let steps = script.len();
     let strictness = match args.strictness {
         ProviderStrictness::Openai => toolmend::agent::Strictness::OpenAi,
@@ -426,7 +433,8 @@ fn provider_cmd(args: &ProviderArgs) -> anyhow::Result<ExitCode> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         let provider =
-            toolmend_scripted::ScriptedProvider::start_with(script, strictness, args.port)
+            // Nothing reads the request bodies here: keep none (a long run would hold them all).
+            toolmend_scripted::ScriptedProvider::start_keeping(script, strictness, args.port, 0)
                 .await
                 .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
         let mut out = std::io::stdout();

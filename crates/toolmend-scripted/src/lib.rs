@@ -48,8 +48,10 @@ pub struct ScriptedProvider {
 struct Shared {
     script: Mutex<Script>,
     strictness: Strictness,
-    /// Every request body received (accepted or refused), in order.
+    /// Request bodies received (accepted or refused), in order, up to `keep`.
     requests: Mutex<Vec<Value>>,
+    /// How many request bodies to keep (the rest are served, not kept).
+    keep: usize,
     /// Responses given so far (numbers the completion ids).
     served: Mutex<u64>,
 }
@@ -66,12 +68,25 @@ impl ScriptedProvider {
         strictness: Strictness,
         port: u16,
     ) -> std::io::Result<Self> {
+        Self::start_keeping(script, strictness, port, usize::MAX).await
+    }
+
+    /// [`start_with`](Self::start_with), keeping at most `keep` request bodies for
+    /// [`requests`](Self::requests): a long-running provider (the CLI's, a benchmark's)
+    /// should not hold every body it ever received.
+    pub async fn start_keeping(
+        script: Script,
+        strictness: Strictness,
+        port: u16,
+        keep: usize,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(Shared {
             script: Mutex::new(script),
             strictness,
             requests: Mutex::new(Vec::new()),
+            keep,
             served: Mutex::new(0),
         });
         let app = router(Arc::clone(&state));
@@ -102,7 +117,8 @@ impl ScriptedProvider {
         format!("http://{}/v1", self.addr)
     }
 
-    /// Every JSON request body received so far, refused ones included.
+    /// The JSON request bodies received so far (up to the number kept), refused ones
+    /// included.
     pub fn requests(&self) -> Vec<Value> {
         self.state
             .requests
@@ -155,7 +171,9 @@ async fn chat_completions(State(state): State<Arc<Shared>>, body: Bytes) -> Resp
             );
         }
     };
-    if let Ok(mut r) = state.requests.lock() {
+    if let Ok(mut r) = state.requests.lock()
+        && r.len() < state.keep
+    {
         r.push(request.clone());
     }
     if let Err(refusal) = openai::validate(&request, state.strictness) {

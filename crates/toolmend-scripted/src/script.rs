@@ -23,6 +23,8 @@ pub enum Step {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Script {
     steps: VecDeque<Step>,
+    /// Each step used goes back to the end (benchmarks, long demos).
+    repeat: bool,
 }
 
 /// A script line that could not be read.
@@ -92,9 +94,21 @@ impl Script {
         Ok(script)
     }
 
+    /// The same script, played in a loop: a step used goes back to the end, so it never
+    /// runs out (for benchmarks and long demos).
+    #[must_use]
+    pub fn repeating(mut self) -> Self {
+        self.repeat = true;
+        self
+    }
+
     /// The next step, if any.
     pub fn pop_step(&mut self) -> Option<Step> {
-        self.steps.pop_front()
+        let step = self.steps.pop_front()?;
+        if self.repeat {
+            self.steps.push_back(step.clone());
+        }
+        Some(step)
     }
 
     /// Steps left.

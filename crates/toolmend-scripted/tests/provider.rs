@@ -370,3 +370,33 @@ async fn rejects_what_check_flags_and_accepts_what_sanitize_returns() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_repeating_script_never_runs_out_and_kept_requests_are_bounded() {
+    let script = Script::from_jsonl("{\"content\": \"one\"}\n{\"content\": \"two\"}\n")
+        .unwrap()
+        .repeating();
+    let provider =
+        ScriptedProvider::start_keeping(script, toolmend::agent::Strictness::OpenAi, 0, 3)
+            .await
+            .unwrap();
+    let mut said = Vec::new();
+    for _ in 0..5 {
+        let (status, text) = post(
+            &provider,
+            &serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+        assert_eq!(status, 200, "{text}");
+        let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+        said.push(
+            body["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    assert_eq!(said, ["one", "two", "one", "two", "one"]);
+    assert_eq!(provider.remaining(), 2);
+    assert_eq!(provider.requests().len(), 3);
+}
