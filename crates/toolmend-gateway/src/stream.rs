@@ -61,7 +61,8 @@ impl ContentGate {
         let trimmed_at = self.seen.len() - self.seen.trim_start().len();
         let rest = &self.seen[trimmed_at..];
         if LEADING.iter().any(|m| rest.starts_with(m)) {
-            self.held_from = Some(trimmed_at.min(self.sent).max(self.sent));
+            // Leading whitespace was held back too, so nothing of the call went out.
+            self.held_from = Some(self.sent);
             return String::new();
         }
         if let Some(at) = MARKERS

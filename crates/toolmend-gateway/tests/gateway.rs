@@ -705,3 +705,87 @@ async fn a_broken_upstream_stream_ends_in_a_clear_error_event() {
     );
     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
 }
+
+#[tokio::test]
+async fn limits_body_size_trim_and_upstream_timeout() {
+    // A body over the limit: 413, nothing sent upstream.
+    let r = start(
+        Script::new().then(said("ok")),
+        "limits.max_body_bytes = 1024",
+    )
+    .await;
+    let big = request(
+        json!([{"role": "user", "content": "x".repeat(4096)}]),
+        false,
+    );
+    assert_eq!(post(&r, &big).await.status(), 413);
+    assert!(r.provider.requests().is_empty());
+
+    // A token budget: the oldest turns go, whole; system and first user message stay.
+    let r = start(
+        Script::new().then(said("ok")),
+        "[history]\nmax_tokens = 60\nencoding = \"bytes\"",
+    )
+    .await;
+    let mut messages = vec![
+        json!({"role": "system", "content": "be brief"}),
+        json!({"role": "user", "content": "first"}),
+    ];
+    for i in 0..20 {
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": format!("t{i}"), "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]}));
+        messages.push(json!({"role": "tool", "tool_call_id": format!("t{i}"), "content": "sunny and warm all day long"}));
+    }
+    messages.push(json!({"role": "user", "content": "last"}));
+    let resp = post(&r, &request(Value::Array(messages.clone()), false)).await;
+    assert_eq!(resp.status(), 200);
+    assert!(
+        header(&resp, "x-toolmend-history").contains("trimmed; dropped="),
+        "{:?}",
+        resp.headers()
+    );
+    let sent = r.provider.requests()[0]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(sent.len() < messages.len());
+    assert_eq!(sent[0]["content"], "be brief");
+    assert_eq!(sent[1]["content"], "first");
+    assert_eq!(sent.last().unwrap()["content"], "last");
+    let kept: Vec<Value> = serde_json::from_value(Value::Array(sent)).unwrap();
+    assert!(
+        toolmend::history::check(
+            &serde_json::from_value::<Vec<toolmend::protocol::Message>>(Value::Array(kept))
+                .unwrap()
+        )
+        .is_empty()
+    );
+
+    // An upstream that accepts and never answers: 504 in OpenAI's error shape.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = silent.accept().await {
+            held.push(conn);
+        }
+    });
+    let config = Config::from_toml_and_env(
+        &format!("upstream.base_url = \"http://{addr}/v1\"\nupstream.timeout_secs = 0.3"),
+        Vec::new(),
+    )
+    .unwrap();
+    let gateway = Arc::new(Gateway::new(config, None).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gw_addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, gateway.router()).await });
+    let resp = reqwest::Client::new()
+        .post(format!("http://{gw_addr}/v1/chat/completions"))
+        .json(&request(ask(), false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 504);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "upstream_timeout");
+}
