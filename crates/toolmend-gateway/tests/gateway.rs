@@ -752,13 +752,11 @@ async fn limits_body_size_trim_and_upstream_timeout() {
     assert_eq!(sent[0]["content"], "be brief");
     assert_eq!(sent[1]["content"], "first");
     assert_eq!(sent.last().unwrap()["content"], "last");
-    let kept: Vec<Value> = serde_json::from_value(Value::Array(sent)).unwrap();
+    let kept: Vec<toolmend::protocol::Message> =
+        serde_json::from_value(Value::Array(sent)).unwrap();
     assert!(
-        toolmend::history::check(
-            &serde_json::from_value::<Vec<toolmend::protocol::Message>>(Value::Array(kept))
-                .unwrap()
-        )
-        .is_empty()
+        toolmend::history::check(&kept).is_empty(),
+        "trimmed by whole groups"
     );
 
     // An upstream that accepts and never answers: 504 in OpenAI's error shape.
