@@ -787,3 +787,34 @@ async fn limits_body_size_trim_and_upstream_timeout() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "upstream_timeout");
 }
+
+#[tokio::test]
+async fn a_rate_limit_keeps_its_retry_after_and_rate_limit_headers() {
+    use axum::{Router, response::IntoResponse, routing::post as route_post};
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        route_post(|| async {
+            (
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                [("retry-after", "7"), ("x-ratelimit-remaining-requests", "0"), ("content-type", "application/json")],
+                r#"{"error": {"message": "Rate limit reached", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}"#,
+            )
+                .into_response()
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = gateway_for(&format!("http://{addr}/v1")).await;
+    let resp = reqwest::Client::new()
+        .post(format!("{url}/chat/completions"))
+        .json(&request(ask(), false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    assert_eq!(header(&resp, "retry-after"), "7");
+    assert_eq!(header(&resp, "x-ratelimit-remaining-requests"), "0");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limit_exceeded");
+}
