@@ -488,7 +488,8 @@ fn serve_cmd(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let metrics = toolmend_gateway::metrics::install().ok();
         let listen = config.listen;
-        let upstream = config.upstream.base_url.clone();
+        // Never the credentials a URL may carry (`http://user:key@host/v1`).
+        let upstream = toolmend_gateway::redact_url(&config.upstream.base_url);
         let gateway = std::sync::Arc::new(toolmend_gateway::Gateway::new(config, metrics)?);
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -500,8 +501,7 @@ fn serve_cmd(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             listener.local_addr()?
         )?;
         out.flush()?;
-        axum::serve(listener, gateway.router())
-            .with_graceful_shutdown(shutdown())
+        toolmend_gateway::serve(listener, gateway, shutdown())
             .await
             .context("serving")?;
         Ok(ExitCode::SUCCESS)

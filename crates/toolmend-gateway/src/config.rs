@@ -50,6 +50,36 @@ pub struct Upstream {
     pub timeout_secs: f64,
     /// Seconds to wait for a connection.
     pub connect_timeout_secs: f64,
+    /// Seconds one upstream answer may take in all, headers to last byte (streams
+    /// included), however steadily it drips. Each re-ask is an answer of its own.
+    pub deadline_secs: f64,
+    /// Redirects from the upstream: `none` (default: a 3xx is answered with 502, naming
+    /// where it pointed) or `same_origin` (followed only to the same scheme, host and port).
+    pub redirects: Redirects,
+    /// The header our own key (`api_key_env`) is sent in: `authorization` (default,
+    /// `Bearer KEY`) or `api-key` (Azure OpenAI and servers like it, the key as it is).
+    pub api_key_header: ApiKeyHeader,
+}
+
+/// Which upstream redirects are followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Redirects {
+    /// None: a 3xx answer becomes a 502 that says where it pointed.
+    None,
+    /// Only to the same scheme, host and port (at most 5 hops).
+    SameOrigin,
+}
+
+/// How our own upstream key is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ApiKeyHeader {
+    /// `Authorization: Bearer KEY`.
+    #[serde(rename = "authorization")]
+    Authorization,
+    /// `api-key: KEY`.
+    #[serde(rename = "api-key")]
+    ApiKey,
 }
 
 impl Default for Upstream {
@@ -59,6 +89,9 @@ impl Default for Upstream {
             api_key_env: None,
             timeout_secs: 120.0,
             connect_timeout_secs: 10.0,
+            deadline_secs: 600.0,
+            redirects: Redirects::None,
+            api_key_header: ApiKeyHeader::Authorization,
         }
     }
 }
@@ -66,8 +99,22 @@ impl Default for Upstream {
 impl Upstream {
     /// The response timeout.
     pub fn timeout(&self) -> Duration {
-        Duration::from_secs_f64(self.timeout_secs.max(0.001))
+        secs(self.timeout_secs)
     }
+
+    /// The total deadline of one answer.
+    pub fn deadline(&self) -> Duration {
+        secs(self.deadline_secs)
+    }
+}
+
+/// Seconds as a duration: at least a millisecond, at most a year (so a huge or odd value
+/// in the TOML never overflows a timer).
+pub(crate) fn secs(s: f64) -> Duration {
+    if s.is_nan() {
+        return Duration::from_millis(1);
+    }
+    Duration::from_secs_f64(s.clamp(0.001, 31_536_000.0))
 }
 
 /// What to do with a history that breaks the call/result pairing.
@@ -202,12 +249,38 @@ impl Default for Calls {
     }
 }
 
-/// Bounds.
+/// Bounds: every one is enforced with an error in OpenAI's shape (docs/gateway.md, "Limits").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Largest request body, bytes (413 beyond).
     pub max_body_bytes: usize,
+    /// Largest request head (request line and headers), bytes (431 beyond).
+    pub max_header_bytes: usize,
+    /// Seconds a client has to send a request head; also how long a kept-alive
+    /// connection may sit idle before its next request.
+    pub header_timeout_secs: f64,
+    /// Seconds a client has to send the whole body (408 beyond).
+    pub body_timeout_secs: f64,
+    /// Open client connections; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// Messages in a request's history (400 beyond).
+    pub max_messages: usize,
+    /// Tool calls in one message, of the history or of an upstream answer (400 / 502 beyond).
+    pub max_calls_per_message: usize,
+    /// Tools in a request (400 beyond).
+    pub max_tools: usize,
+    /// One tool's definition, serialized, bytes (400 beyond).
+    pub max_schema_bytes: usize,
+    /// One call's `arguments` text, in the history or an upstream answer, bytes (400 / a
+    /// call answered as too large beyond).
+    pub max_argument_bytes: usize,
+    /// Largest upstream answer (a JSON body, or what a stream buffers), bytes (502 beyond).
+    pub max_upstream_bytes: usize,
+    /// Distinct `tool` label values in the metrics; further tools count as `other`.
+    pub max_tool_labels: usize,
+    /// Seconds requests in flight get to finish after SIGTERM or Ctrl-C.
+    pub shutdown_grace_secs: f64,
     /// Compiled tool sets kept (requests usually repeat the same `tools`).
     pub tool_cache: usize,
 }
@@ -216,8 +289,37 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body_bytes: 8 * 1024 * 1024,
+            max_header_bytes: 64 * 1024,
+            header_timeout_secs: 30.0,
+            body_timeout_secs: 60.0,
+            max_connections: 4096,
+            max_messages: 100_000,
+            max_calls_per_message: 100_000,
+            max_tools: 1024,
+            max_schema_bytes: 256 * 1024,
+            max_argument_bytes: 4 * 1024 * 1024,
+            max_upstream_bytes: 32 * 1024 * 1024,
+            max_tool_labels: 500,
+            shutdown_grace_secs: 30.0,
             tool_cache: 256,
         }
+    }
+}
+
+impl Limits {
+    /// The request-head timeout.
+    pub fn header_timeout(&self) -> Duration {
+        secs(self.header_timeout_secs)
+    }
+
+    /// The body timeout.
+    pub fn body_timeout(&self) -> Duration {
+        secs(self.body_timeout_secs)
+    }
+
+    /// The shutdown grace period.
+    pub fn shutdown_grace(&self) -> Duration {
+        secs(self.shutdown_grace_secs)
     }
 }
 
@@ -281,8 +383,34 @@ impl Config {
         let base = &self.upstream.base_url;
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(ConfigError::Invalid(format!(
-                "upstream.base_url must be an http(s) URL ending in /v1, got {base:?} \
-                 (set it in the TOML, with TOOLMEND_UPSTREAM__BASE_URL, or --upstream)"
+                "upstream.base_url must be an http(s) URL ending in /v1, got {:?} \
+                 (set it in the TOML, with TOOLMEND_UPSTREAM__BASE_URL, or --upstream)",
+                redact_url(base)
+            )));
+        }
+        let l = &self.limits;
+        for (name, value) in [
+            ("limits.max_body_bytes", l.max_body_bytes),
+            ("limits.max_header_bytes", l.max_header_bytes),
+            ("limits.max_connections", l.max_connections),
+            ("limits.max_messages", l.max_messages),
+            ("limits.max_calls_per_message", l.max_calls_per_message),
+            ("limits.max_tools", l.max_tools),
+            ("limits.max_schema_bytes", l.max_schema_bytes),
+            ("limits.max_argument_bytes", l.max_argument_bytes),
+            ("limits.max_upstream_bytes", l.max_upstream_bytes),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} is 0: nothing could pass; raise it"
+                )));
+            }
+        }
+        // hyper's read buffer cannot be smaller.
+        if l.max_header_bytes < 8192 {
+            return Err(ConfigError::Invalid(format!(
+                "limits.max_header_bytes is {}; the smallest supported is 8192",
+                l.max_header_bytes
             )));
         }
         if self.calls.invalid.list().contains(&InvalidPolicy::Correct)
@@ -316,5 +444,69 @@ impl Config {
             )));
         }
         Ok(())
+    }
+}
+
+/// `url` with its credentials hidden, for banners, logs and errors: the user and
+/// password (`http://user:secret@host` -> `http://***@host`) and every query value
+/// (`?key=abc` -> `?key=***`).
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(at) => url.split_at(at + 3),
+        None => ("", url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let mut out = String::with_capacity(url.len());
+    out.push_str(scheme);
+    match authority.rfind('@') {
+        Some(at) => {
+            out.push_str("***@");
+            out.push_str(&authority[at + 1..]);
+        }
+        None => out.push_str(authority),
+    }
+    let (path, fragment) = match tail.find('#') {
+        Some(at) => tail.split_at(at),
+        None => (tail, ""),
+    };
+    match path.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            for (n, pair) in query.split('&').enumerate() {
+                if n > 0 {
+                    out.push('&');
+                }
+                match pair.split_once('=') {
+                    Some((k, _)) => {
+                        out.push_str(k);
+                        out.push_str("=***");
+                    }
+                    None => out.push_str(pair),
+                }
+            }
+        }
+        None => out.push_str(path),
+    }
+    out.push_str(fragment);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn credentials_in_urls_are_hidden() {
+        assert_eq!(
+            redact_url("http://user:secret@host:8000/v1"),
+            "http://***@host:8000/v1"
+        );
+        assert_eq!(redact_url("https://u@h/v1?key=abc&x=1#f"), "https://***@h/v1?key=***&x=***#f");
+        assert_eq!(redact_url("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
+        // Not a URL at all: nothing after an '@' in the authority-like part leaks either.
+        assert_eq!(redact_url("secret@host"), "***@host");
+        assert!(!redact_url("http://a:b@c@d/v1").contains('b'));
     }
 }

@@ -14,15 +14,18 @@
 //! )?;
 //! let gateway = Arc::new(Gateway::new(config, Some(toolmend_gateway::metrics::install()?))?);
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8790").await?;
-//! axum::serve(listener, gateway.router()).await?;
+//! // TCP_NODELAY, head and body timeouts, the connection cap, graceful shutdown:
+//! toolmend_gateway::serve(listener, gateway, std::future::pending()).await?;
 //! # Ok(()) }
 //! ```
 
 pub mod config;
+mod listen;
 pub mod mend;
 pub mod metrics;
 mod server;
 mod stream;
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, redact_url};
+pub use listen::serve;
 pub use server::{Gateway, StartError};

@@ -11,7 +11,7 @@ use serde_json::Value;
 use toolmend::{
     CompiledTool, Fix, Issue, MendOptions, Toolbox, feedback,
     mend::{self, Outcome},
-    node::{calls_in_text, prose_before_calls},
+    node::{prose_before_calls, read_calls_in_text},
     protocol::{AssistantMessage, Content, Tool, ToolCall},
     schema::{Phase, ValidationContext},
 };
@@ -90,22 +90,34 @@ pub fn mint_token() -> String {
 /// Mends `message` against `tools`. Never drops a call: one that cannot be mended is
 /// reported as feedback and kept as sent (with a unique id). Ids a call lacks are minted
 /// from `token` ([`mint_token`]).
+///
+/// `finish_reason` is the upstream's for this message: `"length"` (the model hit its
+/// token limit) marks the last call as cut off, so it is refused like any cut-off call
+/// unless `accept_truncated`, and never goes out looking whole.
 pub fn mend_message(
     message: &AssistantMessage,
     tools: &Toolbox,
     cfg: &MendConfig,
     token: &str,
+    finish_reason: Option<&str>,
 ) -> Mended {
     let mut out = message.clone();
     let mut reports = Vec::new();
     let sent: Vec<ToolCall> = message.tool_calls.clone().unwrap_or_default();
-    let (calls, from_text) = if sent.is_empty() && cfg.calls_in_content && !tools.is_empty() {
-        let found = calls_in_text(message, tools, &cfg.mend.repair);
-        let moved = !found.is_empty();
-        (found, moved)
-    } else {
-        (sent, false)
-    };
+    let (calls, read_fixes, from_text): (Vec<ToolCall>, Vec<Vec<Fix>>, bool) =
+        if sent.is_empty() && cfg.calls_in_content && !tools.is_empty() {
+            let (found, fixes): (Vec<ToolCall>, Vec<Vec<Fix>>) =
+                read_calls_in_text(message, tools, &cfg.mend.repair)
+                    .into_iter()
+                    .map(|t| (t.call, t.fixes))
+                    .unzip();
+            let moved = !found.is_empty();
+            (found, fixes, moved)
+        } else {
+            (sent, Vec::new(), false)
+        };
+    let cut_off = finish_reason == Some("length");
+    let last = calls.len().saturating_sub(1);
     let mut changed = from_text;
     let mut used: HashSet<String> = HashSet::new();
     let mut new_calls = Vec::with_capacity(calls.len());
@@ -123,7 +135,14 @@ pub fn mend_message(
             &cfg.mend,
             &ctx,
         );
+        let parts = mended.calls.len();
         for (part, mut m) in mended.calls.into_iter().enumerate() {
+            if let Some(fixes) = read_fixes.get(n) {
+                mend::with_prior_fixes(&mut m, fixes);
+            }
+            if cut_off && n == last && part + 1 == parts {
+                mend::cut_off_at_token_limit(&mut m);
+            }
             if !cfg.accept_truncated {
                 mend::refuse_lossy(&mut m);
             }
@@ -195,6 +214,8 @@ pub fn mend_message(
 #[derive(Debug)]
 pub struct ToolCache {
     capacity: usize,
+    max_tools: usize,
+    max_schema_bytes: usize,
     inner: Mutex<Lru>,
 }
 
@@ -211,8 +232,19 @@ impl ToolCache {
     pub fn new(capacity: usize) -> Self {
         ToolCache {
             capacity: capacity.max(1),
+            max_tools: usize::MAX,
+            max_schema_bytes: usize::MAX,
             inner: Mutex::new((HashMap::new(), VecDeque::new())),
         }
+    }
+
+    /// Refuses a `tools` list longer than `max_tools`, or a tool whose definition is
+    /// longer than `max_schema_bytes` serialized.
+    #[must_use]
+    pub fn limits(mut self, max_tools: usize, max_schema_bytes: usize) -> Self {
+        self.max_tools = max_tools;
+        self.max_schema_bytes = max_schema_bytes;
+        self
     }
 
     /// The compiled tools of a request's `tools` value.
@@ -221,11 +253,31 @@ impl ToolCache {
     ///
     /// A tool that is not a function definition, or whose schema does not compile.
     pub fn get(&self, tools: &Value) -> Result<Arc<Toolbox>, ToolsError> {
+        if let Some(n) = tools.as_array().map(Vec::len)
+            && n > self.max_tools
+        {
+            return Err(ToolsError(format!(
+                "{n} tools, more than limits.max_tools ({})",
+                self.max_tools
+            )));
+        }
         let key = tools.to_string();
         if let Ok(guard) = self.inner.lock()
             && let Some(hit) = guard.0.get(&key)
         {
             return Ok(Arc::clone(hit));
+        }
+        // Checked on a miss only: a cached set was checked when it was compiled.
+        if key.len() > self.max_schema_bytes {
+            for (i, t) in tools.as_array().into_iter().flatten().enumerate() {
+                let len = t.to_string().len();
+                if len > self.max_schema_bytes {
+                    return Err(ToolsError(format!(
+                        "tools[{i}] is {len} bytes, more than limits.max_schema_bytes ({})",
+                        self.max_schema_bytes
+                    )));
+                }
+            }
         }
         let defs: Vec<Tool> =
             serde_json::from_value(tools.clone()).map_err(|e| ToolsError(e.to_string()))?;

@@ -38,13 +38,51 @@ pub(crate) fn request(outcome: &'static str, overhead: Duration, upstream: Durat
     histogram!("toolmend_upstream_seconds").record(upstream.as_secs_f64());
 }
 
-pub(crate) fn call(tool: &str, outcome: Outcome, fixes: &[Fix], issues: &[Issue]) {
+/// The `tool` label of a call to a tool the request did not declare.
+pub(crate) const UNDECLARED: &str = "undeclared";
+/// The `tool` label once `limits.max_tool_labels` names are in use.
+pub(crate) const OTHER: &str = "other";
+
+/// The tool names that have a series of their own: at most `max`, first come first
+/// served; the rest count as [`OTHER`]. Clients declare the tools, so without a cap a
+/// client could make as many series (and as much memory) as it likes.
+#[derive(Debug)]
+pub(crate) struct ToolLabels {
+    max: usize,
+    names: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl ToolLabels {
+    pub(crate) fn new(max: usize) -> Self {
+        ToolLabels {
+            max,
+            names: std::sync::Mutex::new(std::collections::HashSet::new()),
+        }
+    }
+
+    /// The label for `tool`.
+    pub(crate) fn label(&self, tool: &str) -> String {
+        let Ok(mut names) = self.names.lock() else {
+            return OTHER.to_owned();
+        };
+        if names.contains(tool) {
+            return tool.to_owned();
+        }
+        if names.len() < self.max {
+            names.insert(tool.to_owned());
+            return tool.to_owned();
+        }
+        OTHER.to_owned()
+    }
+}
+
+pub(crate) fn call(tool: impl Into<String>, outcome: Outcome, fixes: &[Fix], issues: &[Issue]) {
     let outcome = match outcome {
         Outcome::Valid => "valid",
         Outcome::Repaired => "repaired",
         Outcome::Feedback => "unresolved",
     };
-    counter!("toolmend_calls_total", "tool" => tool.to_owned(), "outcome" => outcome).increment(1);
+    counter!("toolmend_calls_total", "tool" => tool.into(), "outcome" => outcome).increment(1);
     for f in fixes {
         counter!("toolmend_fixes_total", "kind" => f.kind.id()).increment(1);
     }
@@ -67,4 +105,8 @@ pub(crate) fn correction() {
 
 pub(crate) fn upstream_error(kind: &'static str) {
     counter!("toolmend_upstream_errors_total", "kind" => kind).increment(1);
+}
+
+pub(crate) fn connection_refused() {
+    counter!("toolmend_connections_refused_total").increment(1);
 }

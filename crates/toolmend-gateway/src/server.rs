@@ -24,10 +24,9 @@ use toolmend::{
     mend::Outcome,
     protocol::{AssistantMessage, Message},
 };
-use tower_http::limit::RequestBodyLimitLayer;
 
 use crate::{
-    config::{Config, HistoryPolicy, InvalidPolicy},
+    config::{ApiKeyHeader, Config, HistoryPolicy, InvalidPolicy, Redirects},
     mend::{CallReport, MendConfig, Mended, ToolCache, mend_message, mint_token},
     metrics as m, stream,
 };
@@ -42,6 +41,8 @@ pub struct Gateway {
     api_key: Option<String>,
     metrics: Option<PrometheusHandle>,
     pub(crate) corrector: Option<toolmend_openai::ModelCorrector>,
+    /// The `tool` label values handed out so far (bounded).
+    pub(crate) labels: m::ToolLabels,
 }
 
 /// A gateway that could not start.
@@ -63,11 +64,30 @@ impl Gateway {
     ///
     /// The HTTP client cannot be built.
     pub fn new(config: Config, metrics: Option<PrometheusHandle>) -> Result<Self, StartError> {
+        let redirects = match config.upstream.redirects {
+            Redirects::None => reqwest::redirect::Policy::none(),
+            Redirects::SameOrigin => {
+                let origin = origin_of(&config.upstream.base_url);
+                reqwest::redirect::Policy::custom(move |attempt| {
+                    let to = attempt.url();
+                    let same = origin.as_ref().is_some_and(|(scheme, host, port)| {
+                        to.scheme() == scheme
+                            && to.host_str() == Some(host.as_str())
+                            && to.port_or_known_default() == *port
+                    });
+                    if same && attempt.previous().len() < 5 {
+                        attempt.follow()
+                    } else {
+                        attempt.stop()
+                    }
+                })
+            }
+        };
         let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs_f64(
-                config.upstream.connect_timeout_secs.max(0.001),
-            ))
+            .connect_timeout(crate::config::secs(config.upstream.connect_timeout_secs))
             .read_timeout(config.upstream.timeout())
+            .tcp_nodelay(true)
+            .redirect(redirects)
             .build()?;
         let api_key = config
             .upstream
@@ -100,8 +120,10 @@ impl Gateway {
             None
         };
         Ok(Gateway {
+            labels: m::ToolLabels::new(config.limits.max_tool_labels),
             corrector,
-            tools: ToolCache::new(config.limits.tool_cache),
+            tools: ToolCache::new(config.limits.tool_cache)
+                .limits(config.limits.max_tools, config.limits.max_schema_bytes),
             client,
             mend,
             api_key,
@@ -113,15 +135,15 @@ impl Gateway {
     /// The routes: `POST /v1/chat/completions`, `GET /v1/models`, `/healthz`, `/readyz`,
     /// `/metrics`.
     pub fn router(self: Arc<Self>) -> Router {
-        let limit = self.config.limits.max_body_bytes;
         Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(|| async { "ok" }))
             .route("/metrics", get(render_metrics))
+            // The body limit and its timeout are applied where the body is read (read_body),
+            // so both answer in OpenAI's error shape.
             .layer(DefaultBodyLimit::disable())
-            .layer(RequestBodyLimitLayer::new(limit))
             .with_state(self)
     }
 
@@ -130,6 +152,23 @@ impl Gateway {
             "{}{path}",
             self.config.upstream.base_url.trim_end_matches('/')
         )
+    }
+
+    /// Sends `req` and reads the whole answer, within `upstream.deadline_secs` and
+    /// `limits.max_upstream_bytes`; an answer that is not a success comes back as the
+    /// response to give the client (passed on, or a 502 for a redirect).
+    #[allow(clippy::result_large_err)]
+    pub(crate) async fn fetch(&self, req: reqwest::RequestBuilder) -> Result<Bytes, Response> {
+        let deadline = Instant::now() + self.config.upstream.deadline();
+        let resp = match tokio::time::timeout_at(deadline.into(), req.send()).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(upstream_failure(&e)),
+            Err(_) => return Err(deadline_passed()),
+        };
+        if !resp.status().is_success() {
+            return Err(not_success(self, resp, deadline).await);
+        }
+        read_bounded(resp, self.config.limits.max_upstream_bytes, deadline).await
     }
 
     /// The upstream request with auth and tracing headers.
@@ -166,11 +205,16 @@ impl Gateway {
         mut req: reqwest::RequestBuilder,
         headers: &HeaderMap,
     ) -> reqwest::RequestBuilder {
-        match &self.api_key {
-            Some(key) => req = req.bearer_auth(key),
-            None => {
-                if let Some(v) = headers.get(header::AUTHORIZATION) {
-                    req = req.header(header::AUTHORIZATION, v.clone());
+        match (&self.api_key, self.config.upstream.api_key_header) {
+            (Some(key), ApiKeyHeader::Authorization) => req = req.bearer_auth(key),
+            (Some(key), ApiKeyHeader::ApiKey) => req = req.header("api-key", key.as_str()),
+            (None, _) => {
+                // The client's own credentials, in whichever header it sent them
+                // (`api-key`: Azure OpenAI and the servers that copy it).
+                for name in [header::AUTHORIZATION.as_str(), "api-key"] {
+                    if let Some(v) = headers.get(name) {
+                        req = req.header(name, v.clone());
+                    }
                 }
             }
         }
@@ -201,9 +245,11 @@ async fn render_metrics(State(gw): State<Arc<Gateway>>) -> Response {
 
 async fn models(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
     let req = gw.auth(gw.client.get(gw.upstream_url("/models")), &headers);
-    match req.send().await {
-        Ok(resp) => forward(resp).await,
-        Err(e) => upstream_failure(&e),
+    let deadline = Instant::now() + gw.config.upstream.deadline();
+    match tokio::time::timeout_at(deadline.into(), req.send()).await {
+        Ok(Ok(resp)) => forward(resp, gw.config.limits.max_upstream_bytes, deadline).await,
+        Ok(Err(e)) => upstream_failure(&e),
+        Err(_) => deadline_passed(),
     }
 }
 
@@ -254,8 +300,92 @@ fn without_url(e: &reqwest::Error) -> String {
     s
 }
 
+/// `(scheme, host, port)` of a URL, for the same-origin redirect policy.
+fn origin_of(url: &str) -> Option<(String, String, Option<u16>)> {
+    let u = reqwest::Url::parse(url).ok()?;
+    Some((
+        u.scheme().to_owned(),
+        u.host_str()?.to_owned(),
+        u.port_or_known_default(),
+    ))
+}
+
+/// Reads an upstream body up to `max` bytes: past that, or past `deadline`, an error
+/// response in OpenAI's shape.
+#[allow(clippy::result_large_err)]
+pub(crate) async fn read_bounded(
+    mut resp: reqwest::Response,
+    max: usize,
+    deadline: Instant,
+) -> Result<Bytes, Response> {
+    let mut buf = bytes::BytesMut::new();
+    loop {
+        let next = tokio::time::timeout_at(deadline.into(), resp.chunk()).await;
+        match next {
+            Err(_) => return Err(deadline_passed()),
+            Ok(Err(e)) => return Err(upstream_failure(&e)),
+            Ok(Ok(None)) => return Ok(buf.freeze()),
+            Ok(Ok(Some(chunk))) => {
+                if buf.len() + chunk.len() > max {
+                    m::upstream_error("too_large");
+                    return Err(error(
+                        StatusCode::BAD_GATEWAY,
+                        "upstream_error",
+                        "upstream_too_large",
+                        format!(
+                            "the upstream answer is larger than limits.max_upstream_bytes \
+                             ({max} bytes); it was not read further"
+                        ),
+                    ));
+                }
+                buf.extend_from_slice(&chunk);
+            }
+        }
+    }
+}
+
+/// The answer when an upstream answer outlives `upstream.deadline_secs`.
+pub(crate) fn deadline_passed() -> Response {
+    m::upstream_error("deadline");
+    error(
+        StatusCode::GATEWAY_TIMEOUT,
+        "upstream_error",
+        "upstream_deadline",
+        "the upstream answer took longer than upstream.deadline_secs in all",
+    )
+}
+
+/// An upstream answer that is not a success: a redirect is refused (not followed,
+/// `upstream.redirects`), anything else is passed on as it is.
+pub(crate) async fn not_success(gw: &Gateway, resp: reqwest::Response, deadline: Instant) -> Response {
+    if resp.status().is_redirection() {
+        m::upstream_error("redirect");
+        let to = resp
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| "nowhere".to_owned(), crate::config::redact_url);
+        return error(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "upstream_redirect",
+            format!(
+                "the upstream answered {} (to {to}); redirects are not followed \
+                 (upstream.redirects = \"{}\"): set upstream.base_url to the final URL",
+                resp.status().as_u16(),
+                match gw.config.upstream.redirects {
+                    Redirects::None => "none",
+                    Redirects::SameOrigin => "same_origin",
+                }
+            ),
+        );
+    }
+    m::upstream_error("status");
+    forward(resp, gw.config.limits.max_upstream_bytes, deadline).await
+}
+
 /// An upstream response passed on as it is (status, body, `Retry-After`).
-pub(crate) async fn forward(resp: reqwest::Response) -> Response {
+pub(crate) async fn forward(resp: reqwest::Response, max: usize, deadline: Instant) -> Response {
     let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let mut out = Response::builder().status(status);
     for name in [header::CONTENT_TYPE, header::RETRY_AFTER] {
@@ -272,7 +402,10 @@ pub(crate) async fn forward(resp: reqwest::Response) -> Response {
             out = out.header(name.as_str(), v);
         }
     }
-    let body = resp.bytes().await.unwrap_or_default();
+    let body = match read_bounded(resp, max, deadline).await {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
     out.body(Body::from(body))
         .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
 }
@@ -297,6 +430,15 @@ pub(crate) fn prepare(gw: &Gateway, body: &mut Value) -> Result<RequestNotes, Re
             "the request has no 'messages'",
         ));
     };
+    let limits = &gw.config.limits;
+    if let Some(n) = raw.as_array().map(Vec::len)
+        && n > limits.max_messages
+    {
+        return Err(over_limit(format!(
+            "'messages' has {n} messages, more than limits.max_messages ({})",
+            limits.max_messages
+        )));
+    }
     let mut messages: Vec<Message> = <Vec<Message> as serde::Deserialize>::deserialize(raw)
         .map_err(|e| {
             error(
@@ -306,6 +448,29 @@ pub(crate) fn prepare(gw: &Gateway, body: &mut Value) -> Result<RequestNotes, Re
                 format!("'messages' is not a list of chat messages: {e}"),
             )
         })?;
+    for (i, message) in messages.iter().enumerate() {
+        let calls = message.tool_calls();
+        if calls.len() > limits.max_calls_per_message {
+            return Err(over_limit(format!(
+                "messages[{i}] has {} tool calls, more than limits.max_calls_per_message ({})",
+                calls.len(),
+                limits.max_calls_per_message
+            )));
+        }
+        if let Some((c, call)) = calls
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.function.arguments.len() > limits.max_argument_bytes)
+        {
+            // Never replaced by `{}` in silence: the client learns which call is too big.
+            return Err(over_limit(format!(
+                "messages[{i}].tool_calls[{c}].function.arguments is {} bytes, more than \
+                 limits.max_argument_bytes ({})",
+                call.function.arguments.len(),
+                limits.max_argument_bytes
+            )));
+        }
+    }
     let violations = history::check(&messages);
     let mut changed = false;
     if !violations.is_empty() {
@@ -316,8 +481,11 @@ pub(crate) fn prepare(gw: &Gateway, body: &mut Value) -> Result<RequestNotes, Re
             }
             HistoryPolicy::Reject => {
                 m::history("rejected");
-                let lines: Vec<String> = violations
+                // The first ones in full, the rest as a count: the answer stays small.
+                const LISTED: usize = 50;
+                let mut lines: Vec<String> = violations
                     .iter()
+                    .take(LISTED)
                     .map(|v| {
                         format!(
                             "- {} (message {}): {}",
@@ -327,6 +495,9 @@ pub(crate) fn prepare(gw: &Gateway, body: &mut Value) -> Result<RequestNotes, Re
                         )
                     })
                     .collect();
+                if violations.len() > LISTED {
+                    lines.push(format!("- … and {} more", violations.len() - LISTED));
+                }
                 return Err(error(
                     StatusCode::BAD_REQUEST,
                     "invalid_request_error",
@@ -388,6 +559,16 @@ pub(crate) fn prepare(gw: &Gateway, body: &mut Value) -> Result<RequestNotes, Re
     Ok(notes)
 }
 
+/// 400 for a request past one of the `[limits]`.
+pub(crate) fn over_limit(message: String) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        "toolmend_limit_exceeded",
+        message,
+    )
+}
+
 /// A request id for logs and the upstream: the client's `x-request-id`, or a new one.
 fn request_id(headers: &mut HeaderMap) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -405,9 +586,65 @@ fn request_id(headers: &mut HeaderMap) -> String {
     id
 }
 
-async fn chat(State(gw): State<Arc<Gateway>>, mut headers: HeaderMap, body: Bytes) -> Response {
+/// The request body, read within `limits.body_timeout_secs` and `limits.max_body_bytes`.
+#[allow(clippy::result_large_err)]
+async fn read_body(gw: &Gateway, body: Body) -> Result<Bytes, Response> {
+    let limits = &gw.config.limits;
+    let read = axum::body::to_bytes(body, limits.max_body_bytes);
+    match tokio::time::timeout(limits.body_timeout(), read).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e)) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            Err(if too_large {
+                too_large_body(limits.max_body_bytes)
+            } else {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "body_read_failed",
+                    format!("the request body could not be read: {e}"),
+                )
+            })
+        }
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            "body_timeout",
+            format!(
+                "the request body did not arrive within limits.body_timeout_secs ({} s)",
+                limits.body_timeout_secs
+            ),
+        )),
+    }
+}
+
+/// 413 in OpenAI's shape.
+pub(crate) fn too_large_body(max: usize) -> Response {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "invalid_request_error",
+        "body_too_large",
+        format!("the request body is larger than limits.max_body_bytes ({max} bytes)"),
+    )
+}
+
+async fn chat(State(gw): State<Arc<Gateway>>, mut headers: HeaderMap, body: Body) -> Response {
     let id = request_id(&mut headers);
-    let mut out = chat_inner(gw, headers, body).await;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let max = gw.config.limits.max_body_bytes;
+    // Refused before a byte of the body is read when its declared length is over.
+    let mut out = if declared.is_some_and(|n| n > max as u64) {
+        too_large_body(max)
+    } else {
+        match read_body(&gw, body).await {
+            Ok(body) => chat_inner(gw, headers, body).await,
+            Err(e) => e,
+        }
+    };
     if let Ok(v) = HeaderValue::from_str(&id) {
         out.headers_mut().insert("x-request-id", v);
     }
@@ -471,17 +708,9 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
     } else {
         gw.upstream_post_bytes(&headers, body)
     };
-    let resp = match outgoing.send().await {
-        Ok(r) => r,
-        Err(e) => return upstream_failure(&e),
-    };
-    if !resp.status().is_success() {
-        m::upstream_error("status");
-        return forward(resp).await;
-    }
-    let raw = match resp.bytes().await {
+    let raw = match gw.fetch(outgoing).await {
         Ok(b) => b,
-        Err(e) => return upstream_failure(&e),
+        Err(e) => return e,
     };
     let mut response: Value = match serde_json::from_slice(&raw) {
         Ok(v) => v,
@@ -510,13 +739,14 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
                 mended_choices.push(choice);
                 continue;
             };
-            let mut mended = mend_message(&message, toolbox, &gw.mend, &mint_token());
+            let finish = choice["finish_reason"].as_str();
+            let mut mended = mend_message(&message, toolbox, &gw.mend, &mint_token(), finish);
             if i == 0 {
                 let (m2, took) = resolve(&gw, &headers, &request, toolbox, mended).await;
                 mended = m2;
                 upstream_time += took;
             }
-            summary.add(&mended);
+            summary.add(&mended, toolbox, &gw.labels);
             if mended.changed {
                 choice["message"] = serde_json::to_value(&mended.message).unwrap_or(Value::Null);
                 response_changed = true;
@@ -527,12 +757,12 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
                 .tool_calls
                 .as_ref()
                 .is_some_and(|c| !c.is_empty());
-            if has_calls
-                && (mended.calls.iter().any(|c| c.from_text) || choice["finish_reason"] == "stop")
-            {
-                choice["finish_reason"] = json!("tool_calls");
-            } else if !has_calls && choice["finish_reason"] == "tool_calls" {
-                choice["finish_reason"] = json!("stop");
+            if let Some(f) = finish_reason(
+                choice["finish_reason"].as_str(),
+                has_calls,
+                mended.calls.iter().any(|c| c.from_text),
+            ) {
+                choice["finish_reason"] = json!(f);
             }
             response_changed |= choice["finish_reason"] != finish_before;
             mended_choices.push(choice);
@@ -748,13 +978,10 @@ async fn re_ask(
             o.remove("n");
         }
         let t = Instant::now();
-        let Ok(resp) = gw.upstream_post(headers, &body).send().await else {
+        let Ok(raw) = gw.fetch(gw.upstream_post(headers, &body)).await else {
             break;
         };
-        if !resp.status().is_success() {
-            break;
-        }
-        let Ok(answer) = resp.json::<Value>().await else {
+        let Ok(answer) = serde_json::from_slice::<Value>(&raw) else {
             break;
         };
         took += t.elapsed();
@@ -763,7 +990,8 @@ async fn re_ask(
         else {
             break;
         };
-        let again = mend_message(&message, toolbox, &gw.mend, &mint_token());
+        let finish = answer["choices"][0]["finish_reason"].as_str();
+        let again = mend_message(&message, toolbox, &gw.mend, &mint_token(), finish);
         mended = merge(mended, again);
     }
     (mended, took)
@@ -828,6 +1056,23 @@ fn merge(first: Mended, again: Mended) -> Mended {
     }
 }
 
+/// The `finish_reason` the client gets, when it is not the upstream's: `tool_calls` when
+/// calls go out (read from the text, or after a `stop`), `stop` when none are left. A
+/// `length` stays: the answer was cut off, whatever calls it holds.
+pub(crate) fn finish_reason(
+    upstream: Option<&str>,
+    has_calls: bool,
+    from_text: bool,
+) -> Option<&'static str> {
+    match upstream {
+        Some("length") => None,
+        Some("stop") if has_calls => Some("tool_calls"),
+        Some(f) if has_calls && from_text && f != "tool_calls" => Some("tool_calls"),
+        Some("tool_calls") if !has_calls => Some("stop"),
+        _ => None,
+    }
+}
+
 /// Counts for the `x-toolmend-*` headers and the metrics.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Summary {
@@ -839,9 +1084,15 @@ pub(crate) struct Summary {
 }
 
 impl Summary {
-    pub(crate) fn add(&mut self, mended: &Mended) {
+    pub(crate) fn add(&mut self, mended: &Mended, tools: &toolmend::Toolbox, labels: &m::ToolLabels) {
         for c in &mended.calls {
-            m::call(&c.tool, c.outcome, &c.fixes, &c.issues);
+            // Only a tool the request declared names a series, and only so many do.
+            let label = if tools.get(&c.tool).is_some() {
+                labels.label(&c.tool)
+            } else {
+                m::UNDECLARED.to_owned()
+            };
+            m::call(label, c.outcome, &c.fixes, &c.issues);
             match c.outcome {
                 Outcome::Valid => self.valid += 1,
                 Outcome::Repaired => self.repaired += 1,

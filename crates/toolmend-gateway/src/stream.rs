@@ -6,7 +6,7 @@
 //! cancels) the upstream request.
 
 use std::{
-    collections::{BTreeMap, VecDeque},
+    collections::{HashMap, VecDeque},
     sync::Arc,
     time::Instant,
 };
@@ -26,7 +26,10 @@ use toolmend::{
 use crate::{
     mend::{Mended, mend_message, mint_token},
     metrics as m,
-    server::{Gateway, RequestNotes, Summary, error, forward, resolve, upstream_failure},
+    server::{
+        Gateway, RequestNotes, Summary, deadline_passed, error, finish_reason, not_success,
+        resolve, upstream_failure,
+    },
 };
 
 /// Markers of a call written into the text, anywhere in it.
@@ -127,7 +130,13 @@ struct PartialCall {
 struct Transformer {
     gate: ContentGate,
     gate_content: bool,
-    calls: BTreeMap<u64, PartialCall>,
+    /// The calls in the order they began.
+    calls: Vec<PartialCall>,
+    /// The stream's `index` -> the call it currently feeds. A new `id` on an index that
+    /// already has one starts a call of its own (nothing is merged away).
+    slot: HashMap<u64, usize>,
+    /// Bytes held so far (content and call fragments), against `max_upstream_bytes`.
+    pub(crate) buffered: usize,
     /// `id`, `object`, `created`, `model` … of the first chunk, for the chunks we write.
     meta: Map<String, Value>,
 }
@@ -153,7 +162,9 @@ impl Transformer {
         Transformer {
             gate: ContentGate::default(),
             gate_content,
-            calls: BTreeMap::new(),
+            calls: Vec::new(),
+            slot: HashMap::new(),
+            buffered: 0,
             meta: Map::new(),
         }
     }
@@ -189,18 +200,31 @@ impl Transformer {
         if let Some(delta) = choice.get_mut("delta").and_then(Value::as_object_mut) {
             if let Some(Value::Array(parts)) = delta.remove("tool_calls") {
                 for p in parts {
-                    let entry = self
-                        .calls
-                        .entry(p["index"].as_u64().unwrap_or(0))
-                        .or_default();
-                    if let Some(id) = p["id"].as_str().filter(|s| !s.is_empty()) {
+                    let index = p["index"].as_u64().unwrap_or(0);
+                    let id = p["id"].as_str().filter(|s| !s.is_empty());
+                    let current = self.slot.get(&index).copied();
+                    let changed_id = current.is_some_and(|at| {
+                        matches!((&self.calls[at].id, id), (Some(had), Some(new)) if had != new)
+                    });
+                    let at = match current {
+                        Some(at) if !changed_id => at,
+                        _ => {
+                            self.calls.push(PartialCall::default());
+                            self.slot.insert(index, self.calls.len() - 1);
+                            self.calls.len() - 1
+                        }
+                    };
+                    let entry = &mut self.calls[at];
+                    if let Some(id) = id {
                         entry.id = Some(id.to_owned());
                     }
                     if let Some(name) = p["function"]["name"].as_str() {
                         entry.name.push_str(name);
+                        self.buffered += name.len();
                     }
                     if let Some(a) = p["function"]["arguments"].as_str() {
                         entry.arguments.push_str(a);
+                        self.buffered += a.len();
                     }
                 }
             }
@@ -210,6 +234,7 @@ impl Transformer {
                     .and_then(Value::as_str)
                     .map(str::to_owned)
             {
+                self.buffered += text.len();
                 let now = self.gate.push(&text);
                 if now.is_empty() && !text.is_empty() {
                     delta.remove("content");
@@ -225,8 +250,9 @@ impl Transformer {
         if finish.is_some() {
             let finish_choice = choices.remove(pos);
             let (held_text, tail) = self.gate.finish();
+            self.slot.clear();
             let calls: Vec<ToolCall> = std::mem::take(&mut self.calls)
-                .into_values()
+                .into_iter()
                 .map(|p| {
                     let mut tc =
                         ToolCall::new(p.id.clone().unwrap_or_default(), p.name, p.arguments);
@@ -320,10 +346,12 @@ impl Transformer {
                 "logprobs": null, "finish_reason": null})));
         }
         let mut finish = finish;
-        if from_text || (!calls.is_empty() && finish["choices"][0]["finish_reason"] == "stop") {
-            finish["choices"][0]["finish_reason"] = json!("tool_calls");
-        } else if calls.is_empty() && finish["choices"][0]["finish_reason"] == "tool_calls" {
-            finish["choices"][0]["finish_reason"] = json!("stop");
+        if let Some(f) = finish_reason(
+            finish["choices"][0]["finish_reason"].as_str(),
+            !calls.is_empty(),
+            from_text,
+        ) {
+            finish["choices"][0]["finish_reason"] = json!(f);
         }
         out.push(finish);
         if let Some(also) = also {
@@ -354,12 +382,15 @@ struct Driver {
     /// Choice 0's `finish_reason` was seen.
     finished: bool,
     started: Instant,
+    /// The whole answer must have arrived by then (`upstream.deadline_secs`).
+    deadline: Instant,
 }
 
 impl Driver {
     async fn next_frames(&mut self) -> bool {
         let idle = self.gw.config.upstream.timeout();
-        let event = match tokio::time::timeout(idle, self.upstream.next()).await {
+        let by = (Instant::now() + idle).min(self.deadline);
+        let event = match tokio::time::timeout_at(by.into(), self.upstream.next()).await {
             Ok(Some(Ok(e))) => e,
             Ok(Some(Err(e))) => {
                 m::upstream_error("stream");
@@ -373,6 +404,11 @@ impl Driver {
             Ok(None) => {
                 m::upstream_error("stream");
                 self.fail("the upstream stream ended before its last chunk");
+                return false;
+            }
+            Err(_) if Instant::now() >= self.deadline => {
+                m::upstream_error("deadline");
+                self.fail("the upstream answer took longer than upstream.deadline_secs in all");
                 return false;
             }
             Err(_) => {
@@ -395,7 +431,17 @@ impl Driver {
             self.queue.push_back(frame(&chunk));
             return true;
         }
-        match self.t.on_chunk(chunk) {
+        let step = self.t.on_chunk(chunk);
+        let max = self.gw.config.limits.max_upstream_bytes;
+        if self.t.buffered > max {
+            m::upstream_error("too_large");
+            self.fail(&format!(
+                "the upstream stream held more than limits.max_upstream_bytes ({max} bytes) \
+                 of content and tool calls; it was not read further"
+            ));
+            return false;
+        }
+        match step {
             Step::Emit(chunks) => self.queue.extend(chunks.iter().map(frame)),
             Step::Finish(f) => {
                 self.finished = true;
@@ -405,12 +451,24 @@ impl Driver {
                     tail,
                     finish,
                 } = *f;
+                let upstream_finish = finish
+                    .get("__finish")
+                    .unwrap_or(&finish)
+                    .pointer("/choices/0/finish_reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
                 let mended = match &self.toolbox {
                     Some(toolbox) => {
-                        let first = mend_message(&message, toolbox, &self.gw.mend, &mint_token());
+                        let first = mend_message(
+                            &message,
+                            toolbox,
+                            &self.gw.mend,
+                            &mint_token(),
+                            upstream_finish.as_deref(),
+                        );
                         let (mended, _) =
                             resolve(&self.gw, &self.headers, &self.request, toolbox, first).await;
-                        self.summary.add(&mended);
+                        self.summary.add(&mended, toolbox, &self.gw.labels);
                         Some(mended)
                     }
                     None => None,
@@ -453,13 +511,19 @@ pub(crate) async fn respond(
     notes: RequestNotes,
     started: Instant,
 ) -> Response {
-    let resp = match gw.upstream_post(&headers, &request).send().await {
-        Ok(r) => r,
-        Err(e) => return upstream_failure(&e),
+    let deadline = Instant::now() + gw.config.upstream.deadline();
+    let resp = match tokio::time::timeout_at(
+        deadline.into(),
+        gw.upstream_post(&headers, &request).send(),
+    )
+    .await
+    {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return upstream_failure(&e),
+        Err(_) => return deadline_passed(),
     };
     if !resp.status().is_success() {
-        m::upstream_error("status");
-        return forward(resp).await;
+        return not_success(&gw, resp, deadline).await;
     }
     let gate = toolbox.is_some() && gw.config.calls.calls_in_content;
     let upstream: Upstream = Box::pin(sse_stream::SseStream::from_bytes_stream(
@@ -478,6 +542,7 @@ pub(crate) async fn respond(
         done: false,
         finished: false,
         started,
+        deadline,
     };
     let body = stream::unfold(driver, |mut d| async move {
         loop {

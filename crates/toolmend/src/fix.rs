@@ -147,6 +147,10 @@ fix_kinds! {
     TruncatedLiteral = "truncated_literal", Lossy;
     /// The text stopped inside a key or right after a colon; that member was dropped.
     TruncatedMemberDropped = "truncated_member_dropped", Lossy;
+    /// The model stopped at its token limit (`finish_reason: "length"`) during or right
+    /// after this call, the last of its answer: the call may be incomplete even where its
+    /// text closes.
+    CutOffAtTokenLimit = "cut_off_at_token_limit", Lossy;
 
     // ---- schema: parses, but does not fit the tool's JSON Schema ----
     /// A string holding a number became that number.

@@ -411,6 +411,31 @@ fn check_call(
     call
 }
 
+/// Puts `fixes` (taken before the arguments were mended: reading the call out of a text)
+/// first in the call's record. A call that was valid as read becomes repaired.
+pub fn with_prior_fixes(call: &mut MendedCall, fixes: &[Fix]) {
+    if fixes.is_empty() {
+        return;
+    }
+    call.fixes.splice(0..0, fixes.iter().cloned());
+    if call.outcome == Outcome::Valid {
+        call.outcome = Outcome::Repaired;
+    }
+}
+
+/// Records that the answer holding this call stopped at the model's token limit
+/// (`finish_reason: "length"`): a lossy fix, so the call is refused like any cut-off call
+/// unless the caller accepts those.
+pub fn cut_off_at_token_limit(call: &mut MendedCall) {
+    if call.fixes.iter().any(|f| f.kind == FixKind::CutOffAtTokenLimit) {
+        return;
+    }
+    call.fixes.push(Fix::on(FixKind::CutOffAtTokenLimit, "", "finish_reason: length"));
+    if call.outcome == Outcome::Valid {
+        call.outcome = Outcome::Repaired;
+    }
+}
+
 /// Turns a call whose text was cut off into feedback: a `truncated` issue asking for the
 /// whole call again. Does nothing to a call with no lossy fix.
 pub fn refuse_lossy(call: &mut MendedCall) {
@@ -418,6 +443,11 @@ pub fn refuse_lossy(call: &mut MendedCall) {
         return;
     };
     let message = match fix.offset {
+        _ if fix.kind == FixKind::CutOffAtTokenLimit => {
+            "the answer was cut off by the model's token limit (finish_reason \"length\") \
+             in or after this call"
+                .to_owned()
+        }
         Some(at) => format!("the arguments were cut off (the text ends at byte {at})"),
         None => "the arguments were cut off".to_owned(),
     };

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use crate::{
-    RepairOptions,
+    Fix, RepairOptions,
     mend::knows_tool,
     protocol::{AssistantMessage, Content, ToolCall},
     repair::repair,
@@ -13,11 +13,35 @@ use crate::{
 
 /// Calls a model wrote into its text, as tool calls without ids (the node mints them).
 /// Only calls naming a known tool count, so an answer that merely contains JSON is left alone.
+/// The fixes that reading them took are dropped: [`read_calls_in_text`] keeps them.
 pub fn calls_in_text(
     message: &AssistantMessage,
     tools: &Toolbox,
     opts: &RepairOptions,
 ) -> Vec<ToolCall> {
+    read_calls_in_text(message, tools, opts)
+        .into_iter()
+        .map(|t| t.call)
+        .collect()
+}
+
+/// One call read from an assistant message's text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextCall {
+    /// The call, without an id; its arguments are JSON object text.
+    pub call: ToolCall,
+    /// Every fix reading it took (the envelope unwrapped, prose stripped, a cut-off text
+    /// closed …): they belong to the call's record, and a lossy one means the call was
+    /// cut off.
+    pub fixes: Vec<Fix>,
+}
+
+/// [`calls_in_text`], each call with the fixes its reading took.
+pub fn read_calls_in_text(
+    message: &AssistantMessage,
+    tools: &Toolbox,
+    opts: &RepairOptions,
+) -> Vec<TextCall> {
     let Some(text) = message.text() else {
         return Vec::new();
     };
@@ -27,26 +51,33 @@ pub fn calls_in_text(
     let Ok(repaired) = repair(&text, opts) else {
         return Vec::new();
     };
-    let calls: Vec<ToolCall> = repaired
+    let total = repaired.calls.len();
+    let calls: Vec<TextCall> = repaired
         .calls
-        .iter()
+        .into_iter()
         .filter_map(|c| {
             // A call announced by its envelope (`<tool_call>`, `[TOOL_CALLS]`, `f(a=1)`), or
             // a bare `{"name": …, "arguments"|"parameters": …}` object (Llama-style JSON
             // calls in the text).
             let (name, arguments) = match c.name.as_deref() {
-                Some(name) => (name, c.arguments.to_string()),
-                None => bare_call(&c.arguments)?,
+                Some(name) => (name.to_owned(), c.arguments.to_string()),
+                None => {
+                    let (name, args) = bare_call(&c.arguments)?;
+                    (name.to_owned(), args)
+                }
             };
-            knows_tool(name, tools).then(|| {
-                let mut tc = ToolCall::new("", name, arguments);
-                tc.id = None;
-                tc
+            knows_tool(&name, tools).then(|| {
+                let mut call = ToolCall::new("", name, arguments);
+                call.id = None;
+                TextCall {
+                    call,
+                    fixes: c.fixes,
+                }
             })
         })
         .collect();
     // All or nothing: half a reading is not a plan.
-    if calls.len() == repaired.calls.len() {
+    if calls.len() == total {
         calls
     } else {
         Vec::new()

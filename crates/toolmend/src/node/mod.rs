@@ -35,7 +35,9 @@
 //! ```
 
 mod extract;
-pub use extract::{calls_in_text, prose_before_calls, strip_thinking};
+pub use extract::{
+    TextCall, calls_in_text, prose_before_calls, read_calls_in_text, strip_thinking,
+};
 mod policy;
 mod stats;
 mod tool;
@@ -431,18 +433,23 @@ impl ToolNode {
         };
 
         let sent: &[ToolCall] = assistant.tool_calls.as_deref().unwrap_or(&[]);
-        let text_calls = if sent.is_empty() && self.calls_in_text {
-            extract::calls_in_text(assistant, self.registry.toolbox(), &self.mend.repair)
-        } else {
-            Vec::new()
-        };
+        let (text_calls, read_fixes): (Vec<ToolCall>, Vec<Vec<Fix>>) =
+            if sent.is_empty() && self.calls_in_text {
+                extract::read_calls_in_text(assistant, self.registry.toolbox(), &self.mend.repair)
+                    .into_iter()
+                    .map(|t| (t.call, t.fixes))
+                    .unzip()
+            } else {
+                (Vec::new(), Vec::new())
+            };
         let from_text = !text_calls.is_empty();
         let (calls, source) = if from_text {
             (text_calls.as_slice(), CallSource::Text)
         } else {
             (sent, CallSource::ToolCalls)
         };
-        let (mut plans, already_answered) = self.plan(messages, at, calls, source, &ctx);
+        let (mut plans, already_answered) =
+            self.plan(messages, at, calls, &read_fixes, source, &ctx);
         self.correct(&mut plans, history, assistant, &ctx).await;
         self.resolve(&mut plans, history, &ctx).await?;
         self.guard(&mut plans, opts).await;
@@ -532,6 +539,7 @@ impl ToolNode {
         messages: &[Message],
         at: usize,
         calls: &'m [ToolCall],
+        read_fixes: &[Vec<Fix>],
         source: CallSource,
         ctx: &ValidationContext<'_>,
     ) -> (Vec<Plan<'m>>, Vec<String>) {
@@ -646,6 +654,11 @@ impl ToolNode {
             let elapsed = t0.elapsed();
             let split = mended.calls.len() > 1;
             for (j, mut mc) in mended.calls.into_iter().enumerate() {
+                // What reading the call out of the text took (a lossy fix among them: the
+                // text was cut off) belongs to its record, before the argument fixes.
+                if let Some(fixes) = read_fixes.get(k) {
+                    mend::with_prior_fixes(&mut mc, fixes);
+                }
                 let accept = self
                     .registry
                     .entry(&mc.tool)
