@@ -155,8 +155,10 @@ impl Toolbox {
     /// calls (two or more when calls were glued together), each a dict: `tool`,
     /// `arguments`, `fixes`, `issues`, `outcome` (`valid` | `repaired` | `feedback`),
     /// `lossy`, and for feedback `feedback` (the text for the agent) and `error`.
-    /// A cut-off text is feedback unless `accept_truncated`.
-    #[pyo3(signature = (name, arguments, *, phase = "initial", accept_truncated = false))]
+    /// A cut-off text is feedback unless `accept_truncated`. `read_fixes`: the `fixes` that
+    /// [`calls_in_text`](Self::calls_in_text) gave the call (reading it out of the text): they
+    /// head its record, and a lossy one means the call was cut off.
+    #[pyo3(signature = (name, arguments, *, phase = "initial", accept_truncated = false, read_fixes = None))]
     fn mend(
         &self,
         py: Python<'_>,
@@ -164,7 +166,12 @@ impl Toolbox {
         arguments: &Bound<'_, PyAny>,
         phase: &str,
         accept_truncated: bool,
+        read_fixes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Py<PyAny>>> {
+        let read_fixes: Vec<toolmend::Fix> = match read_fixes {
+            Some(f) if !f.is_none() => from_py(f, "read_fixes")?,
+            _ => Vec::new(),
+        };
         let ctx = ValidationContext::new("", self::phase(phase)?);
         let mut calls = if let Ok(text) = arguments.cast::<PyString>() {
             let text = text.to_str()?;
@@ -198,6 +205,9 @@ impl Toolbox {
                 vec![call]
             }
         };
+        for c in &mut calls {
+            mend::with_prior_fixes(c, &read_fixes);
+        }
         if !accept_truncated {
             calls.iter_mut().for_each(mend::refuse_lossy);
         }
@@ -239,18 +249,23 @@ impl Toolbox {
     }
 
     /// Calls a model wrote into its text (`<tool_call>{…}`, `[TOOL_CALLS]`, `f(a=1)` …), as
-    /// `{"name", "arguments"}` with the arguments as JSON text; only calls naming a known
-    /// tool count, and all or nothing: `[]` when any part is not a call.
+    /// `{"name", "arguments", "fixes"}` with the arguments as JSON text and the fixes reading
+    /// them took (pass them to [`mend`](Self::mend) as `read_fixes`); only calls naming a
+    /// known tool count, and all or nothing: `[]` when any part is not a call.
     fn calls_in_text(&self, py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
         let message = AssistantMessage {
             content: Some(Some(Content::Text(text.to_owned()))),
             ..Default::default()
         };
-        let calls =
-            py.detach(|| toolmend::node::calls_in_text(&message, &self.tools, &self.opts.repair));
+        let calls = py.detach(|| {
+            toolmend::node::read_calls_in_text(&message, &self.tools, &self.opts.repair)
+        });
         let out: Vec<Value> = calls
             .into_iter()
-            .map(|c| json!({"name": c.function.name, "arguments": c.function.arguments}))
+            .map(|t| {
+                json!({"name": t.call.function.name, "arguments": t.call.function.arguments,
+                       "fixes": t.fixes})
+            })
             .collect();
         to_py(py, &out)
     }

@@ -198,6 +198,16 @@ def test_calls_written_into_the_text_are_run():
     assert ai.content == "" and ai.tool_calls[0]["id"] == result.tool_call_id
 
 
+def test_a_call_cut_off_in_the_text_is_not_run_and_says_so():
+    # Issue 11: the fixes of reading a call out of the text used to be dropped, so a
+    # cut-off call written into the content ran on a salvaged prefix as if whole.
+    msg = AIMessage('<tool_call>{"name": "get_weather", "arguments": {"city": "Li', id="ai1")
+    out = run(ToolNode(TOOLS), msg)
+    (result,) = tool_messages(out).values()
+    assert "cut off" in result.content, result.content
+    assert "Li: " not in result.content
+
+
 def test_an_unknown_tool_keeps_langgraphs_answer_and_a_near_name_is_fixed():
     msg = AIMessage("", id="ai1", tool_calls=[
         {"name": "get_forecast", "args": {}, "id": "c1"},

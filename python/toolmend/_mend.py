@@ -294,7 +294,7 @@ class Mender:
             text_calls = self.toolbox.calls_in_text(content)
             if text_calls:
                 entries = [
-                    ("content", {"name": c["name"], "args": c["arguments"], "id": None})
+                    ("content", {"name": c["name"], "args": c["arguments"], "id": None, "read_fixes": c["fixes"]})
                     for c in text_calls
                 ]
                 message_fixes.append("calls_moved_from_text")
@@ -314,7 +314,13 @@ class Mender:
             elif source == "tool_calls":
                 mended = box.mend(name, args if isinstance(args, dict) else {}, accept_truncated=self._accepts_truncated(name))
             else:
-                mended = box.mend(name, args if isinstance(args, str) else json.dumps(args or {}), accept_truncated=self._accepts_truncated(name))
+                # The fixes reading the call out of the text took (a lossy one: it was cut off).
+                mended = box.mend(
+                    name,
+                    args if isinstance(args, str) else json.dumps(args or {}),
+                    accept_truncated=self._accepts_truncated(name),
+                    read_fixes=raw.get("read_fixes"),
+                )
             for part, m in enumerate(mended):
                 # Ids: settled before anything runs.
                 base = sent_id or f"call_tm_{n}"

@@ -572,6 +572,27 @@ async fn calls_in_the_text_are_extracted_run_and_given_ids() {
 }
 
 #[tokio::test]
+async fn i11_a_call_cut_off_in_the_text_keeps_its_lossy_fix_and_is_not_run() {
+    // Reading the call out of the text closed the cut string; that fix used to be dropped,
+    // so the call ran on `{"city": "Pa"}` as if whole.
+    let n = counter();
+    let node = ToolNode::builder(tools(&n)).build();
+    let messages = vec![
+        user("weather?"),
+        said(r#"<tool_call>{"name": "get_weather", "arguments": {"city": "Pa"#),
+    ];
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(runs(&n), 0);
+    assert_eq!(out.results.len(), 1);
+    let id = out.results[0].call_id.clone();
+    assert!(text(&out, &id).contains("cut off"), "{}", text(&out, &id));
+    let kinds: Vec<&str> = out.stats.calls[0].fixes.iter().map(|f| f.kind.id()).collect();
+    assert!(kinds.contains(&"truncated_string"), "{kinds:?}");
+    assert!(kinds.contains(&"tool_call_tag_unwrapped"), "{kinds:?}");
+    assert_paired(&applied(&messages, out));
+}
+
+#[tokio::test]
 async fn bare_json_calls_in_the_text_are_extracted() {
     // Llama-style: the call as a bare or fenced JSON object with name and arguments.
     for text_call in [
