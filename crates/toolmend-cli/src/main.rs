@@ -105,12 +105,19 @@ enum Command {
     /// environment as TOOLMEND_<SECTION>__<KEY>, then --listen / --upstream:
     ///   listen = "127.0.0.1:8790"
     ///   [upstream]  base_url = "https://api.openai.com/v1"   api_key_env = "OPENAI_API_KEY"
-    ///               timeout_secs = 120                        (no key: the client's is passed on)
+    ///               timeout_secs = 120 (idle)   deadline_secs = 600 (a whole answer)
+    ///               redirects = "none" | "same_origin"         (no key: the client's is passed on)
+    ///               api_key_header = "authorization" | "api-key"
     ///   [history]   policy = "sanitize" | "reject" | "pass"   orphans = "drop" | "rehome"
     ///               max_tokens = 8000                         encoding = "o200k_base"
     ///   [calls]     mend = true   calls_in_content = true      accept_truncated = false
-    ///               invalid = "re_ask" | "pass"               max_re_asks = 1
-    ///   [limits]    max_body_bytes = 8388608                  tool_cache = 256
+    ///               invalid = "re_ask" | "correct" | "pass" | ["re_ask", "correct"]   max_re_asks = 1
+    ///   [limits]    max_body_bytes = 8388608   max_header_bytes = 65536   tool_cache = 256
+    ///               header_timeout_secs = 30   body_timeout_secs = 60   max_connections = 4096
+    ///               max_messages = 100000   max_calls_per_message = 100000   max_tools = 1024
+    ///               max_argument_bytes = 4194304   max_schema_bytes = 262144
+    ///               max_upstream_bytes = 33554432   max_tool_labels = 500
+    ///               shutdown_grace_secs = 30   (docs/gateway.md, "Limits": what each answers)
     ///
     /// Examples:
     ///   toolmend serve --upstream https://api.openai.com/v1

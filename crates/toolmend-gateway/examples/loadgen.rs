@@ -4,7 +4,8 @@
 //! request body (`POST`, `content-type: application/json`) again as soon as its previous
 //! response has been read to the end, until `--requests` have been sent or
 //! `--max-seconds` have passed. Each request's latency runs from just before the send to
-//! the last byte of the response body. `--warmup` requests run first, with the same
+//! the last byte of the response body (and, as `ttfb_*`, to its first byte: for a
+//! stream, the first event). `--warmup` requests run first, with the same
 //! concurrency, and are not counted (connections opened, caches warm).
 //!
 //! Prints one JSON object: the percentiles (nearest rank, microseconds), the mean, the
@@ -150,6 +151,8 @@ fn parse_args() -> Result<Args, String> {
 struct Tally {
     /// Latencies of the 2xx responses, in nanoseconds.
     latencies: Vec<u64>,
+    /// Their times to the first body byte, in nanoseconds.
+    first_byte: Vec<u64>,
     statuses: BTreeMap<u16, u64>,
     transport_errors: u64,
     mismatches: u64,
@@ -159,6 +162,7 @@ struct Tally {
 impl Tally {
     fn merge(&mut self, other: Tally) {
         self.latencies.extend(other.latencies);
+        self.first_byte.extend(other.first_byte);
         for (s, n) in other.statuses {
             *self.statuses.entry(s).or_default() += n;
         }
@@ -218,15 +222,29 @@ async fn worker(
         let headers =
             (measured && shared.save_first.is_some() && !shared.saved.load(Ordering::Relaxed))
                 .then(|| resp.headers().clone());
-        let body = match resp.bytes().await {
-            Ok(b) => b,
-            Err(e) => {
-                tally.transport_errors += 1;
-                tally.first_error.get_or_insert_with(|| e.to_string());
-                continue;
+        // Read chunk by chunk: the first one's arrival is the time to first byte (for a
+        // stream, its first event: what a user of a streaming client waits for).
+        let mut resp = resp;
+        let mut body = bytes::BytesMut::new();
+        let mut first: Option<Duration> = None;
+        let read = loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    first.get_or_insert_with(|| started.elapsed());
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
             }
         };
+        if let Err(e) = read {
+            tally.transport_errors += 1;
+            tally.first_error.get_or_insert_with(|| e.to_string());
+            continue;
+        }
+        let body = body.freeze();
         let elapsed = started.elapsed();
+        let first = first.unwrap_or(elapsed);
         *tally.statuses.entry(status.as_u16()).or_default() += 1;
         if !status.is_success() {
             tally.first_error.get_or_insert_with(|| {
@@ -247,6 +265,9 @@ async fn worker(
             tally
                 .latencies
                 .push(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
+            tally
+                .first_byte
+                .push(u64::try_from(first.as_nanos()).unwrap_or(u64::MAX));
             if let (Some(path), Some(headers)) = (&shared.save_first, &headers)
                 && !shared.saved.swap(true, Ordering::Relaxed)
             {
@@ -485,6 +506,8 @@ async fn run(args: Args) -> Result<Value, String> {
         None => Value::Null,
     };
     tally.latencies.sort_unstable();
+    tally.first_byte.sort_unstable();
+    let f = &tally.first_byte;
     let v = &tally.latencies;
     let ok = v.len() as u64;
     let sent = tally.statuses.values().sum::<u64>() + tally.transport_errors;
@@ -526,6 +549,8 @@ async fn run(args: Args) -> Result<Value, String> {
         "p99_us": pct(v, 99.0),
         "p999_us": pct(v, 99.9),
         "max_us": pct(v, 100.0),
+        "ttfb_p50_us": pct(f, 50.0),
+        "ttfb_p99_us": pct(f, 99.0),
         "memory": memory,
     }))
 }

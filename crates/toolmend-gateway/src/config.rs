@@ -503,7 +503,10 @@ mod tests {
             redact_url("http://user:secret@host:8000/v1"),
             "http://***@host:8000/v1"
         );
-        assert_eq!(redact_url("https://u@h/v1?key=abc&x=1#f"), "https://***@h/v1?key=***&x=***#f");
+        assert_eq!(
+            redact_url("https://u@h/v1?key=abc&x=1#f"),
+            "https://***@h/v1?key=***&x=***#f"
+        );
         assert_eq!(redact_url("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
         // Not a URL at all: nothing after an '@' in the authority-like part leaks either.
         assert_eq!(redact_url("secret@host"), "***@host");

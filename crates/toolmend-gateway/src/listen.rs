@@ -14,7 +14,7 @@ use hyper_util::{
     service::TowerToHyperService,
 };
 use tokio::{
-    io::AsyncWriteExt,
+    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
     sync::{Semaphore, watch},
     task::JoinSet,
@@ -87,10 +87,8 @@ pub async fn serve(
     drop(listener);
     let _ = stop_tx.send(true);
     let grace = limits.shutdown_grace();
-    let drained = tokio::time::timeout(grace, async {
-        while conns.join_next().await.is_some() {}
-    })
-    .await;
+    let drained =
+        tokio::time::timeout(grace, async { while conns.join_next().await.is_some() {} }).await;
     if drained.is_err() {
         tracing::warn!(
             left = conns.len(),
@@ -114,7 +112,8 @@ async fn serve_one(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
-        .max_buf_size(max_header)
+        // hyper refuses (panics on) less than 8 KiB; Config::check says so first.
+        .max_buf_size(max_header.max(8192))
         .keep_alive(true);
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     let mut conn = std::pin::pin!(conn);
@@ -141,12 +140,24 @@ async fn serve_one(
 }
 
 /// Answers a connection past the cap with 503 and closes it (bounded: a client that
-/// does not read gets a second, then it is dropped).
+/// does not send its request head, or does not read, gets a second, then it is dropped).
+/// The head is read first: an HTTP client takes bytes that arrive before it has sent its
+/// request as a broken connection, not as an answer. What it sends after (a body) is read
+/// and dropped until it closes: closing on unread bytes would reset the connection, and
+/// the 503 could be lost with it.
 async fn refuse(mut stream: TcpStream) {
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
         let _ = stream.write_all(&busy()).await;
         let _ = stream.shutdown().await;
+        while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
     })
     .await;
 }
-

@@ -26,7 +26,11 @@ async fn start(script: Script, extra_toml: &str) -> Running {
     let gateway = Arc::new(Gateway::new(config, metrics).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(listener, gateway, std::future::pending()));
+    tokio::spawn(toolmend_gateway::serve(
+        listener,
+        gateway,
+        std::future::pending(),
+    ));
     Running {
         url: format!("http://{addr}/v1"),
         provider,
@@ -654,7 +658,11 @@ async fn gateway_for(upstream: &str) -> String {
     let gateway = Arc::new(Gateway::new(config, None).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(listener, gateway, std::future::pending()));
+    tokio::spawn(toolmend_gateway::serve(
+        listener,
+        gateway,
+        std::future::pending(),
+    ));
     format!("http://{addr}/v1")
 }
 
@@ -776,7 +784,11 @@ async fn limits_body_size_trim_and_upstream_timeout() {
     let gateway = Arc::new(Gateway::new(config, None).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gw_addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(listener, gateway, std::future::pending()));
+    tokio::spawn(toolmend_gateway::serve(
+        listener,
+        gateway,
+        std::future::pending(),
+    ));
     let resp = reqwest::Client::new()
         .post(format!("http://{gw_addr}/v1/chat/completions"))
         .json(&request(ask(), false))

@@ -190,7 +190,11 @@ async fn run(seed: u64, requests: usize, stream: bool) {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(listener, gateway, std::future::pending()));
+    tokio::spawn(toolmend_gateway::serve(
+        listener,
+        gateway,
+        std::future::pending(),
+    ));
     let http = reqwest::Client::new();
     let schemas = compiled();
     let ctx = ValidationContext::new("", Phase::Initial);

@@ -427,10 +427,18 @@ pub fn with_prior_fixes(call: &mut MendedCall, fixes: &[Fix]) {
 /// (`finish_reason: "length"`): a lossy fix, so the call is refused like any cut-off call
 /// unless the caller accepts those.
 pub fn cut_off_at_token_limit(call: &mut MendedCall) {
-    if call.fixes.iter().any(|f| f.kind == FixKind::CutOffAtTokenLimit) {
+    if call
+        .fixes
+        .iter()
+        .any(|f| f.kind == FixKind::CutOffAtTokenLimit)
+    {
         return;
     }
-    call.fixes.push(Fix::on(FixKind::CutOffAtTokenLimit, "", "finish_reason: length"));
+    call.fixes.push(Fix::on(
+        FixKind::CutOffAtTokenLimit,
+        "",
+        "finish_reason: length",
+    ));
     if call.outcome == Outcome::Valid {
         call.outcome = Outcome::Repaired;
     }

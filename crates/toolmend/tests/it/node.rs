@@ -586,7 +586,11 @@ async fn i11_a_call_cut_off_in_the_text_keeps_its_lossy_fix_and_is_not_run() {
     assert_eq!(out.results.len(), 1);
     let id = out.results[0].call_id.clone();
     assert!(text(&out, &id).contains("cut off"), "{}", text(&out, &id));
-    let kinds: Vec<&str> = out.stats.calls[0].fixes.iter().map(|f| f.kind.id()).collect();
+    let kinds: Vec<&str> = out.stats.calls[0]
+        .fixes
+        .iter()
+        .map(|f| f.kind.id())
+        .collect();
     assert!(kinds.contains(&"truncated_string"), "{kinds:?}");
     assert!(kinds.contains(&"tool_call_tag_unwrapped"), "{kinds:?}");
     assert_paired(&applied(&messages, out));
