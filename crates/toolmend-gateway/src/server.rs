@@ -291,9 +291,20 @@ pub(crate) fn upstream_failure(e: &reqwest::Error) -> Response {
     }
 }
 
-/// reqwest's error text without the URL (it may carry a key in a query string).
+/// reqwest's error text with its causes (its own text names none: "error sending
+/// request for url (…)", the "connection refused" is in its sources), without the URL
+/// (it may carry a key in a query string).
 fn without_url(e: &reqwest::Error) -> String {
     let mut s = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cause = c.source();
+    }
     if let Some(url) = e.url() {
         s = s.replace(url.as_str(), "<upstream>");
     }
