@@ -151,7 +151,21 @@ impl std::fmt::Display for Violation {
 ///
 /// Linear in the history; a valid history costs two hash maps keyed by the ids it holds.
 pub fn check(messages: &[Message]) -> Vec<Violation> {
-    let mut checker = Checker::default();
+    let mut out = run(messages, true).out;
+    out.sort_by_key(|v| (v.message, v.kind, v.call));
+    out
+}
+
+/// True when [`check`] finds nothing, without writing any violation's texts.
+pub(crate) fn is_valid(messages: &[Message]) -> bool {
+    run(messages, false).found == 0
+}
+
+fn run(messages: &[Message], keep: bool) -> Checker<'_> {
+    let mut checker = Checker {
+        keep,
+        ..Checker::default()
+    };
     for (i, message) in messages.iter().enumerate() {
         match message {
             Message::Tool(t) => checker.tool(i, t),
@@ -165,9 +179,7 @@ pub fn check(messages: &[Message]) -> Vec<Violation> {
         }
     }
     checker.close_group();
-    let mut out = checker.out;
-    out.sort_by_key(|v| (v.message, v.kind, v.call));
-    out
+    checker
 }
 
 /// Per call id, over the whole history.
@@ -196,6 +208,9 @@ struct Checker<'a> {
     group: Option<usize>,
     slots: Vec<Slot<'a>>,
     slot_of: HashMap<&'a str, usize>,
+    /// Keep the violations found (false: only count them).
+    keep: bool,
+    found: usize,
     out: Vec<Violation>,
 }
 
@@ -207,7 +222,7 @@ impl<'a> Checker<'a> {
         for (c, call) in calls.iter().enumerate() {
             let block = c + text_blocks;
             if !super::is_valid_function_name(&call.function.name) {
-                let texts = provider::invalid_function_name(i, c, &call.function.name);
+                let texts = || provider::invalid_function_name(i, c, &call.function.name);
                 self.push(
                     ViolationKind::InvalidFunctionName,
                     i,
@@ -217,7 +232,7 @@ impl<'a> Checker<'a> {
                 );
             }
             if !is_object_text(&call.function.arguments) {
-                let texts = provider::arguments_not_object(i, block);
+                let texts = || provider::arguments_not_object(i, block);
                 self.push(
                     ViolationKind::ArgumentsNotObject,
                     i,
@@ -227,19 +242,19 @@ impl<'a> Checker<'a> {
                 );
             }
             let Some(id) = call_id(call) else {
-                let texts = provider::missing_call_id(i, c);
+                let texts = || provider::missing_call_id(i, c);
                 self.push(ViolationKind::MissingCallId, i, Some(c), None, texts);
                 continue;
             };
             if longer_than(id, MAX_ID_LEN) {
-                let texts = provider::id_too_long(id.chars().count());
+                let texts = || provider::id_too_long(id.chars().count());
                 self.push(ViolationKind::CallIdTooLong, i, Some(c), Some(id), texts);
             }
             let state = self.ids.entry(id).or_default();
             state.pending += 1;
             match state.first_call {
                 Some(first) => {
-                    let texts = provider::duplicate_call(i, block, id, first == i);
+                    let texts = || provider::duplicate_call(i, block, id, first == i);
                     self.push(ViolationKind::DuplicateCallId, i, Some(c), Some(id), texts);
                 }
                 None => state.first_call = Some(i),
@@ -257,18 +272,18 @@ impl<'a> Checker<'a> {
 
     fn tool(&mut self, i: usize, t: &'a ToolMessage) {
         if is_blank(&t.content) {
-            let texts = provider::empty_tool_content(i);
+            let texts = || provider::empty_tool_content(i);
             let id = Some(t.tool_call_id.as_str()).filter(|id| !is_blank_id(id));
             self.push(ViolationKind::EmptyToolContent, i, None, id, texts);
         }
         let id = t.tool_call_id.as_str();
         if is_blank_id(id) {
-            let texts = provider::missing_result_id();
+            let texts = || provider::missing_result_id();
             self.push(ViolationKind::MissingCallId, i, None, None, texts);
             return;
         }
         if longer_than(id, MAX_ID_LEN) {
-            let texts = provider::id_too_long(id.chars().count());
+            let texts = || provider::id_too_long(id.chars().count());
             self.push(ViolationKind::CallIdTooLong, i, None, Some(id), texts);
         }
         if self.group.is_some()
@@ -286,71 +301,68 @@ impl<'a> Checker<'a> {
                     // A second result in the group: it may be meant for a second call with
                     // this id (the duplicate call is reported on its own).
                     state.pending = state.pending.saturating_sub(1);
-                    let texts = provider::duplicate_result(first, i, id);
+                    let texts = || provider::duplicate_result(first, i, id);
                     self.push(ViolationKind::DuplicateResult, i, None, Some(id), texts);
                 }
             }
             return;
         }
         let after_group = self.group.is_some();
-        let (kind, texts) = match self.ids.get_mut(id) {
+        // `first`: the tool message that already answered `id`, for a duplicate result.
+        let (kind, first) = match self.ids.get_mut(id) {
             Some(state) if state.pending > 0 => {
                 state.pending -= 1;
                 state.answer.get_or_insert(i);
-                let texts = provider::unexpected_result(i, id, after_group);
-                (ViolationKind::ResultOutOfPlace, texts)
+                (ViolationKind::ResultOutOfPlace, None)
             }
             Some(IdState {
                 answer: Some(first),
                 ..
-            }) => (
-                ViolationKind::DuplicateResult,
-                provider::duplicate_result(*first, i, id),
-            ),
-            _ => (
-                ViolationKind::OrphanResult,
-                provider::unexpected_result(i, id, after_group),
-            ),
+            }) => (ViolationKind::DuplicateResult, Some(*first)),
+            _ => (ViolationKind::OrphanResult, None),
+        };
+        let texts = || match first {
+            Some(first) => provider::duplicate_result(first, i, id),
+            None => provider::unexpected_result(i, id, after_group),
         };
         self.push(kind, i, None, Some(id), texts);
     }
 
     /// Ends the open group: every call its tool messages did not answer is unanswered.
+    /// Each violation names its own id only: the cost is linear in the group's calls.
     fn close_group(&mut self) {
         let Some(g) = self.group.take() else {
             return;
         };
-        if self.slots.iter().any(|s| s.answered_at.is_none()) {
-            let ids = self
-                .slots
-                .iter()
-                .filter(|s| s.answered_at.is_none())
-                .map(|s| s.id)
-                .collect::<Vec<_>>()
-                .join(", ");
-            for slot in self.slots.iter().filter(|s| s.answered_at.is_none()) {
-                self.out.push(Violation::new(
-                    ViolationKind::UnansweredCall,
-                    g,
-                    Some(slot.call),
-                    Some(slot.id),
-                    provider::unanswered(g, &ids),
-                ));
-            }
+        let mut slots = std::mem::take(&mut self.slots);
+        for slot in slots.iter().filter(|s| s.answered_at.is_none()) {
+            let texts = || provider::unanswered(g, slot.id);
+            self.push(
+                ViolationKind::UnansweredCall,
+                g,
+                Some(slot.call),
+                Some(slot.id),
+                texts,
+            );
         }
-        self.slots.clear();
+        slots.clear();
+        self.slots = slots;
         self.slot_of.clear();
     }
 
+    /// Records a violation; its texts are only written when the checker keeps violations.
     fn push(
         &mut self,
         kind: ViolationKind,
         message: usize,
         call: Option<usize>,
         id: Option<&str>,
-        texts: Texts,
+        texts: impl FnOnce() -> Texts,
     ) {
-        self.out
-            .push(Violation::new(kind, message, call, id, texts));
+        self.found += 1;
+        if self.keep {
+            self.out
+                .push(Violation::new(kind, message, call, id, texts()));
+        }
     }
 }

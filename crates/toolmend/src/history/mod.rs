@@ -43,6 +43,7 @@ pub(crate) use sanitize::sanitize_name;
 mod tokens;
 mod trim;
 
+use check::is_valid;
 pub use check::{ProviderError, Violation, ViolationKind, check};
 pub use sanitize::{
     Action, ActionKind, EMPTY_RESULT, MISPLACED_RESULT, MissingIdPolicy, NO_ID_RESULT,

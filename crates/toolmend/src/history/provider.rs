@@ -21,21 +21,24 @@ fn other(provider: &'static str, message: String) -> ProviderError {
 /// The primary text, whose provider it is, and other providers' texts.
 pub(crate) type Texts = (&'static str, String, Vec<ProviderError>);
 
-/// (a) An assistant message at `message` whose calls `ids` have no result right after it.
-pub(crate) fn unanswered(message: usize, ids: &str) -> Texts {
+/// (a) A call `id` of the assistant message at `message` that has no result right after it.
+///
+/// Providers list every unanswered id of the message in one error; each violation here
+/// names its own id only (listing them all in each of N violations costs N² bytes).
+pub(crate) fn unanswered(message: usize, id: &str) -> Texts {
     (
         OPENAI,
         format!(
             "An assistant message with 'tool_calls' must be followed by tool messages \
              responding to each 'tool_call_id'. The following tool_call_ids did not have \
-             response messages: {ids}"
+             response messages: {id}"
         ),
         vec![
             other(
                 ANTHROPIC,
                 format!(
                     "messages.{message}: `tool_use` ids were found without `tool_result` blocks \
-                     immediately after: {ids}. Each `tool_use` block must have a corresponding \
+                     immediately after: {id}. Each `tool_use` block must have a corresponding \
                      `tool_result` block in the next message."
                 ),
             ),
@@ -48,7 +51,7 @@ pub(crate) fn unanswered(message: usize, ids: &str) -> Texts {
             other(
                 BEDROCK,
                 format!(
-                    "Expected toolResult blocks at messages.{}.content for the following Ids: {ids}",
+                    "Expected toolResult blocks at messages.{}.content for the following Ids: {id}",
                     message + 1
                 ),
             ),

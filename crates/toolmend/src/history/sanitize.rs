@@ -4,8 +4,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(doc)]
+use super::check;
 use super::{
-    MAX_ID_LEN, MAX_NAME_LEN, call_id, check, is_blank, is_blank_id, is_object_text,
+    MAX_ID_LEN, MAX_NAME_LEN, call_id, is_blank, is_blank_id, is_object_text, is_valid,
     is_valid_function_name, longer_than,
 };
 use crate::protocol::{AssistantMessage, Content, Extra, Message, ToolMessage};
@@ -178,7 +180,7 @@ impl Sanitized {
 /// A history `check` accepts comes back unchanged; sanitizing twice changes nothing more.
 /// Deterministic; linear in the history (the argument repair is linear in each text).
 pub fn sanitize(messages: Vec<Message>, policy: &SanitizePolicy) -> Sanitized {
-    if check(&messages).is_empty() {
+    if is_valid(&messages) {
         return Sanitized {
             messages,
             actions: Vec::new(),
@@ -246,12 +248,18 @@ struct Sanitizer<'p> {
     policy: &'p SanitizePolicy,
     /// Every id in the input and every id handed out: a minted id is none of them.
     taken: HashSet<String>,
-    /// Where the search for a free `{stem}_{n}` resumes, per stem.
-    next_suffix: HashMap<String, usize>,
+    /// Where the search for a free `{base}_{n}` resumes, per base and number of digits of
+    /// `n`: every candidate of that class below it is taken (stems that cut to the same base
+    /// share the search, so minting stays linear however many ids share a prefix).
+    next_suffix: HashMap<(String, u32), usize>,
     /// Final ids of the calls seen so far.
     used: HashSet<String>,
-    /// Per original call id: the calls (message, final id) no tool message has claimed yet.
-    unclaimed: HashMap<String, VecDeque<(usize, String)>>,
+    /// Per original call id: the final ids of the calls of closed groups that no tool
+    /// message has claimed yet, oldest first.
+    unclaimed: HashMap<String, VecDeque<String>>,
+    /// The same for the calls of the open group (the last assistant message, while its tool
+    /// messages follow); moved to `unclaimed` when the group ends.
+    open_group: HashMap<String, VecDeque<String>>,
     /// Minted ids of calls that had none.
     no_id: HashSet<String>,
     /// For messages that lost calls: the input index of each remaining call.
@@ -279,6 +287,7 @@ impl<'p> Sanitizer<'p> {
             next_suffix: HashMap::new(),
             used: HashSet::new(),
             unclaimed: HashMap::new(),
+            open_group: HashMap::new(),
             no_id: HashSet::new(),
             origin: HashMap::new(),
             actions: Vec::new(),
@@ -304,26 +313,49 @@ impl<'p> Sanitizer<'p> {
     }
 
     /// An id no input message uses and none handed out before: `stem`, else `{stem}_2`, …,
-    /// cut to 40 characters.
+    /// cut to 40 characters (the smallest free `n`).
     fn fresh(&mut self, stem: &str) -> String {
-        let mut candidate = truncate_chars(stem, MAX_ID_LEN).to_owned();
-        if self.taken.contains(&candidate) {
-            let mut n = self.next_suffix.get(stem).copied().unwrap_or(2);
-            loop {
-                let suffix = format!("_{n}");
-                candidate = format!(
-                    "{}{suffix}",
-                    truncate_chars(stem, MAX_ID_LEN.saturating_sub(suffix.len()))
-                );
+        let whole = truncate_chars(stem, MAX_ID_LEN);
+        if !self.taken.contains(whole) {
+            let id = whole.to_owned();
+            self.taken.insert(id.clone());
+            return id;
+        }
+        // `n` runs through the classes of 1, 2, 3 … digits; within a class the cut base is
+        // the same for every `n`, and the search resumes where the last one of that base
+        // stopped.
+        let mut digits: u32 = 1;
+        let mut start: usize = 2;
+        loop {
+            let end = 10usize.checked_pow(digits).unwrap_or(usize::MAX);
+            let base = truncate_chars(stem, MAX_ID_LEN.saturating_sub(digits as usize + 1));
+            let key = (base.to_owned(), digits);
+            let mut n = self
+                .next_suffix
+                .get(&key)
+                .copied()
+                .unwrap_or(start)
+                .max(start);
+            while n < end {
+                let candidate = format!("{base}_{n}");
                 n += 1;
                 if !self.taken.contains(&candidate) {
-                    break;
+                    self.next_suffix.insert(key, n);
+                    self.taken.insert(candidate.clone());
+                    return candidate;
                 }
             }
-            self.next_suffix.insert(stem.to_owned(), n);
+            self.next_suffix.insert(key, end);
+            digits += 1;
+            start = end;
         }
-        self.taken.insert(candidate.clone());
-        candidate
+    }
+
+    /// The open group ends: its unclaimed calls join the older ones.
+    fn close_group(&mut self) {
+        for (id, calls) in self.open_group.drain() {
+            self.unclaimed.entry(id).or_default().extend(calls);
+        }
     }
 
     /// Pass 1, in order: names, arguments and ids of every call; `tool_call_id`s follow.
@@ -336,11 +368,13 @@ impl<'p> Sanitizer<'p> {
                 Some(Message::Assistant(a)) => {
                     group = None;
                     id_less.clear();
+                    self.close_group();
                     if a.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) {
                         match self.fix_calls(i, a, &mut id_less) {
                             Shape::Group => group = Some(i),
-                            Shape::Plain => {}
+                            Shape::Plain => self.close_group(),
                             Shape::Empty => {
+                                self.close_group();
                                 self.act(
                                     ActionKind::MessageDropped,
                                     i,
@@ -357,6 +391,7 @@ impl<'p> Sanitizer<'p> {
                 _ => {
                     group = None;
                     id_less.clear();
+                    self.close_group();
                 }
             }
         }
@@ -440,20 +475,20 @@ impl<'p> Sanitizer<'p> {
                 call.id = Some(final_id.clone());
             }
             self.used.insert(final_id.clone());
-            self.unclaimed
-                .entry(id)
-                .or_default()
-                .push_back((i, final_id));
+            self.open_group.entry(id).or_default().push_back(final_id);
         }
         if removed.is_empty() {
             return Shape::Group;
         }
+        // `removed` is ascending: one pass keeps the others.
+        let mut removed = removed.into_iter().peekable();
         let kept: Vec<usize> = (0..calls.len())
-            .filter(|c| removed.binary_search(c).is_err())
+            .filter(|&c| removed.next_if_eq(&c).is_none())
             .collect();
+        let mut kept_iter = kept.iter().peekable();
         let mut index = 0;
         calls.retain(|_| {
-            let keep = kept.binary_search(&index).is_ok();
+            let keep = kept_iter.next_if_eq(&&index).is_some();
             index += 1;
             keep
         });
@@ -489,19 +524,28 @@ impl<'p> Sanitizer<'p> {
             }
             return;
         }
-        let Some(queue) = self.unclaimed.get_mut(t.tool_call_id.as_str()) else {
-            return;
+        // A result among its group's results answers that group's call first, else the
+        // earliest call with its id that no result has claimed.
+        let id = t.tool_call_id.as_str();
+        let own = match group {
+            Some(_) => self.open_group.get_mut(id).and_then(VecDeque::pop_front),
+            None => None,
         };
-        // A result among its group's results answers that group's call first.
-        let at = group
-            .and_then(|g| queue.iter().position(|(m, _)| *m == g))
-            .unwrap_or(0);
-        let Some((_, final_id)) = queue.remove(at) else {
-            return;
+        let final_id = match own {
+            Some(final_id) => final_id,
+            None => {
+                let Some(queue) = self.unclaimed.get_mut(id) else {
+                    return;
+                };
+                let Some(final_id) = queue.pop_front() else {
+                    return;
+                };
+                if queue.is_empty() {
+                    self.unclaimed.remove(id);
+                }
+                final_id
+            }
         };
-        if queue.is_empty() {
-            self.unclaimed.remove(t.tool_call_id.as_str());
-        }
         if final_id != t.tool_call_id {
             let detail = format!(
                 "tool_call_id '{}' -> '{final_id}': follows its call's new id",

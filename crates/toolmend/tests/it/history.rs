@@ -94,8 +94,10 @@ fn a_valid_history_has_no_violation_and_sanitize_leaves_it_alone() {
     assert_eq!(s.messages, h);
 }
 
+/// Providers list every unanswered id of the message in one error; each violation names its
+/// own id only (issue 11: listing all N ids in each of N violations took N² memory).
 #[test]
-fn unanswered_call_names_every_missing_id_in_openai_words() {
+fn each_unanswered_call_names_its_own_id_in_openai_words() {
     let h = history(json!([
         user("hi"),
         calls(vec![
@@ -121,7 +123,11 @@ fn unanswered_call_names_every_missing_id_in_openai_words() {
         v[0].provider_error,
         "An assistant message with 'tool_calls' must be followed by tool messages responding to \
          each 'tool_call_id'. The following tool_call_ids did not have response messages: \
-         call_a, call_c"
+         call_a"
+    );
+    assert!(
+        v[1].provider_error
+            .ends_with("did not have response messages: call_c")
     );
     let anthropic = v[0]
         .other_providers
@@ -131,7 +137,7 @@ fn unanswered_call_names_every_missing_id_in_openai_words() {
     assert_eq!(
         anthropic.message,
         "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: \
-         call_a, call_c. Each `tool_use` block must have a corresponding `tool_result` block in \
+         call_a. Each `tool_use` block must have a corresponding `tool_result` block in \
          the next message."
     );
     let bedrock = v[0]
@@ -141,7 +147,7 @@ fn unanswered_call_names_every_missing_id_in_openai_words() {
         .unwrap();
     assert_eq!(
         bedrock.message,
-        "Expected toolResult blocks at messages.2.content for the following Ids: call_a, call_c"
+        "Expected toolResult blocks at messages.2.content for the following Ids: call_a"
     );
 }
 
@@ -670,6 +676,84 @@ fn a_minted_id_never_collides_with_an_existing_one() {
     let ids = call_ids(&s.messages[1]);
     assert_eq!(ids, ["c", "c_2", "c_3"]);
     assert_eq!(tool_content(&s.messages[4]), "3");
+}
+
+#[test]
+fn a_result_answers_its_own_groups_call_before_an_older_unclaimed_one() {
+    // The first `x` is never answered; the result after the second group is that group's.
+    let h = history(json!([
+        user("hi"),
+        calls(vec![call("x", "f", "{}")]),
+        user("no result"),
+        calls(vec![call("x", "g", "{}")]),
+        result("x", "2"),
+        user("and a result after a user message"),
+        result("x", "late"),
+    ]));
+    let s = clean(h);
+    assert_eq!(call_ids(&s.messages[1]), ["x"]);
+    assert_eq!(
+        tool_content(&s.messages[2]),
+        toolmend::history::MISPLACED_RESULT
+    );
+    assert_eq!(call_ids(&s.messages[4]), ["x_2"]);
+    assert_eq!(
+        (tool_id(&s.messages[5]), tool_content(&s.messages[5])),
+        ("x_2", "2".to_owned())
+    );
+    assert_eq!(s.messages.len(), 7);
+}
+
+#[test]
+fn renamed_ids_that_share_a_prefix_get_the_smallest_free_suffix() {
+    // 40-character ids: the suffix replaces their end, so the cut ids collide and each
+    // rename takes the next free number of the shared base.
+    let prefix = "q".repeat(38);
+    let (a, b) = (format!("{prefix}aa"), format!("{prefix}ab"));
+    let h = history(json!([
+        user("hi"),
+        calls(vec![call(&a, "f", "{}"), call(&b, "f", "{}")]),
+        result(&a, "1"),
+        result(&b, "2"),
+        calls(vec![call(&a, "f", "{}"), call(&b, "f", "{}")]),
+        result(&a, "3"),
+        result(&b, "4"),
+    ]));
+    let s = clean(h);
+    assert_eq!(
+        call_ids(&s.messages[4]),
+        [format!("{prefix}_2"), format!("{prefix}_3")]
+    );
+    assert_eq!(
+        (tool_id(&s.messages[5]), tool_id(&s.messages[6])),
+        (
+            format!("{prefix}_2").as_str(),
+            format!("{prefix}_3").as_str()
+        )
+    );
+
+    // A base whose one-digit suffixes are all taken goes on with two digits (one
+    // character shorter).
+    let mut messages = vec![user("hi")];
+    for k in 0..10 {
+        let id = format!("{prefix}{k:02}");
+        for _ in 0..2 {
+            messages.push(calls(vec![call(&id, "f", "{}")]));
+            messages.push(result(&id, "ok"));
+        }
+    }
+    let s = clean(history(Value::Array(messages)));
+    let renamed: Vec<String> = s
+        .messages
+        .iter()
+        .filter(|m| !m.tool_calls().is_empty())
+        .skip(1)
+        .step_by(2)
+        .flat_map(call_ids)
+        .collect();
+    let mut expected: Vec<String> = (2..10).map(|n| format!("{prefix}_{n}")).collect();
+    expected.extend((10..12).map(|n| format!("{}_{n}", &prefix[..37])));
+    assert_eq!(renamed, expected);
 }
 
 #[test]
