@@ -1,0 +1,702 @@
+//! `toolmend serve` as a process: what only the real binary can show (signals, the
+//! startup banner, its memory), against upstreams run inside the test on 127.0.0.1.
+//!
+//! Every child runs under a guard that kills it on drop, so a failing assertion never
+//! leaves a gateway behind. Bounds are generous: the machine may be a loaded 2-core one
+//! and the binary a debug build.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::{
+        Arc, Condvar, Mutex,
+        atomic::{AtomicUsize, Ordering},
+        mpsc,
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolmend");
+
+/// What the test upstreams answer (a plain text completion).
+const ANSWER: &str = "the slow upstream's answer";
+
+// ---------------------------------------------------------------- child processes
+
+/// A child process that is killed (and reaped) when dropped.
+struct Guard {
+    child: Child,
+}
+
+impl Guard {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Polls until the child exits or `limit` passes.
+    fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running `toolmend serve`.
+struct Gateway {
+    proc: Guard,
+    addr: SocketAddr,
+    banner: String,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Gateway {
+    /// Starts the gateway on a free port in front of `upstream`, with `env` on top of an
+    /// environment cleared of `TOOLMEND_*` and `RUST_LOG`, and waits for its banner.
+    fn start(upstream: &str, env: &[(&str, &str)]) -> Gateway {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream]);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("TOOLMEND_") || k == "RUST_LOG" {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut err_pipe = child.stderr.take().unwrap();
+        let proc = Guard { child };
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        {
+            let stderr = Arc::clone(&stderr);
+            thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = err_pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    stderr.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            });
+        }
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let banner = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => line,
+            Err(_) => panic!(
+                "no banner from toolmend serve within 60 s; stderr: {}",
+                String::from_utf8_lossy(&stderr.lock().unwrap())
+            ),
+        };
+        // "toolmend gateway: http://127.0.0.1:PORT/v1 -> UPSTREAM; Ctrl-C stops it"
+        let addr = banner
+            .strip_prefix("toolmend gateway: http://")
+            .and_then(|rest| rest.split_once("/v1"))
+            .map(|(addr, _)| addr.parse().unwrap())
+            .unwrap_or_else(|| panic!("unexpected banner: {banner}"));
+        Gateway {
+            proc,
+            addr,
+            banner,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.proc.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -TERM failed");
+    }
+}
+
+/// The peak resident set (`VmHWM`) of a live process, in KiB.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+// ---------------------------------------------------------------- HTTP on 127.0.0.1
+
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body[..self.body.len().min(2000)])
+            )
+        })
+    }
+}
+
+/// Reads a request or response head (up to and including the blank line) and the rest
+/// of what was read with it.
+fn read_head(stream: &mut TcpStream) -> std::io::Result<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buf.split_off(end + 4);
+            return Ok((String::from_utf8_lossy(&buf).into_owned(), rest));
+        }
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "closed before the end of the head",
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// Decodes a chunked body (the whole of it, already read).
+fn unchunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = data.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size_text = String::from_utf8_lossy(&data[..eol]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+        data = &data[eol + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
+/// One request on a fresh connection (`Connection: close`), the answer read to its end
+/// within `timeout`.
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    timeout: Duration,
+) -> std::io::Result<Response> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         authorization: Bearer sk-test\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
+    let (head, mut rest) = read_head(&mut stream)?;
+    stream.read_to_end(&mut rest)?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = if header(&head, "transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        unchunk(&rest)
+    } else {
+        rest
+    };
+    Ok(Response { status, head, body })
+}
+
+fn chat(addr: SocketAddr, body: &[u8], timeout: Duration) -> std::io::Result<Response> {
+    request(addr, "POST", "/v1/chat/completions", body, timeout)
+}
+
+/// A small chat request.
+fn small_request() -> Vec<u8> {
+    serde_json::json!({
+        "model": "m",
+        "messages": [{"role": "user", "content": "hello"}]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+// ---------------------------------------------------------------- the test upstream
+
+/// A chat-completions upstream on 127.0.0.1 that answers [`ANSWER`] once released, or on
+/// its own after `delay`. Each request body it receives is sent on `seen` as it arrives
+/// (before the answer is held back).
+struct Upstream {
+    addr: SocketAddr,
+    seen: mpsc::Receiver<Vec<u8>>,
+    gate: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Upstream {
+    fn start(delay: Duration) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, seen) = mpsc::channel();
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let gate2 = Arc::clone(&gate);
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let tx = tx.clone();
+                let gate = Arc::clone(&gate2);
+                thread::spawn(move || {
+                    let _ = answer(stream, &tx, &gate, delay);
+                });
+            }
+        });
+        Upstream { addr, seen, gate }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Lets every held answer go.
+    fn release(&self) {
+        let (lock, cvar) = &*self.gate;
+        *lock.lock().unwrap() = true;
+        cvar.notify_all();
+    }
+}
+
+fn answer(
+    mut stream: TcpStream,
+    seen: &mpsc::Sender<Vec<u8>>,
+    gate: &(Mutex<bool>, Condvar),
+    delay: Duration,
+) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let (head, mut body) = read_head(&mut stream)?;
+    let len: usize = header(&head, "content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    while body.len() < len {
+        let mut chunk = vec![0u8; 1 << 16];
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    let _ = seen.send(body);
+    let (lock, cvar) = gate;
+    let held = lock.lock().unwrap();
+    drop(
+        cvar.wait_timeout_while(held, delay, |released| !*released)
+            .unwrap(),
+    );
+    let reply = serde_json::json!({
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": ANSWER},
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    })
+    .to_string();
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{reply}",
+        reply.len()
+    )?;
+    stream.flush()
+}
+
+/// A port on 127.0.0.1 with nothing listening (bound, then closed).
+fn dead_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+// ---------------------------------------------------------------- 1. graceful shutdown
+
+#[test]
+fn sigterm_lets_the_request_in_flight_finish_and_refuses_new_connections() {
+    // The upstream holds its answer until released (at most 30 s).
+    let up = Upstream::start(Duration::from_secs(30));
+    let mut gw = Gateway::start(
+        &up.base_url(),
+        &[("TOOLMEND_LIMITS__SHUTDOWN_GRACE_SECS", "5")],
+    );
+    let addr = gw.addr;
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = done_tx.send(chat(addr, &small_request(), Duration::from_secs(60)));
+    });
+    // In flight: the upstream has it.
+    up.seen
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the request never reached the upstream");
+
+    gw.sigterm();
+    let signalled = Instant::now();
+
+    // The listener closes at once: a new connection is refused while the request is
+    // still being answered (the upstream holds its answer until we see the refusal).
+    let refused = loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break true,
+            _ if signalled.elapsed() > Duration::from_secs(3) => break false,
+            _ => thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    assert!(
+        done_rx.try_recv().is_err(),
+        "the request in flight ended before the upstream answered"
+    );
+    assert!(
+        refused,
+        "a new connection was still accepted 3 s after SIGTERM"
+    );
+    assert!(
+        gw.proc.child.try_wait().unwrap().is_none(),
+        "the gateway exited with a request in flight"
+    );
+
+    up.release();
+    let resp = done_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the request in flight got no answer")
+        .expect("the request in flight was cut");
+    assert_eq!(resp.status, 200, "{resp:?}");
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        ANSWER,
+        "{resp:?}"
+    );
+
+    // Then it exits, successfully, well within the grace period (5 s) plus a margin.
+    let status = gw
+        .proc
+        .wait_exit(Duration::from_secs(5 + 10).saturating_sub(signalled.elapsed()))
+        .unwrap_or_else(|| panic!("still running after SIGTERM; stderr: {}", gw.stderr()));
+    assert!(status.success(), "{status}; stderr: {}", gw.stderr());
+}
+
+#[test]
+fn sigterm_cuts_a_request_that_outlives_the_grace_period() {
+    // The upstream would answer after 20 s; the grace period is 1 s.
+    let up = Upstream::start(Duration::from_secs(20));
+    let mut gw = Gateway::start(
+        &up.base_url(),
+        &[("TOOLMEND_LIMITS__SHUTDOWN_GRACE_SECS", "1")],
+    );
+    let addr = gw.addr;
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = done_tx.send(chat(addr, &small_request(), Duration::from_secs(60)));
+    });
+    up.seen
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the request never reached the upstream");
+
+    gw.sigterm();
+    let signalled = Instant::now();
+    let status = gw
+        .proc
+        .wait_exit(Duration::from_secs(1 + 7))
+        .unwrap_or_else(|| {
+            panic!(
+                "still running {:?} after SIGTERM with a grace period of 1 s; stderr: {}",
+                signalled.elapsed(),
+                gw.stderr()
+            )
+        });
+    let took = signalled.elapsed();
+    assert!(status.success(), "{status}; stderr: {}", gw.stderr());
+    // The grace period was given (not an immediate exit).
+    assert!(
+        took >= Duration::from_millis(900),
+        "exited {took:?} after SIGTERM, before the 1 s grace period was over"
+    );
+    // The client's request was cut, not answered.
+    let got = done_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the client never saw its connection end");
+    // Closed or reset (an error here) is the cut; an answer must not be a success.
+    if let Ok(resp) = got {
+        assert_ne!(resp.status, 200, "answered after the cut: {resp:?}");
+    }
+    assert!(
+        gw.stderr().contains("grace period over"),
+        "no warning about the cut; stderr: {}",
+        gw.stderr()
+    );
+}
+
+// ---------------------------------------------------------------- 2. the banner
+
+#[test]
+fn banner_and_startup_logs_never_show_url_credentials() {
+    let up = Upstream::start(Duration::ZERO);
+    let url = format!("http://user:secret@{}/v1", up.addr);
+    let gw = Gateway::start(&url, &[("RUST_LOG", "debug")]);
+    assert!(
+        gw.banner.contains(&format!("***@{}", up.addr)),
+        "{}",
+        gw.banner
+    );
+    assert!(
+        gw.banner
+            .contains(&format!("-> http://***@127.0.0.1:{}/v1", up.addr.port())),
+        "{}",
+        gw.banner
+    );
+    assert!(!gw.banner.contains("secret"), "{}", gw.banner);
+    assert!(!gw.banner.contains("user"), "{}", gw.banner);
+    // Up and serving (so startup is over), then nothing on stderr names the secret.
+    let health = request(gw.addr, "GET", "/healthz", b"", Duration::from_secs(30)).unwrap();
+    assert_eq!(health.status, 200);
+    let stderr = gw.stderr();
+    assert!(!stderr.contains("secret"), "{stderr}");
+}
+
+// ---------------------------------------------------------------- 3. the memory bar
+
+/// A request whose history has one assistant message with `n` calls and no results.
+fn unanswered_calls_request(n: usize) -> Vec<u8> {
+    let mut body = String::with_capacity(n * 80 + 200);
+    body.push_str(
+        r#"{"model":"m","messages":[{"role":"user","content":"call everything"},{"role":"assistant","content":null,"tool_calls":["#,
+    );
+    for i in 0..n {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&format!(
+            r#"{{"id":"c{i}","type":"function","function":{{"name":"noop","arguments":"{{}}"}}}}"#
+        ));
+    }
+    body.push_str("]}]}");
+    body.into_bytes()
+}
+
+const CALLS: usize = 100_000;
+const DEFAULT_MAX_BODY: usize = 8 * 1024 * 1024;
+const RSS_BAR_KIB: u64 = 1024 * 1024; // 1 GiB
+
+#[test]
+fn a_hundred_thousand_unanswered_calls_are_sanitized_within_bounded_memory_and_time() {
+    let body = unanswered_calls_request(CALLS);
+    let size = body.len();
+    // It fits the default body limit (about 7.3 MiB), so no limit is raised.
+    assert!(
+        body.len() < DEFAULT_MAX_BODY,
+        "{} bytes, over the default limit",
+        body.len()
+    );
+    let up = Upstream::start(Duration::ZERO);
+    let gw = Gateway::start(&up.base_url(), &[]);
+    let before = peak_rss_kib(gw.proc.pid()).unwrap();
+
+    let addr = gw.addr;
+    let started = Instant::now();
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = done_tx.send(chat(addr, &body, Duration::from_secs(120)));
+    });
+    // Wait for the answer, watching the gateway's peak memory (a runaway fails fast).
+    // About 15 s in a debug build on a loaded 2-core machine: the bound leaves room for
+    // CI running other tests beside it.
+    let limit = Duration::from_secs(60);
+    let resp = loop {
+        if let Ok(r) = done_rx.recv_timeout(Duration::from_millis(50)) {
+            break r.expect("the request failed");
+        }
+        let peak = peak_rss_kib(gw.proc.pid()).unwrap_or(0);
+        assert!(
+            peak < RSS_BAR_KIB,
+            "the gateway's peak RSS reached {peak} KiB ({:?} in)",
+            started.elapsed()
+        );
+        assert!(
+            started.elapsed() < limit,
+            "no answer within {limit:?}; peak RSS {peak} KiB"
+        );
+    };
+    let took = started.elapsed();
+    let peak = peak_rss_kib(gw.proc.pid()).unwrap();
+    eprintln!(
+        "{CALLS} unanswered calls ({size} bytes) through the gateway: {took:?}, \
+         peak RSS {} MiB (at start {} MiB)",
+        peak / 1024,
+        before / 1024
+    );
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(resp.json()["choices"][0]["message"]["content"], ANSWER);
+    assert!(took < limit, "{took:?}");
+    assert!(peak < RSS_BAR_KIB, "peak RSS {peak} KiB");
+
+    // The upstream got a result for every call, each answering its own.
+    let sent: Value = serde_json::from_slice(&up.seen.try_recv().unwrap()).unwrap();
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2 + CALLS);
+    assert!(messages[2..].iter().enumerate().all(|(i, m)| {
+        m["role"] == "tool" && m["tool_call_id"].as_str() == Some(&format!("c{i}"))
+    }));
+    assert!(
+        header(&resp.head, "x-toolmend-history").is_some(),
+        "{}",
+        resp.head
+    );
+}
+
+#[test]
+fn history_check_of_a_hundred_thousand_unanswered_calls_is_bounded() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-history-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("history.json");
+    std::fs::write(&file, unanswered_calls_request(CALLS)).unwrap();
+
+    let mut child = Command::new(BIN)
+        .args(["history", "check", "--format", "json"])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut proc = Guard { child };
+    let pid = proc.pid();
+    // Count the report's lines without keeping them.
+    let unanswered = Arc::new(AtomicUsize::new(0));
+    let lines = Arc::new(AtomicUsize::new(0));
+    let reader = {
+        let (unanswered, lines) = (Arc::clone(&unanswered), Arc::clone(&lines));
+        thread::spawn(move || {
+            let mut bytes = 0usize;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                bytes += line.len() + 1;
+                lines.fetch_add(1, Ordering::Relaxed);
+                if line.contains(r#""kind":"unanswered_call""#) {
+                    unanswered.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            bytes
+        })
+    };
+    let err_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+
+    // About 12 s in a debug build on a loaded 2-core machine; room for CI beside it.
+    let started = Instant::now();
+    let limit = Duration::from_secs(90);
+    let mut peak = 0u64;
+    let status = loop {
+        if let Some(kib) = peak_rss_kib(pid) {
+            peak = peak.max(kib);
+        }
+        if let Some(status) = proc.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            peak < RSS_BAR_KIB,
+            "history check's peak RSS reached {peak} KiB ({:?} in)",
+            started.elapsed()
+        );
+        assert!(
+            started.elapsed() < limit,
+            "history check still running after {limit:?}; peak RSS {peak} KiB"
+        );
+        thread::sleep(Duration::from_millis(5));
+    };
+    let took = started.elapsed();
+    let bytes = reader.join().unwrap();
+    let err = err_reader.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!(
+        "history check of {CALLS} unanswered calls: {took:?}, peak RSS {} MiB, report {} MiB",
+        peak / 1024,
+        bytes / (1024 * 1024)
+    );
+    assert_eq!(status.code(), Some(1), "{status}; stderr: {err}");
+    assert_eq!(unanswered.load(Ordering::Relaxed), CALLS);
+    assert!(peak > 0, "no memory reading was taken");
+    assert!(peak < RSS_BAR_KIB, "peak RSS {peak} KiB");
+}
+
+// ---------------------------------------------------------------- 4. unreachable upstream
+
+#[test]
+fn an_unreachable_upstream_is_a_502_naming_the_cause_without_credentials() {
+    let port = dead_port();
+    let url = format!("http://user:secret@127.0.0.1:{port}/v1");
+    let gw = Gateway::start(&url, &[]);
+    let resp = chat(gw.addr, &small_request(), Duration::from_secs(60)).unwrap();
+    let text = String::from_utf8_lossy(&resp.body).into_owned();
+    assert_eq!(resp.status, 502, "{text}");
+    let body = resp.json();
+    let err = &body["error"];
+    let message = err["message"].as_str().unwrap_or_else(|| panic!("{text}"));
+    assert!(err["type"].is_string(), "{text}");
+    assert!(err.get("param").is_some(), "{text}");
+    assert!(err["code"].is_string(), "{text}");
+    assert!(
+        message.to_lowercase().contains("connection refused"),
+        "the message does not name the cause: {message}"
+    );
+    assert!(!text.contains("secret"), "{text}");
+    assert!(!resp.head.contains("secret"), "{}", resp.head);
+    assert!(!gw.stderr().contains("secret"), "{}", gw.stderr());
+}
