@@ -266,14 +266,15 @@ pub struct Limits {
     pub max_connections: usize,
     /// Messages in a request's history (400 beyond).
     pub max_messages: usize,
-    /// Tool calls in one message, of the history or of an upstream answer (400 / 502 beyond).
+    /// Tool calls in one message of the history (400 beyond). An upstream answer's calls
+    /// are bounded by `max_upstream_bytes`.
     pub max_calls_per_message: usize,
     /// Tools in a request (400 beyond).
     pub max_tools: usize,
     /// One tool's definition, serialized, bytes (400 beyond).
     pub max_schema_bytes: usize,
-    /// One call's `arguments` text, in the history or an upstream answer, bytes (400 / a
-    /// call answered as too large beyond).
+    /// One call's `arguments` text in the history, bytes (400 beyond). An upstream
+    /// answer's call longer than the repair's input limit (4 MiB) is invalid, never run.
     pub max_argument_bytes: usize,
     /// Largest upstream answer (a JSON body, or what a stream buffers), bytes (502 beyond).
     pub max_upstream_bytes: usize,

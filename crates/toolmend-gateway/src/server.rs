@@ -368,7 +368,11 @@ pub(crate) fn deadline_passed() -> Response {
 
 /// An upstream answer that is not a success: a redirect is refused (not followed,
 /// `upstream.redirects`), anything else is passed on as it is.
-pub(crate) async fn not_success(gw: &Gateway, resp: reqwest::Response, deadline: Instant) -> Response {
+pub(crate) async fn not_success(
+    gw: &Gateway,
+    resp: reqwest::Response,
+    deadline: Instant,
+) -> Response {
     if resp.status().is_redirection() {
         m::upstream_error("redirect");
         let to = resp
@@ -1095,7 +1099,12 @@ pub(crate) struct Summary {
 }
 
 impl Summary {
-    pub(crate) fn add(&mut self, mended: &Mended, tools: &toolmend::Toolbox, labels: &m::ToolLabels) {
+    pub(crate) fn add(
+        &mut self,
+        mended: &Mended,
+        tools: &toolmend::Toolbox,
+        labels: &m::ToolLabels,
+    ) {
         for c in &mended.calls {
             // Only a tool the request declared names a series, and only so many do.
             let label = if tools.get(&c.tool).is_some() {

@@ -408,7 +408,10 @@ impl Driver {
             }
             Err(_) if Instant::now() >= self.deadline => {
                 m::upstream_error("deadline");
-                self.fail("the upstream answer took longer than upstream.deadline_secs in all");
+                self.fail_with(
+                    "upstream_deadline",
+                    "the upstream answer took longer than upstream.deadline_secs in all",
+                );
                 return false;
             }
             Err(_) => {
@@ -435,10 +438,13 @@ impl Driver {
         let max = self.gw.config.limits.max_upstream_bytes;
         if self.t.buffered > max {
             m::upstream_error("too_large");
-            self.fail(&format!(
-                "the upstream stream held more than limits.max_upstream_bytes ({max} bytes) \
+            self.fail_with(
+                "upstream_too_large",
+                &format!(
+                    "the upstream stream held more than limits.max_upstream_bytes ({max} bytes) \
                  of content and tool calls; it was not read further"
-            ));
+                ),
+            );
             return false;
         }
         match step {
@@ -494,7 +500,13 @@ impl Driver {
     }
 
     fn fail(&mut self, message: &str) {
-        let e = json!({"error": {"message": message, "type": "upstream_error", "param": null, "code": "upstream_stream_error"}});
+        self.fail_with("upstream_stream_error", message);
+    }
+
+    /// Ends the stream with an error event in OpenAI's shape (the same `code` as the
+    /// JSON path's answer to the same fault), then `[DONE]`.
+    fn fail_with(&mut self, code: &str, message: &str) {
+        let e = json!({"error": {"message": message, "type": "upstream_error", "param": null, "code": code}});
         self.queue.push_back(frame(&e));
         self.queue
             .push_back(Bytes::from_static(b"data: [DONE]\n\n"));
@@ -512,16 +524,14 @@ pub(crate) async fn respond(
     started: Instant,
 ) -> Response {
     let deadline = Instant::now() + gw.config.upstream.deadline();
-    let resp = match tokio::time::timeout_at(
-        deadline.into(),
-        gw.upstream_post(&headers, &request).send(),
-    )
-    .await
-    {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return upstream_failure(&e),
-        Err(_) => return deadline_passed(),
-    };
+    let resp =
+        match tokio::time::timeout_at(deadline.into(), gw.upstream_post(&headers, &request).send())
+            .await
+        {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return upstream_failure(&e),
+            Err(_) => return deadline_passed(),
+        };
     if !resp.status().is_success() {
         return not_success(&gw, resp, deadline).await;
     }
@@ -640,6 +650,75 @@ mod tests {
         let (out, held) = run(&["  {\"name\": ", "\"f\"}"]);
         assert_eq!(out, "");
         assert_eq!(held.as_deref(), Some("  {\"name\": \"f\"}"));
+    }
+
+    /// Feeds `n` content deltas and `n` tool-call fragments through the assembler, then
+    /// finishes; returns the best time of three runs.
+    fn assemble(n: usize) -> std::time::Duration {
+        let mut best = std::time::Duration::MAX;
+        for _ in 0..3 {
+            let mut t = Transformer::new(true);
+            let chunks: Vec<_> = (0..n)
+                .map(|i| {
+                    let delta = if i % 2 == 0 {
+                        json!({"content": "some words of prose, then more "})
+                    } else {
+                        json!({"tool_calls": [{"index": i % 4, "id": if i < 4 { json!(format!("c{i}")) } else { json!(null) },
+                            "function": {"arguments": "\"k\": 1, "}}]})
+                    };
+                    json!({"id": "x", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+                })
+                .collect();
+            let started = std::time::Instant::now();
+            for c in chunks {
+                let _ = t.on_chunk(c);
+            }
+            let last = json!({"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
+            let Step::Finish(f) = t.on_chunk(last) else {
+                panic!("no finish")
+            };
+            let out = t.finish_chunks(None, &f.message, f.held_text, f.tail, f.finish);
+            assert!(!out.is_empty());
+            best = best.min(started.elapsed());
+        }
+        best
+    }
+
+    #[test]
+    fn the_assembler_is_linear_in_the_deltas() {
+        // Quadratic work (a rescan of everything held per delta) gives ~100x per 10x.
+        let (a, b, c) = (assemble(2_000), assemble(20_000), assemble(200_000));
+        let r1 = b.as_secs_f64() / a.as_secs_f64().max(1e-9);
+        let r2 = c.as_secs_f64() / b.as_secs_f64().max(1e-9);
+        assert!(r1 < 30.0 && r2 < 30.0, "1x {a:?}, 10x {b:?}, 100x {c:?}");
+    }
+
+    #[test]
+    fn a_new_id_on_the_same_index_starts_its_own_call() {
+        // Issue 11: ids A then B on index 0 reached the client as one call B.
+        let mut t = Transformer::new(false);
+        let part = |id: &str, args: &str| {
+            json!({"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": id,
+                "function": {"name": if id.is_empty() { json!(null) } else { json!("f") }, "arguments": args}}]},
+                "finish_reason": null}]})
+        };
+        for c in [
+            part("A", "{\"a\""),
+            part("", ": 1}"),
+            part("B", "{\"b\": 2}"),
+        ] {
+            let _ = t.on_chunk(c);
+        }
+        let last = json!({"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
+        let Step::Finish(f) = t.on_chunk(last) else {
+            panic!("no finish")
+        };
+        let calls = f.message.tool_calls.unwrap();
+        let got: Vec<(Option<&str>, &str)> = calls
+            .iter()
+            .map(|c| (c.id.as_deref(), c.function.arguments.as_str()))
+            .collect();
+        assert_eq!(got, [(Some("A"), "{\"a\": 1}"), (Some("B"), "{\"b\": 2}")]);
     }
 
     #[test]

@@ -673,7 +673,7 @@ async fn a_stream_at_the_upstream_limit_passes_and_one_byte_more_ends_in_an_erro
         200,
         errors[0].to_string().as_bytes(),
         200,
-        "upstream_stream_error",
+        "upstream_too_large",
     );
     assert!(
         msg.contains(&format!("limits.max_upstream_bytes ({max} bytes)")),
@@ -968,7 +968,7 @@ async fn a_dripping_stream_is_cut_at_the_deadline_with_an_error_event_then_done(
         200,
         errors[0].to_string().as_bytes(),
         200,
-        "upstream_stream_error",
+        "upstream_deadline",
     );
     assert!(msg.contains("deadline_secs"), "{msg}");
     assert!(
