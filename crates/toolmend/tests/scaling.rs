@@ -1,0 +1,612 @@
+//! Scaling: every history function and every format the repair parser reads stays within a
+//! constant factor of linear, in time and in peak heap.
+//!
+//! Each case runs at 1x, 10x and 100x its input size. Time is the fastest of several runs
+//! (the machine may be loaded); peak heap is what the call allocated above what was live
+//! before it, read from a counting global allocator (`peak_alloc`). Linear work gives a ratio
+//! near 10 per step, quadratic work near 100: from 10x to 100x the time must grow less than
+//! [`MAX_TIME_RATIO`] and the peak heap less than [`MAX_PEAK_RATIO`]; from 1x to 10x the time
+//! less than [`MAX_FIRST_TIME_RATIO`] (the cache, see there). A series whose time fails is
+//! measured again (up to [`ATTEMPTS`] times) before the test fails, so a burst of load does
+//! not fail it. The peak heap does not depend on the load: when it grows [`MAX_PEAK_RATIO`]
+//! times or more from 1x to 10x, the test fails at once, without trying 100x (quadratic code
+//! would need 100 times the 10x memory there: the old `check` was killed for want of memory).
+//!
+//! ```sh
+//! cargo test -p toolmend --test scaling                          # as CI runs it (debug)
+//! cargo test -p toolmend --test scaling --release -- --nocapture # the figures, optimized
+//! ```
+//!
+//! The tests of this binary run one at a time (the peak counter is process-wide).
+
+use std::hint::black_box;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use peak_alloc::PeakAlloc;
+use toolmend::history::{
+    Budget, ByteEstimate, MissingIdPolicy, OrphanPolicy, SanitizePolicy, check, sanitize, trim,
+    trim_ref,
+};
+use toolmend::protocol::{
+    AssistantMessage, Content, Extra, Message, TextMessage, ToolCall, ToolMessage,
+};
+use toolmend::{RepairOptions, repair};
+
+#[global_allocator]
+static ALLOC: PeakAlloc = PeakAlloc;
+
+/// One test at a time: the allocator's counters are shared by every thread.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Largest accepted time(100x) / time(10x); quadratic gives ~100. This is the step that
+/// tells linear from quadratic: both inputs are past the caches, and quadratic work dominates.
+const MAX_TIME_RATIO: f64 = 30.0;
+/// Largest accepted time(10x) / time(1x). Looser: the 1x input fits in the CPU's caches and
+/// the 10x one may not, which on a loaded machine (other processes thrashing the shared
+/// cache) costs up to ~4x per byte: linear repair measured up to 43x here.
+const MAX_FIRST_TIME_RATIO: f64 = 60.0;
+/// Largest accepted peak(100x) / peak(10x); quadratic gives ~100.
+const MAX_PEAK_RATIO: f64 = 20.0;
+/// Peaks below this are compared as this (a few small buffers are not a trend).
+const PEAK_FLOOR: usize = 64 << 10;
+/// Series measured before a failure counts.
+const ATTEMPTS: usize = 3;
+/// Runs per size; the fastest counts.
+const RUNS: [usize; 3] = [7, 5, 2];
+
+#[derive(Debug, Clone, Copy)]
+struct Cost {
+    n: usize,
+    time: Duration,
+    peak: usize,
+}
+
+impl std::fmt::Display for Cost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "n={:>7} {:>10.3} ms {:>10.1} KiB",
+            self.n,
+            self.time.as_secs_f64() * 1e3,
+            self.peak as f64 / 1024.0
+        )
+    }
+}
+
+/// Runs `f` once: its time, and its peak heap above what was live before it (a call that
+/// consumes its input is not charged for that input). The output is dropped afterwards.
+fn measure<O>(f: impl FnOnce() -> O) -> (Duration, usize) {
+    ALLOC.reset_peak_usage();
+    let before = ALLOC.current_usage();
+    let start = Instant::now();
+    let out = black_box(f());
+    let time = start.elapsed();
+    let peak = ALLOC.peak_usage().saturating_sub(before);
+    drop(out);
+    (time, peak)
+}
+
+/// `once` on `input`, `runs` times: the fastest time and the smallest peak.
+fn cost<I>(n: usize, input: &I, once: &impl Fn(&I) -> (Duration, usize), runs: usize) -> Cost {
+    let mut best = Cost {
+        n,
+        time: Duration::MAX,
+        peak: usize::MAX,
+    };
+    for _ in 0..runs {
+        let (time, peak) = once(input);
+        best.time = best.time.min(time);
+        best.peak = best.peak.min(peak);
+    }
+    best
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    a / b.max(f64::MIN_POSITIVE)
+}
+
+/// What is wrong with a series of three sizes (1x, 10x, 100x), if anything.
+fn judge(c: &[Cost; 3]) -> Option<String> {
+    let t = |i: usize| c[i].time.as_secs_f64();
+    let p = |i: usize| c[i].peak.max(PEAK_FLOOR) as f64;
+    let (t1, t2, p2) = (ratio(t(1), t(0)), ratio(t(2), t(1)), ratio(p(2), p(1)));
+    let mut wrong = Vec::new();
+    if t1 >= MAX_FIRST_TIME_RATIO {
+        wrong.push(format!("time(10x)/time(1x) = {t1:.1}"));
+    }
+    if t2 >= MAX_TIME_RATIO {
+        wrong.push(format!("time(100x)/time(10x) = {t2:.1}"));
+    }
+    if p2 >= MAX_PEAK_RATIO {
+        wrong.push(format!("peak(100x)/peak(10x) = {p2:.1}"));
+    }
+    (!wrong.is_empty()).then(|| wrong.join(", "))
+}
+
+/// Asserts that `run` (which borrows its input) scales linearly from `base` to `100 * base`,
+/// inputs from `make`; returns the costs measured.
+fn assert_linear<I, O>(
+    name: &str,
+    base: usize,
+    make: impl Fn(usize) -> I,
+    run: impl Fn(&I) -> O,
+) -> [Cost; 3] {
+    series(name, base, make, |input: &I| measure(|| run(input)))
+}
+
+/// [`assert_linear`] for a `run` that consumes its input: each run gets a fresh copy, made
+/// before the clock starts.
+fn assert_linear_owned<I: Clone, O>(
+    name: &str,
+    base: usize,
+    make: impl Fn(usize) -> I,
+    run: impl Fn(I) -> O,
+) -> [Cost; 3] {
+    series(name, base, make, |input: &I| {
+        let copy = input.clone();
+        measure(|| run(copy))
+    })
+}
+
+fn series<I>(
+    name: &str,
+    base: usize,
+    make: impl Fn(usize) -> I,
+    once: impl Fn(&I) -> (Duration, usize),
+) -> [Cost; 3] {
+    let sizes = [base, base * 10, base * 100];
+    let inputs: Vec<I> = sizes.iter().map(|&n| make(n)).collect();
+    let mut last = String::new();
+    for attempt in 1..=ATTEMPTS {
+        let small = cost(sizes[0], &inputs[0], &once, RUNS[0]);
+        let medium = cost(sizes[1], &inputs[1], &once, RUNS[1]);
+        let growth = ratio(
+            medium.peak.max(PEAK_FLOOR) as f64,
+            small.peak.max(PEAK_FLOOR) as f64,
+        );
+        assert!(
+            growth < MAX_PEAK_RATIO,
+            "{name}: not linear: peak(10x)/peak(1x) = {growth:.1}, 100x not tried\n  {small}\n  {medium}"
+        );
+        let large = cost(sizes[2], &inputs[2], &once, RUNS[2]);
+        let costs = [small, medium, large];
+        let report = format!(
+            "{name}:\n  {}\n  {}\n  {}\n  time x{:.1} x{:.1}, peak x{:.1}",
+            costs[0],
+            costs[1],
+            costs[2],
+            ratio(costs[1].time.as_secs_f64(), costs[0].time.as_secs_f64()),
+            ratio(costs[2].time.as_secs_f64(), costs[1].time.as_secs_f64()),
+            ratio(
+                costs[2].peak.max(PEAK_FLOOR) as f64,
+                costs[1].peak.max(PEAK_FLOOR) as f64
+            ),
+        );
+        match judge(&costs) {
+            None => {
+                eprintln!("{report}");
+                return costs;
+            }
+            Some(wrong) => {
+                eprintln!("{report}\n  attempt {attempt}: {wrong}");
+                last = format!("{report}\n  not linear: {wrong}");
+            }
+        }
+    }
+    panic!("{last}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Histories
+
+fn user(text: &str) -> Message {
+    Message::User(TextMessage {
+        content: Content::Text(text.to_owned()),
+        name: None,
+        extra: Extra::new(),
+    })
+}
+
+fn assistant(calls: Vec<ToolCall>) -> Message {
+    Message::Assistant(AssistantMessage {
+        content: Some(None),
+        tool_calls: Some(calls),
+        ..AssistantMessage::default()
+    })
+}
+
+fn result(id: &str, content: &str) -> Message {
+    Message::Tool(ToolMessage {
+        content: Content::Text(content.to_owned()),
+        tool_call_id: id.to_owned(),
+        extra: Extra::new(),
+    })
+}
+
+fn call(id: &str, k: usize) -> ToolCall {
+    ToolCall::new(
+        id,
+        "get_weather",
+        format!(r#"{{"city": "Paris", "day": {k}}}"#),
+    )
+}
+
+/// The reported case: one assistant message with `n` calls, none answered.
+fn unanswered_in_one_message(n: usize) -> Vec<Message> {
+    let calls = (0..n).map(|k| call(&format!("call_{k}"), k)).collect();
+    vec![user("weather?"), assistant(calls), user("and?")]
+}
+
+/// A valid history: `n` calls in groups of two, each answered, a user turn between groups.
+fn valid(n: usize) -> Vec<Message> {
+    let mut h = vec![
+        Message::System(TextMessage {
+            content: Content::Text("You are a weather bot.".to_owned()),
+            name: None,
+            extra: Extra::new(),
+        }),
+        user("weather?"),
+    ];
+    for g in 0..n / 2 {
+        let (a, b) = (format!("call_{g}_a"), format!("call_{g}_b"));
+        h.push(assistant(vec![call(&a, g), call(&b, g)]));
+        h.push(result(&a, "sunny, 21 C"));
+        h.push(result(&b, "cloudy, 17 C"));
+        h.push(user("and the next day?"));
+    }
+    h
+}
+
+/// Every kind of violation, `n` calls in groups of five: a good call, a call reusing the
+/// previous group's id, one without id, one with a 45-character id, one with broken arguments
+/// and a bad name whose result comes after a user message; plus an orphan and an empty result.
+fn mixed(n: usize) -> Vec<Message> {
+    let mut h = vec![user("weather?")];
+    for g in 0..n / 5 {
+        let good = format!("call_{g}");
+        let reused = format!("call_{}", g.saturating_sub(1));
+        let long = format!("call_{g:0>40}");
+        let late = format!("late_{g}");
+        let mut no_id = call("", g);
+        no_id.id = None;
+        let broken = ToolCall::new(
+            &late,
+            "get.weather",
+            format!("{{'city': 'Oslo', 'day': {g},}}"),
+        );
+        h.push(assistant(vec![
+            call(&good, g),
+            call(&reused, g),
+            no_id,
+            call(&long, g),
+            broken,
+        ]));
+        h.push(result(&good, "sunny"));
+        h.push(result(&reused, "rainy"));
+        h.push(result("", "for the call without id"));
+        h.push(result(&long, ""));
+        h.push(result(&format!("orphan_{g}"), "answers nothing"));
+        h.push(user("and?"));
+        h.push(result(&late, "out of place"));
+    }
+    h
+}
+
+/// `n` calls that all have the id `x`: the first half unanswered, the second half answered in
+/// their own group (a result must find its own group's call among all the unclaimed ones).
+fn same_id(n: usize) -> Vec<Message> {
+    let mut h = vec![user("weather?")];
+    for k in 0..n {
+        h.push(assistant(vec![call("x", k)]));
+        if k < n / 2 {
+            h.push(user("no result"));
+        } else {
+            h.push(result("x", "sunny"));
+        }
+    }
+    h
+}
+
+/// `n` calls, two per 40-character id, ids sharing their first 34 characters: renaming the
+/// second call of each cuts the id to make room for a suffix, and the cut ids collide.
+fn shared_prefix_duplicates(n: usize) -> Vec<Message> {
+    let mut h = vec![user("weather?")];
+    for k in 0..n / 2 {
+        let id = format!("{}{k:06}", "q".repeat(34));
+        for round in 0..2 {
+            h.push(assistant(vec![call(&id, k + round)]));
+            h.push(result(&id, "sunny"));
+        }
+    }
+    h
+}
+
+const HISTORY_BASE: usize = 1_000;
+
+fn rehome() -> SanitizePolicy {
+    SanitizePolicy {
+        orphans: OrphanPolicy::Rehome,
+        missing_ids: MissingIdPolicy::Remove,
+        ..SanitizePolicy::default()
+    }
+}
+
+/// The reported case (issue 11): one message with 1,000 / 10,000 / 100,000 unanswered calls.
+/// The old code gave every violation the joined list of all the message's ids (a peak of
+/// 94 MiB at 1,000 calls, 5.3 GiB at 8,000).
+#[test]
+fn check_of_one_message_with_many_unanswered_calls() {
+    let _serial = serial();
+    let costs = assert_linear(
+        "check, one message with n unanswered calls",
+        1_000,
+        unanswered_in_one_message,
+        |h: &Vec<Message>| check(h),
+    );
+    let peak = costs[2].peak;
+    assert!(
+        peak < 256 << 20,
+        "check of 100,000 unanswered calls peaked at {} MiB",
+        peak >> 20
+    );
+}
+
+#[test]
+fn sanitize_of_one_message_with_many_unanswered_calls() {
+    let _serial = serial();
+    let costs = assert_linear_owned(
+        "sanitize, one message with n unanswered calls",
+        1_000,
+        unanswered_in_one_message,
+        |h: Vec<Message>| sanitize(h, &SanitizePolicy::default()),
+    );
+    assert!(costs[2].peak < 256 << 20, "{}", costs[2]);
+}
+
+#[test]
+fn check_scales_linearly() {
+    let _serial = serial();
+    for (name, make) in [
+        ("valid", valid as fn(usize) -> Vec<Message>),
+        ("mixed", mixed),
+        ("same id", same_id),
+        ("shared prefix duplicates", shared_prefix_duplicates),
+    ] {
+        assert_linear(
+            &format!("check, {name}"),
+            HISTORY_BASE,
+            make,
+            |h: &Vec<Message>| check(h),
+        );
+    }
+}
+
+#[test]
+fn sanitize_scales_linearly() {
+    let _serial = serial();
+    for (name, make) in [
+        ("valid", valid as fn(usize) -> Vec<Message>),
+        ("mixed", mixed),
+        ("same id", same_id),
+        ("shared prefix duplicates", shared_prefix_duplicates),
+    ] {
+        assert_linear_owned(&format!("sanitize, {name}"), HISTORY_BASE, make, |h| {
+            sanitize(h, &SanitizePolicy::default())
+        });
+    }
+    assert_linear_owned(
+        "sanitize (rehome, remove), mixed",
+        HISTORY_BASE,
+        mixed,
+        |h| sanitize(h, &rehome()),
+    );
+}
+
+#[test]
+fn trim_scales_linearly() {
+    let _serial = serial();
+    for (name, make) in [
+        ("valid", valid as fn(usize) -> Vec<Message>),
+        ("mixed", mixed),
+    ] {
+        // Half the messages, and about half the bytes (a group of two calls is ~60 tokens).
+        assert_linear_owned(
+            &format!("trim by messages, {name}"),
+            HISTORY_BASE,
+            |n| (make(n), n),
+            |(h, n): (Vec<Message>, usize)| trim(h, Budget::Messages(n), &ByteEstimate),
+        );
+        assert_linear_owned(
+            &format!("trim by tokens (byte estimate), {name}"),
+            HISTORY_BASE,
+            |n| (make(n), n * 15),
+            |(h, t): (Vec<Message>, usize)| trim(h, Budget::Tokens(t), &ByteEstimate),
+        );
+        assert_linear(
+            &format!("trim_ref by tokens (byte estimate), {name}"),
+            HISTORY_BASE,
+            |n| (make(n), n * 15),
+            |(h, t): &(Vec<Message>, usize)| trim_ref(h, Budget::Tokens(*t), &ByteEstimate),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The repair parser
+
+/// Room for the 100x inputs (the default limit is 4 MiB).
+fn options() -> RepairOptions {
+    RepairOptions {
+        max_len: 256 << 20,
+        ..RepairOptions::default()
+    }
+}
+
+const REPAIR_BASE: usize = 200;
+
+fn assert_repair_linear(name: &str, make: impl Fn(usize) -> String) {
+    let opts = options();
+    let sample = make(3);
+    assert!(
+        repair(&sample, &opts).is_ok(),
+        "{name}: the sample does not repair: {sample}"
+    );
+    assert_linear(
+        &format!("repair, {name}"),
+        REPAIR_BASE,
+        make,
+        |s: &String| repair(s, &opts),
+    );
+}
+
+/// `{"k0": {"city": "Paris", "day": 0, "tags": ["a", "b"]}, …}`, `n` members.
+fn members(n: usize, quote: char, trailing_comma: bool) -> String {
+    let q = quote;
+    let comma = if trailing_comma { "," } else { "" };
+    let mut s = String::from("{");
+    for k in 0..n {
+        if k > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(&format!(
+            "{q}k{k}{q}: {{{q}city{q}: {q}Paris {k}{q}, {q}day{q}: {k}, \
+             {q}tags{q}: [{q}a{q}, {q}b{q}{comma}]{comma}}}"
+        ));
+    }
+    s.push_str(comma);
+    s.push('}');
+    s
+}
+
+#[test]
+fn repair_of_long_valid_json_scales_linearly() {
+    let _serial = serial();
+    assert_repair_linear("valid JSON", |n| members(n, '"', false));
+    assert_repair_linear("valid JSON, a long array", |n| {
+        let items: Vec<String> = (0..n * 4)
+            .map(|k| format!(r#"{{"i": {k}, "s": "x{k}"}}"#))
+            .collect();
+        format!(r#"{{"items": [{}]}}"#, items.join(", "))
+    });
+    assert_repair_linear("valid JSON, a long string", |n| {
+        format!(
+            r#"{{"text": "{}"}}"#,
+            "lorem ipsum \\n dolor \\\"sit\\\" ".repeat(n * 4)
+        )
+    });
+}
+
+#[test]
+fn repair_of_long_broken_json_scales_linearly() {
+    let _serial = serial();
+    assert_repair_linear("single quotes", |n| members(n, '\'', false));
+    assert_repair_linear("trailing commas", |n| members(n, '"', true));
+    assert_repair_linear("single quotes, trailing commas, python literals", |n| {
+        members(n, '\'', true).replace("'day'", "'hourly': True, 'none': None, 'day'")
+    });
+    assert_repair_linear("truncated in a string", |n| {
+        let full = members(n, '"', false);
+        let cut = full.rfind("Paris").unwrap() + 3;
+        full[..cut].to_owned()
+    });
+    assert_repair_linear("truncated in nested arrays", |n| {
+        let full = members(n, '"', false);
+        "[".repeat(50) + &full[..full.len() - 1]
+    });
+    assert_repair_linear("unquoted keys and comments", |n| {
+        members(n, '"', false)
+            .replace("\"city\"", "city /* where */")
+            .replace("\"day\"", "// the day\nday")
+    });
+}
+
+#[test]
+fn repair_of_many_hermes_tool_calls_scales_linearly() {
+    let _serial = serial();
+    assert_repair_linear("Hermes <tool_call> blocks", |n| {
+        (0..n)
+            .map(|k| {
+                format!(
+                    "<tool_call>\n{{\"name\": \"get_weather\", \"arguments\": \
+                     {{\"city\": \"Seoul\", \"days\": {k}}}}}\n</tool_call>\n"
+                )
+            })
+            .collect::<String>()
+            + "<|im_end|>"
+    });
+    assert_repair_linear("Hermes <tool_call> blocks, broken, with thinking", |n| {
+        "<think>I will call the tool many times.</think>\n".to_owned()
+            + &(0..n)
+                .map(|k| {
+                    format!(
+                        "<tool_call>\n{{'name': 'get_weather', 'arguments': \
+                         {{'city': 'Seoul', 'days': {k},}}}}\n</tool_call>\n"
+                    )
+                })
+                .collect::<String>()
+    });
+}
+
+#[test]
+fn repair_of_many_mistral_tool_calls_scales_linearly() {
+    let _serial = serial();
+    assert_repair_linear("Mistral [TOOL_CALLS], one list", |n| {
+        let calls: Vec<String> = (0..n)
+            .map(|k| {
+                format!(
+                    r#"{{"name": "get_weather", "arguments": {{"city": "Accra", "day": {k}}}}}"#
+                )
+            })
+            .collect();
+        format!("[TOOL_CALLS][{}]", calls.join(", "))
+    });
+    assert_repair_linear("Mistral [TOOL_CALLS], one per call", |n| {
+        (0..n)
+            .map(|k| format!(r#"[TOOL_CALLS]get_weather[ARGS]{{"city": "Accra", "day": {k}}}"#))
+            .collect::<String>()
+    });
+}
+
+#[test]
+fn repair_of_many_pythonic_calls_scales_linearly() {
+    let _serial = serial();
+    assert_repair_linear("pythonic calls in a list", |n| {
+        let calls: Vec<String> = (0..n)
+            .map(|k| format!("get_weather(city='Quito', days={k}, hourly=True, tags=['a', 'b'])"))
+            .collect();
+        format!("[{}]", calls.join(", "))
+    });
+    assert_repair_linear("pythonic call, many arguments", |n| {
+        let args: Vec<String> = (0..n * 4).map(|k| format!("a{k}='v{k}'")).collect();
+        format!(
+            "<|python_start|>get_weather({})<|python_end|>",
+            args.join(", ")
+        )
+    });
+}
+
+#[test]
+fn repair_of_many_qwen_xml_calls_scales_linearly() {
+    let _serial = serial();
+    assert_repair_linear("Qwen XML, many calls", |n| {
+        (0..n)
+            .map(|k| {
+                format!(
+                    "<tool_call>\n<function=get_weather>\n<parameter=city>\nNairobi\n\
+                     </parameter>\n<parameter=days>\n{k}\n</parameter>\n</function>\n</tool_call>\n"
+                )
+            })
+            .collect::<String>()
+    });
+    assert_repair_linear("Qwen XML, many parameters", |n| {
+        let params: String = (0..n * 4)
+            .map(|k| format!("<parameter=p{k}>\nvalue {k}\n</parameter>\n"))
+            .collect();
+        format!("<tool_call>\n<function=get_weather>\n{params}</function>\n</tool_call>")
+    });
+}
