@@ -382,3 +382,10 @@ json.dump(meta, open(sys.argv[1], "w"), indent=1)
 EOF
 "$PYTHON" bench/gateway/report.py --runs "$RUNS" --meta "$WORK/meta.json" \
   --json "$RESULTS/gateway.json" --md "$RESULTS/gateway.md"
+
+# --- streaming on kept-alive connections (time to first byte and total) -----------------
+# Its own processes (started and stopped by the script), after these have stopped.
+cleanup
+PIDS=()
+log "streaming on kept-alive connections (bench/gateway/stream.sh)"
+bench/gateway/stream.sh --reps "$REPS"
