@@ -20,6 +20,8 @@
 //! ```
 
 pub mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 mod listen;
 pub mod mend;
 pub mod metrics;

@@ -1,0 +1,93 @@
+//! Entry points for the cargo-fuzz targets in `fuzz/` (`sse_assemble`, `gateway_request`):
+//! thin public wrappers over crate-private items, so the targets run the gateway's own
+//! code. Not a stable API; hidden from the docs.
+
+use std::{sync::Arc, time::Instant};
+
+use axum::{body::Bytes, http::HeaderMap};
+use serde_json::Value;
+use toolmend::Toolbox;
+
+use crate::{server, stream};
+
+/// [`stream::ContentGate`]: decides which streamed content may go out now and which is
+/// held because it may be a call written into the text.
+#[derive(Debug, Default)]
+pub struct ContentGate(stream::ContentGate);
+
+impl ContentGate {
+    /// A gate that has seen nothing.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes a content delta; returns the text to forward now.
+    pub fn push(&mut self, delta: &str) -> String {
+        self.0.push(delta)
+    }
+
+    /// At the end: the held text (a possible call), and the tail that was kept back.
+    pub fn finish(&mut self) -> (Option<String>, String) {
+        self.0.finish()
+    }
+}
+
+/// What `prepare` noted about a request it accepted.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The `x-toolmend-history` header value, if any.
+    pub history: Option<String>,
+    /// The body's `messages` were rewritten (sanitized or trimmed).
+    pub changed: bool,
+}
+
+/// The request path (`server::prepare`): `messages` decoded, the limits applied, the
+/// history checked and, by `history.policy`, sanitized, refused or passed; then trimmed.
+/// `Err` is the HTTP status of the answer the client would get.
+///
+/// # Errors
+///
+/// The status code of the refusal (400 for a bad or over-limit request).
+pub fn prepare(gw: &crate::Gateway, body: &mut Value) -> Result<Prepared, u16> {
+    server::prepare(gw, body)
+        .map(|n| Prepared {
+            history: n.history,
+            changed: n.changed,
+        })
+        .map_err(|r| r.status().as_u16())
+}
+
+/// The request's `tools` compiled through the gateway's `ToolCache` (its limits included).
+///
+/// # Errors
+///
+/// The tools the cache refuses (bad schema, past `limits.max_tools` …), as the message the
+/// client would get.
+pub fn tools(gw: &crate::Gateway, tools: &Value) -> Result<Arc<Toolbox>, String> {
+    gw.tools.get(tools).map_err(|e| e.to_string())
+}
+
+/// The streaming answer (`stream::respond`) to `request`, read whole: the request is sent
+/// to the configured upstream and its SSE answer goes through the gateway's stream
+/// transformer (mended against `toolbox` when there is one). Returns the status and body.
+pub async fn respond_stream(
+    gw: Arc<crate::Gateway>,
+    request: Value,
+    toolbox: Option<Arc<Toolbox>>,
+) -> (u16, Bytes) {
+    let resp = stream::respond(
+        gw,
+        HeaderMap::new(),
+        request,
+        toolbox,
+        server::RequestNotes::default(),
+        Instant::now(),
+    )
+    .await;
+    let status = resp.status().as_u16();
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap_or_default();
+    (status, body)
+}
