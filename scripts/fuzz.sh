@@ -7,7 +7,7 @@
 #
 #   SECONDS   time per target (default 30)
 #   TARGET    any of: repair_no_panic repair_matches_serde repair_idempotent history_sanitize
-#             (default: all four)
+#             sse_assemble gateway_request (default: all six)
 #
 # Environment:
 #   CARGO_FUZZ_VERSION  cargo-fuzz to install when `cargo fuzz` is missing (default 0.13.2);
@@ -19,10 +19,14 @@
 #   FUZZ_JOBS           libFuzzer -jobs/-workers when > 1 (default 1; the machine has 2 cores)
 #   FUZZ_ARGS           extra libFuzzer flags (e.g. "-max_len=4096")
 #
-# Hand-written seeds live in fuzz/seeds/ and are copied into each target's corpus.
+# Hand-written seeds live in fuzz/seeds/ (repair targets), fuzz/seeds-history/ (history_sanitize),
+# fuzz/seeds-sse/ (sse_assemble: JSON-lines chunk streams) and fuzz/seeds-request/
+# (gateway_request: request bodies), and are copied into each target's corpus.
+# scripts/fuzz-long.sh runs every target longer and prints a table of the figures.
 set -euo pipefail
 
-ALL_TARGETS=(repair_no_panic repair_matches_serde repair_idempotent history_sanitize)
+ALL_TARGETS=(repair_no_panic repair_matches_serde repair_idempotent history_sanitize sse_assemble
+  gateway_request)
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
@@ -68,6 +72,14 @@ seed_corpus() { # seed_corpus DIR: hand-written seeds + (if present) the dev cor
   if [[ "$dir" == */history_* ]]; then
     # Histories: the example conversation and the hand-written ones.
     cp -n "$ROOT"/examples/broken_history.json "$ROOT"/fuzz/seeds-history/* "$dir"/ 2>/dev/null || true
+    return
+  fi
+  if [[ "$dir" == */sse_* ]]; then
+    cp -n "$ROOT"/fuzz/seeds-sse/* "$dir"/ 2>/dev/null || true
+    return
+  fi
+  if [[ "$dir" == */gateway_* ]]; then
+    cp -n "$ROOT"/fuzz/seeds-request/* "$dir"/ 2>/dev/null || true
     return
   fi
   cp -n "$ROOT"/fuzz/seeds/* "$dir"/ 2>/dev/null || true
