@@ -81,7 +81,11 @@ impl ContentGate {
         // Hold back a tail that could still grow into a marker (or, at the start, into a
         // leading one: only whitespace seen so far).
         let mut keep = 0;
-        if rest.is_empty() {
+        // Nothing but whitespace went out yet and what follows may still grow into a
+        // leading marker (`` ` `` or ``` `` ``` before a fence): hold it all (the fuzz target
+        // found "``" released, then "`json …" held: the fence leaked).
+        let at_start = self.sent <= trimmed_at;
+        if rest.is_empty() || (at_start && LEADING.iter().any(|m| m.starts_with(rest))) {
             keep = self.seen.len() - self.sent;
         } else {
             for m in MARKERS {
@@ -248,8 +252,18 @@ impl Transformer {
             .filter(|f| !f.is_null())
             .cloned();
         if finish.is_some() {
-            let finish_choice = choices.remove(pos);
-            let (held_text, tail) = self.gate.finish();
+            let mut finish_choice = choices.remove(pos);
+            // The finishing chunk may carry content of its own: what of it the gate
+            // released goes out first, before the tail the gate kept back (found by the
+            // sse_assemble fuzz target: it used to be dropped with the delta).
+            let released = finish_choice
+                .get_mut("delta")
+                .and_then(Value::as_object_mut)
+                .and_then(|d| d.remove("content"))
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let (held_text, kept) = self.gate.finish();
+            let tail = released + &kept;
             self.slot.clear();
             let calls: Vec<ToolCall> = std::mem::take(&mut self.calls)
                 .into_iter()
@@ -271,13 +285,6 @@ impl Transformer {
             } else {
                 Some(chunk)
             };
-            let mut finish_choice = finish_choice;
-            if let Some(delta) = finish_choice
-                .get_mut("delta")
-                .and_then(Value::as_object_mut)
-            {
-                delta.remove("content");
-            }
             let mut step_finish = self.chunk(finish_choice);
             if let Some(usage) = usage {
                 step_finish["usage"] = usage;
@@ -684,10 +691,49 @@ mod tests {
         best
     }
 
+    /// The content a client receives for `chunks` (choice 0, no mending).
+    fn streamed_text(gate: bool, chunks: &[serde_json::Value]) -> String {
+        let mut t = Transformer::new(gate);
+        let mut out = Vec::new();
+        for c in chunks {
+            match t.on_chunk(c.clone()) {
+                Step::Emit(v) => out.extend(v),
+                Step::Finish(f) => {
+                    out.extend(t.finish_chunks(None, &f.message, f.held_text, f.tail, f.finish));
+                }
+            }
+        }
+        out.iter()
+            .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+            .collect()
+    }
+
+    #[test]
+    fn content_in_the_finishing_chunk_reaches_the_client() {
+        // fuzz/regressions/sse_assemble/content_in_finishing_chunk_dropped.jsonl
+        let chunks = [
+            json!({"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": null}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "."}, "finish_reason": "stop"}]}),
+        ];
+        assert_eq!(streamed_text(true, &chunks), "Hi.");
+        assert_eq!(streamed_text(false, &chunks), "Hi.");
+    }
+
+    #[test]
+    fn a_leading_fence_split_before_its_third_backtick_is_held_whole() {
+        // fuzz/regressions/sse_assemble/leading_fence_split_leaks_backticks.jsonl
+        assert_eq!(
+            run(&["``", "`json\n{\"a\": 1}\n```"]),
+            (String::new(), Some("```json\n{\"a\": 1}\n```".into()))
+        );
+        // Backticks that do not become a fence are released at the end, none lost.
+        assert_eq!(run(&["``", " code"]), ("`` code".into(), None));
+    }
+
     #[test]
     fn the_assembler_is_linear_in_the_deltas() {
         // Quadratic work (a rescan of everything held per delta) gives ~100x per 10x.
-        let (a, b, c) = (assemble(2_000), assemble(20_000), assemble(200_000));
+        let (a, b, c) = (assemble(1_000), assemble(10_000), assemble(100_000));
         let r1 = b.as_secs_f64() / a.as_secs_f64().max(1e-9);
         let r2 = c.as_secs_f64() / b.as_secs_f64().max(1e-9);
         assert!(r1 < 30.0 && r2 < 30.0, "1x {a:?}, 10x {b:?}, 100x {c:?}");
