@@ -318,21 +318,10 @@ fn str_or_null(v: Option<&Value>) -> bool {
     v.is_none_or(|v| v.is_null() || v.is_string())
 }
 
-/// Known bugs, tolerated unless SSE_FUZZ_STRICT=1 (see `check_gate` for the second).
-/// Known bug (fuzz/regressions/sse_assemble/): without the gate (no tools in the request,
-/// or `calls.calls_in_content = false`), content in the chunk that carries choice 0's
-/// `finish_reason` is dropped. Tolerated unless SSE_FUZZ_STRICT=1, so the target keeps
-/// looking for other faults; replay the regression with SSE_FUZZ_STRICT=1 once fixed, and
-/// drop this.
-static STRICT: LazyLock<bool> =
-    LazyLock::new(|| std::env::var("SSE_FUZZ_STRICT").is_ok_and(|v| v == "1"));
-
 /// What a well-formed stream must come out as.
 struct Expect {
     /// Choice 0's content deltas, in order.
     content: Vec<String>,
-    /// The part of it in the chunk that finishes choice 0.
-    finish_content: String,
     /// Distinct non-empty tool-call ids.
     ids: BTreeSet<String>,
 }
@@ -342,7 +331,6 @@ fn expect(chunks: &[Value]) -> Option<Expect> {
     let mut ids = BTreeSet::new();
     let mut finishes = 0;
     let mut after_finish = false;
-    let mut finish_content = String::new();
     for c in chunks {
         let obj = c.as_object()?;
         if obj.contains_key("error") {
@@ -392,16 +380,9 @@ fn expect(chunks: &[Value]) -> Option<Expect> {
         if ch.get("finish_reason").is_some_and(|f| !f.is_null()) {
             finishes += 1;
             after_finish = true;
-            if let Some(s) = ch.pointer("/delta/content").and_then(Value::as_str) {
-                finish_content = s.to_owned();
-            }
         }
     }
-    (finishes == 1).then_some(Expect {
-        content,
-        ids,
-        finish_content,
-    })
+    (finishes == 1).then_some(Expect { content, ids })
 }
 
 fn sse(chunks: &[Value]) -> Bytes {
@@ -500,21 +481,12 @@ fn check(frames: &[Value], want: &Expect, mended: bool) {
     }
     // (a), for the stream: nothing gated, so the content passes as it is.
     if !mended {
+        // (fuzz/regressions/sse_assemble/content_in_finishing_chunk_dropped.jsonl, fixed)
         let sent: String = want.content.concat();
-        let known_bug = !*STRICT
-            && content.len() + want.finish_content.len() == sent.len()
-            && sent.ends_with(&want.finish_content);
-        if !known_bug {
-            assert_eq!(
-                content, sent,
-                "{label}: choice 0's content changed on the way: {frames:?}"
-            );
-        } else {
-            assert!(
-                sent.starts_with(&content),
-                "{label}: content changed: {frames:?}"
-            );
-        }
+        assert_eq!(
+            content, sent,
+            "{label}: choice 0's content changed on the way: {frames:?}"
+        );
     }
 }
 
@@ -531,14 +503,9 @@ fn check_gate(deltas: &[String]) {
     let sent = deltas.concat();
     if let Some(h) = &held {
         let h = h.trim_start();
-        // Known bug (fuzz/regressions/sse_assemble/): a leading ``` split after one or two
-        // backticks lets those go out, and the hold starts inside the fence.
-        let split_fence = !*STRICT
-            && !out.trim().is_empty()
-            && out.trim().chars().all(|c| c == '`')
-            && format!("{}{h}", out.trim_start()).starts_with("```");
+        // (fuzz/regressions/sse_assemble/leading_fence_split_leaks_backticks.jsonl, fixed)
         assert!(
-            split_fence || MARKERS.iter().any(|m| h.starts_with(m)),
+            MARKERS.iter().any(|m| h.starts_with(m)),
             "the gate holds text that starts with no marker: {h:?} (deltas {deltas:?})"
         );
         out.push_str(held.as_deref().unwrap_or_default());
