@@ -21,7 +21,8 @@
 #
 # Hand-written seeds live in fuzz/seeds/ (repair targets), fuzz/seeds-history/ (history_sanitize),
 # fuzz/seeds-sse/ (sse_assemble: JSON-lines chunk streams) and fuzz/seeds-request/
-# (gateway_request: request bodies), and are copied into each target's corpus.
+# (gateway_request: request bodies), and are copied into each target's corpus, with the
+# inputs of past findings in fuzz/regressions/<target>/.
 # scripts/fuzz-long.sh runs every target longer and prints a table of the figures.
 set -euo pipefail
 
@@ -75,7 +76,7 @@ seed_corpus() { # seed_corpus DIR: hand-written seeds + (if present) the dev cor
     return
   fi
   if [[ "$dir" == */sse_* ]]; then
-    cp -n "$ROOT"/fuzz/seeds-sse/* "$dir"/ 2>/dev/null || true
+    cp -n "$ROOT"/fuzz/seeds-sse/* "$ROOT"/fuzz/regressions/sse_assemble/* "$dir"/ 2>/dev/null || true
     return
   fi
   if [[ "$dir" == */gateway_* ]]; then
