@@ -173,6 +173,12 @@ impl Transformer {
         }
     }
 
+    /// True when choice 0 has something buffered that only its finish releases: tool-call
+    /// fragments, or content the gate holds or keeps back.
+    fn holds_anything(&self) -> bool {
+        !self.calls.is_empty() || self.gate.sent < self.gate.seen.len()
+    }
+
     fn chunk(&self, choice: Value) -> Value {
         let mut c = self.meta.clone();
         c.insert("choices".to_owned(), json!([choice]));
@@ -279,10 +285,14 @@ impl Transformer {
                 tool_calls: (!calls.is_empty()).then_some(calls),
                 ..Default::default()
             };
-            // Other choices in the same chunk go out unchanged.
+            // Other choices in the same chunk go out unchanged; `usage` goes with the
+            // finish chunk only (twice would count twice).
             let rest = if choices.is_empty() {
                 None
             } else {
+                if let Some(o) = chunk.as_object_mut() {
+                    o.remove("usage");
+                }
                 Some(chunk)
             };
             let mut step_finish = self.chunk(finish_choice);
@@ -429,6 +439,16 @@ impl Driver {
         };
         let Some(data) = event.data else { return true };
         if data.trim() == "[DONE]" {
+            if !self.finished && self.t.holds_anything() {
+                // Never dropped in silence: what was buffered for choice 0 (calls, held
+                // content) had no finish to be released with.
+                m::upstream_error("stream");
+                self.fail(
+                    "the upstream stream ended ([DONE]) before choice 0's finish_reason; \
+                     the tool calls or content buffered for it were not released",
+                );
+                return false;
+            }
             self.end();
             return false;
         }

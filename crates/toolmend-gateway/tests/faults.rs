@@ -1501,3 +1501,66 @@ async fn a_stream_on_a_kept_alive_connection_is_not_held_back_by_nagle() {
         "median {median:?} per streamed answer on a kept-alive connection: {took:?}"
     );
 }
+
+#[tokio::test]
+async fn done_before_the_finish_never_drops_the_buffered_calls_in_silence() {
+    // A stream whose [DONE] comes before choice 0's finish_reason: the call fragments
+    // buffered for the finish used to vanish, the client seeing a clean end.
+    let sse = [
+        chunk(&json!({"role": "assistant", "content": null}), None),
+        chunk(
+            &json!({"tool_calls": [{"index": 0, "id": "call_A", "type": "function",
+                "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}),
+            None,
+        ),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let (url, _) = canned(vec![("text/event-stream", sse)]).await;
+    let gw = gateway(&url, "").await;
+    let text = post(gw, &request(ask(), true)).await.text().await.unwrap();
+    let ev = events(&text);
+    let errors = error_events(&ev);
+    assert_eq!(errors.len(), 1, "{text}");
+    let msg = openai_error(
+        200,
+        errors[0].to_string().as_bytes(),
+        200,
+        "upstream_stream_error",
+    );
+    assert!(msg.contains("before choice 0's finish_reason"), "{msg}");
+
+    // With nothing buffered, a [DONE] without a finish is just the end.
+    let sse = [
+        chunk(&json!({"role": "assistant", "content": "Hi"}), None),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let (url, _) = canned(vec![("text/event-stream", sse)]).await;
+    let gw = gateway(&url, "").await;
+    let text = post(gw, &request(ask(), true)).await.text().await.unwrap();
+    assert!(error_events(&events(&text)).is_empty(), "{text}");
+    assert!(text.contains("\"content\":\"Hi\""), "{text}");
+}
+
+#[tokio::test]
+async fn usage_in_a_finishing_chunk_with_other_choices_is_sent_once() {
+    let finish = json!({"id": "chatcmpl-f", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [{"index": 0, "delta": {}, "logprobs": null, "finish_reason": "stop"},
+                    {"index": 1, "delta": {"content": "b"}, "logprobs": null, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}});
+    let sse = [
+        chunk(&json!({"role": "assistant", "content": "a"}), None),
+        format!("data: {finish}\n\n"),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let (url, _) = canned(vec![("text/event-stream", sse)]).await;
+    let gw = gateway(&url, "").await;
+    let text = post(gw, &request(ask(), true)).await.text().await.unwrap();
+    let with_usage = events(&text)
+        .iter()
+        .filter(|e| e.get("usage").is_some_and(|u| !u.is_null()))
+        .count();
+    assert_eq!(with_usage, 1, "{text}");
+}
