@@ -603,27 +603,51 @@ fn request_id(headers: &mut HeaderMap) -> String {
     id
 }
 
+/// A body this much past `limits.max_body_bytes` is not read to its end before the 413.
+const DRAIN_MAX: usize = 64 << 20;
+
 /// The request body, read within `limits.body_timeout_secs` and `limits.max_body_bytes`.
+/// A body over the limit is still read to its end (discarded, up to [`DRAIN_MAX`] and the
+/// same timeout) before the 413 goes out: clients that send the whole body before they
+/// read (Python's http.client, httpx) would otherwise meet a reset connection instead of
+/// the answer that names the limit.
 #[allow(clippy::result_large_err)]
-async fn read_body(gw: &Gateway, body: Body) -> Result<Bytes, Response> {
+async fn read_body(gw: &Gateway, body: Body, declared: Option<u64>) -> Result<Bytes, Response> {
+    use futures::StreamExt as _;
     let limits = &gw.config.limits;
-    let read = axum::body::to_bytes(body, limits.max_body_bytes);
-    match tokio::time::timeout(limits.body_timeout(), read).await {
-        Ok(Ok(b)) => Ok(b),
-        Ok(Err(e)) => {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            Err(if too_large {
-                too_large_body(limits.max_body_bytes)
-            } else {
+    let max = limits.max_body_bytes;
+    if declared.is_some_and(|n| n > DRAIN_MAX as u64) {
+        return Err(too_large_body(max));
+    }
+    let read = async {
+        let mut stream = body.into_data_stream();
+        let mut buf = bytes::BytesMut::new();
+        let mut seen = 0usize;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
                 error(
                     StatusCode::BAD_REQUEST,
                     "invalid_request_error",
                     "body_read_failed",
                     format!("the request body could not be read: {e}"),
                 )
-            })
+            })?;
+            seen = seen.saturating_add(chunk.len());
+            if seen > DRAIN_MAX {
+                break;
+            }
+            if seen <= max && declared.is_none_or(|n| n <= max as u64) {
+                buf.extend_from_slice(&chunk);
+            }
         }
+        if seen > max || declared.is_some_and(|n| n > max as u64) {
+            return Err(too_large_body(max));
+        }
+        Ok(buf.freeze())
+    };
+    match tokio::time::timeout(limits.body_timeout(), read).await {
+        Ok(r) => r,
+        Err(_) if declared.is_some_and(|n| n > max as u64) => Err(too_large_body(max)),
         Err(_) => Err(error(
             StatusCode::REQUEST_TIMEOUT,
             "invalid_request_error",
@@ -652,15 +676,11 @@ async fn chat(State(gw): State<Arc<Gateway>>, mut headers: HeaderMap, body: Body
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let max = gw.config.limits.max_body_bytes;
-    // Refused before a byte of the body is read when its declared length is over.
-    let mut out = if declared.is_some_and(|n| n > max as u64) {
-        too_large_body(max)
-    } else {
-        match read_body(&gw, body).await {
-            Ok(body) => chat_inner(gw, headers, body).await,
-            Err(e) => e,
-        }
+    // A body declared over the limit is not kept: it is read and discarded (see
+    // read_body), then answered 413.
+    let mut out = match read_body(&gw, body, declared).await {
+        Ok(body) => chat_inner(gw, headers, body).await,
+        Err(e) => e,
     };
     if let Ok(v) = HeaderValue::from_str(&id) {
         out.headers_mut().insert("x-request-id", v);

@@ -1564,3 +1564,28 @@ async fn usage_in_a_finishing_chunk_with_other_choices_is_sent_once() {
         .count();
     assert_eq!(with_usage, 1, "{text}");
 }
+
+#[tokio::test]
+async fn a_client_that_writes_a_too_large_body_whole_before_reading_gets_the_413() {
+    // Python's http.client and httpx send the whole body, then read. A gateway that
+    // answers on the Content-Length and closes leaves them a reset connection (a write
+    // error) instead of the answer that names the limit; the body is read and discarded.
+    const MAX: usize = 64 * 1024;
+    let gw = gateway(
+        "http://127.0.0.1:9/v1",
+        &format!("limits.max_body_bytes = {MAX}"),
+    )
+    .await;
+    let body = vec![b' '; 32 << 20];
+    let mut s = TcpStream::connect(gw).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    );
+    within(s.write_all(head.as_bytes())).await.unwrap();
+    within(s.write_all(&body)).await.unwrap();
+    let raw = within(read_response(&mut s)).await.unwrap();
+    let msg = openai_error(raw.status, &raw.body, 413, "body_too_large");
+    assert!(msg.contains(&format!("({MAX} bytes)")), "{msg}");
+}
