@@ -1589,3 +1589,76 @@ async fn a_client_that_writes_a_too_large_body_whole_before_reading_gets_the_413
     let msg = openai_error(raw.status, &raw.body, 413, "body_too_large");
     assert!(msg.contains(&format!("({MAX} bytes)")), "{msg}");
 }
+
+/// `{"n": [[…]]}` with `depth` levels in all (the object counts as one).
+fn nested(depth: usize) -> String {
+    format!(
+        "{{\"n\": {}1{}}}",
+        "[".repeat(depth - 1),
+        "]".repeat(depth - 1)
+    )
+}
+
+#[tokio::test]
+async fn a_request_nested_to_the_json_limit_passes_and_one_level_more_is_400() {
+    // serde_json's recursion limit: 127 levels in the whole body (the 128th is refused;
+    // the body's own object and its `metadata` object count).
+    let p = ScriptedProvider::start(Script::new().then(said("ok")))
+        .await
+        .unwrap();
+    let gw = gateway(&p.base_url(), "").await;
+    let body = |depth: usize| {
+        // The body object (1) and `metadata` (1) hold `nested(depth - 2)`.
+        format!(
+            "{{\"model\": \"m\", \"messages\": [{{\"role\": \"user\", \"content\": \"hi\"}}], \
+             \"metadata\": {{\"n\": {}}}}}",
+            nested(depth - 2)
+        )
+    };
+    let send = |text: String| {
+        within(
+            http()
+                .post(format!("http://{gw}/v1/chat/completions"))
+                .header("content-type", "application/json")
+                .body(text)
+                .send(),
+        )
+    };
+    assert_eq!(send(body(127)).await.unwrap().status(), 200);
+    let msg = error_of(send(body(128)).await.unwrap(), 400, "invalid_json").await;
+    assert!(msg.contains("recursion limit"), "{msg}");
+    assert_eq!(p.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn call_arguments_nested_to_the_repair_limit_pass_and_one_level_more_are_not_run() {
+    // toolmend::RepairOptions::max_depth: 128 levels in one call's arguments.
+    let answer = |depth: usize| {
+        completion(
+            &json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1",
+                "type": "function", "function": {"name": "f", "arguments": nested(depth)}}]}),
+            "tool_calls",
+        )
+    };
+    let (url, _) = canned(vec![
+        ("application/json", answer(128)),
+        ("application/json", answer(129)),
+    ])
+    .await;
+    let gw = gateway(&url, "calls.invalid = \"pass\"").await;
+    let body = json!({"model": "m", "messages": ask(), "tools": [bare("f")]});
+    let resp = post(gw, &body).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        header(&resp, "x-toolmend-unresolved"),
+        "",
+        "128 levels pass"
+    );
+    let resp = post(gw, &body).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        header(&resp, "x-toolmend-unresolved"),
+        "c1",
+        "129 levels are refused"
+    );
+}
