@@ -603,7 +603,8 @@ fn request_id(headers: &mut HeaderMap) -> String {
     id
 }
 
-/// A body this much past `limits.max_body_bytes` is not read to its end before the 413.
+/// A body over `limits.max_body_bytes` is read and discarded up to this many bytes (or
+/// the limit, when it is larger) before the 413; one declared larger is answered at once.
 const DRAIN_MAX: usize = 64 << 20;
 
 /// The request body, read within `limits.body_timeout_secs` and `limits.max_body_bytes`.
@@ -616,7 +617,8 @@ async fn read_body(gw: &Gateway, body: Body, declared: Option<u64>) -> Result<By
     use futures::StreamExt as _;
     let limits = &gw.config.limits;
     let max = limits.max_body_bytes;
-    if declared.is_some_and(|n| n > DRAIN_MAX as u64) {
+    let drain_max = DRAIN_MAX.max(max);
+    if declared.is_some_and(|n| n > drain_max as u64) {
         return Err(too_large_body(max));
     }
     let read = async {
@@ -633,7 +635,7 @@ async fn read_body(gw: &Gateway, body: Body, declared: Option<u64>) -> Result<By
                 )
             })?;
             seen = seen.saturating_add(chunk.len());
-            if seen > DRAIN_MAX {
+            if seen > drain_max {
                 break;
             }
             if seen <= max && declared.is_none_or(|n| n <= max as u64) {
