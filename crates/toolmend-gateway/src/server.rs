@@ -765,12 +765,15 @@ async fn chat_inner(gw: Arc<Gateway>, headers: HeaderMap, body: Bytes) -> Respon
     let mut response_changed = false;
     upstream_time += t.elapsed();
     let mut summary = Summary::default();
-    if let Some(toolbox) = &toolbox {
-        let choices = response
+    // Only a completion's `choices` list is mended; any other JSON passes as it came (an
+    // array or a string at the top used to panic on the way back).
+    if let Some(toolbox) = &toolbox
+        && let Some(taken) = response
             .get_mut("choices")
             .and_then(Value::as_array_mut)
             .map(std::mem::take)
-            .unwrap_or_default();
+    {
+        let choices = taken;
         let mut mended_choices = Vec::with_capacity(choices.len());
         for (i, mut choice) in choices.into_iter().enumerate() {
             let Ok(message) = serde_json::from_value::<AssistantMessage>(choice["message"].clone())

@@ -1662,3 +1662,24 @@ async fn call_arguments_nested_to_the_repair_limit_pass_and_one_level_more_are_n
         "129 levels are refused"
     );
 }
+
+#[tokio::test]
+async fn odd_upstream_answers_are_passed_on_never_a_dropped_connection() {
+    // JSON that is not a chat completion: an array, a string, `choices` of the wrong type,
+    // choices that are not objects. Each comes back as sent (nothing to mend), and the
+    // connection is never dropped by a panic.
+    let odd = [
+        "[1, 2]",
+        "\"text\"",
+        "null",
+        r#"{"choices": 5}"#,
+        r#"{"choices": [1, null, {"message": 3}, {"message": {"role": "assistant", "tool_calls": 7}}]}"#,
+    ];
+    for body in odd {
+        let (url, _) = canned(vec![("application/json", body.to_owned())]).await;
+        let gw = gateway(&url, "").await;
+        let resp = post(gw, &request(ask(), false)).await;
+        assert_eq!(resp.status(), 200, "{body}");
+        assert_eq!(within(resp.text()).await.unwrap(), body);
+    }
+}
