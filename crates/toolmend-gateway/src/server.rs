@@ -144,6 +144,7 @@ impl Gateway {
             // The body limit and its timeout are applied where the body is read (read_body),
             // so both answer in OpenAI's error shape.
             .layer(DefaultBodyLimit::disable())
+            .layer(catch_panics())
             .with_state(self)
     }
 
@@ -230,6 +231,29 @@ impl Gateway {
         }
         req
     }
+}
+
+/// A bug that panics in a handler answers that request with a 500 in OpenAI's shape
+/// (logged, counted) instead of a dropped connection; the other requests never notice.
+pub(crate) fn catch_panics()
+-> tower_http::catch_panic::CatchPanicLayer<fn(Box<dyn std::any::Any + Send>) -> Response> {
+    fn answer(err: Box<dyn std::any::Any + Send>) -> Response {
+        let what = err
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| err.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(panic = %what, "a request handler panicked");
+        m::upstream_error("panic");
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "toolmend_internal_error",
+            "toolmend failed on this request (a bug; the log has the details): nothing \
+             was changed upstream by it, and it may be retried",
+        )
+    }
+    tower_http::catch_panic::CatchPanicLayer::custom(answer as fn(_) -> _)
 }
 
 async fn render_metrics(State(gw): State<Arc<Gateway>>) -> Response {
@@ -1187,5 +1211,32 @@ impl Summary {
             "valid": self.valid, "repaired": self.repaired, "unresolved": self.unresolved,
             "fixes": self.fixes, "from_text": self.from_text, "history": notes.history,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::{Router, body::Body, http::Request, routing::get};
+    use tower::ServiceExt as _;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_in_openai_shape() {
+        #[allow(clippy::panic)]
+        async fn boom() -> &'static str {
+            panic!("a bug")
+        }
+        let app = Router::new()
+            .route("/x", get(boom))
+            .layer(super::catch_panics());
+        let resp = app
+            .oneshot(Request::get("/x").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 500);
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["error"]["code"], "toolmend_internal_error");
     }
 }
