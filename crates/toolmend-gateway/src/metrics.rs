@@ -110,3 +110,7 @@ pub(crate) fn upstream_error(kind: &'static str) {
 pub(crate) fn connection_refused() {
     counter!("toolmend_connections_refused_total").increment(1);
 }
+
+pub(crate) fn panic() {
+    counter!("toolmend_panics_total").increment(1);
+}

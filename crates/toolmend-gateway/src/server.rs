@@ -244,7 +244,7 @@ pub(crate) fn catch_panics()
             .or_else(|| err.downcast_ref::<String>().cloned())
             .unwrap_or_default();
         tracing::error!(panic = %what, "a request handler panicked");
-        m::upstream_error("panic");
+        m::panic();
         error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "server_error",
