@@ -513,4 +513,16 @@ mod tests {
         assert_eq!(redact_url("secret@host"), "***@host");
         assert!(!redact_url("http://a:b@c@d/v1").contains('b'));
     }
+
+    #[test]
+    fn a_config_error_about_the_upstream_url_hides_its_credentials() {
+        let err = super::Config::from_toml_and_env(
+            r#"upstream.base_url = "ftp://user:secret@host/v1""#,
+            Vec::new(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("***@host"), "{err}");
+        assert!(!err.contains("secret"), "{err}");
+    }
 }
