@@ -12,7 +12,7 @@ use toolmend::{
     RepairOptions,
     correct::{CorrectError, Correction, CorrectionRequest, Corrector, Usage},
     feedback,
-    node::BoxFuture,
+    future::BoxFuture,
     protocol::{Message, Tool},
     repair::repair,
 };

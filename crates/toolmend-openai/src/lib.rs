@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use toolmend::{
     agent::{ChatModel, ModelError},
-    node::BoxFuture,
+    future::BoxFuture,
     protocol::{AssistantMessage, Content, FunctionCall, Message, Tool, ToolCall},
 };
 

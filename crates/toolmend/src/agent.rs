@@ -17,7 +17,8 @@ use serde::Serialize;
 
 use crate::{
     history::{self, Budget, ByteEstimate, SanitizePolicy, TokenCounter, ViolationKind},
-    node::{BoxFuture, CallOutcome, InvokeOptions, NodeError, NodeStats, ToolNode},
+    future::BoxFuture,
+    node::{CallOutcome, InvokeOptions, NodeError, NodeStats, ToolNode},
     protocol::{AssistantMessage, Message, Tool},
 };
 

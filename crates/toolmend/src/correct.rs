@@ -11,7 +11,7 @@ use std::{collections::HashMap, fmt, sync::Mutex};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{Issue, node::BoxFuture, protocol::Message, schema::CompiledTool};
+use crate::{Issue, future::BoxFuture, protocol::Message, schema::CompiledTool};
 
 /// What a corrector is asked.
 #[derive(Debug, Clone, Copy)]

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::node::BoxFuture;
+use crate::future::BoxFuture;
 
 /// One call about to run.
 #[derive(Debug, Clone, Copy)]

@@ -42,6 +42,7 @@ pub mod correct;
 pub mod error;
 pub mod feedback;
 pub mod fix;
+pub mod future;
 pub mod guard;
 pub mod history;
 pub mod issue;

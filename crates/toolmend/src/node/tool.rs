@@ -4,7 +4,7 @@
 //! ([`typed_tool`], feature `typed`) are tools too. A [`Registry`] holds them, compiles
 //! each schema once and rejects a second tool with the same name.
 
-use std::{collections::HashMap, fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{collections::HashMap, fmt, future::Future, sync::Arc, time::Duration};
 
 use serde_json::Value;
 
@@ -14,8 +14,7 @@ use crate::{
     schema::{CompiledTool, CustomValidator, Toolbox},
 };
 
-/// A boxed future, `Send`, borrowing for `'a`.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::future::BoxFuture;
 
 /// What a tool returns: the content the model reads, and an optional artifact for the
 /// caller only (raw data, handles; never sent to the model).
