@@ -6,14 +6,14 @@ use std::{sync::Arc, time::Instant};
 
 use axum::{body::Bytes, http::HeaderMap};
 use serde_json::Value;
-use toolmend::Toolbox;
+use toolmend::{Toolbox, protocol::Message};
 
-use crate::{server, stream};
+use crate::fronts::chat_completions::{exchange::Exchange, sse, wire};
 
-/// [`stream::ContentGate`]: decides which streamed content may go out now and which is
-/// held because it may be a call written into the text.
+/// The streaming gate: decides which streamed content may go out now and which is held
+/// because it may be a call written into the text.
 #[derive(Debug, Default)]
-pub struct ContentGate(stream::ContentGate);
+pub struct ContentGate(sse::ContentGate);
 
 impl ContentGate {
     /// A gate that has seen nothing.
@@ -42,7 +42,7 @@ pub struct Prepared {
     pub changed: bool,
 }
 
-/// The request path (`server::prepare`): `messages` decoded, the limits applied, the
+/// The request path (`wire::prepare`): `messages` decoded, the limits applied, the
 /// history checked and, by `history.policy`, sanitized, refused or passed; then trimmed.
 /// `Err` is the HTTP status of the answer the client would get.
 ///
@@ -50,12 +50,12 @@ pub struct Prepared {
 ///
 /// The status code of the refusal (400 for a bad or over-limit request).
 pub fn prepare(gw: &crate::Gateway, body: &mut Value) -> Result<Prepared, u16> {
-    server::prepare(gw, body)
-        .map(|n| Prepared {
+    wire::prepare(&gw.pipeline, body)
+        .map(|(_, n)| Prepared {
             history: n.history,
             changed: n.changed,
         })
-        .map_err(|r| r.status().as_u16())
+        .map_err(|e| e.status().as_u16())
 }
 
 /// The request's `tools` compiled through the gateway's `ToolCache` (its limits included).
@@ -65,10 +65,10 @@ pub fn prepare(gw: &crate::Gateway, body: &mut Value) -> Result<Prepared, u16> {
 /// The tools the cache refuses (bad schema, past `limits.max_tools` …), as the message the
 /// client would get.
 pub fn tools(gw: &crate::Gateway, tools: &Value) -> Result<Arc<Toolbox>, String> {
-    gw.tools.get(tools).map_err(|e| e.to_string())
+    gw.pipeline.tools.get(tools).map_err(|e| e.to_string())
 }
 
-/// The streaming answer (`stream::respond`) to `request`, read whole: the request is sent
+/// The streaming answer (`sse::respond`) to `request`, read whole: the request is sent
 /// to the configured upstream and its SSE answer goes through the gateway's stream
 /// transformer (mended against `toolbox` when there is one). Returns the status and body.
 pub async fn respond_stream(
@@ -76,14 +76,17 @@ pub async fn respond_stream(
     request: Value,
     toolbox: Option<Arc<Toolbox>>,
 ) -> (u16, Bytes) {
-    let resp = stream::respond(
+    let history: Vec<Message> =
+        serde_json::from_value(request["messages"].clone()).unwrap_or_default();
+    let resp = sse::respond(Exchange {
         gw,
-        HeaderMap::new(),
+        headers: HeaderMap::new(),
         request,
+        history,
         toolbox,
-        server::RequestNotes::default(),
-        Instant::now(),
-    )
+        notes: Default::default(),
+        started: Instant::now(),
+    })
     .await;
     let status = resp.status().as_u16();
     let body = axum::body::to_bytes(resp.into_body(), usize::MAX)

@@ -18,16 +18,75 @@
 //! toolmend_gateway::serve(listener, gateway, std::future::pending()).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! # Layout
+//!
+//! The arrows run one way: `fronts` -> `pipeline` -> `server`; `server` and `pipeline`
+//! import no front, `server` imports nothing of the pipeline. This file wires them.
+//!
+//! - [`config`]: the TOML configuration. [`metrics`]: the Prometheus series.
+//! - `server/`: HTTP plumbing: the accept loop, the upstream client, request bodies and
+//!   ids, the one error type (`GatewayError`: status and OpenAI's error body), the routes
+//!   of no front (health, metrics, the model list).
+//! - `pipeline/`: front-neutral: the request path (limits, history policy, trim), the
+//!   per-message plan, the resolve chain (re-ask, correct, pass), the tool cache, the
+//!   reports.
+//! - `fronts/chat_completions/`: the OpenAI chat-completions wire: request decoding, the
+//!   JSON answer, the SSE stream.
 
 pub mod config;
+mod fronts;
 #[doc(hidden)]
 pub mod fuzzing;
-mod listen;
-pub mod mend;
 pub mod metrics;
+mod pipeline;
 mod server;
-mod stream;
+mod state;
+
+use std::{future::Future, io, sync::Arc};
+
+use axum::{Router, extract::DefaultBodyLimit};
+use tokio::net::TcpListener;
 
 pub use config::{Config, ConfigError, redact_url};
-pub use listen::serve;
-pub use server::{Gateway, StartError};
+pub use state::{Gateway, StartError};
+
+/// The response path's plan of one message, under its old name (the fuzz targets use it).
+pub mod mend {
+    pub use crate::pipeline::{
+        plan::{CallReport, MendConfig, Mended, mend_message, mint_token},
+        tools::{ToolCache, ToolsError},
+    };
+}
+
+impl Gateway {
+    /// The routes: `POST /v1/chat/completions`, `GET /v1/models`, `/healthz`, `/readyz`,
+    /// `/metrics`.
+    pub fn router(self: Arc<Self>) -> Router {
+        Router::new()
+            .merge(server::routes(self.plumbing()))
+            .merge(fronts::chat_completions::routes(self))
+            // The body limit and its timeout are applied where the body is read
+            // (server::http::read_body), so both answer in OpenAI's error shape.
+            .layer(DefaultBodyLimit::disable())
+            .layer(server::http::catch_panics())
+    }
+}
+
+/// Serves `gateway` on `listener` until `shutdown` resolves, then drains: new
+/// connections are refused, requests in flight get `limits.shutdown_grace_secs` to
+/// finish. Each connection gets `TCP_NODELAY`, a bounded time and size for its request
+/// head, and a place under `limits.max_connections` (past it: 503 and closed).
+///
+/// # Errors
+///
+/// Never for a bad client or a failed accept (those are logged and the loop goes on);
+/// the signature leaves room for listener errors that cannot be recovered from.
+pub async fn serve(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> io::Result<()> {
+    let limits = gateway.config.limits.clone();
+    server::listen::serve(listener, gateway.router(), limits, shutdown).await
+}

@@ -1,35 +1,32 @@
-//! Streaming (`stream: true`): text deltas are forwarded as they arrive; tool-call deltas
-//! are buffered per index and emitted mended, in OpenAI's chunk format, before the chunk
-//! that carries `finish_reason`. Content that starts a call written into the text
+//! The SSE answer (`stream: true`): text deltas are forwarded as they arrive; tool-call
+//! deltas are buffered per index and emitted mended, in OpenAI's chunk format, before the
+//! chunk that carries `finish_reason`. Content that starts a call written into the text
 //! (`<tool_call>`, `[TOOL_CALLS]`, a leading `{` …) is held from there on and becomes
 //! real `tool_calls`. A client that goes away drops the body stream, which drops (and so
 //! cancels) the upstream request.
 
 use std::{
     collections::{HashMap, VecDeque},
-    sync::Arc,
     time::Instant,
 };
 
 use axum::{
     body::{Body, Bytes},
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use futures::{Stream, StreamExt, stream};
 use serde_json::{Map, Value, json};
-use toolmend::{
-    Toolbox,
-    protocol::{AssistantMessage, Content, ToolCall},
-};
+use toolmend::protocol::{AssistantMessage, Content, ToolCall};
 
 use crate::{
-    mend::{Mended, mend_message, mint_token},
+    fronts::chat_completions::{exchange::Exchange, wire},
     metrics as m,
-    server::{
-        Gateway, RequestNotes, Summary, deadline_passed, error, finish_reason, not_success,
-        resolve, upstream_failure,
+    pipeline::{
+        plan::{Mended, mend_message, mint_token},
+        report::Summary,
     },
+    server::error::GatewayError,
 };
 
 /// Markers of a call written into the text, anywhere in it.
@@ -363,7 +360,7 @@ impl Transformer {
                 "logprobs": null, "finish_reason": null})));
         }
         let mut finish = finish;
-        if let Some(f) = finish_reason(
+        if let Some(f) = wire::finish_reason(
             finish["choices"][0]["finish_reason"].as_str(),
             !calls.is_empty(),
             from_text,
@@ -386,11 +383,7 @@ type Upstream =
     std::pin::Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
 
 struct Driver {
-    gw: Arc<Gateway>,
-    headers: HeaderMap,
-    request: Value,
-    toolbox: Option<Arc<Toolbox>>,
-    notes: RequestNotes,
+    ex: Exchange,
     upstream: Upstream,
     t: Transformer,
     queue: VecDeque<Bytes>,
@@ -398,14 +391,13 @@ struct Driver {
     done: bool,
     /// Choice 0's `finish_reason` was seen.
     finished: bool,
-    started: Instant,
     /// The whole answer must have arrived by then (`upstream.deadline_secs`).
     deadline: Instant,
 }
 
 impl Driver {
     async fn next_frames(&mut self) -> bool {
-        let idle = self.gw.config.upstream.timeout();
+        let idle = self.ex.gw.upstream.idle_timeout();
         let by = (Instant::now() + idle).min(self.deadline);
         let event = match tokio::time::timeout_at(by.into(), self.upstream.next()).await {
             Ok(Some(Ok(e))) => e,
@@ -425,10 +417,7 @@ impl Driver {
             }
             Err(_) if Instant::now() >= self.deadline => {
                 m::upstream_error("deadline");
-                self.fail_with(
-                    "upstream_deadline",
-                    "the upstream answer took longer than upstream.deadline_secs in all",
-                );
+                self.fail_with(GatewayError::UpstreamDeadline);
                 return false;
             }
             Err(_) => {
@@ -462,16 +451,13 @@ impl Driver {
             return true;
         }
         let step = self.t.on_chunk(chunk);
-        let max = self.gw.config.limits.max_upstream_bytes;
+        let max = self.ex.gw.upstream.max_bytes();
         if self.t.buffered > max {
             m::upstream_error("too_large");
-            self.fail_with(
-                "upstream_too_large",
-                &format!(
-                    "the upstream stream held more than limits.max_upstream_bytes ({max} bytes) \
+            self.fail_with(GatewayError::UpstreamTooLarge(format!(
+                "the upstream stream held more than limits.max_upstream_bytes ({max} bytes) \
                  of content and tool calls; it was not read further"
-                ),
-            );
+            )));
             return false;
         }
         match step {
@@ -490,18 +476,19 @@ impl Driver {
                     .pointer("/choices/0/finish_reason")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                let mended = match &self.toolbox {
+                let ex = &self.ex;
+                let pipeline = &ex.gw.pipeline;
+                let mended = match &ex.toolbox {
                     Some(toolbox) => {
                         let first = mend_message(
                             &message,
                             toolbox,
-                            &self.gw.mend,
+                            &pipeline.mend,
                             &mint_token(),
                             upstream_finish.as_deref(),
                         );
-                        let (mended, _) =
-                            resolve(&self.gw, &self.headers, &self.request, toolbox, first).await;
-                        self.summary.add(&mended, toolbox, &self.gw.labels);
+                        let (mended, _) = pipeline.resolve(&ex.history, toolbox, first, ex).await;
+                        self.summary.add(&mended, toolbox, &pipeline.labels);
                         Some(mended)
                     }
                     None => None,
@@ -516,69 +503,55 @@ impl Driver {
     }
 
     fn end(&mut self) {
-        let stats = self.summary.to_json(&self.notes);
+        let stats = self.summary.to_json(&self.ex.notes);
         // An SSE comment: clients ignore it; people and tests can read it.
         self.queue
             .push_back(Bytes::from(format!(": toolmend {stats}\n\n")));
         self.queue
             .push_back(Bytes::from_static(b"data: [DONE]\n\n"));
-        m::request("ok", self.started.elapsed(), std::time::Duration::ZERO);
+        m::request("ok", self.ex.started.elapsed(), std::time::Duration::ZERO);
         self.done = true;
     }
 
     fn fail(&mut self, message: &str) {
-        self.fail_with("upstream_stream_error", message);
+        self.fail_with(GatewayError::UpstreamStream(message.to_owned()));
     }
 
     /// Ends the stream with an error event in OpenAI's shape (the same `code` as the
     /// JSON path's answer to the same fault), then `[DONE]`.
-    fn fail_with(&mut self, code: &str, message: &str) {
-        let e = json!({"error": {"message": message, "type": "upstream_error", "param": null, "code": code}});
-        self.queue.push_back(frame(&e));
+    fn fail_with(&mut self, e: GatewayError) {
+        self.queue.push_back(frame(&e.body()));
         self.queue
             .push_back(Bytes::from_static(b"data: [DONE]\n\n"));
         self.done = true;
     }
 }
 
-/// The streaming response.
-pub(crate) async fn respond(
-    gw: Arc<Gateway>,
-    headers: HeaderMap,
-    request: Value,
-    toolbox: Option<Arc<Toolbox>>,
-    notes: RequestNotes,
-    started: Instant,
-) -> Response {
-    let deadline = Instant::now() + gw.config.upstream.deadline();
-    let resp =
-        match tokio::time::timeout_at(deadline.into(), gw.upstream_post(&headers, &request).send())
-            .await
-        {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return upstream_failure(&e),
-            Err(_) => return deadline_passed(),
-        };
-    if !resp.status().is_success() {
-        return not_success(&gw, resp, deadline).await;
-    }
-    let gate = toolbox.is_some() && gw.config.calls.calls_in_content;
+/// The streaming answer to `ex`.
+pub(crate) async fn respond(ex: Exchange) -> Response {
+    let deadline = ex.gw.upstream.deadline();
+    let req = ex.gw.upstream.post(wire::PATH, &ex.headers, &ex.request);
+    let resp = match ex.gw.upstream.send(req, deadline).await {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let gate = ex.toolbox.is_some() && ex.gw.config.calls.calls_in_content;
     let upstream: Upstream = Box::pin(sse_stream::SseStream::from_bytes_stream(
         resp.bytes_stream(),
     ));
+    let history_header = ex
+        .notes
+        .history
+        .as_deref()
+        .and_then(|h| HeaderValue::from_str(h).ok());
     let driver = Driver {
-        gw,
-        headers,
-        request,
-        toolbox,
-        notes: notes.clone(),
+        ex,
         upstream,
         t: Transformer::new(gate),
         queue: VecDeque::new(),
         summary: Summary::default(),
         done: false,
         finished: false,
-        started,
         deadline,
     };
     let body = stream::unfold(driver, |mut d| async move {
@@ -598,16 +571,13 @@ pub(crate) async fn respond(
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(body))
         .unwrap_or_else(|_| {
-            error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                "stream",
-                "stream setup failed",
-            )
+            GatewayError::Internal {
+                code: "stream",
+                message: "stream setup failed".to_owned(),
+            }
+            .into_response()
         });
-    if let Some(h) = &notes.history
-        && let Ok(v) = HeaderValue::from_str(h)
-    {
+    if let Some(v) = history_header {
         out.headers_mut().insert("x-toolmend-history", v);
     }
     out.into_response()

@@ -20,11 +20,11 @@ use tokio::{
     task::JoinSet,
 };
 
-use crate::{Gateway, metrics as m};
+use crate::{config::Limits, metrics as m, server::error::GatewayError};
 
 /// The answer to a connection past `limits.max_connections`.
 fn busy() -> Vec<u8> {
-    let body = r#"{"error":{"message":"the gateway is at its connection limit (limits.max_connections); retry shortly","type":"server_error","param":null,"code":"too_many_connections"}}"#;
+    let body = GatewayError::TooManyConnections.body().to_string();
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
          connection: close\r\nretry-after: 1\r\ncontent-length: {}\r\n\r\n{body}",
@@ -33,20 +33,14 @@ fn busy() -> Vec<u8> {
     .into_bytes()
 }
 
-/// Serves `gateway` on `listener` until `shutdown` resolves, then drains (see the module
+/// Serves `router` on `listener` until `shutdown` resolves, then drains (see the module
 /// docs). Returns once every connection has ended or the grace period is over.
-///
-/// # Errors
-///
-/// Never for a bad client or a failed accept (those are logged and the loop goes on);
-/// the signature leaves room for listener errors that cannot be recovered from.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
-    gateway: Arc<Gateway>,
+    router: Router,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
-    let limits = gateway.config.limits.clone();
-    let router = Arc::clone(&gateway).router();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();

@@ -1,0 +1,49 @@
+//! [`Exchange`]: one chat-completions request on its way, what both answer paths need;
+//! and how it re-asks the upstream (the pipeline's [`ReAsk`], in this wire).
+
+use std::{sync::Arc, time::Instant};
+
+use axum::http::HeaderMap;
+use serde_json::Value;
+use toolmend::{
+    Toolbox,
+    future::BoxFuture,
+    protocol::{AssistantMessage, Message, ToolCall},
+};
+
+use crate::{
+    fronts::chat_completions::wire,
+    pipeline::{request::RequestNotes, resolve::ReAsk},
+    state::Gateway,
+};
+
+/// One request on its way: what both answer paths need.
+pub(crate) struct Exchange {
+    pub(crate) gw: Arc<Gateway>,
+    /// The client's headers (auth and tracing go upstream).
+    pub(crate) headers: HeaderMap,
+    /// The body as it goes upstream.
+    pub(crate) request: Value,
+    /// Its messages, decoded: the history the answer is planned against.
+    pub(crate) history: Vec<Message>,
+    /// The request's compiled tools, when the answer is mended.
+    pub(crate) toolbox: Option<Arc<Toolbox>>,
+    pub(crate) notes: RequestNotes,
+    pub(crate) started: Instant,
+}
+
+impl ReAsk for Exchange {
+    fn re_ask<'a>(
+        &'a self,
+        calls: Vec<ToolCall>,
+        feedback: Vec<(String, String)>,
+    ) -> BoxFuture<'a, Option<(AssistantMessage, Option<String>)>> {
+        Box::pin(async move {
+            let body = wire::re_ask_body(&self.request, &calls, &feedback);
+            let req = self.gw.upstream.post(wire::PATH, &self.headers, &body);
+            let raw = self.gw.upstream.fetch(req).await.ok()?;
+            let answer = serde_json::from_slice::<Value>(&raw).ok()?;
+            wire::first_choice(&answer)
+        })
+    }
+}

@@ -1,0 +1,100 @@
+//! The chat-completions wire: a request body's `messages` to neutral messages and back,
+//! the re-ask request, an answer's first choice, and the `finish_reason` a client gets.
+
+use serde_json::{Value, json};
+use toolmend::protocol::{AssistantMessage, Message, ToolCall};
+
+use crate::{
+    pipeline::{Pipeline, request::RequestNotes},
+    server::error::GatewayError,
+};
+
+/// Where chat completions are posted, under `upstream.base_url`.
+pub(crate) const PATH: &str = "/chat/completions";
+
+/// The request path on a chat-completions body: `messages` decoded (after the count
+/// limit), the pipeline's request path on them, and the body's `messages` rewritten when
+/// they changed. Returns the messages as they go upstream (the history the response
+/// path plans against) and what was done.
+pub(crate) fn prepare(
+    pipeline: &Pipeline,
+    body: &mut Value,
+) -> Result<(Vec<Message>, RequestNotes), GatewayError> {
+    let Some(raw) = body.get("messages") else {
+        return Err(GatewayError::invalid(
+            "missing_messages",
+            "the request has no 'messages'",
+        ));
+    };
+    if let Some(n) = raw.as_array().map(Vec::len) {
+        pipeline.check_message_count(n)?;
+    }
+    let messages: Vec<Message> =
+        <Vec<Message> as serde::Deserialize>::deserialize(raw).map_err(|e| {
+            GatewayError::invalid(
+                "invalid_messages",
+                format!("'messages' is not a list of chat messages: {e}"),
+            )
+        })?;
+    let (messages, notes) = pipeline.prepare(messages)?;
+    if notes.changed {
+        body["messages"] = serde_json::to_value(&messages).unwrap_or(Value::Null);
+    }
+    Ok((messages, notes))
+}
+
+/// The re-ask request: `request` with the model's invalid `calls` and one tool message
+/// of feedback per call appended, not streamed, one choice.
+pub(crate) fn re_ask_body(
+    request: &Value,
+    calls: &[ToolCall],
+    feedback: &[(String, String)],
+) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|c| {
+            json!({"id": c.id, "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments}})
+        })
+        .collect();
+    let mut body = request.clone();
+    let mut messages = body["messages"].as_array().cloned().unwrap_or_default();
+    messages.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
+    for (id, text) in feedback {
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
+    }
+    body["messages"] = Value::Array(messages);
+    body["stream"] = json!(false);
+    if let Some(o) = body.as_object_mut() {
+        o.remove("stream_options");
+        o.remove("n");
+    }
+    body
+}
+
+/// The first choice of a chat completion: its message and `finish_reason`.
+pub(crate) fn first_choice(answer: &Value) -> Option<(AssistantMessage, Option<String>)> {
+    let message =
+        serde_json::from_value::<AssistantMessage>(answer["choices"][0]["message"].clone()).ok()?;
+    let finish = answer["choices"][0]["finish_reason"]
+        .as_str()
+        .map(str::to_owned);
+    Some((message, finish))
+}
+
+/// The `finish_reason` the client gets, when it is not the upstream's: `tool_calls` when
+/// calls go out (read from the text, or after a `stop`), `stop` when none are left. A
+/// `length` stays: the answer was cut off, whatever calls it holds.
+pub(crate) fn finish_reason(
+    upstream: Option<&str>,
+    has_calls: bool,
+    from_text: bool,
+) -> Option<&'static str> {
+    match upstream {
+        Some("length") => None,
+        Some("stop") if has_calls => Some("tool_calls"),
+        Some(f) if has_calls && from_text && f != "tool_calls" => Some("tool_calls"),
+        Some("tool_calls") if !has_calls => Some("stop"),
+        _ => None,
+    }
+}

@@ -1,0 +1,87 @@
+//! The front-neutral pipeline: everything a front does not decide for itself.
+//!
+//! - [`request`]: the request path. A history (neutral messages) against the
+//!   `[limits]`, checked, and by `history.policy` sanitized, refused or passed; trimmed.
+//! - [`plan`]: the plan of one assistant message: its calls (sent, or written into the
+//!   text) mended against the request's tools, ids settled, what went wrong reported.
+//! - [`resolve`]: the chain for calls that stayed invalid: re-ask (through the front's
+//!   [`resolve::ReAsk`]), correct, pass.
+//! - [`tools`]: the compiled tools of a request, cached.
+//! - [`report`]: the counts behind the `x-toolmend-*` headers and the metrics.
+//!
+//! Works on `toolmend::protocol` messages only: no wire format, no HTTP. It never imports
+//! a front; a front converts its wire format to these messages and back.
+
+pub(crate) mod plan;
+pub(crate) mod report;
+pub(crate) mod request;
+pub(crate) mod resolve;
+pub(crate) mod tools;
+
+use std::time::Duration;
+
+use toolmend::MendOptions;
+
+use crate::{
+    config::{self, Config, InvalidPolicy},
+    metrics as m,
+};
+
+use self::{plan::MendConfig, tools::ToolCache};
+
+/// The pipeline's state, shared by every request of every front.
+#[derive(Debug)]
+pub(crate) struct Pipeline {
+    pub(crate) tools: ToolCache,
+    pub(crate) mend: MendConfig,
+    pub(crate) corrector: Option<toolmend_openai::ModelCorrector>,
+    /// The `tool` label values handed out so far (bounded).
+    pub(crate) labels: m::ToolLabels,
+    pub(crate) history: config::History,
+    pub(crate) calls: config::Calls,
+    pub(crate) limits: config::Limits,
+    /// `correction.max_retries`.
+    correction_retries: u32,
+}
+
+impl Pipeline {
+    /// The pipeline of `config`; the correction model's client is built when
+    /// `calls.invalid` lists `correct`.
+    pub(crate) fn new(config: &Config) -> Result<Self, toolmend_openai::ClientError> {
+        let mend = MendConfig {
+            mend: MendOptions::default(),
+            calls_in_content: config.calls.calls_in_content,
+            accept_truncated: config.calls.accept_truncated,
+        };
+        let corrector = if config
+            .calls
+            .invalid
+            .list()
+            .contains(&InvalidPolicy::Correct)
+        {
+            let c = &config.correction;
+            let mut client = toolmend_openai::OpenAiClient::new(&c.base_url)?
+                .timeout(Duration::from_secs_f64(c.timeout_secs.max(0.001)));
+            if let Some(key) = c.api_key_env.as_deref().and_then(|n| std::env::var(n).ok()) {
+                client = client.api_key(key);
+            }
+            Some(
+                toolmend_openai::ModelCorrector::new(client, &c.model)
+                    .context_messages(c.context_messages),
+            )
+        } else {
+            None
+        };
+        Ok(Pipeline {
+            tools: ToolCache::new(config.limits.tool_cache)
+                .limits(config.limits.max_tools, config.limits.max_schema_bytes),
+            mend,
+            corrector,
+            labels: m::ToolLabels::new(config.limits.max_tool_labels),
+            history: config.history.clone(),
+            calls: config.calls.clone(),
+            limits: config.limits.clone(),
+            correction_retries: config.correction.max_retries,
+        })
+    }
+}

@@ -1,0 +1,289 @@
+//! The resolve chain, front-neutral: the `calls.invalid` policies run in order on the
+//! calls that stayed invalid: `re_ask` (the upstream model is shown its calls and their
+//! feedback, through the front's [`ReAsk`]), `correct` (the correction model), `pass`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use toolmend::{
+    Fix, FixKind, IssueKind, MendOptions, Toolbox,
+    correct::{Correction, CorrectionRequest, Corrector},
+    future::BoxFuture,
+    mend::Outcome,
+    protocol::{AssistantMessage, Content, Message, ToolCall},
+    schema::{Phase, ValidationContext},
+};
+
+use crate::{
+    config::InvalidPolicy,
+    metrics as m,
+    pipeline::{
+        Pipeline,
+        plan::{CallReport, Mended, mend_message, mint_token},
+    },
+};
+
+/// How a front asks its upstream again: it sends the conversation, then an assistant
+/// message with `calls` (the model's invalid calls, arguments kept JSON), then one tool
+/// result per `(id, feedback)`, in its own wire format, not streamed. The answer's
+/// message and `finish_reason`; `None` when the upstream failed or answered nothing
+/// usable (the chain stops there).
+pub(crate) trait ReAsk: Sync {
+    fn re_ask<'a>(
+        &'a self,
+        calls: Vec<ToolCall>,
+        feedback: Vec<(String, String)>,
+    ) -> BoxFuture<'a, Option<(AssistantMessage, Option<String>)>>;
+}
+
+impl Pipeline {
+    /// Runs the `calls.invalid` policies, in order, on the calls that stayed invalid; what
+    /// is still invalid at the end goes out flagged. `history`: the request's messages
+    /// (the correction model's context). Returns the time spent upstream.
+    pub(crate) async fn resolve(
+        &self,
+        history: &[Message],
+        toolbox: &Toolbox,
+        mut mended: Mended,
+        reask: &dyn ReAsk,
+    ) -> (Mended, Duration) {
+        let mut took = Duration::ZERO;
+        for policy in self.calls.invalid.list() {
+            if mended.unresolved().next().is_none() {
+                break;
+            }
+            match policy {
+                InvalidPolicy::ReAsk => {
+                    let (m2, t) = self.re_ask(toolbox, mended, reask).await;
+                    mended = m2;
+                    took += t;
+                }
+                InvalidPolicy::Correct => {
+                    let t = Instant::now();
+                    mended = self.correct(history, toolbox, mended).await;
+                    took += t.elapsed();
+                }
+                InvalidPolicy::Pass => break,
+            }
+        }
+        (mended, took)
+    }
+
+    /// Asks the correction model to fix each invalid call (concurrently), re-validating
+    /// each answer. A call missing a required value (with no unknown key that may be its
+    /// misnaming) or cut off is not sent: the model would invent what was never said.
+    async fn correct(&self, history: &[Message], toolbox: &Toolbox, mut mended: Mended) -> Mended {
+        let Some(corrector) = &self.corrector else {
+            return mended;
+        };
+        let assistant_text = mended.message.text();
+        let raw_of = |id: &str| {
+            mended
+                .message
+                .tool_calls
+                .iter()
+                .flatten()
+                .find(|c| c.id.as_deref() == Some(id))
+                .map(|c| c.function.arguments.clone())
+                .unwrap_or_default()
+        };
+        let jobs: Vec<(usize, String)> = mended
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.outcome == Outcome::Feedback)
+            .filter(|(_, c)| {
+                let has = |k: IssueKind| c.issues.iter().any(|i| i.kind == k);
+                let misnamed = has(IssueKind::UnknownKey)
+                    || c.fixes.iter().any(|f| f.kind == FixKind::UnknownKeyDropped);
+                !has(IssueKind::UnknownTool)
+                    && !has(IssueKind::Truncated)
+                    && (!has(IssueKind::MissingRequired) || misnamed)
+            })
+            .map(|(i, c)| (i, raw_of(&c.id)))
+            .collect();
+        let coercions = MendOptions::default().coercions;
+        let tries = self.correction_retries;
+        let work = jobs.iter().map(|(i, raw)| {
+            let report = &mended.calls[*i];
+            let assistant_text = assistant_text.as_deref();
+            let coercions = &coercions;
+            async move {
+                let tool = toolbox.get(&report.tool)?;
+                let mut issues = report.issues.clone();
+                for attempt in 1..=tries {
+                    m::correction();
+                    let answer = corrector
+                        .correct(CorrectionRequest {
+                            tool,
+                            call_id: &report.id,
+                            raw_arguments: raw,
+                            arguments: None,
+                            issues: &issues,
+                            attempt,
+                            messages: history,
+                            assistant_text,
+                        })
+                        .await;
+                    let Ok(Correction {
+                        arguments: Some(value),
+                        ..
+                    }) = answer
+                    else {
+                        return None;
+                    };
+                    let ctx = ValidationContext::new(tool.name(), Phase::Correction);
+                    let checked = tool.check(value, coercions, &ctx);
+                    if checked.is_valid() {
+                        return Some((*i, checked.value));
+                    }
+                    issues = checked.issues;
+                }
+                None
+            }
+        });
+        let fixed: Vec<(usize, Value)> = futures::future::join_all(work)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        for (i, value) in fixed {
+            let text = value.to_string();
+            let id = mended.calls[i].id.clone();
+            if let Some(call) = mended
+                .message
+                .tool_calls
+                .iter_mut()
+                .flatten()
+                .find(|c| c.id.as_deref() == Some(id.as_str()))
+            {
+                call.function.arguments.clone_from(&text);
+                call.function.name.clone_from(&mended.calls[i].tool);
+            }
+            let report = &mut mended.calls[i];
+            report.outcome = Outcome::Repaired;
+            report
+                .fixes
+                .push(Fix::on(FixKind::ArgumentsCorrected, "", text));
+            report.issues.clear();
+            report.feedback = None;
+            mended.changed = true;
+        }
+        mended
+    }
+
+    /// Re-asks the upstream model for the calls that stayed invalid (policy `re_ask`):
+    /// the conversation, the model's invalid calls and their feedback go back, the client
+    /// never sees them. Valid calls of the first answer are kept; the new answer's calls
+    /// replace the invalid ones.
+    async fn re_ask(
+        &self,
+        toolbox: &Toolbox,
+        mut mended: Mended,
+        reask: &dyn ReAsk,
+    ) -> (Mended, Duration) {
+        let mut took = Duration::ZERO;
+        let mut asked = 0;
+        while asked < self.calls.max_re_asks && mended.unresolved().next().is_some() {
+            asked += 1;
+            m::re_ask();
+            let bad: Vec<&CallReport> = mended.unresolved().collect();
+            let bad_ids: Vec<&str> = bad.iter().map(|c| c.id.as_str()).collect();
+            let calls: Vec<ToolCall> = mended
+                .message
+                .tool_calls
+                .iter()
+                .flatten()
+                .filter(|c| c.id.as_deref().is_some_and(|id| bad_ids.contains(&id)))
+                .map(|c| {
+                    // Providers (vLLM) decode historical arguments: keep them JSON.
+                    let args = if serde_json::from_str::<Value>(&c.function.arguments).is_ok() {
+                        c.function.arguments.clone()
+                    } else {
+                        "{}".to_owned()
+                    };
+                    let mut call = ToolCall::new(String::new(), &c.function.name, args);
+                    call.id.clone_from(&c.id);
+                    call
+                })
+                .collect();
+            let feedback: Vec<(String, String)> = bad
+                .iter()
+                .map(|c| (c.id.clone(), c.feedback.clone().unwrap_or_default()))
+                .collect();
+            let t = Instant::now();
+            let Some((message, finish)) = reask.re_ask(calls, feedback).await else {
+                break;
+            };
+            took += t.elapsed();
+            let again = mend_message(
+                &message,
+                toolbox,
+                &self.mend,
+                &mint_token(),
+                finish.as_deref(),
+            );
+            mended = merge(mended, again);
+        }
+        (mended, took)
+    }
+}
+
+/// The first answer's good calls, then the re-asked calls (ids kept unique).
+fn merge(first: Mended, again: Mended) -> Mended {
+    let added_text = again.message.text().filter(|t| !t.trim().is_empty());
+    let bad: Vec<String> = first.unresolved().map(|c| c.id.clone()).collect();
+    let mut message = first.message.clone();
+    let mut calls: Vec<_> = message
+        .tool_calls
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| {
+            !c.id
+                .as_deref()
+                .is_some_and(|id| bad.contains(&id.to_owned()))
+        })
+        .collect();
+    let mut reports: Vec<CallReport> = first
+        .calls
+        .into_iter()
+        .filter(|c| !bad.contains(&c.id))
+        .collect();
+    let mut used: Vec<String> = reports.iter().map(|c| c.id.clone()).collect();
+    for (mut call, mut report) in again
+        .message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .zip(again.calls)
+    {
+        let mut id = report.id.clone();
+        let mut k = 2;
+        while used.contains(&id) {
+            id = format!("{}_{k}", report.id);
+            k += 1;
+        }
+        used.push(id.clone());
+        call.id = Some(id.clone());
+        report.id = id;
+        calls.push(call);
+        reports.push(report);
+    }
+    // The model may answer the feedback with text (a question for the user): it reaches
+    // the client. An empty `tool_calls` is dropped (providers refuse `[]`).
+    if let Some(text) = &added_text {
+        let joined = match message.text().filter(|t| !t.trim().is_empty()) {
+            Some(first) => format!("{first}\n{text}"),
+            None => text.clone(),
+        };
+        message.content = Some(Some(Content::Text(joined)));
+    }
+    message.tool_calls = (!calls.is_empty()).then_some(calls);
+    Mended {
+        message,
+        calls: reports,
+        changed: true,
+        added_text,
+    }
+}

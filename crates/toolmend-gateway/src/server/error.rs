@@ -1,0 +1,197 @@
+//! [`GatewayError`]: every error the gateway answers with, its HTTP status and its body
+//! in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`. The JSON path
+//! answers with it, the SSE path ends a stream with its body as an event, the accept
+//! loop writes it for a connection past the cap: the same fault has the same `code`
+//! wherever it is met.
+
+use axum::{
+    Json,
+    body::{Body, Bytes},
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+
+/// An upstream answer that was not a success, passed on to the client as it came
+/// (status, the headers worth keeping, body).
+#[derive(Debug, Clone)]
+pub(crate) struct Forwarded {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+/// What went wrong, by who is to blame: the request (4xx), the upstream (5xx, or its own
+/// answer passed on), the gateway itself (500, 503).
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum GatewayError {
+    /// 400 `invalid_request_error`: the request is not one the gateway can send on
+    /// (`code`: `invalid_json`, `invalid_body`, `missing_messages`, `invalid_messages`,
+    /// `invalid_tools`, `body_read_failed`, `toolmend_invalid_history`).
+    #[error("{message}")]
+    InvalidRequest { code: &'static str, message: String },
+    /// 400 `toolmend_limit_exceeded`: the request is past one of the `[limits]`.
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// 413 `body_too_large`.
+    #[error("the request body is larger than limits.max_body_bytes ({max} bytes)")]
+    BodyTooLarge { max: usize },
+    /// 408 `body_timeout`.
+    #[error("the request body did not arrive within limits.body_timeout_secs ({secs} s)")]
+    BodyTimeout { secs: f64 },
+    /// 504 `upstream_timeout`: no answer within the read timeout.
+    #[error("the upstream provider did not answer in time")]
+    UpstreamTimeout,
+    /// 502 `upstream_unreachable` (the transport's error, without the URL).
+    #[error("the upstream provider could not be reached: {0}")]
+    UpstreamUnreachable(String),
+    /// 504 `upstream_deadline`: the whole answer took longer than `upstream.deadline_secs`.
+    #[error("the upstream answer took longer than upstream.deadline_secs in all")]
+    UpstreamDeadline,
+    /// 502 `upstream_too_large`: past `limits.max_upstream_bytes` (`message` says of what).
+    #[error("{0}")]
+    UpstreamTooLarge(String),
+    /// 502 `upstream_redirect`: a redirect that is not followed.
+    #[error("{0}")]
+    UpstreamRedirect(String),
+    /// 502 `upstream_invalid_json`.
+    #[error("the upstream answer is not JSON: {0}")]
+    UpstreamInvalidJson(String),
+    /// 502 `upstream_stream_error`: the upstream stream broke, stalled or ended early
+    /// (only ever sent as a stream's last event).
+    #[error("{0}")]
+    UpstreamStream(String),
+    /// The upstream's own answer that was not a success, passed on as it came.
+    #[error("the upstream answered {}", .0.status)]
+    UpstreamStatus(Box<Forwarded>),
+    /// 500 `server_error`: a bug (`code`: `toolmend_internal_error`, `stream`).
+    #[error("{message}")]
+    Internal { code: &'static str, message: String },
+    /// 503 `too_many_connections`.
+    #[error("the gateway is at its connection limit (limits.max_connections); retry shortly")]
+    TooManyConnections,
+}
+
+impl GatewayError {
+    /// 400 `invalid_request_error` with `code`.
+    pub(crate) fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+        GatewayError::InvalidRequest {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The HTTP status of the answer.
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            GatewayError::InvalidRequest { .. } | GatewayError::LimitExceeded(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            GatewayError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            GatewayError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            GatewayError::UpstreamTimeout | GatewayError::UpstreamDeadline => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            GatewayError::UpstreamUnreachable(_)
+            | GatewayError::UpstreamTooLarge(_)
+            | GatewayError::UpstreamRedirect(_)
+            | GatewayError::UpstreamInvalidJson(_)
+            | GatewayError::UpstreamStream(_) => StatusCode::BAD_GATEWAY,
+            GatewayError::UpstreamStatus(f) => f.status,
+            GatewayError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            GatewayError::TooManyConnections => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// OpenAI's `error.type`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            GatewayError::InvalidRequest { .. }
+            | GatewayError::LimitExceeded(_)
+            | GatewayError::BodyTooLarge { .. }
+            | GatewayError::BodyTimeout { .. } => "invalid_request_error",
+            GatewayError::UpstreamTimeout
+            | GatewayError::UpstreamUnreachable(_)
+            | GatewayError::UpstreamDeadline
+            | GatewayError::UpstreamTooLarge(_)
+            | GatewayError::UpstreamRedirect(_)
+            | GatewayError::UpstreamInvalidJson(_)
+            | GatewayError::UpstreamStream(_)
+            | GatewayError::UpstreamStatus(_) => "upstream_error",
+            GatewayError::Internal { .. } | GatewayError::TooManyConnections => "server_error",
+        }
+    }
+
+    /// OpenAI's `error.code`: stable, documented in docs/gateway.md.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            GatewayError::InvalidRequest { code, .. } | GatewayError::Internal { code, .. } => code,
+            GatewayError::LimitExceeded(_) => "toolmend_limit_exceeded",
+            GatewayError::BodyTooLarge { .. } => "body_too_large",
+            GatewayError::BodyTimeout { .. } => "body_timeout",
+            GatewayError::UpstreamTimeout => "upstream_timeout",
+            GatewayError::UpstreamUnreachable(_) => "upstream_unreachable",
+            GatewayError::UpstreamDeadline => "upstream_deadline",
+            GatewayError::UpstreamTooLarge(_) => "upstream_too_large",
+            GatewayError::UpstreamRedirect(_) => "upstream_redirect",
+            GatewayError::UpstreamInvalidJson(_) => "upstream_invalid_json",
+            GatewayError::UpstreamStream(_) => "upstream_stream_error",
+            GatewayError::UpstreamStatus(_) => "upstream_status",
+            GatewayError::TooManyConnections => "too_many_connections",
+        }
+    }
+
+    /// The body in OpenAI's shape (for [`GatewayError::UpstreamStatus`], a description of
+    /// it: the client gets the upstream's own body).
+    pub(crate) fn body(&self) -> Value {
+        json!({"error": {"message": self.to_string(), "type": self.kind(), "param": null,
+            "code": self.code()}})
+    }
+}
+
+impl IntoResponse for Forwarded {
+    fn into_response(self) -> Response {
+        let mut out = Response::new(Body::from(self.body));
+        *out.status_mut() = self.status;
+        *out.headers_mut() = self.headers;
+        out
+    }
+}
+
+impl IntoResponse for GatewayError {
+    fn into_response(self) -> Response {
+        match self {
+            GatewayError::UpstreamStatus(f) => f.into_response(),
+            e => (e.status(), Json(e.body())).into_response(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GatewayError;
+
+    #[test]
+    fn every_error_body_has_openais_four_keys() {
+        for e in [
+            GatewayError::invalid("invalid_json", "x"),
+            GatewayError::LimitExceeded("x".into()),
+            GatewayError::BodyTooLarge { max: 1 },
+            GatewayError::BodyTimeout { secs: 1.5 },
+            GatewayError::UpstreamTimeout,
+            GatewayError::UpstreamDeadline,
+            GatewayError::UpstreamStream("x".into()),
+            GatewayError::TooManyConnections,
+        ] {
+            let body = e.body();
+            let mut keys: Vec<&String> = body["error"].as_object().unwrap().keys().collect();
+            keys.sort();
+            assert_eq!(keys, ["code", "message", "param", "type"]);
+            assert_eq!(body["error"]["code"], e.code());
+        }
+        assert_eq!(
+            GatewayError::BodyTimeout { secs: 1.5 }.to_string(),
+            "the request body did not arrive within limits.body_timeout_secs (1.5 s)"
+        );
+    }
+}

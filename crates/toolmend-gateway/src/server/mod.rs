@@ -1,0 +1,60 @@
+//! HTTP plumbing, the same for every front: the accept loop ([`listen`]), the upstream
+//! client ([`upstream`]), request bodies, ids and panics ([`http`]), the one error type
+//! ([`error::GatewayError`], mapped to a status and OpenAI's error body), and the routes
+//! that belong to no front (health, readiness, metrics, the model list passed through).
+//!
+//! Knows no API's request or response body and nothing of the mending: it imports
+//! neither `pipeline` nor a front.
+
+pub(crate) mod error;
+pub(crate) mod http;
+pub(crate) mod listen;
+pub(crate) mod upstream;
+
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    extract::State,
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use self::upstream::Upstream;
+
+/// What the front-less routes need.
+#[derive(Debug, Clone)]
+pub(crate) struct Plumbing {
+    pub(crate) upstream: Arc<Upstream>,
+    pub(crate) metrics: Option<PrometheusHandle>,
+}
+
+/// `GET /v1/models` (passed through), `/healthz`, `/readyz`, `/metrics`.
+pub(crate) fn routes(state: Plumbing) -> Router {
+    Router::new()
+        .route("/v1/models", get(models))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }))
+        .route("/metrics", get(render_metrics))
+        .with_state(Arc::new(state))
+}
+
+async fn render_metrics(State(s): State<Arc<Plumbing>>) -> Response {
+    match &s.metrics {
+        Some(h) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            h.render(),
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, "metrics are not installed").into_response(),
+    }
+}
+
+async fn models(State(s): State<Arc<Plumbing>>, headers: HeaderMap) -> Response {
+    match s.upstream.pass_get("/models", &headers).await {
+        Ok(f) => f.into_response(),
+        Err(e) => e.into_response(),
+    }
+}

@@ -1,0 +1,323 @@
+//! The upstream provider: one HTTP client, its auth, and every way an upstream answer is
+//! read (bounded in size and time) or fails. Knows nothing of any API's body: a front
+//! says which path to post to and what.
+
+use std::time::{Duration, Instant};
+
+use axum::{
+    body::Bytes,
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+};
+use serde_json::Value;
+
+use crate::{
+    config::{self, ApiKeyHeader, Redirects},
+    metrics as m,
+    server::error::{Forwarded, GatewayError},
+};
+
+/// The upstream provider and the client that talks to it.
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    client: reqwest::Client,
+    /// `upstream.api_key_env`'s value, read once at start.
+    api_key: Option<String>,
+    config: config::Upstream,
+    /// `limits.max_upstream_bytes`.
+    max_bytes: usize,
+}
+
+impl Upstream {
+    /// The client for `config` (timeouts, redirect policy, `TCP_NODELAY`); the API key is
+    /// read now from `api_key_env`.
+    pub(crate) fn new(config: &config::Upstream, max_bytes: usize) -> Result<Self, reqwest::Error> {
+        let redirects = match config.redirects {
+            Redirects::None => reqwest::redirect::Policy::none(),
+            Redirects::SameOrigin => {
+                let origin = origin_of(&config.base_url);
+                reqwest::redirect::Policy::custom(move |attempt| {
+                    let to = attempt.url();
+                    let same = origin.as_ref().is_some_and(|(scheme, host, port)| {
+                        to.scheme() == scheme
+                            && to.host_str() == Some(host.as_str())
+                            && to.port_or_known_default() == *port
+                    });
+                    if same && attempt.previous().len() < 5 {
+                        attempt.follow()
+                    } else {
+                        attempt.stop()
+                    }
+                })
+            }
+        };
+        let client = reqwest::Client::builder()
+            .connect_timeout(config::secs(config.connect_timeout_secs))
+            .read_timeout(config.timeout())
+            .tcp_nodelay(true)
+            .redirect(redirects)
+            .build()?;
+        let api_key = config
+            .api_key_env
+            .as_deref()
+            .and_then(|name| std::env::var(name).ok())
+            .filter(|k| !k.is_empty());
+        Ok(Upstream {
+            client,
+            api_key,
+            config: config.clone(),
+            max_bytes,
+        })
+    }
+
+    /// The idle timeout between two pieces of an answer (`upstream.timeout_secs`).
+    pub(crate) fn idle_timeout(&self) -> Duration {
+        self.config.timeout()
+    }
+
+    /// When an answer asked for now must have arrived whole (`upstream.deadline_secs`).
+    pub(crate) fn deadline(&self) -> Instant {
+        Instant::now() + self.config.deadline()
+    }
+
+    /// `limits.max_upstream_bytes`.
+    pub(crate) fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.config.base_url.trim_end_matches('/'))
+    }
+
+    /// `POST {base_url}{path}` with `body` as JSON, auth and tracing headers.
+    pub(crate) fn post(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        body: &Value,
+    ) -> reqwest::RequestBuilder {
+        self.auth(self.client.post(self.url(path)).json(body), headers)
+    }
+
+    /// [`post`](Self::post) with the body as bytes: the client's own when nothing in it
+    /// changed (no second serialization).
+    pub(crate) fn post_bytes(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> reqwest::RequestBuilder {
+        let req = self
+            .client
+            .post(self.url(path))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body);
+        self.auth(req, headers)
+    }
+
+    /// `GET {base_url}{path}` passed through: the upstream's answer, whatever its status.
+    pub(crate) async fn pass_get(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> Result<Forwarded, GatewayError> {
+        let req = self.auth(self.client.get(self.url(path)), headers);
+        let deadline = self.deadline();
+        match tokio::time::timeout_at(deadline.into(), req.send()).await {
+            Ok(Ok(resp)) => self.forward(resp, deadline).await,
+            Ok(Err(e)) => Err(failure(&e)),
+            Err(_) => Err(deadline_passed()),
+        }
+    }
+
+    fn auth(
+        &self,
+        mut req: reqwest::RequestBuilder,
+        headers: &HeaderMap,
+    ) -> reqwest::RequestBuilder {
+        match (&self.api_key, self.config.api_key_header) {
+            (Some(key), ApiKeyHeader::Authorization) => req = req.bearer_auth(key),
+            (Some(key), ApiKeyHeader::ApiKey) => req = req.header("api-key", key.as_str()),
+            (None, _) => {
+                // The client's own credentials, in whichever header it sent them
+                // (`api-key`: Azure OpenAI and the servers that copy it).
+                for name in [header::AUTHORIZATION.as_str(), "api-key"] {
+                    if let Some(v) = headers.get(name) {
+                        req = req.header(name, v.clone());
+                    }
+                }
+            }
+        }
+        for name in [
+            "x-request-id",
+            "traceparent",
+            "openai-organization",
+            "openai-project",
+        ] {
+            if let Some(v) = headers.get(name) {
+                req = req.header(name, v.clone());
+            }
+        }
+        req
+    }
+
+    /// Sends `req` within `deadline`; an answer that is not a success is the error to
+    /// give the client (passed on, or a 502 for a redirect). The body is left unread
+    /// (the stream path reads it as it comes).
+    pub(crate) async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+        deadline: Instant,
+    ) -> Result<reqwest::Response, GatewayError> {
+        let resp = match tokio::time::timeout_at(deadline.into(), req.send()).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(failure(&e)),
+            Err(_) => return Err(deadline_passed()),
+        };
+        if !resp.status().is_success() {
+            return Err(self.not_success(resp, deadline).await);
+        }
+        Ok(resp)
+    }
+
+    /// Sends `req` and reads the whole answer, within `upstream.deadline_secs` and
+    /// `limits.max_upstream_bytes`.
+    pub(crate) async fn fetch(&self, req: reqwest::RequestBuilder) -> Result<Bytes, GatewayError> {
+        let deadline = self.deadline();
+        let resp = self.send(req, deadline).await?;
+        read_bounded(resp, self.max_bytes, deadline).await
+    }
+
+    /// An upstream answer that is not a success: a redirect is refused (not followed,
+    /// `upstream.redirects`), anything else is passed on as it is.
+    async fn not_success(&self, resp: reqwest::Response, deadline: Instant) -> GatewayError {
+        if resp.status().is_redirection() {
+            m::upstream_error("redirect");
+            let to = resp
+                .headers()
+                .get(header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map_or_else(|| "nowhere".to_owned(), config::redact_url);
+            return GatewayError::UpstreamRedirect(format!(
+                "the upstream answered {} (to {to}); redirects are not followed \
+                 (upstream.redirects = \"{}\"): set upstream.base_url to the final URL",
+                resp.status().as_u16(),
+                match self.config.redirects {
+                    Redirects::None => "none",
+                    Redirects::SameOrigin => "same_origin",
+                }
+            ));
+        }
+        m::upstream_error("status");
+        match self.forward(resp, deadline).await {
+            Ok(f) => GatewayError::UpstreamStatus(Box::new(f)),
+            Err(e) => e,
+        }
+    }
+
+    /// An upstream response as it is (status, `Content-Type`, `Retry-After`,
+    /// `x-ratelimit-*`, body), read within the bounds.
+    async fn forward(
+        &self,
+        resp: reqwest::Response,
+        deadline: Instant,
+    ) -> Result<Forwarded, GatewayError> {
+        let status =
+            StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+        let mut headers = HeaderMap::new();
+        for name in [header::CONTENT_TYPE, header::RETRY_AFTER] {
+            if let Some(v) = resp.headers().get(name.as_str())
+                && let Ok(v) = HeaderValue::from_bytes(v.as_bytes())
+            {
+                headers.insert(name, v);
+            }
+        }
+        for (name, v) in resp.headers() {
+            if name.as_str().starts_with("x-ratelimit-")
+                && let Ok(v) = HeaderValue::from_bytes(v.as_bytes())
+                && let Ok(name) = axum::http::HeaderName::from_bytes(name.as_str().as_bytes())
+            {
+                headers.append(name, v);
+            }
+        }
+        let body = read_bounded(resp, self.max_bytes, deadline).await?;
+        Ok(Forwarded {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+/// A transport failure (counted): 504 on a timeout, else 502.
+pub(crate) fn failure(e: &reqwest::Error) -> GatewayError {
+    if e.is_timeout() {
+        m::upstream_error("timeout");
+        GatewayError::UpstreamTimeout
+    } else {
+        m::upstream_error("transport");
+        GatewayError::UpstreamUnreachable(without_url(e))
+    }
+}
+
+/// The answer when an upstream answer outlives `upstream.deadline_secs` (counted).
+pub(crate) fn deadline_passed() -> GatewayError {
+    m::upstream_error("deadline");
+    GatewayError::UpstreamDeadline
+}
+
+/// reqwest's error text with its causes (its own text names none: "error sending
+/// request for url (…)", the "connection refused" is in its sources), without the URL
+/// (it may carry a key in a query string).
+fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cause = c.source();
+    }
+    if let Some(url) = e.url() {
+        s = s.replace(url.as_str(), "<upstream>");
+    }
+    s
+}
+
+/// `(scheme, host, port)` of a URL, for the same-origin redirect policy.
+fn origin_of(url: &str) -> Option<(String, String, Option<u16>)> {
+    let u = reqwest::Url::parse(url).ok()?;
+    Some((
+        u.scheme().to_owned(),
+        u.host_str()?.to_owned(),
+        u.port_or_known_default(),
+    ))
+}
+
+/// Reads an upstream body up to `max` bytes: past that, or past `deadline`, an error.
+async fn read_bounded(
+    mut resp: reqwest::Response,
+    max: usize,
+    deadline: Instant,
+) -> Result<Bytes, GatewayError> {
+    let mut buf = bytes::BytesMut::new();
+    loop {
+        let next = tokio::time::timeout_at(deadline.into(), resp.chunk()).await;
+        match next {
+            Err(_) => return Err(deadline_passed()),
+            Ok(Err(e)) => return Err(failure(&e)),
+            Ok(Ok(None)) => return Ok(buf.freeze()),
+            Ok(Ok(Some(chunk))) => {
+                if buf.len() + chunk.len() > max {
+                    m::upstream_error("too_large");
+                    return Err(GatewayError::UpstreamTooLarge(format!(
+                        "the upstream answer is larger than limits.max_upstream_bytes \
+                         ({max} bytes); it was not read further"
+                    )));
+                }
+                buf.extend_from_slice(&chunk);
+            }
+        }
+    }
+}

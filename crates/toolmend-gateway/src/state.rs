@@ -1,0 +1,62 @@
+//! [`Gateway`]: the state every request shares, the plumbing's (the upstream client,
+//! the metrics handle) and the pipeline's (tool cache, mend options, corrector).
+
+use std::sync::Arc;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::{
+    config::Config,
+    pipeline::Pipeline,
+    server::{Plumbing, upstream::Upstream},
+};
+
+/// The gateway's state, shared by every request.
+#[derive(Debug)]
+pub struct Gateway {
+    pub(crate) config: Config,
+    pub(crate) upstream: Arc<Upstream>,
+    pub(crate) pipeline: Pipeline,
+    metrics: Option<PrometheusHandle>,
+}
+
+/// A gateway that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The HTTP client could not be built.
+    #[error("HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+    /// The correction model's client could not be built.
+    #[error("correction model: {0}")]
+    Correction(#[from] toolmend_openai::ClientError),
+}
+
+impl Gateway {
+    /// A gateway for `config`. The API key is read now from `upstream.api_key_env`.
+    /// `metrics`: the Prometheus handle `/metrics` renders (see [`crate::metrics::install`]).
+    ///
+    /// # Errors
+    ///
+    /// The HTTP client cannot be built.
+    pub fn new(config: Config, metrics: Option<PrometheusHandle>) -> Result<Self, StartError> {
+        let upstream = Arc::new(Upstream::new(
+            &config.upstream,
+            config.limits.max_upstream_bytes,
+        )?);
+        let pipeline = Pipeline::new(&config)?;
+        Ok(Gateway {
+            upstream,
+            pipeline,
+            metrics,
+            config,
+        })
+    }
+
+    /// What the front-less routes need.
+    pub(crate) fn plumbing(&self) -> Plumbing {
+        Plumbing {
+            upstream: Arc::clone(&self.upstream),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
