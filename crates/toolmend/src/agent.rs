@@ -16,8 +16,8 @@ use std::{
 use serde::Serialize;
 
 use crate::{
-    history::{self, Budget, ByteEstimate, SanitizePolicy, TokenCounter, ViolationKind},
     future::BoxFuture,
+    history::{self, Budget, ByteEstimate, SanitizePolicy, TokenCounter, ViolationKind},
     node::{CallOutcome, InvokeOptions, NodeError, NodeStats, ToolNode},
     protocol::{AssistantMessage, Message, Tool},
 };

@@ -93,6 +93,12 @@ fix_kinds! {
     /// Calls written into the assistant's text were moved into `tool_calls`; the text keeps
     /// the prose before them.
     CallsMovedFromText = "calls_moved_from_text", Safe;
+    /// A call without a usable id got one (`call_tm_{message}_{call}`): a result can only
+    /// join a call by its id.
+    CallIdMinted = "call_id_minted", Safe;
+    /// A call's id was replaced (it repeated another call's, an earlier turn used it, or it
+    /// was longer than 40 characters); the detail holds both.
+    CallIdRenamed = "call_id_renamed", Safe;
 
     // ---- syntax: broken JSON text ----
     /// Strings or keys in single quotes.

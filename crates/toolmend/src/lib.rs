@@ -47,6 +47,7 @@ pub mod guard;
 pub mod history;
 pub mod issue;
 pub mod mend;
+pub mod message;
 pub mod node;
 pub mod protocol;
 pub mod repair;

@@ -1,10 +1,11 @@
 //! The tool node: answers the last assistant message's tool calls, exactly once each.
 //!
 //! ```text
-//! extract   tool_calls, or calls written into the text; ids checked (none: dropped;
-//!           exact repeat: dropped; repeated otherwise, used earlier, or over 40 chars:
-//!           minted anew; answered by the tool messages right after it: skipped)
-//! mend      repair + validate + custom validators (phase initial); glued calls split
+//! plan      the message's plan ([`crate::message`]): tool_calls, or calls written into
+//!           the text; ids by the one rule (none: minted; exact repeat: dropped; repeated
+//!           otherwise, used earlier, or over 40 chars: renamed; answered by the tool
+//!           messages right after it: skipped); repair + validate + custom validators
+//!           (phase initial); glued calls split
 //! correct   a Corrector rewrites what stayed invalid (phase correction), re-validated
 //! resolve   feedback (default) | raise before anything runs | hook (salvage / own text)
 //! guard     calls past InvokeOptions::max_calls, then a Guard, may be refused (flooded)
@@ -34,8 +35,7 @@
 //! # }) }
 //! ```
 
-mod extract;
-pub use extract::{
+pub use crate::message::{
     TextCall, calls_in_text, prose_before_calls, read_calls_in_text, strip_thinking,
 };
 mod policy;
@@ -43,7 +43,7 @@ mod stats;
 mod tool;
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashSet,
     panic::{AssertUnwindSafe, catch_unwind},
     sync::Arc,
     time::{Duration, Instant},
@@ -67,28 +67,27 @@ pub use tool::{
 pub use tool::{TypedTool, typed_tool, typed_tool_with_context};
 
 use crate::{
-    Fix, FixKind, IssueKind, MendOptions,
+    Fix, FixKind, MendOptions,
     correct::{CorrectError, Correction, CorrectionRequest, Corrector, NoCorrector},
     feedback,
     guard::{Guard, GuardRequest, NoGuard, Verdict},
     history,
-    mend::{self, MendedCall, Outcome},
+    mend::Outcome,
+    message::{self, AcceptTruncated, PlanOptions, PlannedCall},
     protocol::{AssistantMessage, Content, Message, ToolCall, ToolMessage},
     schema::{Phase, ValidationContext},
 };
-use extract::Ids;
 
 /// The tool node. Build one with [`ToolNode::builder`]; share it (`&self` everywhere).
 #[derive(Debug)]
 pub struct ToolNode {
     name: String,
     registry: Registry,
-    mend: MendOptions,
+    /// How messages are planned (mend options, calls in the text, cut-off calls per tool).
+    plan: PlanOptions,
     max_concurrency: usize,
     default_timeout: Option<Duration>,
     max_correction_retries: u32,
-    correct_missing_fields: bool,
-    calls_in_text: bool,
     spawn_tools: bool,
     stage_timeout: Duration,
     on_unresolved: OnUnresolved,
@@ -117,7 +116,7 @@ impl ToolNodeBuilder {
     /// refuses them for every tool.
     #[must_use]
     pub fn mend_options(mut self, opts: MendOptions) -> Self {
-        self.node.mend = opts;
+        self.node.plan.mend = opts;
         self
     }
 
@@ -163,14 +162,14 @@ impl ToolNodeBuilder {
     /// it would have to invent the value; unless an unknown key suggests a misnamed field).
     #[must_use]
     pub fn correct_missing_fields(mut self, on: bool) -> Self {
-        self.node.correct_missing_fields = on;
+        self.node.plan.correct_missing_fields = on;
         self
     }
 
     /// Read calls a model wrote into its text when it sent no `tool_calls` (default on).
     #[must_use]
     pub fn calls_in_text(mut self, on: bool) -> Self {
-        self.node.calls_in_text = on;
+        self.node.plan.calls_in_text = on;
         self
     }
 
@@ -210,6 +209,22 @@ impl ToolNodeBuilder {
     pub fn build(self) -> ToolNode {
         let mut node = self.node;
         node.max_correction_retries = node.max_correction_retries.max(1);
+        let accepting: HashSet<String> = node
+            .registry
+            .toolbox()
+            .names()
+            .filter(|n| {
+                node.registry
+                    .entry(n)
+                    .is_some_and(|e| e.options.accept_truncated)
+            })
+            .map(str::to_owned)
+            .collect();
+        node.plan.accept_truncated = if accepting.is_empty() {
+            AcceptTruncated::None
+        } else {
+            AcceptTruncated::Only(accepting)
+        };
         node
     }
 
@@ -333,30 +348,19 @@ impl NodeOutput {
     }
 }
 
-/// One call on its way through the pipeline.
+/// One call on its way through the pipeline: its plan, then what the later stages did.
 #[derive(Debug)]
 struct Plan<'m> {
-    call_id: Option<String>,
-    original_id: Option<String>,
-    /// The call as the model sent it (for the sanitized message when answered with feedback).
-    sent: &'m ToolCall,
-    /// The mended arguments as JSON text, for the sanitized message (set when they differ
-    /// from what was sent; the value itself moves into the tool).
-    arguments_text: Option<String>,
-    /// Its place in the message's `tool_calls`.
-    sent_index: usize,
-    /// One of several calls glued into one argument text.
-    split: bool,
-    source: CallSource,
-    mended: MendedCall,
-    outcome: CallOutcome,
+    /// The plan of the call (id, source, mended arguments, outcome so far).
+    p: PlannedCall,
+    /// The argument text as the model sent it.
+    raw: &'m str,
     correction_attempts: u32,
     correction_usage: Vec<crate::correct::Usage>,
     /// The text of the answer, once known (feedback, refusal, tool output).
     answer: Option<ToolOutput>,
     status: ResultStatus,
     tool_error: bool,
-    note: Option<String>,
     timings: Timings,
 }
 
@@ -367,12 +371,10 @@ impl ToolNode {
             node: ToolNode {
                 name: "tools".to_owned(),
                 registry,
-                mend: MendOptions::default(),
+                plan: PlanOptions::default(),
                 max_concurrency: 16,
                 default_timeout: None,
                 max_correction_retries: 2,
-                correct_missing_fields: false,
-                calls_in_text: true,
                 spawn_tools: false,
                 stage_timeout: Duration::from_secs(60),
                 on_unresolved: OnUnresolved::Feedback,
@@ -432,34 +434,45 @@ impl ToolNode {
             state: opts.state.as_deref(),
         };
 
-        let sent: &[ToolCall] = assistant.tool_calls.as_deref().unwrap_or(&[]);
-        let (text_calls, read_fixes): (Vec<ToolCall>, Vec<Vec<Fix>>) =
-            if sent.is_empty() && self.calls_in_text {
-                extract::read_calls_in_text(assistant, self.registry.toolbox(), &self.mend.repair)
-                    .into_iter()
-                    .map(|t| (t.call, t.fixes))
-                    .unzip()
-            } else {
-                (Vec::new(), Vec::new())
-            };
-        let from_text = !text_calls.is_empty();
-        let (calls, source) = if from_text {
-            (text_calls.as_slice(), CallSource::Text)
+        let planned = message::plan_assistant(
+            assistant,
+            history,
+            &messages[at + 1..],
+            false,
+            self.registry.toolbox(),
+            &self.plan,
+            &ctx,
+        );
+        let message::MessagePlan {
+            calls,
+            answered,
+            shape,
+        } = planned;
+        let sent: &[ToolCall] = if shape.from_text {
+            &shape.text_calls
         } else {
-            (sent, CallSource::ToolCalls)
+            assistant.tool_calls.as_deref().unwrap_or(&[])
         };
-        let (mut plans, already_answered) =
-            self.plan(messages, at, calls, &read_fixes, source, &ctx);
+        let mut plans: Vec<Plan<'_>> = calls
+            .into_iter()
+            .map(|p| {
+                let raw = sent
+                    .get(p.index)
+                    .map_or("", |tc| tc.function.arguments.as_str());
+                Plan::new(p, raw)
+            })
+            .collect();
         self.correct(&mut plans, history, assistant, &ctx).await;
         self.resolve(&mut plans, history, &ctx).await?;
         self.guard(&mut plans, opts).await;
         self.execute(&mut plans, opts).await?;
 
+        let mut message_fixes = shape.message_fixes.clone();
         for p in &mut plans {
-            if p.call_id.is_some() && !history::is_valid_function_name(emitted_name(p)) {
-                let name = emitted_name(p).to_owned();
+            if p.p.id.is_some() && !history::is_valid_function_name(emitted_name(p, sent)) {
+                let name = emitted_name(p, sent).to_owned();
                 let fixed = history::sanitize_name(&name);
-                p.mended.fixes.push(Fix::on(
+                p.p.call.fixes.push(Fix::on(
                     FixKind::FunctionNameSanitized,
                     "",
                     format!("{name:?} -> {fixed:?}"),
@@ -470,47 +483,77 @@ impl ToolNode {
                 && history::is_blank(&answer.content)
             {
                 answer.content = Content::Text(history::EMPTY_RESULT.to_owned());
-                p.mended.fixes.push(Fix::on(
+                p.p.call.fixes.push(Fix::on(
                     FixKind::EmptyResultFilled,
                     "",
                     history::EMPTY_RESULT,
                 ));
             }
         }
-        let (sanitized, message_fixes) = sanitize(assistant, &plans, from_text);
+        let mut sanitized =
+            message::sanitize_assistant(assistant, &shape, plans.iter().map(|p| &p.p));
+        // A name OpenAI's pattern rejects would fail the next request (HTTP 400), even for
+        // a call answered with feedback or one answered before (recorded as a fix).
+        if let Some(calls) = &mut sanitized.tool_calls {
+            let answered_ids: HashSet<&str> = answered.iter().map(|a| a.id.as_str()).collect();
+            for tc in calls.iter_mut() {
+                if !history::is_valid_function_name(&tc.function.name) {
+                    let fixed = history::sanitize_name(&tc.function.name);
+                    if tc.id.as_deref().is_some_and(|id| answered_ids.contains(id)) {
+                        message_fixes.push(Fix::on(
+                            FixKind::FunctionNameSanitized,
+                            "",
+                            format!("{:?} -> {fixed:?}", tc.function.name),
+                        ));
+                    }
+                    tc.function.name = fixed;
+                }
+            }
+        }
         let changed = &sanitized != assistant;
         let mut results = Vec::with_capacity(plans.len());
         let mut calls = Vec::with_capacity(plans.len());
-        for p in plans {
-            if let (Some(id), Some(answer)) = (&p.call_id, p.answer) {
+        for Plan {
+            p,
+            correction_attempts,
+            correction_usage,
+            answer,
+            status,
+            tool_error,
+            mut timings,
+            ..
+        } in plans
+        {
+            if let (Some(id), Some(answer)) = (&p.id, answer) {
                 results.push(ToolResult {
                     call_id: id.clone(),
-                    tool: p.mended.tool.clone(),
+                    tool: p.call.tool.clone(),
                     content: answer.content,
-                    status: p.status,
+                    status,
                     artifact: answer.artifact,
                     outcome: p.outcome,
                 });
             }
+            timings.mend = p.mend_time;
             calls.push(CallStats {
-                call_id: p.call_id,
+                call_id: p.id,
                 original_id: p.original_id,
-                tool: p.mended.tool,
+                tool: p.call.tool,
                 outcome: p.outcome,
                 source: p.source,
-                fixes: p.mended.fixes,
-                issues: p.mended.issues,
-                correction_attempts: p.correction_attempts,
-                correction_usage: p.correction_usage,
-                tool_error: p.tool_error,
+                fixes: p.call.fixes,
+                issues: p.call.issues,
+                correction_attempts,
+                correction_usage,
+                tool_error,
                 note: p.note,
-                timings: p.timings,
+                timings,
             });
         }
         let stats = NodeStats {
             node: self.name.clone(),
             calls,
-            already_answered,
+            already_answered: answered.into_iter().map(|a| a.id).collect(),
             message_fixes,
             elapsed: started.elapsed(),
         };
@@ -531,156 +574,6 @@ impl ToolNode {
                 tracing::warn!(node = %self.name, "a stats listener panicked");
             }
         }
-    }
-
-    /// Extract and mend: one plan per call (glued calls split), ids settled.
-    fn plan<'m>(
-        &self,
-        messages: &[Message],
-        at: usize,
-        calls: &'m [ToolCall],
-        read_fixes: &[Vec<Fix>],
-        source: CallSource,
-        ctx: &ValidationContext<'_>,
-    ) -> (Vec<Plan<'m>>, Vec<String>) {
-        // This message's ids that an earlier turn used: a call reusing one gets a new id.
-        // The history is long and the message short, so look the history's ids up among
-        // the message's, not the other way round (no hashing of every id of the history).
-        let own: Vec<&str> = calls.iter().filter_map(|tc| tc.id.as_deref()).collect();
-        let own_set: HashSet<&str> = if own.len() > 8 {
-            own.iter().copied().collect()
-        } else {
-            HashSet::new()
-        };
-        let is_own = |id: &str| {
-            if own.len() > 8 {
-                own_set.contains(id)
-            } else {
-                own.contains(&id)
-            }
-        };
-        let history_ids = || {
-            messages[..at].iter().flat_map(|m| {
-                let result = match m {
-                    Message::Tool(t) => Some(t.tool_call_id.as_str()),
-                    _ => None,
-                };
-                m.tool_calls()
-                    .iter()
-                    .filter_map(|tc| tc.id.as_deref())
-                    .chain(result)
-            })
-        };
-        let earlier: HashSet<&str> = history_ids().filter(|id| is_own(id)).collect();
-        // Answered = a result directly after the message (where `apply_to` keeps results); a
-        // result further down (after a user message) is out of place: the call is answered
-        // anew and `apply_to` removes the stray result.
-        let answered: HashSet<&str> = messages[at + 1..]
-            .iter()
-            .map_while(|m| match m {
-                Message::Tool(t) => Some(t.tool_call_id.as_str()),
-                _ => None,
-            })
-            .collect();
-        // A minted id takes none of these, nor an id of this message (even a later call's)
-        // or of a result already given. Built on the first mint: most messages need none.
-        let mut minted: Option<Ids> = None;
-        let mut mint = |base: &str| {
-            minted
-                .get_or_insert_with(|| {
-                    let mut ids = Ids::default();
-                    for id in history_ids()
-                        .chain(answered.iter().copied())
-                        .chain(own.iter().copied())
-                    {
-                        ids.insert(id);
-                    }
-                    ids
-                })
-                .mint(base)
-        };
-
-        let mut plans = Vec::with_capacity(calls.len());
-        let mut already_answered = Vec::new();
-        let mut in_message: HashMap<&str, &ToolCall> = HashMap::with_capacity(calls.len());
-        for (k, tc) in calls.iter().enumerate() {
-            let t0 = Instant::now();
-            let usable = tc.id.as_deref().filter(|id| !id.trim().is_empty());
-            let (call_id, original_id) = match (usable, source) {
-                (_, CallSource::Text) => (Some(mint("call_tm")), None),
-                (None, _) => {
-                    tracing::warn!(
-                        tool = %tc.function.name,
-                        "tool call without a usable id dropped: no result could be joined to it"
-                    );
-                    plans.push(Plan::dropped(tc, k, source, "the call had no usable id"));
-                    continue;
-                }
-                (Some(id), _) => {
-                    if let Some(first) = in_message.get(id) {
-                        if first.function == tc.function {
-                            plans.push(Plan::dropped(
-                                tc,
-                                k,
-                                source,
-                                "an exact repeat of an earlier call with the same id",
-                            ));
-                            continue;
-                        }
-                        (Some(mint(id)), Some(id.to_owned()))
-                    } else if answered.contains(id) {
-                        in_message.insert(id, tc);
-                        already_answered.push(id.to_owned());
-                        continue;
-                    } else if earlier.contains(id) || id.chars().nth(history::MAX_ID_LEN).is_some()
-                    {
-                        // Used by an earlier turn (providers want ids unique in the history),
-                        // or longer than OpenAI's 40 characters.
-                        in_message.insert(id, tc);
-                        (Some(mint(id)), Some(id.to_owned()))
-                    } else {
-                        in_message.insert(id, tc);
-                        (Some(id.to_owned()), None)
-                    }
-                }
-            };
-            let mended = mend::mend_named_in(
-                &tc.function.name,
-                &tc.function.arguments,
-                self.registry.toolbox(),
-                &self.mend,
-                ctx,
-            );
-            let elapsed = t0.elapsed();
-            let split = mended.calls.len() > 1;
-            for (j, mut mc) in mended.calls.into_iter().enumerate() {
-                // What reading the call out of the text took (a lossy fix among them: the
-                // text was cut off) belongs to its record, before the argument fixes.
-                if let Some(fixes) = read_fixes.get(k) {
-                    mend::with_prior_fixes(&mut mc, fixes);
-                }
-                let accept = self
-                    .registry
-                    .entry(&mc.tool)
-                    .is_some_and(|e| e.options.accept_truncated);
-                if !accept {
-                    mend::refuse_lossy(&mut mc);
-                }
-                let (id, orig, src) = if j == 0 {
-                    (call_id.clone(), original_id.clone(), source)
-                } else {
-                    let base = call_id.as_deref().unwrap_or("call_tm");
-                    (Some(mint(base)), None, CallSource::Glued)
-                };
-                let mut plan = Plan::new(tc, k, id, orig, src, mc);
-                plan.split = split;
-                if j == 0 {
-                    plan.timings.mend = elapsed;
-                }
-                plans.push(plan);
-            }
-        }
-        (plans, already_answered)
     }
 
     /// Correct: ask the corrector for calls that stayed invalid, re-validate its answers.
@@ -718,50 +611,26 @@ impl ToolNode {
             p.correction_attempts = c.attempts;
             p.correction_usage = c.usage;
             p.timings.correct = c.elapsed;
-            p.note = c.note;
+            p.p.note = c.note;
             // A failed correction leaves the call's own issues: the feedback is about the
             // call the model sent (and still sees), not about the corrector's attempts.
             if let Some((value, fixes)) = c.value {
-                p.mended.fixes.push(Fix::on(
+                p.p.call.fixes.push(Fix::on(
                     FixKind::ArgumentsCorrected,
                     "",
-                    before_after(
-                        p.mended.arguments.as_ref(),
-                        &p.sent.function.arguments,
-                        &value,
-                    ),
+                    before_after(p.p.call.arguments.as_ref(), p.raw, &value),
                 ));
-                p.mended.arguments = Some(value);
-                p.mended.fixes.extend(fixes);
-                p.mended.outcome = Outcome::Repaired;
-                p.outcome = CallOutcome::Corrected;
+                p.p.arguments_text = Some(value.to_string());
+                p.p.call.arguments = Some(value);
+                p.p.call.fixes.extend(fixes);
+                p.p.call.outcome = Outcome::Repaired;
+                p.p.outcome = CallOutcome::Corrected;
             }
         }
     }
 
     fn correctable(&self, p: &Plan<'_>) -> bool {
-        if p.mended.outcome != Outcome::Feedback || p.call_id.is_none() {
-            return false;
-        }
-        let issues = &p.mended.issues;
-        // An unknown tool has no schema to correct to; a cut-off call would have to be
-        // finished by the corrector, which invents what the model never sent.
-        if issues
-            .iter()
-            .any(|i| matches!(i.kind, IssueKind::UnknownTool | IssueKind::Truncated))
-        {
-            return false;
-        }
-        let missing = issues.iter().any(|i| i.kind == IssueKind::MissingRequired);
-        // An unknown key, kept as an issue or dropped by coercion, may hold the missing
-        // value under another name or one level too high (`adults` for `passengers.adults`).
-        let unknown_key = issues.iter().any(|i| i.kind == IssueKind::UnknownKey)
-            || p.mended
-                .fixes
-                .iter()
-                .any(|f| f.kind == FixKind::UnknownKeyDropped);
-        // A missing value would have to be invented, unless an unknown key is its misnaming.
-        !missing || unknown_key || self.correct_missing_fields
+        p.p.correctable && p.p.id.is_some()
     }
 
     async fn correct_one(
@@ -773,18 +642,18 @@ impl ToolNode {
     ) -> Corrected {
         let t0 = Instant::now();
         let mut out = Corrected::default();
-        let Some(tool) = self.registry.toolbox().get(&plan.mended.tool) else {
+        let Some(tool) = self.registry.toolbox().get(&plan.p.call.tool) else {
             return out;
         };
-        let call_id = plan.call_id.as_deref().unwrap_or_default();
-        let mut issues = plan.mended.issues.clone();
-        let mut arguments = plan.mended.arguments.clone();
+        let call_id = plan.p.id.as_deref().unwrap_or_default();
+        let mut issues = plan.p.call.issues.clone();
+        let mut arguments = plan.p.call.arguments.clone();
         while out.attempts < self.max_correction_retries {
             out.attempts += 1;
             let request = CorrectionRequest {
                 tool,
                 call_id,
-                raw_arguments: &plan.sent.function.arguments,
+                raw_arguments: plan.raw,
                 arguments: arguments.as_ref(),
                 issues: &issues,
                 attempt: out.attempts,
@@ -820,7 +689,7 @@ impl ToolNode {
                         phase: Phase::Correction,
                         ..*ctx
                     };
-                    let checked = tool.check(value, &self.mend.coercions, &ctx);
+                    let checked = tool.check(value, &self.plan.mend.coercions, &ctx);
                     if checked.is_valid() {
                         out.value = Some((checked.value, checked.fixes));
                         break;
@@ -854,7 +723,7 @@ impl ToolNode {
         history: &[Message],
         ctx: &ValidationContext<'_>,
     ) -> Result<(), NodeError> {
-        let unresolved = |p: &Plan<'_>| p.outcome == CallOutcome::Feedback && p.call_id.is_some();
+        let unresolved = |p: &Plan<'_>| p.p.outcome == CallOutcome::Feedback && p.p.id.is_some();
         if matches!(self.on_unresolved, OnUnresolved::Raise) {
             let failed: Vec<UnresolvedCall> = plans
                 .iter()
@@ -869,12 +738,12 @@ impl ToolNode {
         let mut shared_history: Option<Arc<[Message]>> = None;
         for p in plans.iter_mut().filter(|p| unresolved(p)) {
             let t0 = Instant::now();
-            let default = feedback::render(&p.mended.tool, &p.mended.issues).text;
+            let default = feedback::render(&p.p.call.tool, &p.p.call.issues).text;
             let resolution = match &self.on_unresolved {
                 OnUnresolved::Hook(hook) => Some(
                     catch_unwind(AssertUnwindSafe(|| hook(&p.unresolved(), history)))
                         .unwrap_or_else(|_| {
-                            tracing::warn!(tool = %p.mended.tool, "the unresolved-call hook panicked; default feedback given");
+                            tracing::warn!(tool = %p.p.call.tool, "the unresolved-call hook panicked; default feedback given");
                             Resolution::Default
                         }),
                 ),
@@ -889,11 +758,11 @@ impl ToolNode {
                     Some(match tokio::time::timeout(self.stage_timeout, answer).await {
                         Ok(Ok(r)) => r,
                         Ok(Err(_)) => {
-                            tracing::warn!(tool = %p.mended.tool, "the unresolved-call hook panicked; default feedback given");
+                            tracing::warn!(tool = %p.p.call.tool, "the unresolved-call hook panicked; default feedback given");
                             Resolution::Default
                         }
                         Err(_) => {
-                            tracing::warn!(tool = %p.mended.tool, "the unresolved-call hook did not answer in time; default feedback given");
+                            tracing::warn!(tool = %p.p.call.tool, "the unresolved-call hook did not answer in time; default feedback given");
                             Resolution::Default
                         }
                     })
@@ -905,8 +774,8 @@ impl ToolNode {
                     Resolution::Salvage(value) => match self.salvage(p, value, ctx) {
                         Ok(()) => None,
                         Err(why) => {
-                            tracing::warn!(tool = %p.mended.tool, "salvaged arguments rejected: {why}");
-                            p.note = Some(format!("salvage rejected: {why}"));
+                            tracing::warn!(tool = %p.p.call.tool, "salvaged arguments rejected: {why}");
+                            p.p.note = Some(format!("salvage rejected: {why}"));
                             Some(default)
                         }
                     },
@@ -933,31 +802,28 @@ impl ToolNode {
         let tool = self
             .registry
             .toolbox()
-            .get(&p.mended.tool)
-            .ok_or_else(|| format!("there is no tool named {:?}", p.mended.tool))?;
+            .get(&p.p.call.tool)
+            .ok_or_else(|| format!("there is no tool named {:?}", p.p.call.tool))?;
         let ctx = ValidationContext {
             tool: tool.name(),
             phase: Phase::Salvage,
             ..*ctx
         };
-        let checked = tool.check(value, &self.mend.coercions, &ctx);
+        let checked = tool.check(value, &self.plan.mend.coercions, &ctx);
         if !checked.is_valid() {
             let first = checked.issues.first().map_or("", |i| i.message.as_str());
             return Err(first.to_owned());
         }
-        p.mended.fixes.push(Fix::on(
+        p.p.call.fixes.push(Fix::on(
             FixKind::ArgumentsSalvaged,
             "",
-            before_after(
-                p.mended.arguments.as_ref(),
-                &p.sent.function.arguments,
-                &checked.value,
-            ),
+            before_after(p.p.call.arguments.as_ref(), p.raw, &checked.value),
         ));
-        p.mended.arguments = Some(checked.value);
-        p.mended.fixes.extend(checked.fixes);
-        p.mended.outcome = Outcome::Repaired;
-        p.outcome = CallOutcome::Salvaged;
+        p.p.arguments_text = Some(checked.value.to_string());
+        p.p.call.arguments = Some(checked.value);
+        p.p.call.fixes.extend(checked.fixes);
+        p.p.call.outcome = Outcome::Repaired;
+        p.p.outcome = CallOutcome::Salvaged;
         Ok(())
     }
 
@@ -968,8 +834,8 @@ impl ToolNode {
                 let reason = "Not run: the tool-call budget of this run is used up. Answer \
                               with what you have."
                     .to_owned();
-                p.outcome = CallOutcome::Flooded;
-                p.note = Some(reason.clone());
+                p.p.outcome = CallOutcome::Flooded;
+                p.p.note = Some(reason.clone());
                 p.answer = Some(ToolOutput::text(reason));
                 p.status = ResultStatus::Error;
             }
@@ -989,9 +855,9 @@ impl ToolNode {
                     let p = &plans[i];
                     GuardRequest {
                         session: opts.session.as_deref(),
-                        call_id: p.call_id.as_deref().unwrap_or_default(),
-                        tool: &p.mended.tool,
-                        arguments: p.mended.arguments.as_ref().unwrap_or(&Value::Null),
+                        call_id: p.p.id.as_deref().unwrap_or_default(),
+                        tool: &p.p.call.tool,
+                        arguments: p.p.call.arguments.as_ref().unwrap_or(&Value::Null),
                     }
                 })
                 .collect();
@@ -1025,8 +891,8 @@ impl ToolNode {
                 reason: "the guard gave no verdict for this call".to_owned(),
             });
             if let Verdict::Deny { reason } = verdict {
-                p.outcome = CallOutcome::Flooded;
-                p.note = Some(reason.clone());
+                p.p.outcome = CallOutcome::Flooded;
+                p.p.note = Some(reason.clone());
                 p.answer = Some(ToolOutput::text(reason));
                 p.status = ResultStatus::Error;
             }
@@ -1035,24 +901,15 @@ impl ToolNode {
 
     /// Execute: every runnable call, concurrently (bounded), in call order.
     async fn execute(&self, plans: &mut [Plan<'_>], opts: &InvokeOptions) -> Result<(), NodeError> {
-        // Mended arguments are written out for the sanitized message now: the value
-        // itself moves into the tool.
-        for p in plans.iter_mut() {
-            let glued_feedback = p.split;
-            let answered_as_valid = p.runnable() || p.outcome == CallOutcome::Flooded;
-            if p.mended.outcome != Outcome::Valid && (answered_as_valid || glued_feedback) {
-                p.arguments_text = p.mended.arguments.as_ref().map(Value::to_string);
-            }
-        }
         let jobs: Vec<Job> = plans
             .iter_mut()
             .enumerate()
             .filter(|(_, p)| p.runnable() && p.answer.is_none())
             .filter_map(|(i, p)| {
-                let entry = self.registry.entry(&p.mended.tool)?;
+                let entry = self.registry.entry(&p.p.call.tool)?;
                 let ctx = CallContext {
-                    call_id: p.call_id.clone()?,
-                    tool: p.mended.tool.clone(),
+                    call_id: p.p.id.clone()?,
+                    tool: p.p.call.tool.clone(),
                     state: opts.state.clone(),
                 };
                 let mut timeout = entry.options.timeout.or(self.default_timeout);
@@ -1060,7 +917,7 @@ impl ToolNode {
                     let left = deadline.saturating_duration_since(Instant::now());
                     timeout = Some(timeout.map_or(left, |t| t.min(left)));
                 }
-                let args = p.mended.arguments.take().unwrap_or(Value::Null);
+                let args = p.p.call.arguments.take().unwrap_or(Value::Null);
                 Some((i, Arc::clone(&entry.tool), timeout, args, ctx))
             })
             .collect();
@@ -1101,14 +958,14 @@ impl ToolNode {
                 }
                 Err(e) => {
                     p.tool_error = true;
-                    p.note = Some(e.to_string());
+                    p.p.note = Some(e.to_string());
                     p.status = ResultStatus::Error;
                     match self.on_tool_error.render(&e) {
                         Some(text) => p.answer = Some(ToolOutput::text(text)),
                         None => {
                             propagate.get_or_insert(NodeError::Tool {
-                                call_id: p.call_id.clone().unwrap_or_default(),
-                                tool: p.mended.tool.clone(),
+                                call_id: p.p.id.clone().unwrap_or_default(),
+                                tool: p.p.call.tool.clone(),
                                 error: e,
                             });
                         }
@@ -1133,179 +990,34 @@ struct Corrected {
 }
 
 impl<'m> Plan<'m> {
-    fn new(
-        sent: &'m ToolCall,
-        sent_index: usize,
-        call_id: Option<String>,
-        original_id: Option<String>,
-        source: CallSource,
-        mended: MendedCall,
-    ) -> Self {
-        let outcome = if mended.outcome.is_runnable() {
-            CallOutcome::Executed
-        } else {
-            CallOutcome::Feedback
-        };
+    fn new(p: PlannedCall, raw: &'m str) -> Self {
         Plan {
-            call_id,
-            original_id,
-            sent,
-            arguments_text: None,
-            split: false,
-            sent_index,
-            source,
-            mended,
-            outcome,
+            p,
+            raw,
             correction_attempts: 0,
             correction_usage: Vec::new(),
             answer: None,
             status: ResultStatus::Error,
             tool_error: false,
-            note: None,
             timings: Timings::default(),
         }
     }
 
-    fn dropped(sent: &'m ToolCall, sent_index: usize, source: CallSource, why: &str) -> Self {
-        let mended = MendedCall {
-            tool: sent.function.name.clone(),
-            arguments: None,
-            fixes: Vec::new(),
-            issues: Vec::new(),
-            outcome: Outcome::Feedback,
-        };
-        let mut p = Plan::new(sent, sent_index, None, sent.id.clone(), source, mended);
-        p.outcome = CallOutcome::Dropped;
-        p.note = Some(why.to_owned());
-        p
-    }
-
     fn runnable(&self) -> bool {
-        matches!(
-            self.outcome,
-            CallOutcome::Executed | CallOutcome::Corrected | CallOutcome::Salvaged
-        ) && self.call_id.is_some()
+        self.p.is_runnable()
     }
 
     fn unresolved(&self) -> UnresolvedCall {
         UnresolvedCall {
-            call_id: self.call_id.clone().unwrap_or_default(),
-            tool: self.mended.tool.clone(),
-            arguments: self.mended.arguments.clone(),
-            raw_arguments: self.sent.function.arguments.clone(),
-            issues: self.mended.issues.clone(),
-            feedback: feedback::render(&self.mended.tool, &self.mended.issues).text,
+            call_id: self.p.id.clone().unwrap_or_default(),
+            tool: self.p.call.tool.clone(),
+            arguments: self.p.call.arguments.clone(),
+            raw_arguments: self.raw.to_owned(),
+            issues: self.p.call.issues.clone(),
+            feedback: feedback::render(&self.p.call.tool, &self.p.call.issues).text,
             correction_attempts: self.correction_attempts,
         }
     }
-}
-
-/// The assistant message as it should stay in the history.
-fn sanitize(
-    original: &AssistantMessage,
-    plans: &[Plan<'_>],
-    from_text: bool,
-) -> (AssistantMessage, Vec<Fix>) {
-    let mut fixes = Vec::new();
-    let mut msg = AssistantMessage {
-        content: original.content.clone(),
-        name: original.name.clone(),
-        tool_calls: original.tool_calls.as_ref().map(|_| Vec::new()),
-        extra: original.extra.clone(),
-    };
-    if let Some(Some(content)) = &original.content {
-        let stripped = extract::strip_content(content);
-        if stripped.is_some() {
-            fixes.push(Fix::on(
-                FixKind::ThinkingStripped,
-                "",
-                "reasoning removed from the message content",
-            ));
-        }
-        if from_text {
-            let text = stripped.unwrap_or_else(|| content.clone()).text();
-            msg.content = Some(extract::prose_before_calls(&text).map(Content::Text));
-            fixes.push(Fix::on(
-                FixKind::CallsMovedFromText,
-                "",
-                "the content keeps the prose before the first call",
-            ));
-        } else if let Some(stripped) = stripped {
-            msg.content = Some(Some(stripped));
-        }
-    }
-    let sent = original.tool_calls.as_deref().unwrap_or(&[]);
-    if sent.is_empty() && !from_text {
-        if msg.tool_calls.is_some() {
-            // `tool_calls: []` is rejected by providers: no list at all.
-            msg.tool_calls = None;
-            if !matches!(&msg.content, Some(Some(_))) {
-                msg.content = Some(Some(Content::Text(String::new())));
-            }
-        }
-        return (msg, fixes);
-    }
-    // Calls already answered keep their place; planned calls are rewritten.
-    let mut calls = Vec::with_capacity(plans.len());
-    let emit = |p: &Plan<'_>, calls: &mut Vec<ToolCall>| {
-        let Some(id) = &p.call_id else { return };
-        // Mended arguments become valid JSON text; a call valid as sent keeps the model's
-        // own text, byte for byte (prompt caches key on it); a call answered with feedback
-        // stays as sent (a glued part: its own reading, not the whole glued text).
-        let mut tc = p.sent.clone();
-        tc.id = Some(id.clone());
-        let name = emitted_name(p);
-        if let Some(text) = &p.arguments_text {
-            tc.function.arguments.clone_from(text);
-        }
-        // A name OpenAI's pattern rejects would fail the next request (HTTP 400) even
-        // though the call was answered with feedback (recorded as a fix on the call).
-        if !history::is_valid_function_name(name) {
-            tc.function.name = history::sanitize_name(name);
-        } else if name != tc.function.name {
-            tc.function.name = name.to_owned();
-        }
-        calls.push(tc);
-    };
-    if from_text {
-        for p in plans {
-            emit(p, &mut calls);
-        }
-    } else {
-        let mut plans = plans.iter().peekable();
-        for (i, tc) in sent.iter().enumerate() {
-            let mut planned = false;
-            while let Some(p) = plans.next_if(|p| p.sent_index == i) {
-                planned = true;
-                emit(p, &mut calls);
-            }
-            if !planned {
-                // Already answered in the history: it stays as it is, but for a name
-                // providers refuse (the next request would fail on it all the same).
-                let mut tc = tc.clone();
-                if !history::is_valid_function_name(&tc.function.name) {
-                    let fixed = history::sanitize_name(&tc.function.name);
-                    fixes.push(Fix::on(
-                        FixKind::FunctionNameSanitized,
-                        "",
-                        format!("{:?} -> {fixed:?}", tc.function.name),
-                    ));
-                    tc.function.name = fixed;
-                }
-                calls.push(tc);
-            }
-        }
-    }
-    if calls.is_empty() {
-        msg.tool_calls = None;
-        if !matches!(&msg.content, Some(Some(_))) {
-            // An assistant message needs content or tool calls.
-            msg.content = Some(Some(Content::Text(String::new())));
-        }
-    } else {
-        msg.tool_calls = Some(calls);
-    }
-    (msg, fixes)
 }
 
 /// Aborts a spawned tool task when dropped (finished tasks ignore it).
@@ -1318,13 +1030,11 @@ impl Drop for AbortOnDrop {
 }
 
 /// The name a call carries in the sanitized message: the registered name once mended
-/// arguments replace the model's (a glued part of another tool keeps its own), else the
-/// name the model sent.
-fn emitted_name<'p>(p: &'p Plan<'_>) -> &'p str {
-    if p.arguments_text.is_some() && (p.outcome != CallOutcome::Feedback || p.split) {
-        &p.mended.tool
-    } else {
-        &p.sent.function.name
+/// arguments replace the model's, else the name the model sent.
+fn emitted_name<'p>(p: &'p Plan<'_>, sent: &'p [ToolCall]) -> &'p str {
+    match sent.get(p.p.index) {
+        Some(tc) if p.p.arguments_text.is_none() => &tc.function.name,
+        _ => &p.p.call.tool,
     }
 }
 

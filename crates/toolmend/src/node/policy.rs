@@ -46,7 +46,9 @@ pub type ResolveHook = Arc<dyn Fn(&UnresolvedCall, &[Message]) -> Resolution + S
 /// An async hook: gets the call and the conversation (shared), answers later (it may ask
 /// a person, a database, another model).
 pub type AsyncResolveHook = Arc<
-    dyn Fn(UnresolvedCall, Arc<[Message]>) -> crate::future::BoxFuture<'static, Resolution> + Send + Sync,
+    dyn Fn(UnresolvedCall, Arc<[Message]>) -> crate::future::BoxFuture<'static, Resolution>
+        + Send
+        + Sync,
 >;
 
 /// What to do with calls that stay invalid.

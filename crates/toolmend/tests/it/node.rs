@@ -255,43 +255,50 @@ async fn every_call_gets_exactly_one_result_in_call_order() {
 // ---- 2. no usable id ----
 
 #[tokio::test]
-async fn calls_without_a_usable_id_are_dropped_and_siblings_answered() {
+async fn calls_without_a_usable_id_get_minted_ids_and_run() {
+    // One id rule in every front: a call without a usable id (none, empty, blanks) gets
+    // `call_tm_{message}_{call}`, recorded as a fix; it is not dropped.
     let n = counter();
     let node = ToolNode::builder(tools(&n)).build();
-    let messages = vec![assistant(vec![
-        call_id(None, "get_weather", r#"{"city": "Oslo"}"#),
-        call("c1", "get_weather", r#"{"city": "Paris"}"#),
-        call_id(Some(""), "get_weather", r#"{"city": "Rome"}"#),
-        call_id(Some("  "), "get_time", r#"{"zone": "CET"}"#),
-    ])];
+    let messages = vec![
+        user("weather?"),
+        assistant(vec![
+            call_id(None, "get_weather", r#"{"city": "Oslo"}"#),
+            call("c1", "get_weather", r#"{"city": "Paris"}"#),
+            call_id(Some(""), "get_weather", r#"{"city": "Rome"}"#),
+            call_id(Some("  "), "get_time", r#"{"zone": "CET"}"#),
+        ]),
+    ];
     let out = node.invoke(&messages).await.unwrap();
-    assert_eq!(result_ids(&out), ["c1"]);
-    assert_eq!(sanitized_ids(&out), ["c1"]);
-    assert_eq!(runs(&n), 1, "dropped calls never run");
-    let outcomes: Vec<CallOutcome> = out.stats.calls.iter().map(|c| c.outcome).collect();
-    use CallOutcome::{Dropped as D, Executed as X};
-    assert_eq!(outcomes, [D, X, D, D]);
-    for c in out.stats.calls.iter().filter(|c| c.outcome == D) {
-        assert_eq!(c.call_id, None);
-        assert!(c.note.is_some());
+    let minted = ["call_tm_1_0", "c1", "call_tm_1_2", "call_tm_1_3"];
+    assert_eq!(result_ids(&out), minted);
+    assert_eq!(sanitized_ids(&out), minted);
+    assert_eq!(runs(&n), 4, "every call ran");
+    assert_eq!(text(&out, "call_tm_1_2"), "sunny in Rome");
+    for c in out
+        .stats
+        .calls
+        .iter()
+        .filter(|c| c.call_id.as_deref() != Some("c1"))
+    {
+        assert_eq!(c.outcome, CallOutcome::Executed);
+        assert_eq!(c.fixes[0].kind, FixKind::CallIdMinted, "{c:?}");
     }
-    assert_eq!(out.stats.count(D), 3);
     assert!(out.changed);
     assert_paired(&applied(&messages, out));
 }
 
 #[tokio::test]
-async fn a_message_whose_calls_are_all_dropped_still_has_content() {
+async fn a_minted_id_never_takes_an_id_the_history_uses() {
     let n = counter();
     let node = ToolNode::builder(tools(&n)).build();
-    let messages = vec![assistant(vec![call_id(
-        None,
-        "get_weather",
-        r#"{"city": "Oslo"}"#,
-    )])];
+    let messages = vec![
+        assistant(vec![call("call_tm_2_0", "get_time", r#"{"zone": "UTC"}"#)]),
+        answer("call_tm_2_0", "noon"),
+        assistant(vec![call_id(None, "get_weather", r#"{"city": "Oslo"}"#)]),
+    ];
     let out = node.invoke(&messages).await.unwrap();
-    assert!(out.results.is_empty());
-    assert_eq!(out.assistant.tool_calls, None);
+    assert_eq!(result_ids(&out), ["call_tm_2_0_2"]);
     assert_paired(&applied(&messages, out));
 }
 

@@ -1,7 +1,5 @@
-//! Extract: the calls of an assistant message (its `tool_calls`, or calls a model wrote
-//! into its text), thinking leaked into the text, and minted ids.
-
-use std::collections::HashSet;
+//! Extract: calls a model wrote into its text, the prose before them, and thinking
+//! leaked into the text.
 
 use crate::{
     Fix, RepairOptions,
@@ -42,13 +40,19 @@ pub fn read_calls_in_text(
     tools: &Toolbox,
     opts: &RepairOptions,
 ) -> Vec<TextCall> {
-    let Some(text) = message.text() else {
-        return Vec::new();
-    };
+    match message.text() {
+        Some(text) => read_calls_in_str(&text, tools, opts),
+        None => Vec::new(),
+    }
+}
+
+/// The calls written into `text`, each with the fixes its reading took; all or nothing
+/// (every call the text holds names a known tool, or none is read).
+pub fn read_calls_in_str(text: &str, tools: &Toolbox, opts: &RepairOptions) -> Vec<TextCall> {
     if text.trim().is_empty() {
         return Vec::new();
     }
-    let Ok(repaired) = repair(&text, opts) else {
+    let Ok(repaired) = repair(text, opts) else {
         return Vec::new();
     };
     let total = repaired.calls.len();
@@ -199,36 +203,6 @@ pub(crate) fn strip_content(content: &Content) -> Option<Content> {
     }
 }
 
-/// Ids in use, and deterministic new ones that clash with none of them.
-#[derive(Debug, Default)]
-pub(crate) struct Ids {
-    used: HashSet<String>,
-}
-
-use crate::history::MAX_ID_LEN;
-
-impl Ids {
-    pub fn insert(&mut self, id: &str) -> bool {
-        self.used.insert(id.to_owned())
-    }
-
-    /// `{base}_2`, `{base}_3` … (the base shortened to fit 40 characters), the first unused.
-    pub fn mint(&mut self, base: &str) -> String {
-        for n in 2u64.. {
-            let suffix = format!("_{n}");
-            let mut cut = MAX_ID_LEN.saturating_sub(suffix.len()).min(base.len());
-            while !base.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            let id = format!("{}{suffix}", &base[..cut]);
-            if self.used.insert(id.clone()) {
-                return id;
-            }
-        }
-        unreachable!("u64 ids run out")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,19 +227,6 @@ mod tests {
         );
         assert_eq!(strip_thinking("I think so"), None);
         assert_eq!(strip_thinking("<thinker>x"), None);
-    }
-
-    #[test]
-    fn minted_ids_are_unique_and_short() {
-        let mut ids = Ids::default();
-        ids.insert("call_1");
-        ids.insert("call_1_2");
-        assert_eq!(ids.mint("call_1"), "call_1_3");
-        let long = "x".repeat(60);
-        let id = ids.mint(&long);
-        assert_eq!(id.len(), 40);
-        assert!(id.ends_with("_2"));
-        assert_ne!(ids.mint(&long), id);
     }
 
     #[test]
