@@ -10,6 +10,7 @@ use super::{
     MAX_ID_LEN, MAX_NAME_LEN, call_id, is_blank, is_blank_id, is_object_text, is_valid,
     is_valid_function_name, longer_than,
 };
+use crate::message::IdAllocator;
 use crate::protocol::{AssistantMessage, Content, Extra, Message, ToolMessage};
 use crate::repair::{RepairOptions, repair};
 
@@ -246,12 +247,9 @@ enum Shape {
 #[derive(Debug)]
 struct Sanitizer<'p> {
     policy: &'p SanitizePolicy,
-    /// Every id in the input and every id handed out: a minted id is none of them.
-    taken: HashSet<String>,
-    /// Where the search for a free `{base}_{n}` resumes, per base and number of digits of
-    /// `n`: every candidate of that class below it is taken (stems that cut to the same base
-    /// share the search, so minting stays linear however many ids share a prefix).
-    next_suffix: HashMap<(String, u32), usize>,
+    /// Every id in the input and every id handed out: a new id is none of them (the one
+    /// id rule of [`crate::message::ids`]).
+    ids: IdAllocator<'static>,
     /// Final ids of the calls seen so far.
     used: HashSet<String>,
     /// Per original call id: the final ids of the calls of closed groups that no tool
@@ -269,22 +267,23 @@ struct Sanitizer<'p> {
 
 impl<'p> Sanitizer<'p> {
     fn new(messages: &[Message], policy: &'p SanitizePolicy) -> Self {
-        let mut taken = HashSet::new();
+        let mut ids = IdAllocator::default();
         for m in messages {
             match m {
                 Message::Assistant(_) => {
-                    taken.extend(m.tool_calls().iter().filter_map(call_id).map(str::to_owned));
+                    for id in m.tool_calls().iter().filter_map(call_id) {
+                        ids.reserve(id);
+                    }
                 }
                 Message::Tool(t) if !is_blank_id(&t.tool_call_id) => {
-                    taken.insert(t.tool_call_id.clone());
+                    ids.reserve(&t.tool_call_id);
                 }
                 _ => {}
             }
         }
         Sanitizer {
             policy,
-            taken,
-            next_suffix: HashMap::new(),
+            ids,
             used: HashSet::new(),
             unclaimed: HashMap::new(),
             open_group: HashMap::new(),
@@ -310,45 +309,6 @@ impl<'p> Sanitizer<'p> {
             detail: detail.into(),
             raw: None,
         });
-    }
-
-    /// An id no input message uses and none handed out before: `stem`, else `{stem}_2`, …,
-    /// cut to 40 characters (the smallest free `n`).
-    fn fresh(&mut self, stem: &str) -> String {
-        let whole = truncate_chars(stem, MAX_ID_LEN);
-        if !self.taken.contains(whole) {
-            let id = whole.to_owned();
-            self.taken.insert(id.clone());
-            return id;
-        }
-        // `n` runs through the classes of 1, 2, 3 … digits; within a class the cut base is
-        // the same for every `n`, and the search resumes where the last one of that base
-        // stopped.
-        let mut digits: u32 = 1;
-        let mut start: usize = 2;
-        loop {
-            let end = 10usize.checked_pow(digits).unwrap_or(usize::MAX);
-            let base = truncate_chars(stem, MAX_ID_LEN.saturating_sub(digits as usize + 1));
-            let key = (base.to_owned(), digits);
-            let mut n = self
-                .next_suffix
-                .get(&key)
-                .copied()
-                .unwrap_or(start)
-                .max(start);
-            while n < end {
-                let candidate = format!("{base}_{n}");
-                n += 1;
-                if !self.taken.contains(&candidate) {
-                    self.next_suffix.insert(key, n);
-                    self.taken.insert(candidate.clone());
-                    return candidate;
-                }
-            }
-            self.next_suffix.insert(key, end);
-            digits += 1;
-            start = end;
-        }
     }
 
     /// The open group ends: its unclaimed calls join the older ones.
@@ -432,7 +392,7 @@ impl<'p> Sanitizer<'p> {
             let Some(id) = call_id(call).map(str::to_owned) else {
                 match self.policy.missing_ids {
                     MissingIdPolicy::Mint => {
-                        let minted = self.fresh(&format!("call_tm_{i}_{c}"));
+                        let minted = self.ids.minted(i, c);
                         self.act(
                             ActionKind::CallIdMinted,
                             i,
@@ -459,12 +419,12 @@ impl<'p> Sanitizer<'p> {
                 continue;
             };
             let final_id = if self.used.contains(&id) {
-                let new = self.fresh(&id);
+                let new = self.ids.renamed(&id);
                 let detail = format!("'{id}' -> '{new}': an earlier call has the same id");
                 self.act(ActionKind::CallIdRenamed, i, Some(c), Some(&new), detail);
                 new
             } else if longer_than(&id, MAX_ID_LEN) {
-                let new = self.fresh(&shorten(&id));
+                let new = self.ids.renamed(&id);
                 let detail = format!("'{id}' -> '{new}': longer than {MAX_ID_LEN} characters");
                 self.act(ActionKind::CallIdRenamed, i, Some(c), Some(&new), detail);
                 new
@@ -795,21 +755,4 @@ pub(crate) fn sanitize_name(name: &str) -> String {
     } else {
         name
     }
-}
-
-/// A long id cut to 31 characters plus `_` and 8 hex digits of its hash: 40 in all.
-fn shorten(id: &str) -> String {
-    format!("{}_{:08x}", truncate_chars(id, MAX_ID_LEN - 9), fnv1a(id))
-}
-
-/// FNV-1a, 32 bits: stable across platforms and Rust versions.
-fn fnv1a(s: &str) -> u32 {
-    s.bytes().fold(0x811c_9dc5, |h: u32, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
-}
-
-/// The first `max` characters of `s`.
-fn truncate_chars(s: &str, max: usize) -> &str {
-    s.char_indices().nth(max).map_or(s, |(at, _)| &s[..at])
 }
