@@ -21,6 +21,11 @@ pub enum Record {
     Message {
         message: AssistantMessage,
         tools: Toolbox,
+        /// The conversation before the message (`history`, optional): ids it used are not
+        /// minted again, and minted ids name the message's place in it.
+        history: Vec<Message>,
+        /// `finish_reason: "length"`: the model stopped at its token limit.
+        cut_off: bool,
     },
 }
 
@@ -83,9 +88,17 @@ pub fn parse_line(line: &str, cache: &mut ToolCache) -> Result<Record> {
             let tool = compile(t).with_context(|| format!("tools[{i}]"))?;
             toolbox.add(tool)?;
         }
+        let history = match obj.get("history") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => serde_json::from_value::<Vec<Message>>(v.clone())
+                .context("field `history` is not a list of OpenAI chat messages")?,
+        };
+        let cut_off = obj.get("finish_reason").and_then(Value::as_str) == Some("length");
         return Ok(Record::Message {
             message,
             tools: toolbox,
+            history,
+            cut_off,
         });
     }
     bail!("expected {{\"tool\": …, \"raw_arguments\": …}} or {{\"message\": …, \"tools\": […]}}")

@@ -9,9 +9,10 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use toolmend::{
     MendOptions, Mended, RepairOptions, feedback,
-    mend::{mend_call, mend_named},
+    mend::mend_call,
+    message::{self, AcceptTruncated, MessagePlan, PlanOptions, PlannedCall},
     protocol::AssistantMessage,
-    schema::Coercions,
+    schema::{Coercions, Phase, ValidationContext},
 };
 
 use crate::{
@@ -103,18 +104,46 @@ pub fn run(args: &MendArgs) -> Result<()> {
                     write_call_report(&mut out, args.format, n, id.as_deref(), &mended)?;
                 }
             }
-            Record::Message { message, tools } => {
-                let (sanitized, all) = mend_message(&message, &tools, &opts);
-                for m in &all {
-                    for c in &m.calls {
-                        summary.add(c);
+            Record::Message {
+                message,
+                tools,
+                history,
+                cut_off,
+            } => {
+                let plan_opts = PlanOptions {
+                    mend: opts.clone(),
+                    strip_thinking: !args.keep_thinking,
+                    accept_truncated: if opts.refuse_lossy {
+                        AcceptTruncated::None
+                    } else {
+                        AcceptTruncated::All
+                    },
+                    ..PlanOptions::default()
+                };
+                let ctx = ValidationContext {
+                    messages: &history,
+                    ..ValidationContext::new("", Phase::Initial)
+                };
+                let plan = message::plan_assistant(
+                    &message,
+                    &history,
+                    &[],
+                    cut_off,
+                    &tools,
+                    &plan_opts,
+                    &ctx,
+                );
+                let sanitized = message::sanitize_assistant(&message, &plan.shape, &plan.calls);
+                for c in &plan.calls {
+                    if c.id.is_some() {
+                        summary.add(&c.call);
                     }
                 }
                 if args.lines {
                     writeln!(out, "{}", serde_json::to_string(&sanitized)?)?;
                     out.flush()?;
                 } else {
-                    write_message_report(&mut out, args.format, n, &sanitized, &all)?;
+                    write_message_report(&mut out, args.format, n, &sanitized, &plan)?;
                 }
             }
         }
@@ -177,45 +206,6 @@ fn line_result(m: &Mended) -> String {
     format!("ERROR {}", reasons.join("; ").replace('\n', " "))
 }
 
-/// Mends every call of an assistant message; returns the sanitized message
-/// (repaired arguments as valid JSON text, calls with feedback left as sent).
-fn mend_message(
-    message: &AssistantMessage,
-    tools: &toolmend::Toolbox,
-    opts: &MendOptions,
-) -> (AssistantMessage, Vec<Mended>) {
-    let mut sanitized = message.clone();
-    let mut all = Vec::new();
-    let Some(calls) = &message.tool_calls else {
-        return (sanitized, all);
-    };
-    let mut out_calls = Vec::with_capacity(calls.len());
-    for tc in calls {
-        let mended = mend_named(&tc.function.name, &tc.function.arguments, tools, opts);
-        if mended.is_runnable() {
-            for (k, c) in mended.calls.iter().enumerate() {
-                let mut new = tc.clone();
-                new.function.name.clone_from(&c.tool);
-                new.function.arguments = c
-                    .arguments
-                    .as_ref()
-                    .map(Value::to_string)
-                    .unwrap_or_default();
-                if k > 0 {
-                    // A glued second call gets its own id, derived deterministically.
-                    new.id = tc.id.as_ref().map(|id| format!("{id}_{}", k + 1));
-                }
-                out_calls.push(new);
-            }
-        } else {
-            out_calls.push(tc.clone());
-        }
-        all.push(mended);
-    }
-    sanitized.tool_calls = Some(out_calls);
-    (sanitized, all)
-}
-
 fn write_call_report(
     out: &mut impl Write,
     format: Format,
@@ -245,25 +235,80 @@ fn write_message_report(
     format: Format,
     n: usize,
     sanitized: &AssistantMessage,
-    all: &[Mended],
+    plan: &MessagePlan,
 ) -> Result<()> {
     match format {
         Format::Json => {
-            let calls: Vec<&toolmend::MendedCall> = all.iter().flat_map(|m| &m.calls).collect();
-            let fb: Vec<Value> = all.iter().filter_map(feedback_for).collect();
-            writeln!(
-                out,
-                "{}",
-                json!({"line": n, "message": sanitized, "calls": calls, "feedback": fb})
-            )?;
+            let calls: Vec<Value> = plan.calls.iter().map(planned_json).collect();
+            let fb: Vec<Value> = plan
+                .calls
+                .iter()
+                .filter(|c| c.id.is_some() && !c.call.outcome.is_runnable())
+                .map(|c| {
+                    let fb = feedback::render(&c.call.tool, &c.call.issues);
+                    json!({"id": c.id, "text": fb.text, "json": fb.json})
+                })
+                .collect();
+            let answered: Vec<&str> = plan.answered.iter().map(|a| a.id.as_str()).collect();
+            let mut report =
+                json!({"line": n, "message": sanitized, "calls": calls, "feedback": fb});
+            if !answered.is_empty() {
+                report["already_answered"] = json!(answered);
+            }
+            if !plan.shape.message_fixes.is_empty() {
+                report["message_fixes"] = json!(plan.shape.message_fixes);
+            }
+            writeln!(out, "{report}")?;
         }
         Format::Text => {
-            for (k, m) in all.iter().enumerate() {
-                write_calls_text(out, &format!("line {n} call {}", k + 1), m)?;
+            for f in &plan.shape.message_fixes {
+                writeln!(out, "line {n} message fix {f}")?;
+            }
+            for c in &plan.calls {
+                let label = match &c.id {
+                    Some(id) => format!("line {n} call {} ({id})", c.index + 1),
+                    None => format!("line {n} call {}", c.index + 1),
+                };
+                if c.id.is_none() {
+                    writeln!(
+                        out,
+                        "{label} {}: dropped ({})",
+                        c.call.tool,
+                        c.note.as_deref().unwrap_or_default()
+                    )?;
+                    continue;
+                }
+                write_one_text(out, &label, &c.call)?;
+            }
+            for a in &plan.answered {
+                writeln!(
+                    out,
+                    "line {n} call {} ({}): already answered",
+                    a.index + 1,
+                    a.id
+                )?;
             }
         }
     }
     Ok(())
+}
+
+/// One planned call as the JSON report shows it: the mended call, its id and source, and
+/// what becomes of it (`executed`: it may run; `feedback`; `dropped`).
+fn planned_json(c: &PlannedCall) -> Value {
+    let mut v = serde_json::to_value(&c.call).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut v {
+        map.insert("id".to_owned(), json!(c.id));
+        if let Some(orig) = &c.original_id {
+            map.insert("original_id".to_owned(), json!(orig));
+        }
+        map.insert("source".to_owned(), json!(c.source));
+        map.insert("disposition".to_owned(), json!(c.outcome));
+        if let Some(note) = &c.note {
+            map.insert("note".to_owned(), json!(note));
+        }
+    }
+    v
 }
 
 fn write_calls_text(out: &mut impl Write, label: &str, m: &Mended) -> Result<()> {
@@ -274,6 +319,13 @@ fn write_calls_text(out: &mut impl Write, label: &str, m: &Mended) -> Result<()>
         } else {
             label.to_owned()
         };
+        write_one_text(out, &label, c)?;
+    }
+    Ok(())
+}
+
+fn write_one_text(out: &mut impl Write, label: &str, c: &toolmend::MendedCall) -> Result<()> {
+    {
         let fixes: Vec<String> = c.fixes.iter().map(ToString::to_string).collect();
         write!(out, "{label} {}: {}", c.tool, outcome_id(c.outcome))?;
         if c.is_lossy() {

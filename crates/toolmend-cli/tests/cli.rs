@@ -491,3 +491,48 @@ fn scripted_provider_serves_the_example_script_and_refuses_a_broken_history() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+#[test]
+fn a_message_record_is_planned_as_every_front_plans_it() {
+    // A Mistral `[TOOL_CALLS]` content: the calls are read from the text (as the gateway
+    // and the node read them), get minted ids naming the message's place in the history,
+    // and the content keeps the prose before them.
+    let tool = r#"{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}"#;
+    let history = r#"[{"role": "user", "content": "weather?"}]"#;
+    let content = r#"Checking. [TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"#;
+    let line = format!(
+        r#"{{"message": {{"role": "assistant", "content": "{content}"}}, "tools": [{tool}], "history": {history}}}"#
+    );
+    let (out, ok) = mend(&["--format", "json"], line.as_bytes());
+    assert!(ok, "{out}");
+    let report: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let calls = report["message"]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{report}");
+    assert_eq!(calls[0]["id"], "call_tm_1_0");
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    assert_eq!(report["message"]["content"], "Checking.");
+    assert_eq!(report["calls"][0]["source"], "text");
+    assert_eq!(report["calls"][0]["disposition"], "executed");
+
+    // Ids: a repeat is renamed, an exact repeat dropped, a missing one minted.
+    let line = format!(
+        r#"{{"message": {{"role": "assistant", "content": null, "tool_calls": [
+            {{"id": "a", "type": "function", "function": {{"name": "get_weather", "arguments": "{{\"city\": \"Oslo\"}}"}}}},
+            {{"id": "a", "type": "function", "function": {{"name": "get_weather", "arguments": "{{\"city\": \"Oslo\"}}"}}}},
+            {{"id": "a", "type": "function", "function": {{"name": "get_weather", "arguments": "{{\"city\": \"Rome\"}}"}}}},
+            {{"type": "function", "function": {{"name": "get_weather", "arguments": "{{'city': 'Bern'}}"}}}}
+        ]}}, "tools": [{tool}]}}"#
+    )
+    .replace('\n', " ");
+    let (out, ok) = mend(&["--format", "json"], line.as_bytes());
+    assert!(ok, "{out}");
+    let report: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let ids: Vec<&str> = report["message"]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "a_2", "call_tm_0_3"]);
+    assert_eq!(report["calls"][1]["disposition"], "dropped");
+}
