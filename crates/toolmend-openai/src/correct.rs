@@ -1,20 +1,21 @@
 //! A [`Corrector`] on the client: a small model rewrites a call the rules could not mend.
 //!
-//! One prompt per attempt: the tool's name, description and schema, the invalid
-//! arguments, the issues, and the context (the last N messages before the assistant
-//! message, system messages left out, each cut to 2,000 characters, then the assistant's
-//! own text). Tool-calling mode binds the one tool and forces it; JSON mode asks for a
-//! JSON object, for models without tool calling. The node re-validates every answer and
+//! One prompt per attempt, the core's ([`toolmend::correct::prompt`]): the tool's name,
+//! description and schema, the invalid arguments, the issues, and the context (the last N
+//! messages before the assistant message, system messages left out, each cut to 2,000
+//! characters, then the assistant's own text). Tool-calling mode binds the one tool and
+//! forces it; JSON mode asks for a JSON object, for models without tool calling. The
+//! answer is read with [`toolmend::correct::read_answer`]; the node re-validates it and
 //! asks again with the new issues; this traffic never enters the agent's history.
 
 use serde_json::json;
+pub use toolmend::correct::{CONTEXT_CHARS, render_context};
 use toolmend::{
-    RepairOptions,
-    correct::{CorrectError, Correction, CorrectionRequest, Corrector, Usage},
-    feedback,
+    correct::{
+        self, CorrectError, Correction, CorrectionRequest, Corrector, PromptOptions, Usage,
+    },
     future::BoxFuture,
     protocol::{Message, Tool},
-    repair::repair,
 };
 
 use crate::{ChatRequest, OpenAiClient};
@@ -33,9 +34,6 @@ pub enum CorrectionMode {
     /// schema (vLLM, llama.cpp, OpenAI).
     JsonSchema,
 }
-
-/// Each context message is cut to this many characters.
-pub const CONTEXT_CHARS: usize = 2_000;
 
 /// A correction model at an OpenAI-compatible endpoint.
 #[derive(Debug, Clone)]
@@ -71,93 +69,16 @@ impl ModelCorrector {
         self
     }
 
-    /// The prompt for one attempt.
+    /// The prompt for one attempt: the core's one prompt ([`toolmend::correct::prompt`]),
+    /// asking for JSON text in JSON mode.
     pub fn prompt(&self, req: &CorrectionRequest<'_>) -> String {
-        let tool = req.tool;
-        let mut out = format!(
-            "An AI agent produced an invalid call to the tool '{}'.\n\n",
-            tool.name()
-        );
-        if !tool.description().is_empty() {
-            out.push_str(&format!("Tool description:\n{}\n\n", tool.description()));
-        }
-        out.push_str(&format!(
-            "Tool parameters (JSON Schema):\n{}\n\n",
-            tool.parameters()
-        ));
-        out.push_str(&format!("Invalid arguments:\n{}\n\n", req.raw_arguments));
-        out.push_str(&format!(
-            "What is wrong:\n{}\n\n",
-            feedback::render(tool.name(), req.issues).text
-        ));
-        let context = render_context(req.messages, self.context_messages, req.assistant_text);
-        if !context.is_empty() {
-            out.push_str("Conversation so far (oldest first):\n");
-            out.push_str(&context);
-            out.push('\n');
-        }
-        out.push_str(
-            "Rewrite the arguments so that they match the schema. Keep the agent's intent; change \
-             only what the schema requires. Use only values found in the invalid arguments or in \
-             the conversation: never invent a missing value.",
-        );
-        if self.mode == CorrectionMode::Json {
-            out.push_str(" Answer with the arguments as one JSON object and nothing else.");
-        }
-        out
-    }
-}
-
-/// The last `n` messages (system and developer left out), one line each, cut to
-/// [`CONTEXT_CHARS`], then the assistant's own text.
-pub fn render_context(messages: &[Message], n: usize, assistant_text: Option<&str>) -> String {
-    if n == 0 {
-        return String::new();
-    }
-    let kept: Vec<&Message> = messages
-        .iter()
-        .filter(|m| !matches!(m, Message::System(_) | Message::Developer(_)))
-        .collect();
-    let mut out = String::new();
-    for m in &kept[kept.len().saturating_sub(n)..] {
-        let line = match m {
-            Message::User(u) => format!("[user] {}", u.content.text()),
-            Message::Assistant(a) => {
-                let mut line = format!("[assistant] {}", a.text().unwrap_or_default());
-                for tc in a.tool_calls.iter().flatten() {
-                    line.push_str(&format!(
-                        "\n  -> {}({})",
-                        tc.function.name, tc.function.arguments
-                    ));
-                }
-                line
-            }
-            Message::Tool(t) => format!("[tool result {}] {}", t.tool_call_id, t.content.text()),
-            Message::Function(f) => {
-                let text = f
-                    .content
-                    .clone()
-                    .flatten()
-                    .map(|c| c.text())
-                    .unwrap_or_default();
-                format!("[function {}] {text}", f.name)
-            }
-            Message::System(_) | Message::Developer(_) => continue,
-        };
-        out.push_str(&cut(&line, CONTEXT_CHARS));
-        out.push('\n');
-    }
-    if let Some(text) = assistant_text.filter(|t| !t.trim().is_empty()) {
-        out.push_str(&cut(&format!("[assistant] {text}"), CONTEXT_CHARS));
-        out.push('\n');
-    }
-    out
-}
-
-fn cut(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_owned(),
+        correct::prompt(
+            req,
+            &PromptOptions {
+                context_messages: self.context_messages,
+                ask_for_json: self.mode == CorrectionMode::Json,
+            },
+        )
     }
 }
 
@@ -228,12 +149,7 @@ impl Corrector for ModelCorrector {
             };
             // The model's own JSON may need mending too; what it means is kept, and the
             // node re-validates it against the schema.
-            let arguments = text.and_then(|t| {
-                repair(&t, &RepairOptions::default())
-                    .ok()
-                    .filter(|r| r.alternatives.is_empty() && r.calls.len() == 1)
-                    .map(|r| r.value().clone())
-            });
+            let arguments = text.as_deref().and_then(correct::read_answer);
             Ok(Correction { arguments, usage })
         })
     }

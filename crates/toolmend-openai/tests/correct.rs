@@ -217,6 +217,10 @@ async fn missing_fields_are_not_sent_and_privacy_holds() {
     let prompt = prompt_of(sent);
     assert!(!prompt.contains("Conversation so far"), "{prompt}");
     assert!(!prompt.contains("What is the weather"), "{prompt}");
+    assert!(
+        prompt.ends_with("Answer with the arguments as one JSON object and nothing else."),
+        "{prompt}"
+    );
 
     // JSON-schema mode: the tool's schema constrains the answer.
     let script = Script::new().reply(AssistantMessage {
@@ -247,6 +251,7 @@ async fn missing_fields_are_not_sent_and_privacy_holds() {
     );
 }
 
+/// The client re-exports the core's context rendering (one implementation).
 #[test]
 fn context_keeps_the_last_n_messages_without_system_each_cut_to_2000_chars() {
     let long = "x".repeat(3_000);
@@ -266,4 +271,8 @@ fn context_keeps_the_last_n_messages_without_system_each_cut_to_2000_chars() {
     assert!(lines[1].ends_with('…'));
     assert_eq!(lines[2], "[assistant] my own text");
     assert!(toolmend_openai::render_context(&history, 0, Some("x")).is_empty());
+    assert_eq!(
+        text,
+        toolmend::correct::render_context(&history, 2, Some("my own text"))
+    );
 }

@@ -1,17 +1,83 @@
 //! Correct: a model (or anything else) rewrites a call the rules could not mend.
 //!
+//! Written once, used by every front:
+//!
+//! - [`correctable`]: the one rule for which invalid calls are worth asking about;
+//! - [`prompt`] and [`render_context`]: the one prompt and the context it shows;
+//! - [`read_answer`]: the arguments in a model's text answer (mended, one call only);
+//! - the [`Corrector`] trait the node asks, [`NoCorrector`] (the default) and
+//!   [`Scripted`], a test double answering from a script.
+//!
 //! The node asks a [`Corrector`] for new arguments, re-validates every answer (phase
 //! `correction`), and asks again with the new issues up to its retry limit. A corrector
 //! never sees a call whose only problem is a missing required value, unless the caller
-//! opts in: it would have to invent the value. Here: the trait, [`NoCorrector`] (the
-//! default) and [`Scripted`], a test double answering from a script.
+//! opts in: it would have to invent the value. The Python package runs the same loop
+//! around a LangChain chat model: the prompt, the rule and the re-validation come from
+//! here, only the model call is Python's.
+
+mod prompt;
 
 use std::{collections::HashMap, fmt, sync::Mutex};
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{Issue, future::BoxFuture, protocol::Message, schema::CompiledTool};
+pub use prompt::{CONTEXT_CHARS, PromptOptions, prompt, render_context};
+
+use crate::{
+    Fix, FixKind, Issue, IssueKind, RepairOptions, future::BoxFuture, protocol::Message,
+    repair::repair, schema::CompiledTool,
+};
+
+/// The one rule for "is this invalid call worth asking a corrector about", from its
+/// issues and the fixes mending took. Not for an unknown tool (no schema to correct to),
+/// nor a cut-off call (the corrector would have to finish it, inventing what the model
+/// never sent), nor a call missing a required value (it would have to be invented),
+/// unless an unknown key (kept as an issue, or dropped by coercion) may be that value
+/// misnamed or one level too high (`adults` for `passengers.adults`), or the caller opts
+/// in with `correct_missing_fields`. Whether the call is invalid at all, and whether a
+/// corrector is configured, is the caller's to check.
+///
+/// ```
+/// use toolmend::{Issue, IssueKind, correct::correctable};
+///
+/// let wrong = [Issue::new(IssueKind::WrongType, "/days", "expected an integer")];
+/// let missing = [Issue::new(IssueKind::MissingRequired, "", "city is required")];
+/// assert!(correctable(&wrong, &[], false));
+/// assert!(!correctable(&missing, &[], false));
+/// assert!(correctable(&missing, &[], true));
+/// ```
+pub fn correctable(issues: &[Issue], fixes: &[Fix], correct_missing_fields: bool) -> bool {
+    if issues
+        .iter()
+        .any(|i| matches!(i.kind, IssueKind::UnknownTool | IssueKind::Truncated))
+    {
+        return false;
+    }
+    let missing = issues.iter().any(|i| i.kind == IssueKind::MissingRequired);
+    let unknown_key = issues.iter().any(|i| i.kind == IssueKind::UnknownKey)
+        || fixes.iter().any(|f| f.kind == FixKind::UnknownKeyDropped);
+    !missing || unknown_key || correct_missing_fields
+}
+
+/// The arguments in a correction model's text answer (a tool call's argument text, or a
+/// JSON answer): the model's own JSON may need mending too, and what it means is kept;
+/// `None` when no object can be read, or the text holds several calls or readings. The
+/// caller re-validates the value against the schema (phase `correction`).
+///
+/// ```
+/// use serde_json::json;
+/// use toolmend::correct::read_answer;
+///
+/// assert_eq!(read_answer("```json\n{'a': 1, 'b': 2,}\n```"), Some(json!({"a": 1, "b": 2})));
+/// assert_eq!(read_answer("I cannot tell."), None);
+/// ```
+pub fn read_answer(text: &str) -> Option<Value> {
+    repair(text, &RepairOptions::default())
+        .ok()
+        .filter(|r| r.alternatives.is_empty() && r.calls.len() == 1)
+        .map(|r| r.value().clone())
+}
 
 /// What a corrector is asked.
 #[derive(Debug, Clone, Copy)]
