@@ -16,7 +16,9 @@ use pythonize::depythonize;
 use serde::Serialize;
 use serde_json::{Value, json};
 use toolmend::{
-    CompiledTool, MendOptions, MendedCall, RepairOptions, feedback,
+    CompiledTool, Fix, Issue, MendOptions, MendedCall, RepairOptions,
+    correct::{self, CorrectionRequest, PromptOptions},
+    feedback,
     history::{
         self, Budget, ByteEstimate, MissingIdPolicy, OrphanPolicy, SanitizePolicy, Tiktoken,
         TokenCounter,
@@ -270,6 +272,102 @@ impl Toolbox {
         to_py(py, &out)
     }
 
+    /// The prompt for one correction attempt: the core's one prompt (the tool, its schema,
+    /// `raw_arguments` as sent, what `issues` say is wrong, the last `context_messages` of
+    /// `messages` without system ones, then `assistant_text`). `messages`: OpenAI-format
+    /// dicts (`role`, `content`, an assistant's `tool_calls`, a result's `tool_call_id`).
+    /// `ask_for_json`: end by asking for one JSON object (a model answering in text).
+    #[pyo3(signature = (name, raw_arguments, issues, messages, assistant_text = None, *, context_messages = 10, ask_for_json = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn correction_prompt(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        raw_arguments: &str,
+        issues: &Bound<'_, PyAny>,
+        messages: &Bound<'_, PyAny>,
+        assistant_text: Option<&str>,
+        context_messages: usize,
+        ask_for_json: bool,
+    ) -> PyResult<String> {
+        let tool = self
+            .tools
+            .get(name)
+            .ok_or_else(|| error(format!("correction_prompt: no tool named {name:?}")))?;
+        let issues: Vec<Issue> = from_py(issues, "issues")?;
+        let messages: Vec<Message> = if context_messages == 0 {
+            Vec::new()
+        } else {
+            from_py(messages, "messages")?
+        };
+        let request = CorrectionRequest {
+            tool,
+            call_id: "",
+            raw_arguments,
+            arguments: None,
+            issues: &issues,
+            attempt: 1,
+            messages: &messages,
+            assistant_text,
+        };
+        let options = PromptOptions {
+            context_messages,
+            ask_for_json,
+        };
+        Ok(py.detach(|| correct::prompt(&request, &options)))
+    }
+
+    /// A correction model's answer re-validated (no repair beyond reading it): `answer`
+    /// is parsed arguments (a dict) or the model's text (read with the core's
+    /// `read_answer`: mended, one object only). Returns a mended call dict as
+    /// [`mend`](Self::mend) does, or `None` when no arguments could be read or the tool is
+    /// unknown.
+    #[pyo3(signature = (name, answer, *, phase = "correction"))]
+    fn check_answer(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        answer: &Bound<'_, PyAny>,
+        phase: &str,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let Some(tool) = self.tools.get(name) else {
+            return Ok(None);
+        };
+        let value = if let Ok(text) = answer.cast::<PyString>() {
+            let text = text.to_str()?;
+            match py.detach(|| correct::read_answer(text)) {
+                Some(v) => v,
+                None => return Ok(None),
+            }
+        } else if answer.is_none() {
+            return Ok(None);
+        } else {
+            let mut non_finite = false;
+            let value = to_value(answer, 0, &mut non_finite)?;
+            if non_finite {
+                return Ok(None);
+            }
+            value
+        };
+        let ctx = ValidationContext::new(tool.name(), self::phase(phase)?);
+        let checked = py.detach(|| tool.check(value, &self.opts.coercions, &ctx));
+        let outcome = if !checked.is_valid() {
+            Outcome::Feedback
+        } else if checked.fixes.is_empty() {
+            Outcome::Valid
+        } else {
+            Outcome::Repaired
+        };
+        let call = MendedCall {
+            tool: tool.name().to_owned(),
+            arguments: Some(checked.value),
+            fixes: checked.fixes,
+            issues: checked.issues,
+            outcome,
+        };
+        call_to_py(py, &call).map(Some)
+    }
+
     fn __repr__(&self) -> String {
         format!("Toolbox({})", self.names().join(", "))
     }
@@ -442,6 +540,22 @@ fn repair(py: Python<'_>, text: &str, strip_thinking: bool) -> PyResult<Py<PyAny
     to_py(py, &json!({"calls": calls, "lossy": lossy}))
 }
 
+/// The one rule for "is this invalid call worth asking a correction model about", from
+/// its `issues` and `fixes` (dicts as `mend` gives them): not an unknown tool, not a
+/// cut-off call, not a missing required value unless an unknown key may be it misnamed
+/// or `correct_missing_fields`.
+#[pyfunction]
+#[pyo3(signature = (issues, fixes, correct_missing_fields = false))]
+fn correctable(
+    issues: &Bound<'_, PyAny>,
+    fixes: &Bound<'_, PyAny>,
+    correct_missing_fields: bool,
+) -> PyResult<bool> {
+    let issues: Vec<Issue> = from_py(issues, "issues")?;
+    let fixes: Vec<Fix> = from_py(fixes, "fixes")?;
+    Ok(correct::correctable(&issues, &fixes, correct_missing_fields))
+}
+
 /// Removes leaked reasoning (`<think>…</think>` …) from a text; `None` when there was none.
 #[pyfunction]
 fn strip_thinking(text: &str) -> Option<String> {
@@ -535,6 +649,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Toolbox>()?;
     m.add_function(wrap_pyfunction!(repair, m)?)?;
     m.add_function(wrap_pyfunction!(strip_thinking, m)?)?;
+    m.add_function(wrap_pyfunction!(correctable, m)?)?;
     m.add_function(wrap_pyfunction!(history_check, m)?)?;
     m.add_function(wrap_pyfunction!(history_sanitize, m)?)?;
     m.add_function(wrap_pyfunction!(history_trim, m)?)?;

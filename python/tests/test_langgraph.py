@@ -345,6 +345,43 @@ def test_a_correction_model_fixes_what_rules_cannot_with_context_and_no_system_p
     assert model.bound[0][1] == "add"  # the one tool bound and forced
 
 
+def test_the_correction_prompt_is_the_cores_one_prompt():
+    import toolmend
+
+    # JSON mode: the answer is text, read by the core; the prompt asks for one object.
+    model = ScriptedChatModel(script=[AIMessage('```json\n{"a": 1, "b": 2,}\n```')], prompts=[], bound=[])
+    node = ToolNode(TOOLS, correction_model=model, correction_mode="json")
+    earlier = AIMessage("", id="ai0", tool_calls=[{"name": "add", "args": {"a": 0, "b": 0}, "id": "c0"}])
+    history = [SystemMessage("SECRET"), HumanMessage("add one and two"), earlier, ToolMessage("0", tool_call_id="c0")]
+    msg = BAD.model_copy(update={"content": "<think>they want 1 + 2</think>Adding."})
+    out = run(node, msg, history)
+    assert tool_messages(out)["c1"].content == "3"
+    (prompt,) = model.prompts
+    # Word for word what the Rust core renders for the same call and conversation.
+    from toolmend._mend import tool_schema
+
+    expected = toolmend.Toolbox([tool_schema(add)]).correction_prompt(
+        "add", '{"a": 1, "b": "two"}',
+        [{"kind": "wrong_type", "path": "/b", "message": "expected integer, got string \"two\"",
+          "expected": "integer", "got": "two"}],
+        [], None, context_messages=0, ask_for_json=True)
+    assert prompt.split("What is wrong:")[0] == expected.split("What is wrong:")[0]
+    assert "[user] add one and two\n[assistant] \n  -> add({\"a\": 0, \"b\": 0})\n" in prompt
+    assert "[tool result c0] 0\n[assistant] Adding.\n" in prompt
+    assert "SECRET" not in prompt and "they want" not in prompt
+    assert prompt.endswith("Answer with the arguments as one JSON object and nothing else.")
+
+
+def test_correctable_is_the_cores_rule():
+    import toolmend._core as core
+
+    missing = [{"kind": "missing_required", "path": "/b", "message": "b is required"}]
+    assert core.correctable([{"kind": "wrong_type", "path": "/b", "message": "x"}], [])
+    assert not core.correctable(missing, []) and core.correctable(missing, [], True)
+    assert core.correctable(missing, [{"kind": "unknown_key_dropped", "path": "/bb"}])
+    assert not core.correctable([{"kind": "truncated", "path": "", "message": "cut off"}], [], True)
+
+
 def test_correction_retries_run_out_and_failures_degrade_to_feedback():
     model = ScriptedChatModel(script=[fix({"a": 1}), fix({"a": "x", "b": 1})], prompts=[], bound=[])
     result = tool_messages(run(ToolNode(TOOLS, correction_model=model, max_correction_retries=2), BAD))["c1"]

@@ -52,9 +52,30 @@ class Toolbox:
     def passes(self, name: str, arguments: Any) -> bool: ...
     def validate(self, name: str, arguments: Any) -> list[Issue]: ...
     def calls_in_text(self, text: str) -> list[dict[str, Any]]: ...
+    def correction_prompt(
+        self,
+        name: str,
+        raw_arguments: str,
+        issues: Sequence[Issue],
+        messages: Sequence[dict[str, Any]],
+        assistant_text: str | None = None,
+        *,
+        context_messages: int = 10,
+        ask_for_json: bool = False,
+    ) -> str: ...
+    def check_answer(
+        self,
+        name: str,
+        answer: str | dict[str, Any] | None,
+        *,
+        phase: Literal["initial", "correction", "salvage"] = "correction",
+    ) -> MendedCall | None: ...
 
 def repair(text: str, *, strip_thinking: bool = True) -> dict[str, Any]: ...
 def strip_thinking(text: str) -> str | None: ...
+def correctable(
+    issues: Sequence[Issue], fixes: Sequence[Fix], correct_missing_fields: bool = False
+) -> bool: ...
 def history_check(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]: ...
 def history_sanitize(
     messages: Sequence[dict[str, Any]],

@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from toolmend._core import Toolbox, strip_thinking
+from toolmend._core import Toolbox, correctable, strip_thinking
 
 #: Attribute of a planned call dict holding its feedback: the call is answered with it
 #: instead of running. Never reaches a tool or a wrapper.
@@ -31,10 +31,6 @@ FEEDBACK_KEY = "__toolmend_feedback__"
 #: which a tool's own pydantic validation (lax mode) refuses as well. Tools whose schema is
 #: a plain JSON Schema dict (nothing validates them but toolmend) get every coercion.
 PYDANTIC_LAX: dict[str, bool] = {"scalar_to_string": False}
-
-#: Most characters of one context message shown to the correction model.
-CONTEXT_CHARS = 2000
-
 
 class ToolCallValidationError(Exception):
     """Raised with ``on_unresolved="raise"`` before any call runs; ``calls`` holds every
@@ -87,12 +83,15 @@ class ValidatorContext:
 
 @dataclass(slots=True)
 class CallRecord:
-    """One call's stats."""
+    """One call's stats, in the vocabulary of the Rust node's ``CallStats``."""
 
     tool_call_id: str | None
     tool: str
-    outcome: str  # executed | corrected | salvaged | feedback | skipped
-    source: str  # tool_calls | invalid_tool_calls | content | send
+    #: executed | corrected | salvaged | feedback | dropped | flooded
+    outcome: str
+    #: tool_calls (LangChain's ``tool_calls`` and ``invalid_tool_calls``, and ``Send``
+    #: payloads) | text (written into the content) | glued (split off another call)
+    source: str
     fixes: list[dict[str, Any]] = field(default_factory=list)
     issues: list[dict[str, Any]] = field(default_factory=list)
     original_id: str | None = None
@@ -122,11 +121,15 @@ class Plan:
     new_content: Any = None
     changed: bool = False
     input_type: str = "list"
+    #: Ids of calls the tool messages after the assistant message answer already: not
+    #: run again, and not in ``records`` (as the Rust node's ``already_answered``).
+    already_answered: list[str] = field(default_factory=list)
 
     def stats(self, node: str) -> dict[str, Any]:
         return {
             "node": node,
             "calls": [{f: getattr(r, f) for f in r.__slots__} for r in self.records],
+            "already_answered": self.already_answered,
             "message_fixes": self.message_fixes,
             "elapsed_us": (time.perf_counter() - self.started) * 1e6,
         }
@@ -166,31 +169,38 @@ def compile_tools(tools: Sequence[BaseTool], *, coerce: Any, strip: bool) -> Too
     return Toolbox(defs, coerce=coerce, strip_thinking=strip)
 
 
-def _as_dict(msg: BaseMessage) -> dict[str, Any]:
-    """An OpenAI-style rendering for the correction prompt (role and text only)."""
-    role = {"human": "user", "ai": "assistant", "tool": "tool"}.get(msg.type, msg.type)
-    text = msg.content if isinstance(msg.content, str) else msg.text
-    return {"role": role, "content": text}
+def _text(msg: BaseMessage) -> str:
+    content = msg.content
+    return content if isinstance(content, str) else str(msg.text)
 
 
-def render_context(
-    messages: Sequence[BaseMessage], n: int, assistant_text: str | None
-) -> str:
-    """The last ``n`` messages before the assistant message, system messages left out,
-    each cut to 2,000 characters, then the assistant's own text."""
-    if n == 0:
-        return ""
-    kept = [m for m in messages if m.type not in ("system", "developer")][-n:]
-    lines = []
-    for m in kept:
-        d = _as_dict(m)
-        text = str(d["content"] or "")
-        if len(text) > CONTEXT_CHARS:
-            text = text[:CONTEXT_CHARS] + "…"
-        lines.append(f"[{d['role']}] {text}")
-    if assistant_text:
-        lines.append(f"[assistant] {assistant_text[:CONTEXT_CHARS]}")
-    return "\n".join(lines)
+def _dumps(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def wire_message(msg: BaseMessage) -> dict[str, Any]:
+    """A LangChain message as an OpenAI chat message dict (role, text, an assistant's
+    calls, a result's call id): what the Rust correction prompt renders as context."""
+    kind = msg.type
+    if kind == "human":
+        return {"role": "user", "content": _text(msg)}
+    if kind == "ai":
+        calls = [
+            {"id": c.get("id"), "type": "function",
+             "function": {"name": c.get("name") or "", "arguments": _dumps(c.get("args") or {})}}
+            for c in [*msg.tool_calls, *msg.invalid_tool_calls]  # type: ignore[attr-defined]
+        ]
+        out: dict[str, Any] = {"role": "assistant", "content": _text(msg)}
+        if calls:
+            out["tool_calls"] = calls
+        return out
+    if kind == "tool":
+        return {"role": "tool", "content": _text(msg), "tool_call_id": str(msg.tool_call_id)}  # type: ignore[attr-defined]
+    if kind in ("system", "developer"):
+        return {"role": "system", "content": _text(msg)}
+    if kind == "function":
+        return {"role": "function", "name": str(getattr(msg, "name", "") or ""), "content": _text(msg)}
+    return {"role": "user", "content": _text(msg)}
 
 
 class Mender:
@@ -329,8 +339,7 @@ class Mender:
                 if call_id in answered and source != "content":
                     # Answered already (a ToolMessage follows the message): not run again.
                     # An invalid call keeps its place, mended, so the pair stays valid.
-                    rec = CallRecord(call_id, m["tool"], "skipped", source, note="already answered")
-                    plan.records.append(rec)
+                    plan.already_answered.append(call_id)
                     if source == "tool_calls":
                         plan.order.append(raw)
                     else:
@@ -350,7 +359,7 @@ class Mender:
                     call_id,
                     m["tool"],
                     "executed",
-                    source,
+                    "glued" if part else "text" if source == "content" else "tool_calls",
                     fixes=list(m.get("fixes", [])),
                     issues=list(m.get("issues", [])),
                     original_id=original,
@@ -465,7 +474,7 @@ class Mender:
                 accept_truncated=self._accepts_truncated(name),
             )[0]
             rec = CallRecord(
-                raw.get("id"), m["tool"], "executed", "send",
+                raw.get("id"), m["tool"], "executed", "tool_calls",
                 fixes=list(m.get("fixes", [])), issues=list(m.get("issues", [])),
                 mend_us=(time.perf_counter() - t0) * 1e6,
             )
@@ -566,40 +575,28 @@ class Mender:
     # ---- correction ---------------------------------------------------------------
 
     def correctable(self, item: dict[str, Any]) -> bool:
-        if self.correction_model is None or item.get("custom"):
+        """The core's one rule (``toolmend._core.correctable``), when a model is set."""
+        if self.correction_model is None or item["mended"]["tool"] not in self.tools:
             return False
-        kinds = {i["kind"] for i in item["mended"].get("issues", [])}
-        if "unknown_tool" in kinds or "truncated" in kinds:
-            return False
-        fixes = {f["kind"] for f in item["mended"].get("fixes", [])}
-        missing = "missing_required" in kinds
-        unknown_key = "unknown_key" in kinds or "unknown_key_dropped" in fixes
-        return not missing or unknown_key or self.correct_missing_fields
+        m = item["mended"]
+        return correctable(m.get("issues", []), m.get("fixes", []), self.correct_missing_fields)
 
     def correction_prompt(self, item: dict[str, Any], messages: list[BaseMessage], ai: AIMessage | None) -> str:
-        tool = self.tools[item["mended"]["tool"]]
-        schema = tool_schema(tool)
-        raw = item["raw"].get("args")
-        raw_text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
-        ai_text = None
-        if ai is not None and isinstance(ai.content, str) and ai.content.strip():
-            ai_text = strip_thinking(ai.content) or ai.content
-        context = render_context(messages, self.correction_context_messages, ai_text)
-        parts = [
-            f"An AI agent produced an invalid call to the tool '{tool.name}'.",
-            f"Tool description:\n{tool.description}",
-            f"Tool parameters (JSON Schema):\n{json.dumps(schema['parameters'], ensure_ascii=False)}",
-            f"Invalid arguments:\n{raw_text}",
-            f"What is wrong:\n{item['mended'].get('feedback', '')}",
-        ]
-        if context:
-            parts.append(f"Conversation so far (oldest first):\n{context}")
-        parts.append(
-            "Rewrite the arguments so that they match the schema. Keep the agent's intent; "
-            "change only what the schema requires. Use only values found in the invalid "
-            "arguments or in the conversation: never invent a missing value."
+        """The core's one prompt (``Toolbox.correction_prompt``) for the call as it stands:
+        its raw arguments, its current issues, the conversation before the message."""
+        name = item["mended"]["tool"]
+        n = self.correction_context_messages
+        if "wire" not in item:
+            item["wire"] = [wire_message(m) for m in messages] if n else []
+        return self._box(name).correction_prompt(
+            name,
+            _dumps(item["raw"].get("args") or {}),
+            item["mended"].get("issues", []),
+            item["wire"],
+            _text(ai) if ai is not None else None,
+            context_messages=n,
+            ask_for_json=self.correction_mode == "json",
         )
-        return "\n\n".join(parts)
 
     def _correction_runnable(self, tool_name: str) -> Any:
         if self.correction_mode == "json":
@@ -620,11 +617,9 @@ class Mender:
         return answer.content if isinstance(answer.content, str) else getattr(answer, "text", None)
 
     def _check_answer(self, item: dict[str, Any], value: Any) -> dict[str, Any] | None:
-        if value is None:
-            return None
+        """The answer read and re-validated by the core (phase ``correction``)."""
         name = item["mended"]["tool"]
-        mended = self._box(name).mend(name, value, phase="correction")
-        return mended[0] if len(mended) == 1 else None
+        return self._box(name).check_answer(name, value)
 
     def _phase_check(self, item, checked, phase: str, messages, state) -> Any:
         """The tool's own validator on arguments a correction or a hook produced: the
