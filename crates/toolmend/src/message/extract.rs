@@ -107,6 +107,12 @@ fn bare_call(object: &serde_json::Value) -> Option<(&str, String)> {
 
 /// The prose before the first call written into a text, if any.
 pub fn prose_before_calls(text: &str) -> Option<String> {
+    prose_before(text, &[])
+}
+
+/// [`prose_before_calls`], where a pythonic call of one of `names` (`[get_weather(…`, or a
+/// line that starts with `get_weather(`) starts the calls too.
+pub fn prose_before(text: &str, names: &[&str]) -> Option<String> {
     const MARKERS: [&str; 7] = [
         "<tool_call",
         "[TOOL_CALLS]",
@@ -116,13 +122,30 @@ pub fn prose_before_calls(text: &str) -> Option<String> {
         "{",
         "<|tool",
     ];
-    let cut = MARKERS
-        .iter()
-        .filter_map(|m| text.find(m))
-        .min()
-        .unwrap_or(text.len());
+    let marked = MARKERS.iter().filter_map(|m| text.find(m));
+    let pythonic = names.iter().filter_map(|n| pythonic_start(text, n));
+    let cut = marked.chain(pythonic).min().unwrap_or(text.len());
     let prose = text[..cut].trim();
     (!prose.is_empty()).then(|| prose.to_owned())
+}
+
+/// Where a pythonic call of `name` starts: `[name(` (its list), or `name(` at the start of
+/// a line.
+fn pythonic_start(text: &str, name: &str) -> Option<usize> {
+    let needle = format!("{name}(");
+    let mut from = 0;
+    while let Some(i) = text[from..].find(&needle) {
+        let at = from + i;
+        let before = text[..at].trim_end_matches([' ', '\t']);
+        if before.ends_with('[') {
+            return Some(before.len() - 1);
+        }
+        if before.is_empty() || before.ends_with('\n') {
+            return Some(at);
+        }
+        from = at + needle.len();
+    }
+    None
 }
 
 /// Removes reasoning a model leaked into its answer: `<think>…</think>` and
@@ -236,5 +259,18 @@ mod tests {
             Some("Let me check.")
         );
         assert_eq!(prose_before_calls("<tool_call>{}</tool_call>"), None);
+        assert_eq!(prose_before("[f(a=1), g(b=2)]", &["f", "g"]), None);
+        assert_eq!(
+            prose_before("Checking.\n[ f(a=1)]", &["f"]).as_deref(),
+            Some("Checking.")
+        );
+        assert_eq!(
+            prose_before("Checking.\nf(a=1)", &["f"]).as_deref(),
+            Some("Checking.")
+        );
+        assert_eq!(
+            prose_before("call f(a=1) later", &["f"]).as_deref(),
+            Some("call f(a=1) later")
+        );
     }
 }

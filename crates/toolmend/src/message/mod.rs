@@ -36,8 +36,8 @@ mod outcome;
 mod plan;
 
 pub use extract::{
-    TextCall, calls_in_text, prose_before_calls, read_calls_in_str, read_calls_in_text,
-    strip_thinking,
+    TextCall, calls_in_text, prose_before, prose_before_calls, read_calls_in_str,
+    read_calls_in_text, strip_thinking,
 };
 pub use ids::{IdAllocator, IdSet, MAX_ID_LEN, NoIds};
 pub use outcome::{CallOutcome, CallSource};

@@ -403,7 +403,11 @@ pub fn plan(
     }
     if shape.from_text {
         let base = stripped.as_deref().or(text).unwrap_or_default();
-        shape.content = Some(extract::prose_before_calls(base));
+        let names: Vec<&str> = text_calls
+            .iter()
+            .map(|c| c.function.name.as_str())
+            .collect();
+        shape.content = Some(extract::prose_before(base, &names));
         shape.message_fixes.push(Fix::on(
             FixKind::CallsMovedFromText,
             "",
