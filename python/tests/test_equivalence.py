@@ -1,0 +1,132 @@
+"""One pipeline: the Python package plans every message as the Rust core does.
+
+The cases of ``tests/equivalence/cases.jsonl`` (the same ones the Rust fronts are held to
+by ``crates/toolmend-cli/tests/equivalence.rs``) go through ``toolmend.langgraph.ToolNode``
+and through ``toolmend mend`` (the core plan, as the CLI runs it); both must give the same
+call ids, names, arguments, dispositions (ran or answered with feedback) and remaining
+content. LangChain splits a message's calls into ``tool_calls`` and ``invalid_tool_calls``,
+so calls are compared by id, not by position.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+from langchain_core.exceptions import OutputParserException
+from langchain_core.messages import AIMessage, ToolMessage, convert_to_messages
+from langchain_core.output_parsers.openai_tools import make_invalid_tool_call, parse_tool_call
+from langchain_core.tools import StructuredTool
+
+from langgraph.runtime import Runtime
+
+from toolmend.langgraph import ToolNode
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CASES = [json.loads(line) for line in (ROOT / "tests/equivalence/cases.jsonl").read_text().splitlines() if line.strip()]
+CONFIG = {"configurable": {"__pregel_runtime": Runtime()}}
+
+
+def _binary() -> pathlib.Path:
+    for candidate in (os.environ.get("TOOLMEND_BIN"), ROOT / "target/release/toolmend", ROOT / "target/debug/toolmend"):
+        if candidate and pathlib.Path(candidate).exists():
+            return pathlib.Path(candidate)
+    raise AssertionError("no toolmend binary: run `cargo build --release -p toolmend-cli` (scripts/test does)")
+
+
+def _core_plans() -> list[dict]:
+    lines = "".join(
+        json.dumps({"message": c["message"], "tools": c["tools"], "history": c["history"]}) + "\n" for c in CASES
+    )
+    out = subprocess.run(
+        [str(_binary()), "mend", "--format", "json", "--refuse-truncated"],
+        input=lines.encode(),
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    reports = [json.loads(line) for line in out.splitlines()]
+    return [r for r in reports if "summary" not in r]
+
+
+def _args(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _expected(report: dict) -> tuple[dict, str | None]:
+    disposition = {c["id"]: c["disposition"] for c in report["calls"] if c.get("id")}
+    msg = report["message"]
+    calls = {
+        tc["id"]: (tc["function"]["name"], _args(tc["function"]["arguments"]), disposition[tc["id"]])
+        for tc in msg.get("tool_calls") or []
+    }
+    content = msg.get("content") or None
+    return calls, content
+
+
+def _tools(defs: list[dict]) -> list[StructuredTool]:
+    def make(name: str):
+        def run(**kwargs) -> str:
+            return "ok"
+
+        return StructuredTool.from_function(
+            run, name=name, description=f["description"], args_schema=f["parameters"]
+        )
+
+    tools = []
+    for d in defs:
+        f = d["function"]
+        tools.append(make(f["name"]))
+    return tools
+
+
+def _ai_message(d: dict) -> AIMessage:
+    """An OpenAI assistant message as ``langchain_openai`` reads it: calls whose arguments
+    parse go to ``tool_calls``, the others to ``invalid_tool_calls``."""
+    tool_calls, invalid = [], []
+    for raw in d.get("tool_calls") or []:
+        try:
+            tool_calls.append(parse_tool_call(raw, return_id=True))
+        except OutputParserException as e:
+            invalid.append(make_invalid_tool_call(raw, str(e)))
+    return AIMessage(
+        content=d.get("content") or "", tool_calls=tool_calls, invalid_tool_calls=invalid, id="ai-under-test"
+    )
+
+
+def _python(case: dict) -> tuple[dict, str | None]:
+    history = convert_to_messages(case["history"])
+    ai = _ai_message(case["message"])
+    node = ToolNode(_tools(case["tools"]))
+    out = node.invoke({"messages": [*history, ai]}, CONFIG)
+    messages = out["messages"]
+    sanitized = next((m for m in messages if isinstance(m, AIMessage)), ai)
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    calls = {}
+    for tc in sanitized.tool_calls:
+        r = results.get(tc["id"])
+        disposition = "feedback" if r is None or r.status == "error" else "executed"
+        calls[tc["id"]] = (tc["name"], tc["args"], disposition)
+    for tc in sanitized.invalid_tool_calls:
+        calls[tc["id"]] = (tc["name"], _args(tc["args"]), "feedback")
+    content = sanitized.content if isinstance(sanitized.content, str) else None
+    return calls, content or None
+
+
+PLANS = None
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[c["name"] for c in CASES])
+def test_the_python_package_plans_as_the_core(index: int) -> None:
+    global PLANS
+    if PLANS is None:
+        PLANS = _core_plans()
+    assert len(PLANS) == len(CASES)
+    expected = _expected(PLANS[index])
+    got = _python(CASES[index])
+    assert got == expected, CASES[index]["name"]
