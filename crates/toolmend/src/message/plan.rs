@@ -15,7 +15,7 @@ use super::{
     ids::{IdAllocator, IdSet, is_blank_id, is_too_long},
 };
 use crate::{
-    Fix, FixKind, IssueKind, MendOptions,
+    Fix, FixKind, MendOptions,
     mend::{self, MendedCall, Outcome},
     protocol::{AssistantMessage, Content, Message, ToolCall},
     schema::{Toolbox, ValidationContext},
@@ -573,31 +573,11 @@ fn dropped(index: usize, sent: &SentCall<'_>, source: CallSource, why: &str) -> 
     }
 }
 
-/// The one rule for "is this invalid call worth asking a corrector about". Not for an
-/// unknown tool (no schema to correct to), nor a cut-off call (the corrector would have to
-/// finish it, inventing what the model never sent), nor a call missing a required value
-/// (it would have to be invented), unless an unknown key may be that value misnamed, or
-/// the caller opts in (`correct_missing_fields`).
+/// Worth asking a corrector about: an invalid call, by the one rule of
+/// [`crate::correct::correctable`].
 pub fn correctable(call: &MendedCall, correct_missing_fields: bool) -> bool {
-    if call.outcome != Outcome::Feedback {
-        return false;
-    }
-    let issues = &call.issues;
-    if issues
-        .iter()
-        .any(|i| matches!(i.kind, IssueKind::UnknownTool | IssueKind::Truncated))
-    {
-        return false;
-    }
-    let missing = issues.iter().any(|i| i.kind == IssueKind::MissingRequired);
-    // An unknown key, kept as an issue or dropped by coercion, may hold the missing
-    // value under another name or one level too high (`adults` for `passengers.adults`).
-    let unknown_key = issues.iter().any(|i| i.kind == IssueKind::UnknownKey)
-        || call
-            .fixes
-            .iter()
-            .any(|f| f.kind == FixKind::UnknownKeyDropped);
-    !missing || unknown_key || correct_missing_fields
+    call.outcome == Outcome::Feedback
+        && crate::correct::correctable(&call.issues, &call.fixes, correct_missing_fields)
 }
 
 /// The assistant message as it should stay in the history: calls under their settled
