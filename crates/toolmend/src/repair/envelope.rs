@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::{
     RepairError, RepairOptions,
+    markers::{self, FENCE, MISTRAL_TOOL_CALLS, THINKING_TAGS, TOOL_CALL_TAGS, XML_FUNCTION},
     parser::{Ctx, ParseError, Parser, is_ident, utf8_len},
 };
 use crate::{Fix, FixKind};
@@ -33,29 +34,6 @@ pub(crate) struct Docs {
     /// a `{"name", "arguments"}` object inside is a call, not arguments.
     pub envelope_call: bool,
 }
-
-const THINK: &[(&str, &str)] = &[
-    ("<think>", "</think>"),
-    ("<thinking>", "</thinking>"),
-    ("<reasoning>", "</reasoning>"),
-    ("<thought>", "</thought>"),
-    ("<reflection>", "</reflection>"),
-    ("[THINK]", "[/THINK]"),
-    ("<|begin_of_thought|>", "<|end_of_thought|>"),
-];
-
-const TOOL_TAGS: &[&str] = &[
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_calls>",
-    "</tool_calls>",
-    "<function_call>",
-    "</function_call>",
-    "<functioncall>",
-    "</functioncall>",
-    "<toolcall>",
-    "</toolcall>",
-];
 
 const OTHER_TOKENS: &[&str] = &[
     "[/TOOL_CALLS]",
@@ -202,7 +180,7 @@ impl<'a> Walk<'a> {
         let at = self.pos;
         let rest = self.rest();
 
-        for (open, close) in THINK {
+        for (open, close) in THINKING_TAGS {
             if rest.starts_with(open) {
                 if !self.opts.strip_thinking {
                     return Err(ParseError {
@@ -260,13 +238,11 @@ impl<'a> Walk<'a> {
         {
             let token = &rest[2..end - 1];
             self.pos = at + end + 1;
-            match token {
-                "python_tag" | "python_start" | "tool_call" | "tool_calls_begin"
-                | "tool_call_begin" => {
-                    self.out.envelope_call = true;
-                    self.global(FixKind::PythonTagUnwrapped, at);
-                }
-                _ => self.global(FixKind::SpecialTokensStripped, at),
+            if markers::is_call_token(&rest[..=end]) {
+                self.out.envelope_call = true;
+                self.global(FixKind::PythonTagUnwrapped, at);
+            } else {
+                self.global(FixKind::SpecialTokensStripped, at);
             }
             if matches!(token, "im_start" | "start_header_id" | "start") {
                 // The role name that follows (`assistant`) is part of the token.
@@ -281,7 +257,7 @@ impl<'a> Walk<'a> {
             }
             return Ok(());
         }
-        for tag in TOOL_TAGS {
+        for tag in TOOL_CALL_TAGS {
             if rest.starts_with(tag) {
                 self.out.envelope_call = true;
                 self.global(FixKind::ToolCallTagUnwrapped, at);
@@ -296,10 +272,10 @@ impl<'a> Walk<'a> {
                 return Ok(());
             }
         }
-        if rest.starts_with("[TOOL_CALLS]") {
+        if rest.starts_with(MISTRAL_TOOL_CALLS) {
             self.out.envelope_call = true;
             self.global(FixKind::MistralToolCallsUnwrapped, at);
-            self.pos = at + "[TOOL_CALLS]".len();
+            self.pos = at + MISTRAL_TOOL_CALLS.len();
             // Newer Mistral templates: `[TOOL_CALLS]name[ARGS]{…}`.
             let r = self.pos;
             let mut i = r;
@@ -312,10 +288,10 @@ impl<'a> Walk<'a> {
             }
             return Ok(());
         }
-        if rest.starts_with("<function=") {
+        if rest.starts_with(XML_FUNCTION) {
             return self.read_xml_function();
         }
-        if rest.starts_with("```") {
+        if rest.starts_with(FENCE) {
             if !self.fence_seen {
                 self.fence_seen = true;
                 self.global(FixKind::FenceStripped, at);

@@ -20,6 +20,7 @@
 mod envelope;
 mod fast;
 mod interpret;
+pub mod markers;
 pub(crate) mod parser;
 
 use serde_json::Value;

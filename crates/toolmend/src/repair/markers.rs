@@ -1,0 +1,312 @@
+//! The one table of thinking tags and call markers.
+//!
+//! Three readers of a model's text must agree on what in it is reasoning and where a call
+//! written into it begins: the repair parser (the envelope walk unwraps these tags), the
+//! extractor (`message::extract`: the prose before the first call, thinking removed from
+//! content) and the streaming gate (`stream::gate`: what it holds back rather than let a
+//! call reach the client as text). They all read this table, so a marker added here is
+//! known to all three, and a test (`stream::gate`'s) fails if the gate would release a
+//! marker the parser unwraps.
+//!
+//! Matching: call markers are matched exactly (chat-template tokens are case-sensitive);
+//! thinking tags are matched ignoring ASCII case by the extractor and the gate
+//! (`<THINKING>` is seen in the wild), exactly by the parser inside argument text.
+
+/// Reasoning blocks a model may leak into its text: (opening tag, closing tag).
+pub const THINKING_TAGS: &[(&str, &str)] = &[
+    ("<think>", "</think>"),
+    ("<thinking>", "</thinking>"),
+    ("<reasoning>", "</reasoning>"),
+    ("<thought>", "</thought>"),
+    ("<reflection>", "</reflection>"),
+    ("[THINK]", "[/THINK]"),
+    ("<|begin_of_thought|>", "<|end_of_thought|>"),
+];
+
+/// Tool-call tags (Hermes, Qwen and their variants), openers and closers: the parser
+/// unwraps them; a `{"name", "arguments"}` object inside is a call.
+pub const TOOL_CALL_TAGS: &[&str] = &[
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_calls>",
+    "</tool_calls>",
+    "<function_call>",
+    "</function_call>",
+    "<functioncall>",
+    "</functioncall>",
+    "<toolcall>",
+    "</toolcall>",
+];
+
+/// Chat-template tokens that open tool calls (`<|python_tag|>`: Llama 3.1; the others:
+/// Llama 4, Granite, Kimi-style templates). Any other `<|…|>` token is template noise.
+pub const CALL_TOKENS: &[&str] = &[
+    "<|python_tag|>",
+    "<|python_start|>",
+    "<|tool_call|>",
+    "<|tool_calls_begin|>",
+    "<|tool_call_begin|>",
+];
+
+/// Mistral's call marker (`[TOOL_CALLS][…]`, or `[TOOL_CALLS]name[ARGS]{…}`).
+pub const MISTRAL_TOOL_CALLS: &str = "[TOOL_CALLS]";
+
+/// Qwen3-Coder's XML call (`<function=name><parameter=key>value</parameter></function>`).
+pub const XML_FUNCTION: &str = "<function=";
+
+/// A code fence.
+pub const FENCE: &str = "```";
+
+/// Every marker that begins a call wherever it stands in a text: the openers of
+/// [`TOOL_CALL_TAGS`], the [`CALL_TOKENS`], [`MISTRAL_TOOL_CALLS`], [`XML_FUNCTION`], and
+/// DeepSeek's `<｜tool▁calls▁begin｜>` family (held back by the gate and cut by the
+/// extractor, though the parser does not read that format: its text is passed on as it
+/// came).
+pub const CALL_MARKERS: &[&str] = &[
+    "<tool_call>",
+    "<tool_calls>",
+    "<function_call>",
+    "<functioncall>",
+    "<toolcall>",
+    "<|python_tag|>",
+    "<|python_start|>",
+    "<|tool_call|>",
+    "<|tool_calls_begin|>",
+    "<|tool_call_begin|>",
+    "[TOOL_CALLS]",
+    "<function=",
+    "<|tool▁calls▁begin|>",
+    "<|tool▁call▁begin|>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+];
+
+/// What begins a call only at the start of a text (after whitespace, chat-template
+/// envelope or a thinking block): a JSON object or list, a code fence. A pythonic call
+/// `f(a=1)` counts there too ([`leading_call`]). Elsewhere they are everyday prose (code
+/// in an answer, `{}` in an explanation), and the streaming gate releases them.
+pub const LEADING_MARKERS: &[&str] = &["{", "[", FENCE];
+
+/// The longest tool name a pythonic leading call may have (OpenAI's limit on names).
+const MAX_NAME: usize = 64;
+
+/// The call marker that starts at byte `at` of `text`, if any.
+pub fn call_marker_at(text: &str, at: usize) -> Option<&'static str> {
+    let rest = text.as_bytes().get(at..)?;
+    CALL_MARKERS
+        .iter()
+        .copied()
+        .find(|m| rest.starts_with(m.as_bytes()))
+}
+
+/// True when `token` (a whole `<|…|>` chat-template token) opens tool calls.
+pub fn is_call_token(token: &str) -> bool {
+    CALL_TOKENS.contains(&token)
+}
+
+/// Where the first call written into `text` may begin: the first [`CALL_MARKERS`] entry,
+/// or the first `{` or code fence (a JSON call after prose is read by the parser too), or
+/// a [`LEADING_MARKERS`] entry at the start. Linear in the text.
+pub fn first_call_marker(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let start = b.len() - text.trim_start().len();
+    if LEADING_MARKERS
+        .iter()
+        .any(|m| b[start..].starts_with(m.as_bytes()))
+    {
+        return Some(start);
+    }
+    (0..b.len()).find(|&i| match b[i] {
+        b'{' => true,
+        b'`' => b[i..].starts_with(FENCE.as_bytes()),
+        b'<' | b'[' => call_marker_at(text, i).is_some(),
+        _ => false,
+    })
+}
+
+/// What a text's start says about a pythonic call `name(…)` there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leading {
+    /// It begins one (`name(`).
+    Call,
+    /// It may still become one (only name characters so far).
+    Maybe,
+    /// It does not.
+    No,
+}
+
+/// Whether `rest` (a text's start, whitespace skipped) begins a pythonic call: a name
+/// (ASCII letter or `_`, then letters, digits, `_`, `.`, `-`; at most 64) and `(`.
+pub fn leading_call(rest: &str) -> Leading {
+    let b = rest.as_bytes();
+    match b.first() {
+        None => return Leading::Maybe,
+        Some(c) if c.is_ascii_alphabetic() || *c == b'_' => {}
+        Some(_) => return Leading::No,
+    }
+    let end = b
+        .iter()
+        .position(|c| !(c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-')))
+        .unwrap_or(b.len());
+    if end > MAX_NAME {
+        Leading::No
+    } else if end == b.len() {
+        Leading::Maybe
+    } else if b[end] == b'(' {
+        Leading::Call
+    } else {
+        Leading::No
+    }
+}
+
+/// True when `tail` is a proper, non-empty prefix of a call marker or of a thinking tag
+/// (ignoring ASCII case for those): more text may turn it into one.
+pub fn may_start_marker(tail: &str) -> bool {
+    let t = tail.as_bytes();
+    !t.is_empty()
+        && (CALL_MARKERS
+            .iter()
+            .any(|m| m.len() > t.len() && m.as_bytes().starts_with(t))
+            || thinking_tags().any(|tag| {
+                tag.len() > t.len() && tag.as_bytes()[..t.len()].eq_ignore_ascii_case(t)
+            }))
+}
+
+/// The length of the longest suffix of `text` that [`may_start_marker`]: what a stream
+/// must keep back until the next piece says whether a marker begins there.
+pub fn marker_prefix_len(text: &str) -> usize {
+    let b = text.as_bytes();
+    let longest = CALL_MARKERS
+        .iter()
+        .copied()
+        .chain(thinking_tags())
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let from = b.len().saturating_sub(longest.saturating_sub(1));
+    (from..b.len())
+        .find(|&i| matches!(b[i], b'<' | b'[') && may_start_marker(&text[i..]))
+        .map_or(0, |i| b.len() - i)
+}
+
+/// Every thinking tag, openers and closers.
+fn thinking_tags() -> impl Iterator<Item = &'static str> {
+    THINKING_TAGS.iter().flat_map(|(o, c)| [*o, *c])
+}
+
+/// A thinking tag found in a text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThinkingTag {
+    /// Its byte offset.
+    pub at: usize,
+    /// Its length in bytes.
+    pub len: usize,
+    /// A closing tag.
+    pub closing: bool,
+}
+
+/// The thinking tag (either kind, ignoring ASCII case) that starts at byte `at`.
+pub fn thinking_tag_at(text: &str, at: usize) -> Option<ThinkingTag> {
+    let rest = text.as_bytes().get(at..)?;
+    THINKING_TAGS.iter().find_map(|(open, close)| {
+        [(open, false), (close, true)]
+            .into_iter()
+            .find(|(tag, _)| {
+                rest.len() >= tag.len() && rest[..tag.len()].eq_ignore_ascii_case(tag.as_bytes())
+            })
+            .map(|(tag, closing)| ThinkingTag {
+                at,
+                len: tag.len(),
+                closing,
+            })
+    })
+}
+
+/// The next thinking tag of the kind asked (`closing`) at or after byte `from` (ignoring
+/// ASCII case). Linear in what it skips.
+pub fn find_thinking(text: &str, from: usize, closing: bool) -> Option<ThinkingTag> {
+    let b = text.as_bytes();
+    (from..b.len())
+        .filter(|&i| matches!(b[i], b'<' | b'['))
+        .find_map(|i| thinking_tag_at(text, i).filter(|t| t.closing == closing))
+}
+
+/// True when `text` holds a thinking tag of either kind.
+pub fn has_thinking(text: &str) -> bool {
+    find_thinking(text, 0, false).is_some() || find_thinking(text, 0, true).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_markers_hold_every_opener_the_parser_knows() {
+        for tag in TOOL_CALL_TAGS.iter().filter(|t| !t.starts_with("</")) {
+            assert!(CALL_MARKERS.contains(tag), "{tag}");
+        }
+        for token in CALL_TOKENS {
+            assert!(CALL_MARKERS.contains(token), "{token}");
+        }
+        assert!(CALL_MARKERS.contains(&MISTRAL_TOOL_CALLS));
+        assert!(CALL_MARKERS.contains(&XML_FUNCTION));
+        assert!(LEADING_MARKERS.contains(&FENCE));
+    }
+
+    #[test]
+    fn the_first_call_marker_is_found() {
+        assert_eq!(first_call_marker("Let me check.\n<tool_call>{}"), Some(14));
+        assert_eq!(first_call_marker("  {\"a\": 1}"), Some(2));
+        assert_eq!(first_call_marker("[f(a=1)]"), Some(0));
+        assert_eq!(first_call_marker("see [1] and [TOOL_CALLS][]"), Some(12));
+        assert_eq!(first_call_marker("text ```json\n{}```"), Some(5));
+        assert_eq!(first_call_marker("a <b> c"), None);
+        assert_eq!(first_call_marker("日本<|python_tag|>"), Some(6));
+    }
+
+    #[test]
+    fn prefixes_of_markers_and_tags_are_kept_back() {
+        assert!(may_start_marker("<tool"));
+        assert!(may_start_marker("[TOOL_"));
+        assert!(may_start_marker("<THI"));
+        assert!(may_start_marker("<｜tool"));
+        assert!(
+            !may_start_marker("<tool_call>"),
+            "a whole marker is no prefix"
+        );
+        assert!(!may_start_marker("<b"));
+        assert!(!may_start_marker(""));
+        assert_eq!(marker_prefix_len("Sure <tool_ca"), 8);
+        assert_eq!(marker_prefix_len("Sure <b"), 0);
+        assert_eq!(marker_prefix_len("a [TH"), 3);
+        assert_eq!(marker_prefix_len("x <"), 1);
+    }
+
+    #[test]
+    fn thinking_tags_are_found_in_any_case() {
+        assert_eq!(
+            find_thinking("a <THINKING>x</Thinking>", 0, false),
+            Some(ThinkingTag {
+                at: 2,
+                len: 10,
+                closing: false
+            })
+        );
+        assert_eq!(
+            find_thinking("a <THINKING>x</Thinking>", 0, true).map(|t| t.at),
+            Some(13)
+        );
+        assert!(has_thinking("plan [/THINK] answer"));
+        assert!(!has_thinking("I think so <thinker>"));
+    }
+
+    #[test]
+    fn a_leading_pythonic_call_is_told_from_prose() {
+        assert_eq!(leading_call("get_weather(city='Paris')"), Leading::Call);
+        assert_eq!(leading_call("get_wea"), Leading::Maybe);
+        assert_eq!(leading_call(""), Leading::Maybe);
+        assert_eq!(leading_call("Sure, here"), Leading::No);
+        assert_eq!(leading_call("42 is"), Leading::No);
+        assert_eq!(leading_call(&"a".repeat(65)), Leading::No);
+    }
+}
