@@ -52,6 +52,7 @@ pub mod node;
 pub mod protocol;
 pub mod repair;
 pub mod schema;
+pub mod stream;
 
 pub use error::Error;
 pub use fix::{Fix, FixKind, Safety};

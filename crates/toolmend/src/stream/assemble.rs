@@ -1,0 +1,315 @@
+//! The assembler: OpenAI chat-completion stream deltas in, the assembled message out.
+//!
+//! A delta is a choice's `delta` object: `content` (text pieces), `tool_calls` (fragments
+//! `{index, id, type, function: {name, arguments}}`: names and arguments arrive in
+//! pieces and are joined), and, on the choice beside it, `finish_reason`.
+//!
+//! Which call a fragment feeds:
+//! - With an `index`: the call that index feeds. An index not seen before starts a new
+//!   call; so does an `id` that differs from the id the index's call already has (some
+//!   servers reuse index 0 for every call: nothing is merged away).
+//! - Without an `index` (OpenAI always sends one; some compatible servers do not): an
+//!   `id` that differs from the current call's starts the call after the last one;
+//!   otherwise (no id, or the same one) the fragment feeds the current call, the one the
+//!   previous fragment fed. With no call yet, it starts one.
+//!
+//! An empty `id` counts as none. Content is kept, passed or gated ([`ContentMode`]).
+//! Bounded: past `max_bytes` retained (call names and arguments, and the content kept or
+//! held) or `max_calls` calls, [`StreamError`]. Linear in the deltas.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::gate::{ContentGate, Thinking};
+use crate::protocol::{AssistantMessage, Content, FunctionCall, ToolCall};
+
+/// What the assembler does with content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentMode {
+    /// Kept whole in the message (a client putting the answer back together); each piece
+    /// is also returned as released.
+    Keep,
+    /// Released as it comes, not kept (a proxy with nothing to hold back).
+    Pass,
+    /// Through the [`ContentGate`]: released up to where a call written into the text may
+    /// begin; the held rest is the message's content.
+    Gate(Thinking),
+}
+
+/// The assembler's options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AssembleOptions {
+    /// Bytes retained at most (call names and arguments, content kept or held).
+    pub max_bytes: usize,
+    /// Calls at most.
+    pub max_calls: usize,
+    /// What becomes of content.
+    pub content: ContentMode,
+}
+
+impl Default for AssembleOptions {
+    /// 32 MiB, 100,000 calls, content kept.
+    fn default() -> Self {
+        AssembleOptions {
+            max_bytes: 32 << 20,
+            max_calls: 100_000,
+            content: ContentMode::Keep,
+        }
+    }
+}
+
+/// A stream past the assembler's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    /// More than `limit` bytes retained.
+    #[error("the stream held more than {limit} bytes of content and tool calls")]
+    TooLarge {
+        /// `max_bytes`.
+        limit: usize,
+    },
+    /// More than `limit` calls.
+    #[error("the stream held more than {limit} tool calls")]
+    TooManyCalls {
+        /// `max_calls`.
+        limit: usize,
+    },
+}
+
+/// One tool-call fragment of a delta.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallDelta<'a> {
+    /// `index`.
+    pub index: Option<u64>,
+    /// `id` (empty counts as none).
+    pub id: Option<&'a str>,
+    /// A piece of `function.name`.
+    pub name: Option<&'a str>,
+    /// A piece of `function.arguments`.
+    pub arguments: Option<&'a str>,
+}
+
+impl<'a> CallDelta<'a> {
+    /// The fragment in a `tool_calls` entry (fields of the wrong type count as absent).
+    pub fn from_value(part: &'a Value) -> Self {
+        CallDelta {
+            index: part.get("index").and_then(Value::as_u64),
+            id: part.get("id").and_then(Value::as_str),
+            name: part.pointer("/function/name").and_then(Value::as_str),
+            arguments: part.pointer("/function/arguments").and_then(Value::as_str),
+        }
+    }
+}
+
+/// The assembled message.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Assembled {
+    /// The message: its calls in the order they began; its content by the mode (kept:
+    /// the whole text, empty as none; gated: the held text; passed: none).
+    pub message: AssistantMessage,
+    /// The `finish_reason` seen, if any.
+    pub finish_reason: Option<String>,
+    /// Gated content kept back at the end (no marker after all): release it now.
+    pub tail: String,
+    /// The gate dropped a thinking block.
+    pub thinking_stripped: bool,
+}
+
+#[derive(Debug, Default)]
+struct Partial {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// Joins one choice's deltas.
+#[derive(Debug)]
+pub struct Assembler {
+    opts: AssembleOptions,
+    calls: Vec<Partial>,
+    /// `index` -> the call it currently feeds.
+    slot: HashMap<u64, usize>,
+    /// The call the last fragment fed.
+    current: Option<usize>,
+    call_bytes: usize,
+    content: String,
+    gate: ContentGate,
+    finish_reason: Option<String>,
+}
+
+impl Default for Assembler {
+    fn default() -> Self {
+        Assembler::new(AssembleOptions::default())
+    }
+}
+
+impl Assembler {
+    /// An assembler that has seen nothing.
+    pub fn new(opts: AssembleOptions) -> Self {
+        let thinking = match opts.content {
+            ContentMode::Gate(t) => t,
+            _ => Thinking::Pass,
+        };
+        Assembler {
+            opts,
+            calls: Vec::new(),
+            slot: HashMap::new(),
+            current: None,
+            call_bytes: 0,
+            content: String::new(),
+            gate: ContentGate::new(thinking),
+            finish_reason: None,
+        }
+    }
+
+    /// Takes a `delta` object: its `content` and `tool_calls`. Returns the content that
+    /// may reach the client now (`None` when the delta carried none).
+    ///
+    /// # Errors
+    ///
+    /// The stream went past a bound.
+    pub fn push_delta(&mut self, delta: &Value) -> Result<Option<String>, StreamError> {
+        for part in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            self.push_call(CallDelta::from_value(part))?;
+        }
+        match delta.get("content").and_then(Value::as_str) {
+            Some(text) => self.push_content(text).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Takes a content piece; returns what may reach the client now.
+    ///
+    /// # Errors
+    ///
+    /// Past `max_bytes` retained.
+    pub fn push_content(&mut self, text: &str) -> Result<String, StreamError> {
+        let out = match self.opts.content {
+            ContentMode::Keep => {
+                self.content.push_str(text);
+                text.to_owned()
+            }
+            ContentMode::Pass => text.to_owned(),
+            ContentMode::Gate(_) => self.gate.push(text),
+        };
+        self.check()?;
+        Ok(out)
+    }
+
+    /// Takes a tool-call fragment (see the module docs for which call it feeds).
+    ///
+    /// # Errors
+    ///
+    /// Past `max_bytes` retained or `max_calls` calls.
+    pub fn push_call(&mut self, part: CallDelta<'_>) -> Result<(), StreamError> {
+        let id = part.id.filter(|s| !s.is_empty());
+        let feeds = match part.index {
+            Some(index) => self.slot.get(&index).copied(),
+            None => self.current,
+        };
+        let at = match feeds {
+            Some(at) if !self.is_other_id(at, id) => at,
+            _ => {
+                if self.calls.len() >= self.opts.max_calls {
+                    return Err(StreamError::TooManyCalls {
+                        limit: self.opts.max_calls,
+                    });
+                }
+                self.calls.push(Partial::default());
+                let at = self.calls.len() - 1;
+                if let Some(index) = part.index {
+                    self.slot.insert(index, at);
+                }
+                at
+            }
+        };
+        self.current = Some(at);
+        let call = &mut self.calls[at];
+        if let Some(id) = id {
+            call.id = Some(id.to_owned());
+        }
+        if let Some(name) = part.name {
+            call.name.push_str(name);
+            self.call_bytes += name.len();
+        }
+        if let Some(args) = part.arguments {
+            call.arguments.push_str(args);
+            self.call_bytes += args.len();
+        }
+        self.check()
+    }
+
+    /// Records the choice's `finish_reason`.
+    pub fn set_finish_reason(&mut self, reason: &str) {
+        self.finish_reason = Some(reason.to_owned());
+    }
+
+    /// Bytes retained now (what `max_bytes` bounds).
+    pub fn retained(&self) -> usize {
+        self.call_bytes + self.content.len() + self.gate.pending()
+    }
+
+    /// True when calls, or content the gate holds or keeps back, wait for the end.
+    pub fn holds_anything(&self) -> bool {
+        !self.calls.is_empty() || self.gate.holds_anything()
+    }
+
+    /// The calls begun so far.
+    pub fn calls_begun(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// The assembled message; the assembler starts over.
+    pub fn finish(&mut self) -> Assembled {
+        let end = self.gate.finish();
+        let calls: Vec<ToolCall> = std::mem::take(&mut self.calls)
+            .into_iter()
+            .map(|p| ToolCall {
+                id: p.id,
+                kind: "function".to_owned(),
+                function: FunctionCall {
+                    name: p.name,
+                    arguments: p.arguments,
+                    extra: serde_json::Map::new(),
+                },
+                extra: serde_json::Map::new(),
+            })
+            .collect();
+        let content = match self.opts.content {
+            ContentMode::Keep => Some(std::mem::take(&mut self.content)).filter(|c| !c.is_empty()),
+            ContentMode::Pass => None,
+            ContentMode::Gate(_) => end.held,
+        };
+        let out = Assembled {
+            message: AssistantMessage {
+                content: Some(content.map(Content::Text)),
+                tool_calls: (!calls.is_empty()).then_some(calls),
+                ..AssistantMessage::default()
+            },
+            finish_reason: self.finish_reason.take(),
+            tail: end.tail,
+            thinking_stripped: end.thinking_stripped,
+        };
+        *self = Assembler::new(self.opts);
+        out
+    }
+
+    /// True when `id` names another call than the one at `at` has.
+    fn is_other_id(&self, at: usize, id: Option<&str>) -> bool {
+        matches!((&self.calls[at].id, id), (Some(had), Some(new)) if had != new)
+    }
+
+    fn check(&self) -> Result<(), StreamError> {
+        if self.retained() > self.opts.max_bytes {
+            return Err(StreamError::TooLarge {
+                limit: self.opts.max_bytes,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,614 @@
+//! The stream module: the assembler's call rules and bounds, the gate's holding rules, the
+//! gate against the marker table the parser reads (the drift issue 12 names), properties,
+//! and a scaling test (1x against 10x deltas).
+
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::{
+    RepairOptions,
+    repair::{
+        markers::{
+            CALL_MARKERS, CALL_TOKENS, FENCE, LEADING_MARKERS, MISTRAL_TOOL_CALLS, THINKING_TAGS,
+            TOOL_CALL_TAGS, XML_FUNCTION,
+        },
+        repair,
+    },
+};
+
+fn gated(thinking: Thinking) -> Assembler {
+    Assembler::new(AssembleOptions {
+        content: ContentMode::Gate(thinking),
+        ..AssembleOptions::default()
+    })
+}
+
+/// The client's text and the held text for `deltas` through a gate.
+fn run_gate(thinking: Thinking, deltas: &[&str]) -> (String, Option<String>, bool) {
+    let mut g = ContentGate::new(thinking);
+    let mut out = String::new();
+    for d in deltas {
+        out.push_str(&g.push(d));
+    }
+    let end = g.finish();
+    out.push_str(&end.tail);
+    (out, end.held, end.thinking_stripped)
+}
+
+fn run(deltas: &[&str]) -> (String, Option<String>) {
+    let (out, held, _) = run_gate(Thinking::Pass, deltas);
+    (out, held)
+}
+
+fn calls_of(a: &Assembled) -> Vec<(Option<&str>, &str, &str)> {
+    a.message
+        .tool_calls
+        .iter()
+        .flatten()
+        .map(|c| {
+            (
+                c.id.as_deref(),
+                c.function.name.as_str(),
+                c.function.arguments.as_str(),
+            )
+        })
+        .collect()
+}
+
+fn part(index: Option<u64>, id: Option<&str>, name: Option<&str>, args: &str) -> Value {
+    let mut p = serde_json::Map::new();
+    if let Some(i) = index {
+        p.insert("index".into(), json!(i));
+    }
+    if let Some(id) = id {
+        p.insert("id".into(), json!(id));
+    }
+    p.insert("type".into(), json!("function"));
+    let mut f = serde_json::Map::new();
+    if let Some(n) = name {
+        f.insert("name".into(), json!(n));
+    }
+    f.insert("arguments".into(), json!(args));
+    p.insert("function".into(), Value::Object(f));
+    json!({"tool_calls": [Value::Object(p)]})
+}
+
+// --- the assembler ---------------------------------------------------------------------
+
+#[test]
+fn fragments_join_by_index() {
+    let mut a = Assembler::default();
+    for d in [
+        json!({"role": "assistant", "content": "Checking"}),
+        part(Some(0), Some("a"), Some("get_"), "{\"ci"),
+        part(Some(1), Some("b"), Some("f"), "{}"),
+        part(Some(0), None, Some("weather"), "ty\": \"Paris\"}"),
+        json!({"content": " both."}),
+    ] {
+        a.push_delta(&d).unwrap();
+    }
+    a.set_finish_reason("tool_calls");
+    let done = a.finish();
+    assert_eq!(
+        calls_of(&done),
+        [
+            (Some("a"), "get_weather", "{\"city\": \"Paris\"}"),
+            (Some("b"), "f", "{}")
+        ]
+    );
+    assert_eq!(done.message.text().as_deref(), Some("Checking both."));
+    assert_eq!(done.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(done.message.tool_calls.unwrap()[0].kind, "function");
+}
+
+#[test]
+fn a_new_id_on_the_same_index_starts_its_own_call() {
+    // Issue 11: ids A then B on index 0 reached the client as one call B.
+    let mut a = Assembler::default();
+    for d in [
+        part(Some(0), Some("A"), Some("f"), "{\"a\""),
+        part(Some(0), Some(""), None, ": 1}"),
+        part(Some(0), Some("B"), Some("f"), "{\"b\": 2}"),
+    ] {
+        a.push_delta(&d).unwrap();
+    }
+    let done = a.finish();
+    assert_eq!(
+        calls_of(&done),
+        [
+            (Some("A"), "f", "{\"a\": 1}"),
+            (Some("B"), "f", "{\"b\": 2}")
+        ]
+    );
+}
+
+#[test]
+fn without_an_index_a_new_id_starts_the_next_call_and_no_id_feeds_the_current() {
+    let mut a = Assembler::default();
+    for d in [
+        part(None, Some("A"), Some("f"), "{\"a\""),
+        part(None, None, None, ": 1}"),
+        part(None, Some("A"), None, ""),
+        part(None, Some("B"), Some("g"), "{"),
+        part(None, None, None, "}"),
+    ] {
+        a.push_delta(&d).unwrap();
+    }
+    let done = a.finish();
+    assert_eq!(
+        calls_of(&done),
+        [(Some("A"), "f", "{\"a\": 1}"), (Some("B"), "g", "{}")]
+    );
+
+    // No call yet, no id: a call of its own; then a fragment with an index.
+    let mut a = Assembler::default();
+    a.push_delta(&part(None, None, Some("f"), "{}")).unwrap();
+    a.push_delta(&part(Some(0), Some("x"), Some("g"), "{}"))
+        .unwrap();
+    // Without an index again: the current call is the one the last fragment fed.
+    a.push_delta(&part(None, None, None, " ")).unwrap();
+    let done = a.finish();
+    assert_eq!(
+        calls_of(&done),
+        [(None, "f", "{}"), (Some("x"), "g", "{} ")]
+    );
+}
+
+#[test]
+fn an_id_arriving_late_names_the_call() {
+    let mut a = Assembler::default();
+    a.push_delta(&part(Some(3), None, Some("f"), "{")).unwrap();
+    a.push_delta(&part(Some(3), Some("late"), None, "}"))
+        .unwrap();
+    assert_eq!(calls_of(&a.finish()), [(Some("late"), "f", "{}")]);
+}
+
+#[test]
+fn bounds_are_errors() {
+    let mut a = Assembler::new(AssembleOptions {
+        max_bytes: 10,
+        ..AssembleOptions::default()
+    });
+    assert!(
+        a.push_delta(&part(Some(0), None, Some("f"), "{\"a\":"))
+            .is_ok()
+    );
+    assert_eq!(
+        a.push_delta(&part(Some(0), None, None, " 123}")),
+        Err(StreamError::TooLarge { limit: 10 })
+    );
+    // Exactly at the limit passes.
+    let mut a = Assembler::new(AssembleOptions {
+        max_bytes: 4,
+        ..AssembleOptions::default()
+    });
+    assert!(a.push_content("abcd").is_ok());
+    assert!(a.push_content("e").is_err());
+    // Calls with nothing in them still count.
+    let mut a = Assembler::new(AssembleOptions {
+        max_calls: 2,
+        ..AssembleOptions::default()
+    });
+    a.push_delta(&part(Some(0), None, None, "")).unwrap();
+    a.push_delta(&part(Some(1), None, None, "")).unwrap();
+    assert_eq!(
+        a.push_delta(&part(Some(2), None, None, "")),
+        Err(StreamError::TooManyCalls { limit: 2 })
+    );
+}
+
+#[test]
+fn released_content_is_not_retained() {
+    let mut a = gated(Thinking::Pass);
+    for _ in 0..1000 {
+        a.push_content("plain words ").unwrap();
+    }
+    assert_eq!(a.retained(), 0);
+    let mut a = Assembler::new(AssembleOptions {
+        content: ContentMode::Pass,
+        ..AssembleOptions::default()
+    });
+    assert_eq!(a.push_content("x").unwrap(), "x");
+    assert_eq!(a.retained(), 0);
+    assert_eq!(a.finish().message.content, Some(None));
+}
+
+#[test]
+fn the_gate_holds_a_call_and_the_message_carries_it() {
+    let mut a = gated(Thinking::Pass);
+    let mut out = String::new();
+    for d in ["Let me check. <tool", "_call>{\"name\": \"f\"}</tool_call>"] {
+        out.push_str(&a.push_content(d).unwrap());
+    }
+    assert!(a.holds_anything());
+    let done = a.finish();
+    assert_eq!(out, "Let me check. ");
+    assert_eq!(
+        done.message.text().as_deref(),
+        Some("<tool_call>{\"name\": \"f\"}</tool_call>")
+    );
+    assert!(!a.holds_anything(), "finish starts over");
+}
+
+// --- the gate --------------------------------------------------------------------------
+
+#[test]
+fn plain_text_streams_through_whole() {
+    assert_eq!(
+        run(&["Hel", "lo ", "world", "."]),
+        ("Hello world.".into(), None)
+    );
+    // A '<' that does not become a marker is released.
+    assert_eq!(run(&["a <", "b"]), ("a <b".into(), None));
+}
+
+#[test]
+fn a_call_marker_holds_the_rest() {
+    let (out, held) = run(&[
+        "Let me check.",
+        "<tool",
+        "_call>{\"name\"",
+        ": \"f\"}</tool_call>",
+    ]);
+    assert_eq!(out, "Let me check.");
+    assert_eq!(
+        held.as_deref(),
+        Some("<tool_call>{\"name\": \"f\"}</tool_call>")
+    );
+    let (out, held) = run(&["  {\"name\": ", "\"f\"}"]);
+    assert_eq!(out, "");
+    assert_eq!(held.as_deref(), Some("  {\"name\": \"f\"}"));
+}
+
+#[test]
+fn a_leading_fence_split_before_its_third_backtick_is_held_whole() {
+    // fuzz/regressions/sse_assemble/leading_fence_split_leaks_backticks.jsonl
+    assert_eq!(
+        run(&["``", "`json\n{\"a\": 1}\n```"]),
+        (String::new(), Some("```json\n{\"a\": 1}\n```".into()))
+    );
+    // Backticks that do not become a fence are released at the end, none lost.
+    assert_eq!(run(&["``", " code"]), ("`` code".into(), None));
+}
+
+#[test]
+fn a_leading_pythonic_call_or_list_is_held() {
+    assert_eq!(
+        run(&["get_wea", "ther(city=", "'Paris')"]),
+        (String::new(), Some("get_weather(city='Paris')".into()))
+    );
+    assert_eq!(
+        run(&["[get_weather(city='Paris')]"]),
+        (String::new(), Some("[get_weather(city='Paris')]".into()))
+    );
+    // A first word that is no call goes out with what follows it.
+    assert_eq!(run(&["Hello", " there"]), ("Hello there".into(), None));
+    // Not at the start: prose.
+    assert_eq!(
+        run(&["Use f(x) or [1]."]),
+        ("Use f(x) or [1].".into(), None)
+    );
+}
+
+#[test]
+fn a_leading_marker_counts_right_after_thinking() {
+    let (out, held) = run(&["<think>plan</think>\n", "{\"name\": \"f\"}"]);
+    assert_eq!(out, "<think>plan</think>");
+    assert_eq!(held.as_deref(), Some("\n{\"name\": \"f\"}"));
+}
+
+#[test]
+fn thinking_is_stripped_when_asked() {
+    let (out, held, stripped) = run_gate(
+        Thinking::Strip,
+        &[
+            "<THINK>I should call <tool_call> now",
+            "</think>Here",
+            " it is.",
+        ],
+    );
+    assert_eq!((out.as_str(), held, stripped), ("Here it is.", None, true));
+    // Unclosed: dropped to the end.
+    let (out, _, stripped) = run_gate(Thinking::Strip, &["Answer.<thinking>never closed"]);
+    assert_eq!((out.as_str(), stripped), ("Answer.", true));
+    // A closing tag split across deltas is still found.
+    let (out, _, _) = run_gate(Thinking::Strip, &["[THINK]x[/TH", "INK]ok"]);
+    assert_eq!(out, "ok");
+    // After the block, a leading marker counts.
+    let (out, held, _) = run_gate(Thinking::Strip, &["<think>a</think> {\"x\": 1}"]);
+    assert_eq!((out.as_str(), held.as_deref()), ("", Some(" {\"x\": 1}")));
+}
+
+#[test]
+fn nothing_is_lost_or_repeated() {
+    // Whatever the split, forwarded text + held text is the whole content.
+    let text = "Sure. <tool_call>{\"a\": 1}</tool_call> done";
+    for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
+        let (out, held) = run(&[&text[..cut], &text[cut..]]);
+        assert_eq!(
+            format!("{out}{}", held.unwrap_or_default()),
+            text,
+            "cut {cut}"
+        );
+    }
+}
+
+/// The openers the repair parser unwraps, each with a call it reads through it.
+fn parser_openers() -> Vec<(&'static str, String)> {
+    let call = r#"{"name": "get_weather", "arguments": {"city": "Paris"}}"#;
+    let mut out: Vec<(&'static str, String)> = TOOL_CALL_TAGS
+        .iter()
+        .filter(|t| !t.starts_with("</"))
+        .map(|t| (*t, format!("{t}{call}")))
+        .collect();
+    out.extend(CALL_TOKENS.iter().map(|t| (*t, format!("{t}{call}"))));
+    out.push((MISTRAL_TOOL_CALLS, format!("{MISTRAL_TOOL_CALLS}[{call}]")));
+    out.push((
+        XML_FUNCTION,
+        format!("{XML_FUNCTION}get_weather><parameter=city>Paris</parameter></function>"),
+    ));
+    out
+}
+
+#[test]
+fn every_marker_the_parser_unwraps_is_held_back_by_the_gate() {
+    // Issue 12: "a marker the parser knows can stream to the client as text".
+    for (marker, text) in parser_openers() {
+        // The parser does read a call through it ...
+        let repaired = repair(&text, &RepairOptions::default()).unwrap();
+        assert!(
+            repaired
+                .calls
+                .iter()
+                .any(|c| c.name.as_deref() == Some("get_weather")),
+            "the parser reads no call through {marker}: {repaired:?}"
+        );
+        // ... and the gate releases none of it, after prose, however it is split.
+        let prose = "Let me look that up. ";
+        let whole = format!("{prose}{text}");
+        let cuts: Vec<usize> = (1..whole.len())
+            .filter(|&c| whole.is_char_boundary(c))
+            .collect();
+        for cut in cuts {
+            let (out, held) = run(&[&whole[..cut], &whole[cut..]]);
+            assert_eq!(out, prose, "{marker} cut at {cut}");
+            assert_eq!(
+                held.as_deref(),
+                Some(text.as_str()),
+                "{marker} cut at {cut}"
+            );
+        }
+        let chars: Vec<String> = whole.chars().map(String::from).collect();
+        let refs: Vec<&str> = chars.iter().map(String::as_str).collect();
+        assert_eq!(run(&refs).0, prose, "{marker} a character at a time");
+    }
+    // Every call marker (DeepSeek's, which the parser does not read, included).
+    for marker in CALL_MARKERS {
+        let (out, held) = run(&["ok ", marker, "{}"]);
+        assert_eq!(out, "ok ", "{marker}");
+        assert_eq!(held, Some(format!("{marker}{{}}")));
+    }
+    // Leading markers at the start, split anywhere.
+    for marker in LEADING_MARKERS {
+        let text = format!("{marker}{{\"name\": \"f\", \"arguments\": {{}}}}");
+        for cut in 1..text.len() {
+            let (out, _) = run(&[&text[..cut], &text[cut..]]);
+            assert_eq!(out, "", "{marker} cut at {cut}");
+        }
+    }
+    assert!(LEADING_MARKERS.contains(&FENCE));
+}
+
+#[test]
+fn every_thinking_tag_is_stripped_by_the_gate_when_asked() {
+    for (open, close) in THINKING_TAGS {
+        let text = format!("{open}reasoning{close}The answer.");
+        for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
+            let (out, held, stripped) = run_gate(Thinking::Strip, &[&text[..cut], &text[cut..]]);
+            assert_eq!(
+                (out.as_str(), held, stripped),
+                ("The answer.", None, true),
+                "{open} cut at {cut}"
+            );
+        }
+    }
+}
+
+// --- properties ------------------------------------------------------------------------
+
+const PIECES: [&str; 22] = [
+    "Sure, ",
+    "plain words ",
+    "<tool_call>",
+    "</tool_call>",
+    "[TOOL_CALLS]",
+    "<|python_tag|>",
+    "<function=",
+    "{\"a\": 1}",
+    "```",
+    "`",
+    "<",
+    "[",
+    "<think>",
+    "</THINK>",
+    "[THINK]",
+    " ",
+    "\n",
+    "é",
+    "日本語",
+    "🦀",
+    "f(x=1)",
+    "<tool",
+];
+
+/// Content made of `pieces`, cut into deltas at `cuts` (char boundaries).
+fn deltas(pieces: &[usize], cuts: &[usize]) -> (String, Vec<String>) {
+    let text: String = pieces.iter().map(|&i| PIECES[i % PIECES.len()]).collect();
+    let mut at: Vec<usize> = cuts
+        .iter()
+        .map(|c| c % (text.len() + 1))
+        .filter(|&c| text.is_char_boundary(c))
+        .collect();
+    at.sort_unstable();
+    at.dedup();
+    let mut out = Vec::new();
+    let mut prev = 0;
+    for c in at.into_iter().chain([text.len()]) {
+        out.push(text[prev..c].to_owned());
+        prev = c;
+    }
+    (text, out)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn the_gate_loses_nothing_and_releases_no_call_marker(
+        pieces in prop::collection::vec(0usize..64, 0..24),
+        cuts in prop::collection::vec(0usize..4096, 0..12),
+    ) {
+        let (text, ds) = deltas(&pieces, &cuts);
+        let refs: Vec<&str> = ds.iter().map(String::as_str).collect();
+        let (out, held) = run(&refs);
+        prop_assert_eq!(format!("{out}{}", held.clone().unwrap_or_default()), text.clone());
+        for m in CALL_MARKERS {
+            prop_assert!(!out.contains(m), "{} released in {:?}", m, out);
+        }
+        if CALL_MARKERS.iter().any(|m| text.contains(m)) {
+            prop_assert!(held.is_some());
+        }
+        if let Some(h) = &held {
+            let h = h.trim_start();
+            let starts = CALL_MARKERS.iter().chain(LEADING_MARKERS).any(|m| h.starts_with(m))
+                || crate::repair::markers::leading_call(h) == crate::repair::markers::Leading::Call;
+            prop_assert!(starts, "held text starts with no marker: {:?}", h);
+        }
+    }
+
+    #[test]
+    fn stripping_releases_no_thinking_tag(
+        pieces in prop::collection::vec(0usize..64, 0..24),
+        cuts in prop::collection::vec(0usize..4096, 0..12),
+    ) {
+        let (_, ds) = deltas(&pieces, &cuts);
+        let refs: Vec<&str> = ds.iter().map(String::as_str).collect();
+        let (out, _, _) = run_gate(Thinking::Strip, &refs);
+        prop_assert!(!crate::repair::markers::has_thinking(&out), "{:?}", out);
+    }
+
+    #[test]
+    fn calls_split_anywhere_come_back_whole(
+        calls in prop::collection::vec(("[a-z]{1,6}", "[a-z_]{1,12}", "[ -~]{0,40}"), 1..5),
+        cuts in prop::collection::vec(1usize..8, 1..6),
+        with_index in any::<bool>(),
+    ) {
+        // Each call: its first fragment carries the id (and, maybe, the index); then the
+        // name and the arguments in pieces of the sizes in `cuts`.
+        let mut a = Assembler::default();
+        for (k, (id, name, args)) in calls.iter().enumerate() {
+            let id = format!("{id}{k}");
+            let index = with_index.then_some(k as u64);
+            a.push_delta(&part(index, Some(&id), None, "")).unwrap();
+            let mut sizes = cuts.iter().cycle();
+            for (text, is_name) in [(name.as_str(), true), (args.as_str(), false)] {
+                let mut rest = text;
+                while !rest.is_empty() {
+                    let n = (*sizes.next().unwrap()).min(rest.len());
+                    let (piece, more) = rest.split_at(n);
+                    rest = more;
+                    let p = if is_name {
+                        part(index, None, Some(piece), "")
+                    } else {
+                        part(index, None, None, piece)
+                    };
+                    a.push_delta(&p).unwrap();
+                }
+            }
+        }
+        let done = a.finish();
+        let got: Vec<(String, String, String)> = done.message.tool_calls.unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.id.unwrap_or_default(), c.function.name, c.function.arguments))
+            .collect();
+        let want: Vec<(String, String, String)> = calls.iter().enumerate()
+            .map(|(k, (id, n, a))| (format!("{id}{k}"), n.clone(), a.clone()))
+            .collect();
+        prop_assert_eq!(got, want);
+    }
+}
+
+// --- scaling ---------------------------------------------------------------------------
+
+/// Feeds `n` content deltas and `n` call fragments, then finishes: the fastest of 5 runs.
+fn assemble(n: usize) -> Duration {
+    let deltas: Vec<Value> = (0..n)
+        .flat_map(|i| {
+            [
+                json!({"content": "some words of prose, then <b>more</b> "}),
+                part(
+                    Some((i % 4) as u64),
+                    (i < 4).then(|| format!("c{i}")).as_deref(),
+                    None,
+                    "\"k\": 1, ",
+                ),
+            ]
+        })
+        .collect();
+    let mut best = Duration::MAX;
+    for _ in 0..5 {
+        let mut a = gated(Thinking::Strip);
+        let started = Instant::now();
+        for d in &deltas {
+            std::hint::black_box(a.push_delta(d).unwrap());
+        }
+        std::hint::black_box(a.finish());
+        best = best.min(started.elapsed());
+    }
+    best
+}
+
+/// Held content (a call marker early, then many deltas) and a long thinking block.
+fn held_and_thinking(n: usize) -> Duration {
+    let mut best = Duration::MAX;
+    for _ in 0..5 {
+        let started = Instant::now();
+        let mut g = ContentGate::new(Thinking::Strip);
+        g.push("<think>");
+        for _ in 0..n {
+            std::hint::black_box(g.push("still thinking about it, <b>then</b> [more] "));
+        }
+        g.push("</think><tool_call>");
+        for _ in 0..n {
+            std::hint::black_box(g.push("{\"k\": [1, 2, 3]}, "));
+        }
+        std::hint::black_box(g.finish());
+        let mut ws = ContentGate::new(Thinking::Pass);
+        for _ in 0..n {
+            std::hint::black_box(ws.push("  \n"));
+        }
+        std::hint::black_box(ws.finish());
+        best = best.min(started.elapsed());
+    }
+    best
+}
+
+#[test]
+fn the_assembler_and_the_gate_are_linear_in_the_deltas() {
+    // Quadratic work (a rescan of everything held per delta) gives ~100x per 10x.
+    for (what, f) in [
+        ("assemble", assemble as fn(usize) -> Duration),
+        ("held_and_thinking", held_and_thinking),
+    ] {
+        let mut last = (Duration::ZERO, Duration::ZERO);
+        let ok = (0..3).any(|_| {
+            let (a, b) = (f(2_000), f(20_000));
+            last = (a, b);
+            b.as_secs_f64() / a.as_secs_f64().max(1e-9) < 30.0
+        });
+        assert!(ok, "{what}: 1x {:?}, 10x {:?}", last.0, last.1);
+    }
+}
