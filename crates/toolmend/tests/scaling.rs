@@ -610,3 +610,78 @@ fn repair_of_many_qwen_xml_calls_scales_linearly() {
         format!("<tool_call>\n<function=get_weather>\n{params}</function>\n</tool_call>")
     });
 }
+
+// ---------------------------------------------------------------- the per-message plan
+
+fn plan_tools() -> toolmend::Toolbox {
+    let mut tools = toolmend::Toolbox::new();
+    let schema = serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}});
+    tools
+        .add(toolmend::CompiledTool::compile("f", "", &schema).unwrap())
+        .unwrap();
+    tools
+}
+
+/// One message of `n` calls: ids missing, repeated (every one the same), reused from the
+/// history, and unique, in turn; the history holds `n` answered calls.
+fn plan_input(n: usize) -> (Vec<Message>, AssistantMessage) {
+    let history: Vec<Message> = (0..n)
+        .flat_map(|k| {
+            [
+                assistant(vec![ToolCall::new(format!("h{k}"), "f", "{}")]),
+                result(&format!("h{k}"), "ok"),
+            ]
+        })
+        .collect();
+    let calls = (0..n)
+        .map(|k| {
+            let args = format!("{{\"q\": \"{k}\"}}");
+            match k % 4 {
+                0 => {
+                    let mut c = ToolCall::new("", "f", args);
+                    c.id = None;
+                    c
+                }
+                1 => ToolCall::new("same", "f", args),
+                2 => ToolCall::new(format!("h{k}"), "f", args),
+                _ => ToolCall::new(format!("u{k}"), "f", args),
+            }
+        })
+        .collect();
+    (
+        history,
+        AssistantMessage {
+            tool_calls: Some(calls),
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn the_plan_of_one_message_scales_linearly() {
+    let _serial = serial();
+    let tools = plan_tools();
+    let opts = toolmend::message::PlanOptions::default();
+    let ctx = toolmend::schema::ValidationContext::new("", toolmend::schema::Phase::Initial);
+    assert_linear(
+        "message::plan_assistant (minted, renamed, reused ids)",
+        100,
+        plan_input,
+        |(history, message)| {
+            let plan = toolmend::message::plan_assistant(
+                message,
+                history,
+                &[],
+                false,
+                &tools,
+                &opts,
+                &ctx,
+            );
+            black_box(toolmend::message::sanitize_assistant(
+                message,
+                &plan.shape,
+                &plan.calls,
+            ))
+        },
+    );
+}

@@ -252,15 +252,17 @@ pub fn plan(
         (&input.calls, CallSource::ToolCalls)
     };
 
-    let own: HashSet<&str> = calls
-        .iter()
-        .filter_map(|c| c.id.filter(|id| !is_blank_id(id)))
-        .collect();
+    let own = IdIndex::new(
+        calls
+            .iter()
+            .filter_map(|c| c.id.filter(|id| !is_blank_id(id))),
+    );
     // New ids take none of the history's, none answered after the message, none of the
     // message's own (a later call's included).
     let taken = Taken { around, own: &own };
     let mut ids = IdAllocator::new(&taken);
-    let mut first_of: HashMap<&str, usize> = HashMap::with_capacity(calls.len());
+    // The first call of the message with each id (a later one with the same id repeats it).
+    let mut first_of = FirstOf::new(calls.len());
     let mut out = MessagePlan {
         calls: Vec::with_capacity(calls.len()),
         ..MessagePlan::default()
@@ -271,7 +273,7 @@ pub fn plan(
         let usable = sent.id.filter(|id| !is_blank_id(id));
         let (id, original_id, id_fix) = match (usable, source) {
             (Some(id), CallSource::ToolCalls) => {
-                if let Some(&first) = first_of.get(id) {
+                if let Some(first) = first_of.get(calls, k, id) {
                     if calls[first].name == sent.name && calls[first].arguments == sent.arguments {
                         out.calls.push(dropped(
                             k,
@@ -471,7 +473,7 @@ pub fn answered_after(after: &[Message]) -> HashSet<&str> {
 /// set is built only if a new id has to be minted.
 pub struct HistoryIds<'m> {
     before: &'m [Message],
-    own: HashSet<&'m str>,
+    own: IdIndex<'m>,
     own_earlier: HashSet<&'m str>,
     all: std::cell::OnceCell<HashSet<&'m str>>,
 }
@@ -487,7 +489,7 @@ impl std::fmt::Debug for HistoryIds<'_> {
 impl<'m> HistoryIds<'m> {
     /// The ids of `before`, queried for `own` (the message's ids) first.
     pub fn new(before: &'m [Message], own: &[&'m str]) -> Self {
-        let own: HashSet<&str> = own.iter().copied().collect();
+        let own = IdIndex::new(own.iter().copied());
         let own_earlier = if own.is_empty() {
             HashSet::new()
         } else {
@@ -532,7 +534,70 @@ fn history_ids(messages: &[Message]) -> impl Iterator<Item = &str> {
 /// Ids a new id must avoid: the conversation's and the message's own.
 struct Taken<'a> {
     around: Around<'a>,
-    own: &'a HashSet<&'a str>,
+    own: &'a IdIndex<'a>,
+}
+
+/// A message's ids: scanned while they are few (most messages hold one to a few calls:
+/// no hashing), hashed once they are many (a message may hold thousands).
+enum IdIndex<'a> {
+    Few(Vec<&'a str>),
+    Many(HashSet<&'a str>),
+}
+
+/// Up to this many ids are scanned rather than hashed.
+const FEW: usize = 8;
+
+impl<'a> IdIndex<'a> {
+    fn new(ids: impl Iterator<Item = &'a str>) -> Self {
+        let ids: Vec<&str> = ids.collect();
+        if ids.len() <= FEW {
+            IdIndex::Few(ids)
+        } else {
+            IdIndex::Many(ids.into_iter().collect())
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        match self {
+            IdIndex::Few(ids) => ids.contains(&id),
+            IdIndex::Many(ids) => ids.contains(id),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            IdIndex::Few(ids) => ids.is_empty(),
+            IdIndex::Many(ids) => ids.is_empty(),
+        }
+    }
+}
+
+/// The first call of the message with each id: found by scanning the calls before while
+/// they are few, by a map once they are many.
+struct FirstOf<'a> {
+    map: Option<HashMap<&'a str, usize>>,
+}
+
+impl<'a> FirstOf<'a> {
+    fn new(calls: usize) -> Self {
+        FirstOf {
+            map: (calls > FEW).then(|| HashMap::with_capacity(calls)),
+        }
+    }
+
+    /// The first call before `k` that kept or claimed `id`.
+    fn get(&self, calls: &[SentCall<'_>], k: usize, id: &str) -> Option<usize> {
+        match &self.map {
+            Some(map) => map.get(id).copied(),
+            None => calls[..k].iter().position(|c| c.id == Some(id)),
+        }
+    }
+
+    fn insert(&mut self, id: &'a str, k: usize) {
+        if let Some(map) = &mut self.map {
+            map.insert(id, k);
+        }
+    }
 }
 
 impl IdSet for Taken<'_> {

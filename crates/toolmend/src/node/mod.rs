@@ -495,11 +495,15 @@ impl ToolNode {
         // A name OpenAI's pattern rejects would fail the next request (HTTP 400), even for
         // a call answered with feedback or one answered before (recorded as a fix).
         if let Some(calls) = &mut sanitized.tool_calls {
-            let answered_ids: HashSet<&str> = answered.iter().map(|a| a.id.as_str()).collect();
+            // Built only when a name needs fixing (hardly ever).
+            let mut answered_ids: Option<HashSet<&str>> = None;
             for tc in calls.iter_mut() {
                 if !history::is_valid_function_name(&tc.function.name) {
                     let fixed = history::sanitize_name(&tc.function.name);
-                    if tc.id.as_deref().is_some_and(|id| answered_ids.contains(id)) {
+                    let ids = answered_ids
+                        .get_or_insert_with(|| answered.iter().map(|a| a.id.as_str()).collect());
+                    let was_answered = tc.id.as_deref().is_some_and(|id| ids.contains(id));
+                    if was_answered {
                         message_fixes.push(Fix::on(
                             FixKind::FunctionNameSanitized,
                             "",
