@@ -8,6 +8,9 @@
 //! others on some case and fails here. The Python package is held to the same cases by
 //! `python/tests/test_equivalence.py`.
 
+// Tests state their expectations with unwrap; a failure is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::{
     collections::BTreeMap,
     io::{BufRead, BufReader, Read, Write},
