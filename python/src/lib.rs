@@ -15,6 +15,11 @@ use pyo3::{
 use pythonize::depythonize;
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::{
+    borrow::Cow,
+    collections::{HashMap, HashSet},
+};
+
 use toolmend::{
     CompiledTool, Fix, Issue, MendOptions, MendedCall, RepairOptions,
     correct::{self, CorrectionRequest, PromptOptions},
@@ -24,6 +29,10 @@ use toolmend::{
         TokenCounter,
     },
     mend::{self, Outcome},
+    message::{
+        self, AcceptTruncated, Args, Around, CallOutcome, MessageInput, MessagePlan, PlanOptions,
+        PlannedCall, SentCall,
+    },
     protocol::{AssistantMessage, Content, Message},
     schema::{Coercions, Phase, ValidationContext},
 };
@@ -100,12 +109,279 @@ fn call_to_py(py: Python<'_>, call: &MendedCall) -> PyResult<Py<PyAny>> {
     Ok(from_value(py, &v)?.unbind())
 }
 
-/// Tools compiled once (their JSON Schemas), with the mending options: what a tool node
-/// keeps for its lifetime.
+/// Tools compiled once (their JSON Schemas), with the mending and planning options: what
+/// a tool node keeps for its lifetime.
 #[pyclass(frozen, module = "toolmend._core")]
 struct Toolbox {
     tools: toolmend::Toolbox,
-    opts: MendOptions,
+    /// How messages are planned; its `mend` options are the default for every tool.
+    plan: PlanOptions,
+    /// Tools with coercions of their own (`tool_coerce`), by name: an index into `groups`.
+    group_of: HashMap<String, usize>,
+    /// The plan options of each such set of coercions (the rest as `plan`).
+    groups: Vec<PlanOptions>,
+}
+
+impl Toolbox {
+    /// The core plan of one message; tools with coercions of their own are planned with
+    /// them (the whole message when every call is theirs, else merged per call).
+    ///
+    /// A call LangChain parsed is planned from its parsed arguments; when those are a
+    /// call wrapper (`{"name": …, "parameters": {…}}`, `{"type": "function", "function":
+    /// {…}}`) that fails the schema, the message is planned again with that call's JSON
+    /// text, which the core reads as the text it was (unwrapped), as it does for a front
+    /// that receives text; taken only when the call then runs.
+    fn plan(
+        &self,
+        content: Option<&str>,
+        calls: &[PyCall],
+        position: usize,
+        earlier: &HashSet<String>,
+        answered: &HashSet<String>,
+    ) -> MessagePlan {
+        let plan = self.plan_sent(content, calls, None, position, earlier, answered);
+        let ctx = ValidationContext::new("", Phase::Initial);
+        let texts: HashMap<usize, String> = calls
+            .iter()
+            .enumerate()
+            .filter_map(|(k, c)| {
+                let PyArgs::Value(v) = &c.args else {
+                    return None;
+                };
+                let mut parts = plan.calls.iter().filter(|p| p.index == k);
+                let part = parts.next()?;
+                let unwrappable = parts.next().is_none()
+                    && part.outcome == CallOutcome::Feedback
+                    && v.is_object()
+                    && self.tools.get(&c.name).is_some();
+                if !unwrappable {
+                    return None;
+                }
+                let text = v.to_string();
+                let read =
+                    mend::mend_named_in(&c.name, &text, &self.tools, self.opts(&c.name), &ctx);
+                (read.is_runnable() && read.calls.len() == 1).then_some((k, text))
+            })
+            .collect();
+        if texts.is_empty() {
+            return plan;
+        }
+        self.plan_sent(content, calls, Some(&texts), position, earlier, answered)
+    }
+
+    /// [`plan`](Self::plan) with, for the calls in `texts`, their arguments as that text.
+    fn plan_sent(
+        &self,
+        content: Option<&str>,
+        calls: &[PyCall],
+        texts: Option<&HashMap<usize, String>>,
+        position: usize,
+        earlier: &HashSet<String>,
+        answered: &HashSet<String>,
+    ) -> MessagePlan {
+        let input = MessageInput {
+            text: content.map(Cow::Borrowed),
+            calls: calls
+                .iter()
+                .enumerate()
+                .map(|(k, c)| match texts.and_then(|t| t.get(&k)) {
+                    Some(text) => SentCall {
+                        arguments: Args::Text(text),
+                        ..c.sent()
+                    },
+                    None => c.sent(),
+                })
+                .collect(),
+            position,
+            cut_off: false,
+        };
+        let around = Around { earlier, answered };
+        let ctx = ValidationContext::new("", Phase::Initial);
+        let group = |c: &PyCall| self.group_of.get(&c.name).copied();
+        let first = calls.first().and_then(group);
+        let base = match first {
+            Some(g) if calls.iter().all(|c| group(c) == Some(g)) => &self.groups[g],
+            _ => &self.plan,
+        };
+        let mut plan = message::plan(&input, around, &self.tools, base, &ctx);
+        if std::ptr::eq(base, &self.plan) && !plan.shape.from_text {
+            for (g, opts) in self.groups.iter().enumerate() {
+                if calls.iter().any(|c| group(c) == Some(g)) {
+                    let other = message::plan(&input, around, &self.tools, opts, &ctx);
+                    let in_group = |k: usize| calls.get(k).is_some_and(|c| group(c) == Some(g));
+                    merge_group(&mut plan, other, &in_group);
+                }
+            }
+        }
+        plan
+    }
+
+    /// The mending options for calls to `name`.
+    fn opts(&self, name: &str) -> &MendOptions {
+        match self.group_of.get(name) {
+            Some(&g) => &self.groups[g].mend,
+            None => &self.plan.mend,
+        }
+    }
+}
+
+/// A call's arguments as they came from Python.
+enum PyArgs {
+    Text(String),
+    Value(Value),
+}
+
+/// A call as it came from Python: `{"id", "name", "args"}`.
+struct PyCall {
+    id: Option<String>,
+    name: String,
+    args: PyArgs,
+}
+
+impl PyCall {
+    fn sent(&self) -> SentCall<'_> {
+        SentCall {
+            id: self.id.as_deref(),
+            name: &self.name,
+            arguments: match &self.args {
+                PyArgs::Text(t) => Args::Text(t),
+                PyArgs::Value(v) => Args::Value(v),
+            },
+        }
+    }
+}
+
+fn read_call(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<PyCall> {
+    let d = obj
+        .cast::<PyDict>()
+        .map_err(|_| error("calls: each call must be a dict with \"name\", \"args\", \"id\""))?;
+    let id = match d.get_item("id")? {
+        Some(v) if !v.is_none() => Some(v.str()?.to_str()?.to_owned()),
+        _ => None,
+    };
+    let name = match d.get_item("name")? {
+        Some(v) if !v.is_none() => v.str()?.to_str()?.to_owned(),
+        _ => String::new(),
+    };
+    let args = match d.get_item("args")? {
+        None => PyArgs::Text(String::new()),
+        Some(a) if a.is_none() => PyArgs::Text(String::new()),
+        Some(a) => {
+            if let Ok(text) = a.cast::<PyString>() {
+                PyArgs::Text(text.to_str()?.to_owned())
+            } else {
+                let mut non_finite = false;
+                let value = to_value(&a, 0, &mut non_finite)?;
+                if non_finite {
+                    // serde_json has no NaN: the JSON text (with its NaN tokens) is mended,
+                    // so the repair replaces and records them.
+                    PyArgs::Text(py.import("json")?.call_method1("dumps", (&a,))?.extract()?)
+                } else {
+                    PyArgs::Value(value)
+                }
+            }
+        }
+    };
+    Ok(PyCall { id, name, args })
+}
+
+fn id_set(ids: Option<&Bound<'_, PyAny>>) -> PyResult<HashSet<String>> {
+    let mut out = HashSet::new();
+    if let Some(ids) = ids.filter(|i| !i.is_none()) {
+        for id in ids.try_iter()? {
+            let id = id?;
+            if !id.is_none() {
+                out.insert(id.str()?.to_str()?.to_owned());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// True when the plan runs every call as it was sent: the caller may pass the calls on
+/// untouched (the common case, answered without building a dict per call).
+fn runs_as_sent(plan: &MessagePlan, calls: &[PyCall]) -> bool {
+    plan.answered.is_empty()
+        && !plan.shape.from_text
+        && plan.shape.content.is_none()
+        && plan.shape.message_fixes.is_empty()
+        && plan.calls.len() == calls.len()
+        && plan.calls.iter().all(|c| {
+            c.outcome == CallOutcome::Executed
+                && c.call.outcome == Outcome::Valid
+                && !c.split
+                && c.original_id.is_none()
+                && matches!(calls[c.index].args, PyArgs::Value(_))
+                && c.id.as_deref() == calls[c.index].id.as_deref()
+        })
+}
+
+fn set<'py>(d: &Bound<'py, PyDict>, key: &str, value: impl IntoPyObject<'py>) -> PyResult<()> {
+    d.set_item(key, value)
+}
+
+fn planned_to_py<'py>(
+    py: Python<'py>,
+    c: &PlannedCall,
+    parsed_as_sent: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    set(&d, "index", c.index)?;
+    set(&d, "id", c.id.as_deref())?;
+    set(&d, "original_id", c.original_id.as_deref())?;
+    set(&d, "source", c.source.as_str())?;
+    set(&d, "split", c.split)?;
+    set(&d, "tool", &c.call.tool)?;
+    set(&d, "outcome", c.outcome.as_str())?;
+    let mended = match c.call.outcome {
+        Outcome::Valid => "valid",
+        Outcome::Repaired => "repaired",
+        Outcome::Feedback => "feedback",
+    };
+    set(&d, "mended", mended)?;
+    // Parsed arguments valid as sent: the caller has them already.
+    if !(parsed_as_sent && c.call.outcome == Outcome::Valid && !c.split) {
+        match &c.call.arguments {
+            Some(v) => set(&d, "arguments", from_value(py, v)?)?,
+            None => set(&d, "arguments", py.None())?,
+        }
+    }
+    set(&d, "fixes", to_py(py, &c.call.fixes)?)?;
+    set(&d, "issues", to_py(py, &c.call.issues)?)?;
+    set(&d, "correctable", c.correctable)?;
+    set(&d, "rewritten", c.arguments_text.is_some())?;
+    set(&d, "lossy", c.call.is_lossy())?;
+    set(&d, "note", c.note.as_deref())?;
+    set(&d, "mend_us", c.mend_time.as_secs_f64() * 1e6)?;
+    if c.call.outcome == Outcome::Feedback && c.outcome != CallOutcome::Dropped {
+        let f = feedback::render(&c.call.tool, &c.call.issues);
+        set(&d, "feedback", f.text)?;
+        set(&d, "error", from_value(py, &f.json["error"])?)?;
+    }
+    Ok(d)
+}
+
+/// `plan` with, for calls whose tool has coercions of its own (`group`), the entries of
+/// `other` (the same message planned with those coercions). Ids are settled before
+/// mending, so both plans agree on them; a call read differently (another number of
+/// parts) keeps the first plan's entries.
+fn merge_group(plan: &mut MessagePlan, other: MessagePlan, in_group: &dyn Fn(usize) -> bool) {
+    let parts = |p: &MessagePlan, k: usize| p.calls.iter().filter(|c| c.index == k).count();
+    let take: HashSet<usize> = other
+        .calls
+        .iter()
+        .map(|c| c.index)
+        .filter(|&k| in_group(k) && parts(plan, k) == parts(&other, k))
+        .collect();
+    if take.is_empty() {
+        return;
+    }
+    let mut from_other = other.calls.into_iter().filter(|c| take.contains(&c.index));
+    for slot in plan.calls.iter_mut().filter(|c| take.contains(&c.index)) {
+        if let Some(c) = from_other.next() {
+            *slot = c;
+        }
+    }
 }
 
 #[pymethods]
@@ -115,12 +391,23 @@ impl Toolbox {
     ///
     /// `coerce`: `True` (every safe coercion), `False` (none), or a dict switching
     /// single coercions from the default, e.g. `{"scalar_to_string": False}`.
+    ///
+    /// The planning options (`plan_message`): `calls_in_text` (read calls written into the
+    /// text when the message sent none), `accept_truncated` (`True`, or the tools that run
+    /// a cut-off call on what could be read), `correct_missing_fields` (a call missing a
+    /// required value may be corrected), `tool_coerce` (`{tool: coerce}`: tools with
+    /// coercions of their own, e.g. every coercion for tools no other validator checks).
     #[new]
-    #[pyo3(signature = (tools, *, coerce = None, strip_thinking = true))]
+    #[pyo3(signature = (tools, *, coerce = None, strip_thinking = true, calls_in_text = true, accept_truncated = None, correct_missing_fields = false, tool_coerce = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         tools: &Bound<'_, PyAny>,
         coerce: Option<&Bound<'_, PyAny>>,
         strip_thinking: bool,
+        calls_in_text: bool,
+        accept_truncated: Option<&Bound<'_, PyAny>>,
+        correct_missing_fields: bool,
+        tool_coerce: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let defs: Vec<Value> = from_py(tools, "tools must be a list of dicts")?;
         let mut toolbox = toolmend::Toolbox::new();
@@ -141,10 +428,130 @@ impl Toolbox {
             opts.coercions = coercions(coerce)?;
         }
         opts.repair.strip_thinking = strip_thinking;
+        let accept_truncated = match accept_truncated {
+            None => AcceptTruncated::None,
+            Some(a) if a.is_none() => AcceptTruncated::None,
+            Some(a) => match a.extract::<bool>() {
+                Ok(true) => AcceptTruncated::All,
+                Ok(false) => AcceptTruncated::None,
+                Err(_) => AcceptTruncated::Only(
+                    from_py::<Vec<String>>(a, "accept_truncated must be a bool or tool names")?
+                        .into_iter()
+                        .collect(),
+                ),
+            },
+        };
+        let plan = PlanOptions {
+            mend: opts,
+            calls_in_text,
+            strip_thinking,
+            accept_truncated,
+            correct_missing_fields,
+        };
+        let mut group_of = HashMap::new();
+        let mut groups: Vec<PlanOptions> = Vec::new();
+        if let Some(per_tool) = tool_coerce.filter(|t| !t.is_none()) {
+            let per_tool = per_tool
+                .cast::<PyDict>()
+                .map_err(|_| error("tool_coerce must be a dict {tool name: coerce}"))?;
+            for (name, coerce) in per_tool.iter() {
+                let name: String = name.extract()?;
+                let c = coercions(&coerce)?;
+                if c == plan.mend.coercions {
+                    continue;
+                }
+                let g = match groups.iter().position(|g| g.mend.coercions == c) {
+                    Some(g) => g,
+                    None => {
+                        let mut g = plan.clone();
+                        g.mend.coercions = c;
+                        groups.push(g);
+                        groups.len() - 1
+                    }
+                };
+                group_of.insert(name, g);
+            }
+        }
         Ok(Toolbox {
             tools: toolbox,
-            opts,
+            plan,
+            group_of,
+            groups,
         })
+    }
+
+    /// Plans one assistant message: the core's per-message plan (`toolmend::message`),
+    /// the GIL released while it runs. `content`: the message's text (`None` for none or
+    /// content parts); `calls`: its calls in order, dicts `{"id", "name", "args"}` with
+    /// `args` parsed (a dict: coerced and validated) or text (repaired first); `position`:
+    /// the message's index in the conversation (minted ids name it); `earlier_ids`: every
+    /// call and result id before the message; `answered_ids`: the ids the tool messages
+    /// right after it answer.
+    ///
+    /// Returns `None` when every call runs exactly as sent (valid, under its own id, the
+    /// message unchanged). Otherwise a dict: `calls`, one per planned call (glued calls
+    /// split, dropped ones included): `index` (its call in `calls`, or in `text_calls`),
+    /// `id`, `original_id`, `source` (`tool_calls` | `text` | `glued`), `split`, `tool`,
+    /// `outcome` (`executed` | `feedback` | `dropped`), `mended` (`valid` | `repaired` |
+    /// `feedback`), `arguments` (left out for parsed arguments valid as sent), `fixes`,
+    /// `issues`, `correctable`, `rewritten` (the history should carry the mended
+    /// arguments), `lossy`, `note`, `mend_us`, and for feedback `feedback` and `error`;
+    /// `answered`: `[{"index", "id"}]` calls not planned again; `text_calls`: the calls read
+    /// from the text (`{"name", "arguments"}`); `from_text`; `content` (only when the text
+    /// changes: the new text, `None` for none); `message_fixes`; `changed`.
+    #[pyo3(signature = (content, calls, *, position = 0, earlier_ids = None, answered_ids = None))]
+    fn plan_message(
+        &self,
+        py: Python<'_>,
+        content: Option<&str>,
+        calls: &Bound<'_, PyAny>,
+        position: usize,
+        earlier_ids: Option<&Bound<'_, PyAny>>,
+        answered_ids: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let calls: Vec<PyCall> = calls
+            .try_iter()?
+            .map(|c| read_call(py, &c?))
+            .collect::<PyResult<_>>()?;
+        let earlier = id_set(earlier_ids)?;
+        let answered = id_set(answered_ids)?;
+        let plan = py.detach(|| self.plan(content, &calls, position, &earlier, &answered));
+        if runs_as_sent(&plan, &calls) {
+            return Ok(None);
+        }
+        let out = PyDict::new(py);
+        let planned = PyList::empty(py);
+        for c in &plan.calls {
+            let parsed = !plan.shape.from_text
+                && calls
+                    .get(c.index)
+                    .is_some_and(|s| matches!(s.args, PyArgs::Value(_)));
+            planned.append(planned_to_py(py, c, parsed)?)?;
+        }
+        set(&out, "calls", planned)?;
+        let answered = PyList::empty(py);
+        for a in &plan.answered {
+            let d = PyDict::new(py);
+            set(&d, "index", a.index)?;
+            set(&d, "id", &a.id)?;
+            answered.append(d)?;
+        }
+        set(&out, "answered", answered)?;
+        let text_calls = PyList::empty(py);
+        for tc in &plan.shape.text_calls {
+            let d = PyDict::new(py);
+            set(&d, "name", &tc.function.name)?;
+            set(&d, "arguments", &tc.function.arguments)?;
+            text_calls.append(d)?;
+        }
+        set(&out, "text_calls", text_calls)?;
+        set(&out, "from_text", plan.shape.from_text)?;
+        if let Some(content) = &plan.shape.content {
+            set(&out, "content", content.as_deref())?;
+        }
+        set(&out, "message_fixes", to_py(py, &plan.shape.message_fixes)?)?;
+        set(&out, "changed", plan.changes_message())?;
+        Ok(Some(out.into_any().unbind()))
     }
 
     /// The tool names, in the order given.
@@ -175,9 +582,10 @@ impl Toolbox {
             _ => Vec::new(),
         };
         let ctx = ValidationContext::new("", self::phase(phase)?);
+        let opts = self.opts(name);
         let mut calls = if let Ok(text) = arguments.cast::<PyString>() {
             let text = text.to_str()?;
-            py.detach(|| mend::mend_named_in(name, text, &self.tools, &self.opts, &ctx).calls)
+            py.detach(|| mend::mend_named_in(name, text, &self.tools, opts, &ctx).calls)
         } else if has_non_finite(arguments, 0)? {
             // Python's json reads NaN and Infinity, serde_json has no such values: mend the
             // JSON text (with its NaN tokens), so the repair replaces and records them.
@@ -185,19 +593,18 @@ impl Toolbox {
                 .import("json")?
                 .call_method1("dumps", (arguments,))?
                 .extract()?;
-            py.detach(|| mend::mend_named_in(name, &text, &self.tools, &self.opts, &ctx).calls)
+            py.detach(|| mend::mend_named_in(name, &text, &self.tools, opts, &ctx).calls)
         } else {
             let mut non_finite = false;
             let value = to_value(arguments, 0, &mut non_finite)?;
             let call =
-                py.detach(|| mend::mend_value_named_in(name, value, &self.tools, &self.opts, &ctx));
+                py.detach(|| mend::mend_value_named_in(name, value, &self.tools, opts, &ctx));
             if call.outcome == Outcome::Feedback {
                 // A call wrapper the framework parsed as the arguments (`{"name": …,
                 // "parameters": {…}}`, `{"type": "function", "function": {…}}`): the text
                 // path unwraps it. Taken only when it makes the call runnable.
                 let text = from_py::<Value>(arguments, "arguments")?.to_string();
-                let read =
-                    py.detach(|| mend::mend_named_in(name, &text, &self.tools, &self.opts, &ctx));
+                let read = py.detach(|| mend::mend_named_in(name, &text, &self.tools, opts, &ctx));
                 if read.is_runnable() && read.calls.len() == 1 {
                     read.calls
                 } else {
@@ -231,7 +638,7 @@ impl Toolbox {
         }
         // Too little work to be worth releasing the GIL.
         let _ = py;
-        Ok(tool.passes_as_sent(&value, &self.opts.coercions))
+        Ok(tool.passes_as_sent(&value, &self.opts(name).coercions))
     }
 
     /// Validates parsed arguments as they are (no repair, no coercion): the issues, each
@@ -259,9 +666,8 @@ impl Toolbox {
             content: Some(Some(Content::Text(text.to_owned()))),
             ..Default::default()
         };
-        let calls = py.detach(|| {
-            toolmend::node::read_calls_in_text(&message, &self.tools, &self.opts.repair)
-        });
+        let calls = py
+            .detach(|| message::read_calls_in_text(&message, &self.tools, &self.plan.mend.repair));
         let out: Vec<Value> = calls
             .into_iter()
             .map(|t| {
@@ -350,7 +756,8 @@ impl Toolbox {
             value
         };
         let ctx = ValidationContext::new(tool.name(), self::phase(phase)?);
-        let checked = py.detach(|| tool.check(value, &self.opts.coercions, &ctx));
+        let coercions = &self.opts(name).coercions;
+        let checked = py.detach(|| tool.check(value, coercions, &ctx));
         let outcome = if !checked.is_valid() {
             Outcome::Feedback
         } else if checked.fixes.is_empty() {
@@ -553,7 +960,11 @@ fn correctable(
 ) -> PyResult<bool> {
     let issues: Vec<Issue> = from_py(issues, "issues")?;
     let fixes: Vec<Fix> = from_py(fixes, "fixes")?;
-    Ok(correct::correctable(&issues, &fixes, correct_missing_fields))
+    Ok(correct::correctable(
+        &issues,
+        &fixes,
+        correct_missing_fields,
+    ))
 }
 
 /// Removes leaked reasoning (`<think>…</think>` …) from a text; `None` when there was none.

@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from toolmend._core import Toolbox, correctable, strip_thinking
+from toolmend._core import Toolbox, ToolmendError, correctable, repair
 
 #: Attribute of a planned call dict holding its feedback: the call is answered with it
 #: instead of running. Never reaches a tool or a wrapper.
@@ -155,9 +155,12 @@ def tool_schema(tool: BaseTool) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description or "", "parameters": params}
 
 
-def compile_tools(tools: Sequence[BaseTool], *, coerce: Any, strip: bool) -> Toolbox:
-    """Compiles every tool's schema once. A tool whose schema cannot be read or compiled
-    gets an open one (any object): LangGraph still validates it as it always did."""
+def compile_tools(tools: Sequence[BaseTool], *, coerce: Any, strip: bool, **plan: Any) -> Toolbox:
+    """Compiles every tool's schema once, with the planning options (``plan``: passed to
+    :class:`Toolbox`). A tool whose schema cannot be read or compiled gets an open one (any
+    object): LangGraph still validates it as it always did. Tools whose arguments are a
+    JSON Schema dict have no pydantic model behind them: with the pydantic-lax default
+    they get every coercion."""
     defs = []
     for t in tools:
         try:
@@ -166,7 +169,10 @@ def compile_tools(tools: Sequence[BaseTool], *, coerce: Any, strip: bool) -> Too
         except Exception:
             d = {"name": t.name, "description": t.description or "", "parameters": {"type": "object"}}
         defs.append(d)
-    return Toolbox(defs, coerce=coerce, strip_thinking=strip)
+    if coerce is PYDANTIC_LAX:
+        open_tools = {t.name: True for t in tools if isinstance(getattr(t, "args_schema", None), dict)}
+        plan.setdefault("tool_coerce", open_tools or None)
+    return Toolbox(defs, coerce=coerce, strip_thinking=strip, **plan)
 
 
 def _text(msg: BaseMessage) -> str:
@@ -203,6 +209,32 @@ def wire_message(msg: BaseMessage) -> dict[str, Any]:
     return {"role": "user", "content": _text(msg)}
 
 
+def _history_ids(messages: Sequence[BaseMessage], end: int) -> list[str]:
+    """Every call and result id of ``messages[:end]``: a call reusing one gets a new id."""
+    ids: list[str] = []
+    for m in messages[:end]:
+        kind = m.type
+        if kind == "tool":
+            ids.append(m.tool_call_id)  # type: ignore[attr-defined]
+        elif kind == "ai":
+            ids.extend(c["id"] for c in m.tool_calls if c.get("id"))  # type: ignore[attr-defined]
+            ids.extend(c["id"] for c in m.invalid_tool_calls if c.get("id"))  # type: ignore[attr-defined]
+    return ids
+
+
+def _answered_call(raw: dict[str, Any]) -> dict[str, Any]:
+    """An answered ``invalid_tool_calls`` entry as a ``tool_calls`` one (its arguments
+    read, or ``{}``), so the sanitized message keeps it beside its result."""
+    args: Any = {}
+    try:
+        calls = repair(raw.get("args") or "")["calls"]
+        if len(calls) == 1 and isinstance(calls[0]["arguments"], dict):
+            args = calls[0]["arguments"]
+    except ToolmendError:
+        pass
+    return {"name": raw.get("name") or "", "args": args, "id": raw.get("id"), "type": "tool_call"}
+
+
 class Mender:
     """The shared pipeline. Built once per node / middleware."""
 
@@ -226,13 +258,13 @@ class Mender:
         totals: Counter[str] | None = None,
     ):
         self.tools = {t.name: t for t in tools}
-        self.toolbox = compile_tools(list(self.tools.values()), coerce=coerce, strip=strip_thinking)
-        # Tools with a JSON Schema dict for arguments have no pydantic model behind them.
-        self._open = {n for n, t in self.tools.items() if isinstance(getattr(t, "args_schema", None), dict)}
-        self._open_box = (
-            compile_tools(list(self.tools.values()), coerce=True, strip=strip_thinking)
-            if self._open and coerce is PYDANTIC_LAX
-            else self.toolbox
+        self.toolbox = compile_tools(
+            list(self.tools.values()),
+            coerce=coerce,
+            strip=strip_thinking,
+            calls_in_text=calls_in_content,
+            accept_truncated=accept_truncated if isinstance(accept_truncated, bool) else list(accept_truncated),
+            correct_missing_fields=correct_missing_fields,
         )
         if correction_model is not None and max_correction_retries < 1:
             raise ValueError(
@@ -267,14 +299,15 @@ class Mender:
         self._bound: dict[str, Any] = {}
 
     def _box(self, name: str) -> Toolbox:
-        return self._open_box if name in self._open else self.toolbox
+        return self.toolbox
 
     # ---- planning -------------------------------------------------------------
-
-    def _accepts_truncated(self, tool: str) -> bool:
-        if isinstance(self.accept_truncated, bool):
-            return self.accept_truncated
-        return tool in self.accept_truncated
+    #
+    # The plan itself is the core's (``Toolbox.plan_message``, one Rust call per message,
+    # the GIL released): calls from ``tool_calls`` and ``invalid_tool_calls`` (or written
+    # into the text), ids settled by the one rule, glued calls split, every call mended,
+    # what may be corrected, thinking stripped from the content. Here the plan is mapped
+    # to LangChain's dicts, and LangGraph's own answers are delegated to (``delegate``).
 
     def plan_message(
         self, messages: Sequence[BaseMessage], ai_index: int, *, state: Any = None
@@ -283,222 +316,155 @@ class Mender:
         corrections / resolutions as ``work`` items (dicts)."""
         started = time.perf_counter()
         ai: AIMessage = messages[ai_index]  # type: ignore[assignment]
-        fast = self._plan_valid(messages, ai_index, ai, started)
-        if fast is not None:
-            return fast, []
-        answered = {
-            m.tool_call_id for m in messages[ai_index + 1 :] if isinstance(m, ToolMessage)
-        }
-        earlier = set()
-        for m in messages[:ai_index]:
-            if isinstance(m, ToolMessage):
-                earlier.add(m.tool_call_id)
-            elif isinstance(m, AIMessage):
-                earlier.update(c.get("id") for c in m.tool_calls if c.get("id"))
-                earlier.update(c.get("id") for c in m.invalid_tool_calls if c.get("id"))
-        entries: list[tuple[str, dict[str, Any]]] = [("tool_calls", c) for c in ai.tool_calls]
-        entries += [("invalid_tool_calls", c) for c in ai.invalid_tool_calls]
-        message_fixes: list[str] = []
-        content = ai.content
-        if not entries and self.calls_in_content and isinstance(content, str) and content.strip():
-            text_calls = self.toolbox.calls_in_text(content)
-            if text_calls:
-                entries = [
-                    ("content", {"name": c["name"], "args": c["arguments"], "id": None, "read_fixes": c["fixes"]})
-                    for c in text_calls
-                ]
-                message_fixes.append("calls_moved_from_text")
-        plan = Plan(calls=[], records=[], sanitized=None, started=started, message_fixes=message_fixes)
-        work: list[dict[str, Any]] = []
-        used: set[str] = set()
-        changed = bool(message_fixes)
-        for n, (source, raw) in enumerate(entries):
-            t0 = time.perf_counter()
-            name = raw.get("name") or ""
-            args = raw.get("args")
-            sent_id = raw.get("id")
-            box = self._box(name)
-            if source == "tool_calls" and isinstance(args, dict) and box.passes(name, args):
-                # The common case: valid as sent; nothing to build but the record.
-                mended = [{"tool": name, "arguments": args, "outcome": "valid"}]
-            elif source == "tool_calls":
-                mended = box.mend(name, args if isinstance(args, dict) else {}, accept_truncated=self._accepts_truncated(name))
-            else:
-                # The fixes reading the call out of the text took (a lossy one: it was cut off).
-                mended = box.mend(
-                    name,
-                    args if isinstance(args, str) else json.dumps(args or {}),
-                    accept_truncated=self._accepts_truncated(name),
-                    read_fixes=raw.get("read_fixes"),
-                )
-            for part, m in enumerate(mended):
-                # Ids: settled before anything runs.
-                base = sent_id or f"call_tm_{n}"
-                call_id = base if part == 0 else f"{base}_{part + 1}"
-                original = None
-                if call_id in answered and source != "content":
-                    # Answered already (a ToolMessage follows the message): not run again.
-                    # An invalid call keeps its place, mended, so the pair stays valid.
-                    plan.already_answered.append(call_id)
-                    if source == "tool_calls":
-                        plan.order.append(raw)
-                    else:
-                        changed = True
-                        plan.order.append({"name": m["tool"], "args": m["arguments"] or {}, "id": call_id})
-                    continue
-                if not sent_id or call_id in used or (call_id in earlier and source != "send"):
-                    original = sent_id
-                    k = 2
-                    candidate = f"{base}_{k}" if sent_id else base
-                    while candidate in used or candidate in earlier or candidate in answered:
-                        k += 1
-                        candidate = f"{base}_{k}"
-                    call_id = candidate
-                used.add(call_id)
-                rec = CallRecord(
-                    call_id,
-                    m["tool"],
-                    "executed",
-                    "glued" if part else "text" if source == "content" else "tool_calls",
-                    fixes=list(m.get("fixes", [])),
-                    issues=list(m.get("issues", [])),
-                    original_id=original,
-                    mend_us=(time.perf_counter() - t0) * 1e6,
-                )
-                if original is not None or call_id != sent_id:
-                    changed = True
-                    rec.fixes.append({"kind": "call_id_minted" if not sent_id else "call_id_renamed", "detail": f"{sent_id!r} -> {call_id!r}"})
-                if m["outcome"] == "feedback" and source == "tool_calls":
-                    delegate = self.delegate(m, raw)
-                    if delegate is not None:
-                        # LangGraph answers it, with the call as sent (under its settled id).
-                        rec.outcome, rec.note = delegate
-                        kept = raw if call_id == sent_id else {**raw, "id": call_id}
-                        plan.record_of.append(len(plan.records))
-                        plan.records.append(rec)
-                        plan.order.append(len(plan.calls))
-                        plan.calls.append(kept)
-                        continue
-                    m = {**m, "feedback": self.framed(m, raw)}
-                if m["outcome"] == "valid" and source == "tool_calls" and call_id == sent_id:
-                    call = raw  # untouched: the very dict LangGraph would have run
-                else:
-                    call = {
-                        "name": m["tool"],
-                        "args": m["arguments"] if m["arguments"] is not None else {},
-                        "id": call_id,
-                        "type": "tool_call",
-                    }
-                    # A feedback call of tool_calls stays as sent in the history.
-                    if m["outcome"] != "feedback" or source != "tool_calls" or call_id != sent_id:
-                        changed = True
-                if m["outcome"] == "feedback":
-                    rec.outcome = "feedback"
-                    work.append({
-                        "index": len(plan.calls),
-                        "record": rec,
-                        "mended": m,
-                        "raw": raw,
-                        "call": call,
-                        "source": source,
-                    })
-                    call = dict(call)
-                    call[FEEDBACK_KEY] = m["feedback"]
-                plan.record_of.append(len(plan.records))
-                plan.records.append(rec)
-                plan.order.append(len(plan.calls))
-                plan.calls.append(call)
-        # Leaked thinking in the text is removed from the message the history keeps.
-        new_content = content
-        if self.strip_thinking and isinstance(content, str) and content:
-            stripped = strip_thinking(content)
-            if stripped is not None:
-                new_content = stripped
-                plan.message_fixes.append("thinking_stripped")
-                changed = True
-        if plan.message_fixes and "calls_moved_from_text" in plan.message_fixes:
-            new_content = ""
+        tool_calls = ai.tool_calls
+        invalid = ai.invalid_tool_calls
+        sent = [*tool_calls, *invalid] if invalid else tool_calls
+        answered = []
+        for m in messages[ai_index + 1 :]:
+            if m.type != "tool":
+                break
+            answered.append(m.tool_call_id)  # type: ignore[attr-defined]
+        earlier = _history_ids(messages, ai_index) if ai_index else None
+        content = ai.content if isinstance(ai.content, str) else None
+        planned = self.toolbox.plan_message(
+            content, sent, position=ai_index, earlier_ids=earlier, answered_ids=answered
+        )
+        if planned is None:
+            # Every call runs as sent: LangGraph gets the very dicts it would have run.
+            plan = Plan(
+                calls=list(tool_calls),
+                records=[CallRecord(c["id"], c["name"], "executed", "tool_calls") for c in tool_calls],
+                sanitized=None,
+                started=started,
+            )
+            plan.record_of = plan.order = list(range(len(tool_calls)))
+            plan.ai = ai
+            plan.new_content = ai.content
+            return plan, []
+        plan, work = self._from_core(planned, sent, len(tool_calls))
+        plan.started = started
         plan.ai = ai
-        plan.new_content = new_content
-        plan.changed = changed
+        plan.new_content = planned["content"] if "content" in planned else ai.content
+        if plan.new_content is None:
+            plan.new_content = ""
         return plan, work
 
-    def _plan_valid(self, messages: Sequence[BaseMessage], ai_index: int, ai: AIMessage, started: float) -> Plan | None:
-        """The common case in one pass: only ``tool_calls``, each valid as sent under an
-        id of its own that no other message uses. ``None`` when anything needs the full
-        plan."""
-        calls = ai.tool_calls
-        if not calls or ai.invalid_tool_calls:
-            return None
-        content = ai.content
-        if self.strip_thinking and isinstance(content, str) and "think" in content.lower():
-            return None
-        ids = {c.get("id") for c in calls}
-        if None in ids or "" in ids or len(ids) != len(calls):
-            return None
-        for m in messages:
-            if isinstance(m, ToolMessage):
-                if m.tool_call_id in ids:
-                    return None
-            elif m is not ai and isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
-                if any(c.get("id") in ids for c in m.tool_calls) or any(
-                    c.get("id") in ids for c in m.invalid_tool_calls
-                ):
-                    return None
-        records = []
-        for c in calls:
-            name = c.get("name") or ""
-            args = c.get("args")
-            if not isinstance(args, dict) or not self._box(name).passes(name, args):
-                return None
-            records.append(CallRecord(c["id"], name, "executed", "tool_calls"))
-        plan = Plan(calls=list(calls), records=records, sanitized=None, started=started)
-        plan.record_of = list(range(len(calls)))
-        plan.order = list(range(len(calls)))
-        plan.ai = ai
-        plan.new_content = content
-        return plan
-
     def plan_calls(self, calls: Sequence[dict[str, Any]]) -> tuple[Plan, list[dict[str, Any]]]:
-        """Plans calls sent one by one (``Send`` payloads): no message to rewrite."""
+        """Plans calls sent one by one (``Send`` payloads, a list of calls): no message to
+        rewrite and no history, so each call is planned on its own and keeps the id it came
+        with (its result must join the message that holds it); only a call without one
+        gets one minted."""
         started = time.perf_counter()
         plan = Plan(calls=[], records=[], sanitized=None, started=started)
         work: list[dict[str, Any]] = []
         for raw in calls:
-            t0 = time.perf_counter()
-            name = raw.get("name") or ""
-            args = raw.get("args")
-            m = self._box(name).mend(
-                name,
-                args if isinstance(args, (dict, str)) else {},
-                accept_truncated=self._accepts_truncated(name),
-            )[0]
-            rec = CallRecord(
-                raw.get("id"), m["tool"], "executed", "tool_calls",
-                fixes=list(m.get("fixes", [])), issues=list(m.get("issues", [])),
-                mend_us=(time.perf_counter() - t0) * 1e6,
-            )
-            if m["outcome"] == "valid":
-                call = raw
-            else:
-                call = {**raw, "name": m["tool"], "args": m["arguments"] if m["arguments"] is not None else {}}
-            if m["outcome"] == "feedback" and isinstance(args, dict):
-                delegate = self.delegate(m, raw)
-                if delegate is not None:
-                    rec.outcome, rec.note = delegate
-                    plan.record_of.append(len(plan.records))
-                    plan.records.append(rec)
-                    plan.calls.append(raw)
-                    continue
-                m = {**m, "feedback": self.framed(m, raw)}
-            if m["outcome"] == "feedback":
-                rec.outcome = "feedback"
-                work.append({"index": len(plan.calls), "record": rec, "mended": m, "raw": raw, "call": call, "source": "send"})
-                call = {**call, FEEDBACK_KEY: m["feedback"]}
-            plan.record_of.append(len(plan.records))
-            plan.records.append(rec)
-            plan.calls.append(call)
+            planned = self.toolbox.plan_message(None, [raw])
+            if planned is None:
+                plan.record_of.append(len(plan.records))
+                plan.records.append(CallRecord(raw.get("id"), raw["name"], "executed", "tool_calls"))
+                plan.calls.append(raw)
+                continue
+            if raw.get("id"):
+                for c in planned["calls"]:
+                    if c["id"] is not None and c["source"] == "tool_calls":
+                        c["id"], c["original_id"] = raw["id"], None
+                        c["fixes"] = [f for f in c["fixes"] if f["kind"] != "call_id_renamed"]
+            one, items = self._from_core(planned, [raw], 1, keep=True)
+            for item in items:
+                item["index"] += len(plan.calls)
+            plan.record_of += [r + len(plan.records) for r in one.record_of]
+            plan.records += one.records
+            plan.calls += one.calls
+            work += items
         return plan, work
+
+    def _from_core(
+        self, planned: dict[str, Any], sent: Sequence[dict[str, Any]], parsed: int, keep: bool = False
+    ) -> tuple[Plan, list[dict[str, Any]]]:
+        """The core's plan as LangGraph calls. ``sent``: the calls planned from (the first
+        ``parsed`` ones LangChain parsed); ``keep``: a changed call keeps the keys of its
+        payload (``Send``)."""
+        plan = Plan(calls=[], records=[], sanitized=None, started=0.0)
+        plan.message_fixes = planned["message_fixes"]
+        plan.changed = planned["changed"]
+        work: list[dict[str, Any]] = []
+        from_text = planned["from_text"]
+        if from_text:
+            sent = [{"name": c["name"], "args": c["arguments"], "id": None} for c in planned["text_calls"]]
+            parsed = 0
+        answered = {a["index"]: a["id"] for a in planned["answered"]}
+        plan.already_answered = list(answered.values())
+        by_index: dict[int, list[dict[str, Any]]] = {}
+        for c in planned["calls"]:
+            by_index.setdefault(c["index"], []).append(c)
+        for k, raw in enumerate(sent):
+            if k in answered:
+                # Answered already (a ToolMessage follows the message): not run again; it
+                # keeps its place in the history, as parsed arguments.
+                plan.order.append(raw if k < parsed else _answered_call(raw))
+                continue
+            for c in by_index.get(k, ()):
+                self._one(plan, work, c, raw, parsed_call=k < parsed, keep=keep)
+        return plan, work
+
+    def _one(
+        self, plan: Plan, work: list[dict[str, Any]], c: dict[str, Any], raw: dict[str, Any],
+        *, parsed_call: bool, keep: bool,
+    ) -> None:
+        call_id = c["id"]
+        if call_id != raw.get("id"):
+            plan.changed = True  # a minted or renamed id: the history must carry it
+        rec = CallRecord(
+            call_id, c["tool"], c["outcome"], c["source"], fixes=c["fixes"], issues=c["issues"],
+            original_id=c["original_id"], note=c["note"], mend_us=c["mend_us"],
+        )
+        plan.records.append(rec)
+        if c["outcome"] == "dropped":
+            return  # no id to answer under: it leaves the sanitized message
+        m = {
+            "tool": c["tool"],
+            "arguments": c["arguments"] if "arguments" in c else raw.get("args"),
+            "fixes": c["fixes"],
+            "issues": c["issues"],
+            "outcome": c["mended"],
+            "feedback": c.get("feedback", ""),
+        }
+        whole = parsed_call and not c["split"]
+        if c["mended"] == "feedback" and whole:
+            delegate = self.delegate(m, raw)
+            if delegate is not None:
+                # LangGraph answers it, with the call as sent (under its settled id).
+                rec.outcome, rec.note = delegate
+                plan.record_of.append(len(plan.records) - 1)
+                plan.order.append(len(plan.calls))
+                plan.calls.append(raw if call_id == raw.get("id") else {**raw, "id": call_id})
+                return
+            m["feedback"] = self.framed(m, raw)
+        if whole and call_id == raw.get("id") and (c["mended"] != "repaired"):
+            call = raw  # untouched: the very dict LangGraph would have run (or feedback as sent)
+        else:
+            args = m["arguments"]
+            call = {
+                **(raw if keep else {}),
+                "name": c["tool"],
+                "args": args if isinstance(args, dict) else {},
+                "id": call_id,
+                "type": "tool_call",
+            }
+        if c["mended"] == "feedback":
+            work.append({
+                "index": len(plan.calls),
+                "record": rec,
+                "mended": m,
+                "raw": raw,
+                "call": call,
+                "source": c["source"],
+                "correctable": c["correctable"],
+            })
+            call = {**call, FEEDBACK_KEY: m["feedback"]}
+        plan.record_of.append(len(plan.records) - 1)
+        plan.order.append(len(plan.calls))
+        plan.calls.append(call)
 
     # ---- parsed calls that stay invalid ----------------------------------------------
 
@@ -575,9 +541,12 @@ class Mender:
     # ---- correction ---------------------------------------------------------------
 
     def correctable(self, item: dict[str, Any]) -> bool:
-        """The core's one rule (``toolmend._core.correctable``), when a model is set."""
+        """The core's one rule, when a model is set: as the plan decided it, or (a
+        validator's refusal) ``toolmend._core.correctable`` on the new issues."""
         if self.correction_model is None or item["mended"]["tool"] not in self.tools:
             return False
+        if "correctable" in item:
+            return item["correctable"]
         m = item["mended"]
         return correctable(m.get("issues", []), m.get("fixes", []), self.correct_missing_fields)
 
@@ -811,8 +780,10 @@ class Mender:
                 raise ToolCallValidationError([self.unresolved(w, messages, state) for w in pending])
 
     def report(self, plan: Plan, node: str) -> None:
-        if not plan.records:
+        if not plan.records and not plan.already_answered:
             return  # a turn with no calls: nothing to report
+        for f in plan.message_fixes:
+            self.totals[f"fix:{f['kind']}"] += 1
         for r in plan.records:
             self.totals[f"outcome:{r.outcome}"] += 1
             for f in r.fixes:

@@ -11,9 +11,7 @@
 use serde_json::json;
 pub use toolmend::correct::{CONTEXT_CHARS, render_context};
 use toolmend::{
-    correct::{
-        self, CorrectError, Correction, CorrectionRequest, Corrector, PromptOptions, Usage,
-    },
+    correct::{self, CorrectError, Correction, CorrectionRequest, Corrector, PromptOptions, Usage},
     future::BoxFuture,
     protocol::{Message, Tool},
 };
