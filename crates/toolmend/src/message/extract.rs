@@ -5,7 +5,7 @@ use crate::{
     Fix, RepairOptions,
     mend::knows_tool,
     protocol::{AssistantMessage, Content, ToolCall},
-    repair::repair,
+    repair::{markers, repair},
     schema::Toolbox,
 };
 
@@ -113,18 +113,14 @@ pub fn prose_before_calls(text: &str) -> Option<String> {
 /// [`prose_before_calls`], where a pythonic call of one of `names` (`[get_weather(…`, or a
 /// line that starts with `get_weather(`) starts the calls too.
 pub fn prose_before(text: &str, names: &[&str]) -> Option<String> {
-    const MARKERS: [&str; 7] = [
-        "<tool_call",
-        "[TOOL_CALLS]",
-        "<|python_tag|>",
-        "<function",
-        "```",
-        "{",
-        "<|tool",
-    ];
-    let marked = MARKERS.iter().filter_map(|m| text.find(m));
+    // The markers are the one table's (`repair::markers`), which the streaming gate holds.
+    let marked = markers::first_call_marker(text);
     let pythonic = names.iter().filter_map(|n| pythonic_start(text, n));
-    let cut = marked.chain(pythonic).min().unwrap_or(text.len());
+    let cut = marked
+        .into_iter()
+        .chain(pythonic)
+        .min()
+        .unwrap_or(text.len());
     let prose = text[..cut].trim();
     (!prose.is_empty()).then(|| prose.to_owned())
 }
@@ -148,29 +144,34 @@ fn pythonic_start(text: &str, name: &str) -> Option<usize> {
     None
 }
 
-/// Removes reasoning a model leaked into its answer: `<think>…</think>` and
-/// `<thinking>…</thinking>` blocks (any case), an unclosed opening block to the end, and
-/// everything before a bare closing tag (templates that open the block in the prompt).
+/// Removes reasoning a model leaked into its answer: blocks of any tag of
+/// [`markers::THINKING_TAGS`] (`<think>…</think>`, `<thinking>`, `<reasoning>`,
+/// `[THINK]` …; any ASCII case), an unclosed opening block to the end, and everything
+/// before a bare closing tag (templates that open the block in the prompt).
 /// Returns `None` when there was nothing to remove.
 pub fn strip_thinking(text: &str) -> Option<String> {
-    let lower = text.to_ascii_lowercase();
-    if !lower.contains("think") {
+    let find_tag = |from: usize, closing: bool| {
+        markers::find_thinking(text, from, closing).map(|t| (t.at, t.len))
+    };
+    let first_open = find_tag(0, false);
+    let first_close = find_tag(0, true);
+    if first_open.is_none() && first_close.is_none() {
         return None;
     }
     let mut out = String::with_capacity(text.len());
     let mut pos = 0;
     let mut changed = false;
     // A bare closing tag before any opening one: everything before it was thinking.
-    if let Some((close_at, close_len)) = find_tag(&lower, 0, true)
-        && find_tag(&lower, 0, false).is_none_or(|(open_at, _)| open_at > close_at)
+    if let Some((close_at, close_len)) = first_close
+        && first_open.is_none_or(|(open_at, _)| open_at > close_at)
     {
         pos = close_at + close_len;
         changed = true;
     }
-    while let Some((open_at, open_len)) = find_tag(&lower, pos, false) {
+    while let Some((open_at, open_len)) = find_tag(pos, false) {
         out.push_str(&text[pos..open_at]);
         changed = true;
-        match find_tag(&lower, open_at + open_len, true) {
+        match find_tag(open_at + open_len, true) {
             Some((close_at, close_len)) => pos = close_at + close_len,
             None => {
                 pos = text.len();
@@ -180,26 +181,6 @@ pub fn strip_thinking(text: &str) -> Option<String> {
     }
     out.push_str(&text[pos..]);
     changed.then(|| out.trim().to_owned())
-}
-
-/// The next `<think>`/`<thinking>` (or closing) tag at or after `from`: (offset, length).
-fn find_tag(lower: &str, from: usize, closing: bool) -> Option<(usize, usize)> {
-    let open = if closing { "</think" } else { "<think" };
-    let mut at = from;
-    while let Some(i) = lower[at..].find(open) {
-        let start = at + i;
-        let rest = &lower[start + open.len()..];
-        let len = if rest.starts_with("ing>") {
-            open.len() + 4
-        } else if rest.starts_with('>') {
-            open.len() + 1
-        } else {
-            at = start + open.len();
-            continue;
-        };
-        return Some((start, len));
-    }
-    None
 }
 
 /// The text of `content` with thinking removed, or `None` when nothing changed.
