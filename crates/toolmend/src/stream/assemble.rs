@@ -162,6 +162,14 @@ impl Assembler {
         }
     }
 
+    /// A leading pythonic call naming one of `names` is held by the gate too
+    /// ([`ContentGate::with_call_names`]).
+    #[must_use]
+    pub fn with_call_names<'n>(mut self, names: impl IntoIterator<Item = &'n str>) -> Self {
+        self.gate = self.gate.with_call_names(names);
+        self
+    }
+
     /// Takes a `delta` object: its `content` and `tool_calls`. Returns the content that
     /// may reach the client now (`None` when the delta carried none).
     ///
@@ -295,7 +303,9 @@ impl Assembler {
             tail: end.tail,
             thinking_stripped: end.thinking_stripped,
         };
+        let gate = std::mem::take(&mut self.gate);
         *self = Assembler::new(self.opts);
+        self.gate = gate;
         out
     }
 

@@ -8,21 +8,41 @@
 //!
 //! - A call marker ([`markers::CALL_MARKERS`]) anywhere holds the rest.
 //! - At the start of the text (after whitespace, or right after a thinking block) a
-//!   leading marker ([`markers::LEADING_MARKERS`]: `{`, `[`, a fence) or a pythonic call
-//!   `name(` holds the rest, the leading whitespace with it.
-//! - A tail that may still grow into a marker or a thinking tag (`<tool`, `[TOOL_`) is
-//!   kept back until the next delta says; at the end it is released.
+//!   leading marker ([`markers::LEADING_MARKERS`]: `{`, `[`, a fence) holds the rest.
+//! - Elsewhere, what the parser also reads after prose: a fence whose first line opens a
+//!   JSON value (```` ```json\n{ ````), and an object whose first key is `name`,
+//!   `arguments` or `parameters` (`{"name": …`); other fences and objects are prose.
+//! - With the tool names known ([`ContentGate::with_call_names`]), a pythonic call of a
+//!   known tool `get_weather(` at the start, at the start of a line, or after `[` (the
+//!   parser reads such calls only for a known tool, so a first word that begins no tool's
+//!   name goes out at once).
+//! - A hold begins at the whitespace before its marker (a plan that trims the prose
+//!   before the calls drops it). Trailing whitespace is kept back until text follows, and
+//!   so is a tail that may still grow into a marker or a thinking tag (`<tool`, `[TOOL_`,
+//!   `` ` ``, `{"na`); at the end the tail is released.
 //! - Thinking ([`markers::THINKING_TAGS`], any ASCII case): with [`Thinking::Pass`] it is
 //!   text like any other; with [`Thinking::Strip`] a block is withheld and dropped (an
-//!   unclosed one to the end), as the plan's `strip_thinking` drops it. A bare closing tag
-//!   cannot take back what was already released: the tag alone is dropped.
+//!   unclosed one to the end), as the plan's `strip_thinking` drops it, and the text
+//!   around it is trimmed as that trims it. A bare closing tag cannot take back what was
+//!   already released: the tag alone is dropped.
 //!
 //! Nothing is lost or repeated: released + [`GateEnd::tail`] + [`GateEnd::held`] is the
-//! content (less the thinking blocks stripped). Linear in the content: each delta is
-//! scanned once, plus a kept-back tail shorter than the longest marker; the gate keeps
-//! only what it has not released.
+//! content (less the thinking stripped, and the whitespace that trimming drops). Linear in
+//! the content: each delta is scanned once, plus a kept-back tail of bounded length (at
+//! most [`MAX_KEPT_WS`] bytes of whitespace and a marker's length); the gate keeps only
+//! what it has not released.
 
-use crate::repair::markers::{self, LEADING_MARKERS, Leading};
+use crate::repair::markers::{self, FENCE, LEADING_MARKERS, Leading};
+
+/// Trailing whitespace kept back at most; past it whitespace is released as it comes.
+pub const MAX_KEPT_WS: usize = 1024;
+
+/// How far a fence's info string and whitespace, or an object's opening, is followed
+/// before it counts as prose.
+const MAX_UNDECIDED: usize = 64;
+
+/// The first keys of an object that is a call written into the text.
+const CALL_KEYS: [&str; 3] = ["name", "arguments", "parameters"];
 
 /// What the gate does with a thinking block.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,13 +81,33 @@ pub struct ContentGate {
     in_thinking: bool,
     /// Bytes of that block searched for its closing tag already.
     scanned: usize,
+    /// Whitespace before the block being withheld (it rejoins the text after it).
+    before_block: String,
     stripped: bool,
+    /// Some text other than whitespace was released.
+    released_any: bool,
+    /// Tool names (normalized) a pythonic call may name.
+    names: Vec<String>,
 }
 
 impl Default for ContentGate {
     fn default() -> Self {
         ContentGate::new(Thinking::Pass)
     }
+}
+
+/// OpenAI's namespace for function names, dropped before names are compared.
+const PREFIX: &str = "functions.";
+
+/// A tool name as names are compared: `functions.` dropped, ASCII letters and digits
+/// only, lowercase.
+fn normalize(name: &str) -> String {
+    name.strip_prefix(PREFIX)
+        .unwrap_or(name)
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
 }
 
 /// The longest thinking tag: a closing tag split across deltas is searched for again
@@ -78,6 +118,30 @@ fn longest_tag() -> usize {
         .map(|(o, c)| o.len().max(c.len()))
         .max()
         .unwrap_or(0)
+}
+
+/// Where the whitespace run that ends at `at` begins (at most [`MAX_KEPT_WS`] back).
+fn ws_start(text: &str, at: usize) -> usize {
+    let mut i = at;
+    for (j, c) in text[..at].char_indices().rev() {
+        if !c.is_whitespace() || at - j > MAX_KEPT_WS {
+            break;
+        }
+        i = j;
+    }
+    i
+}
+
+/// What a scan of the unreleased text found.
+enum Scan {
+    /// A marker at this byte: hold from here.
+    Marker(usize),
+    /// Something at this byte that more text decides: keep it back.
+    Undecided(usize),
+    /// A thinking tag.
+    Tag(usize, markers::ThinkingTag),
+    /// Nothing.
+    None,
 }
 
 impl ContentGate {
@@ -91,18 +155,30 @@ impl ContentGate {
             ws: 0,
             in_thinking: false,
             scanned: 0,
+            before_block: String::new(),
             stripped: false,
+            released_any: false,
+            names: Vec::new(),
         }
+    }
+
+    /// Holds a pythonic call `name(…)` that names one of `names` (compared as the
+    /// parser resolves names: ASCII case and separators ignored, a `functions.` prefix
+    /// dropped); without names no pythonic call is held.
+    #[must_use]
+    pub fn with_call_names<'n>(mut self, names: impl IntoIterator<Item = &'n str>) -> Self {
+        self.names = names.into_iter().map(normalize).collect();
+        self
     }
 
     /// Bytes the gate keeps (not released): what a byte limit must count.
     pub fn pending(&self) -> usize {
-        self.buf.len()
+        self.buf.len() + self.before_block.len()
     }
 
     /// True when something is kept back or held.
     pub fn holds_anything(&self) -> bool {
-        !self.buf.is_empty()
+        self.pending() > 0
     }
 
     /// True once a marker was found: everything from it on is held.
@@ -112,6 +188,8 @@ impl ContentGate {
 
     /// Takes a content delta; returns the text that may go to the client now.
     pub fn push(&mut self, delta: &str) -> String {
+        // Scanned from the start of what is not released: when nothing is held that is a
+        // kept-back tail (bounded: whitespace, a marker's prefix, an undecided opening).
         self.buf.push_str(delta);
         let mut out = String::new();
         loop {
@@ -122,10 +200,8 @@ impl ContentGate {
                 let from = self.scanned.saturating_sub(longest_tag());
                 match markers::find_thinking(&self.buf, from, true) {
                     Some(t) => {
-                        self.drain(t.at + t.len);
-                        self.in_thinking = false;
-                        self.stripped = true;
-                        self.at_start = true;
+                        self.buf.drain(..t.at + t.len);
+                        self.after_block();
                         continue;
                     }
                     None => {
@@ -152,61 +228,62 @@ impl ContentGate {
                     if markers::may_start_marker(rest) {
                         return out;
                     }
+                    let pythonic = self.pythonic(rest);
                     if LEADING_MARKERS.iter().any(|m| rest.starts_with(m))
-                        || markers::leading_call(rest) == Leading::Call
+                        || pythonic == Leading::Call
                     {
                         self.held = true;
                         return out;
                     }
                     if LEADING_MARKERS.iter().any(|m| m.starts_with(rest))
-                        || markers::leading_call(rest) == Leading::Maybe
+                        || pythonic == Leading::Maybe
                     {
                         return out; // may still become a leading marker: wait for more
                     }
                 }
                 self.at_start = false;
+                if self.stripped && !self.released_any {
+                    // Text after stripped thinking: the plan trims its start.
+                    let ws = self.ws;
+                    self.buf.drain(..ws);
+                }
+                self.ws = 0;
             }
-            let b = self.buf.as_bytes();
-            let found = (0..b.len())
-                .filter(|&i| matches!(b[i], b'<' | b'['))
-                .find_map(|i| {
-                    if markers::call_marker_at(&self.buf, i).is_some() {
-                        Some((i, None))
-                    } else {
-                        markers::thinking_tag_at(&self.buf, i).map(|t| (i, Some(t)))
-                    }
-                });
-            match found {
-                Some((i, None)) => {
-                    out.push_str(&self.buf[..i]);
-                    self.drain(i);
+            match self.scan() {
+                Scan::Marker(i) => {
+                    self.release(&mut out, ws_start(&self.buf, i));
                     self.held = true;
                     return out;
                 }
-                Some((i, Some(tag))) => match (self.thinking, tag.closing) {
-                    (Thinking::Strip, false) => {
-                        out.push_str(&self.buf[..i]);
-                        self.drain(i);
-                        self.in_thinking = true;
-                        self.scanned = tag.len;
+                Scan::Undecided(i) => {
+                    self.release(&mut out, ws_start(&self.buf, i));
+                    return out;
+                }
+                Scan::Tag(i, tag) => {
+                    match (self.thinking, tag.closing) {
+                        (Thinking::Strip, closing) => {
+                            let w = ws_start(&self.buf, i);
+                            self.release(&mut out, w);
+                            self.before_block = self.buf.drain(..i - w).collect();
+                            if closing {
+                                // A bare closing tag: only the tag can still be dropped.
+                                self.buf.drain(..tag.len);
+                                self.after_block();
+                            } else {
+                                self.in_thinking = true;
+                                self.scanned = tag.len;
+                            }
+                        }
+                        (Thinking::Pass, closing) => {
+                            self.release(&mut out, i + tag.len);
+                            self.at_start = closing;
+                        }
                     }
-                    (Thinking::Strip, true) => {
-                        out.push_str(&self.buf[..i]);
-                        self.drain(i + tag.len);
-                        self.stripped = true;
-                        self.at_start = true;
-                    }
-                    (Thinking::Pass, closing) => {
-                        out.push_str(&self.buf[..i + tag.len]);
-                        self.drain(i + tag.len);
-                        self.at_start = closing;
-                    }
-                },
-                None => {
+                }
+                Scan::None => {
                     let keep = markers::marker_prefix_len(&self.buf);
-                    let end = self.buf.len() - keep;
-                    out.push_str(&self.buf[..end]);
-                    self.drain(end);
+                    let end = ws_start(&self.buf, self.buf.len() - keep);
+                    self.release(&mut out, end);
                     return out;
                 }
             }
@@ -219,22 +296,171 @@ impl ContentGate {
         let mut end = GateEnd {
             held: None,
             tail: String::new(),
-            thinking_stripped: self.stripped,
+            thinking_stripped: self.stripped || self.in_thinking,
         };
         if self.in_thinking {
             // An unclosed block runs to the end: all of it was thinking.
-            end.thinking_stripped = true;
         } else if self.held {
             end.held = Some(buf);
         } else {
             end.tail = buf;
         }
+        if end.thinking_stripped {
+            // The plan trims what stripping leaves.
+            let keep = end.tail.trim_end().len();
+            end.tail.truncate(keep);
+            if !self.released_any {
+                end.tail = end.tail.trim_start().to_owned();
+            }
+        }
+        let names = std::mem::take(&mut self.names);
         *self = ContentGate::new(self.thinking);
+        self.names = names;
         end
     }
 
-    fn drain(&mut self, upto: usize) {
+    /// A stripped block ended: the whitespace before it rejoins what follows, and what
+    /// follows is at the start again (leading markers count).
+    fn after_block(&mut self) {
+        let mut joined = std::mem::take(&mut self.before_block);
+        joined.push_str(&self.buf);
+        self.buf = joined;
+        if !self.released_any {
+            let ws = self.buf.len() - self.buf.trim_start().len();
+            self.buf.drain(..ws);
+        }
+        self.in_thinking = false;
+        self.stripped = true;
+        self.at_start = true;
+        self.ws = 0;
+    }
+
+    /// Releases `buf[..upto]`.
+    fn release(&mut self, out: &mut String, upto: usize) {
+        let part = &self.buf[..upto];
+        if !self.released_any && part.chars().any(|c| !c.is_whitespace()) {
+            self.released_any = true;
+        }
+        out.push_str(part);
         self.buf.drain(..upto);
         self.ws = 0;
+    }
+
+    /// The first marker, undecided opening or thinking tag of the unreleased text.
+    fn scan(&self) -> Scan {
+        let text = self.buf.as_str();
+        let b = text.as_bytes();
+        for i in 0..b.len() {
+            match b[i] {
+                b'<' | b'[' => {
+                    if markers::call_marker_at(text, i).is_some() {
+                        return Scan::Marker(i);
+                    }
+                    if let Some(t) = markers::thinking_tag_at(text, i) {
+                        return Scan::Tag(i, t);
+                    }
+                    if b[i] == b'[' {
+                        let rest = text[i + 1..].trim_start_matches([' ', '\t']);
+                        match self.pythonic(rest) {
+                            Leading::Call => return Scan::Marker(i),
+                            Leading::Maybe if rest.len() < MAX_UNDECIDED => {
+                                return Scan::Undecided(i);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                b'`' | b'{' => match opening(&text[i..]) {
+                    Some(true) => return Scan::Marker(i),
+                    Some(false) => {}
+                    None => return Scan::Undecided(i),
+                },
+                b'\n' if !self.names.is_empty() => {
+                    let rest = text[i + 1..].trim_start_matches([' ', '\t']);
+                    let at = b.len() - rest.len();
+                    match self.pythonic(rest) {
+                        Leading::Call => return Scan::Marker(at),
+                        Leading::Maybe if !rest.is_empty() && rest.len() < MAX_UNDECIDED => {
+                            return Scan::Undecided(at);
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        Scan::None
+    }
+
+    /// What a text's start says about a pythonic call to a known tool there.
+    fn pythonic(&self, rest: &str) -> Leading {
+        if self.names.is_empty() {
+            return Leading::No;
+        }
+        let ident = &rest[..rest.find('(').unwrap_or(rest.len())];
+        match markers::leading_call(rest) {
+            Leading::Call if self.names.contains(&normalize(ident)) => Leading::Call,
+            Leading::Maybe
+                if PREFIX.starts_with(ident) || {
+                    let n = normalize(ident);
+                    self.names.iter().any(|name| name.starts_with(&n))
+                } =>
+            {
+                Leading::Maybe
+            }
+            _ => Leading::No,
+        }
+    }
+}
+
+/// Whether a fence or an object that opens `rest` (mid-text) begins a call: a fence
+/// whose info string and whitespace are followed by `{` or `[`; an object whose first
+/// key is one of [`CALL_KEYS`]. `None` while the text so far cannot tell.
+fn opening(rest: &str) -> Option<bool> {
+    let b = rest.as_bytes();
+    let undecided = |j: usize| if j > MAX_UNDECIDED { Some(false) } else { None };
+    if b[0] == b'`' {
+        if b.len() < FENCE.len() {
+            return if FENCE.starts_with(rest) {
+                None
+            } else {
+                Some(false)
+            };
+        }
+        if !rest.starts_with(FENCE) {
+            return Some(false);
+        }
+        let mut j = FENCE.len();
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || matches!(b[j], b'_' | b'-' | b'+')) {
+            j += 1;
+        }
+        while j < b.len() && b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        if j >= b.len() {
+            return undecided(j);
+        }
+        return Some(matches!(b[j], b'{' | b'['));
+    }
+    let mut j = 1;
+    while j < b.len() && b[j].is_ascii_whitespace() {
+        j += 1;
+    }
+    if j >= b.len() {
+        return undecided(j);
+    }
+    let quote = b[j];
+    if quote != b'"' && quote != b'\'' {
+        return Some(false);
+    }
+    let key = &b[j + 1..];
+    match key.iter().position(|&c| c == quote) {
+        Some(end) => Some(CALL_KEYS.iter().any(|k| k.as_bytes() == &key[..end])),
+        None if key.len() <= MAX_UNDECIDED
+            && CALL_KEYS.iter().any(|k| k.as_bytes().starts_with(key)) =>
+        {
+            None
+        }
+        None => Some(false),
     }
 }
