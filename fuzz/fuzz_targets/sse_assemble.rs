@@ -23,6 +23,12 @@
 //! - (c) the chunk with choice 0's `finish_reason` is choice 0's last, and the only one.
 //!
 //! Any stream (well formed or not) must not panic and must only produce JSON frames.
+//!
+//! The core's pieces are checked directly too (no HTTP, so each input costs little more):
+//! `toolmend::stream::Assembler` fed choice 0's deltas keeps its content exactly and every
+//! distinct id sent; `toolmend::stream::ContentGate` (the gateway's gate) loses and repeats
+//! nothing, holds only from a marker of `toolmend::repair::markers`, and releases no call
+//! marker.
 #![no_main]
 
 use std::{
@@ -33,10 +39,14 @@ use std::{
 use axum::{Router, body::Bytes, http::header};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
-use toolmend::Toolbox;
+use toolmend::{
+    Toolbox,
+    repair::markers::{CALL_MARKERS, LEADING_MARKERS},
+    stream::{Assembler, ContentGate, Thinking},
+};
 use toolmend_gateway::{
     Config, Gateway,
-    fuzzing::{ContentGate, respond_stream, tools},
+    fuzzing::{respond_stream, tools},
 };
 
 /// What the loopback upstream answers next.
@@ -92,15 +102,6 @@ static HARNESS: LazyLock<Harness> = LazyLock::new(|| {
     };
     Harness { rt, gw, toolbox }
 });
-
-const MARKERS: [&str; 6] = [
-    "<tool_call>",
-    "[TOOL_CALLS]",
-    "<|python_tag|>",
-    "<function=",
-    "{",
-    "```",
-];
 
 const PIECES: [&str; 24] = [
     "Sure, let me check. ",
@@ -490,30 +491,70 @@ fn check(frames: &[Value], want: &Expect, mended: bool) {
     }
 }
 
-/// (a) for the gate itself: released + kept back + held is the content, and what is
-/// held starts with a marker.
+/// (a) for the gate itself: released + kept back + held is the content, what is held
+/// starts with a marker of the table, and no call marker is released.
 fn check_gate(deltas: &[String]) {
-    let mut gate = ContentGate::new();
+    let mut gate = ContentGate::new(Thinking::Pass);
     let mut out = String::new();
     for d in deltas {
         out.push_str(&gate.push(d));
     }
-    let (held, tail) = gate.finish();
-    out.push_str(&tail);
+    let end = gate.finish();
+    out.push_str(&end.tail);
+    for m in CALL_MARKERS {
+        assert!(
+            !out.contains(m),
+            "the gate released the call marker {m:?} (deltas {deltas:?})"
+        );
+    }
     let sent = deltas.concat();
-    if let Some(h) = &held {
+    if let Some(h) = &end.held {
         let h = h.trim_start();
         // (fuzz/regressions/sse_assemble/leading_fence_split_leaks_backticks.jsonl, fixed)
         assert!(
-            MARKERS.iter().any(|m| h.starts_with(m)),
+            CALL_MARKERS
+                .iter()
+                .chain(LEADING_MARKERS)
+                .any(|m| h.starts_with(m)),
             "the gate holds text that starts with no marker: {h:?} (deltas {deltas:?})"
         );
-        out.push_str(held.as_deref().unwrap_or_default());
     }
+    out.push_str(end.held.as_deref().unwrap_or_default());
     assert_eq!(
         out, sent,
         "the gate lost or repeated text (deltas {deltas:?})"
     );
+}
+
+/// (a) and (b) for the core assembler: choice 0's deltas, content kept, give back the
+/// content exactly and every distinct non-empty id sent.
+fn check_assembler(chunks: &[Value], want: &Expect) {
+    let mut a = Assembler::default();
+    for c in chunks {
+        let Some(ch) = choice0(c) else { continue };
+        if let Some(delta) = ch.get("delta") {
+            assert!(a.push_delta(delta).is_ok(), "the assembler refused {delta}");
+        }
+    }
+    let done = a.finish();
+    assert_eq!(
+        done.message.text().unwrap_or_default(),
+        want.content.concat(),
+        "the assembler changed choice 0's content"
+    );
+    let ids: BTreeSet<&str> = done
+        .message
+        .tool_calls
+        .iter()
+        .flatten()
+        .filter_map(|c| c.id.as_deref())
+        .collect();
+    for id in &want.ids {
+        assert!(
+            ids.contains(id.as_str()),
+            "the assembler lost id {id:?} (got {ids:?})"
+        );
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -521,6 +562,7 @@ fuzz_target!(|data: &[u8]| {
     let want = expect(&chunks);
     if let Some(w) = &want {
         check_gate(&w.content);
+        check_assembler(&chunks, w);
     }
     let h = &*HARNESS;
     if let Ok(mut a) = ANSWER.lock() {

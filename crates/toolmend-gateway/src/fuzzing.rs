@@ -10,10 +10,11 @@ use toolmend::{Toolbox, protocol::Message};
 
 use crate::fronts::chat_completions::{exchange::Exchange, sse, wire};
 
-/// The streaming gate: decides which streamed content may go out now and which is held
+/// The streaming gate the gateway runs ([`toolmend::stream::ContentGate`], thinking
+/// passed through): decides which streamed content may go out now and which is held
 /// because it may be a call written into the text.
 #[derive(Debug, Default)]
-pub struct ContentGate(sse::ContentGate);
+pub struct ContentGate(toolmend::stream::ContentGate);
 
 impl ContentGate {
     /// A gate that has seen nothing.
@@ -29,7 +30,8 @@ impl ContentGate {
 
     /// At the end: the held text (a possible call), and the tail that was kept back.
     pub fn finish(&mut self) -> (Option<String>, String) {
-        self.0.finish()
+        let end = self.0.finish();
+        (end.held, end.tail)
     }
 }
 

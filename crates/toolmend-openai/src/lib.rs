@@ -14,7 +14,8 @@ use serde_json::{Map, Value};
 use toolmend::{
     agent::{ChatModel, ModelError},
     future::BoxFuture,
-    protocol::{AssistantMessage, Content, FunctionCall, Message, Tool, ToolCall},
+    protocol::{AssistantMessage, Message, Tool},
+    stream::Assembler,
 };
 
 pub use correct::{CONTEXT_CHARS, CorrectionMode, ModelCorrector, render_context};
@@ -176,8 +177,10 @@ impl OpenAiClient {
             .unwrap_or(Err(ClientError::Timeout(self.timeout)))
     }
 
-    /// One completion, streamed (`stream: true`, usage included) and put back together:
-    /// content and tool-call deltas joined by index, as a client would show them.
+    /// One completion, streamed (`stream: true`, usage included) and put back together by
+    /// [`toolmend::stream::Assembler`]: content joined, tool-call fragments joined by
+    /// `index` (a new `id` on an index starts a call of its own; a fragment without
+    /// `index` starts the next call when its `id` is new, else feeds the current one).
     pub async fn chat_streamed(&self, request: &ChatRequest) -> Result<ChatResponse, ClientError> {
         let mut body =
             serde_json::to_value(request).map_err(|e| ClientError::Decode(e.to_string()))?;
@@ -200,7 +203,7 @@ impl OpenAiClient {
                 }
                 let chunk: Value =
                     serde_json::from_str(&data).map_err(|e| ClientError::Decode(e.to_string()))?;
-                acc.add(&chunk);
+                acc.add(&chunk)?;
             }
             Ok(acc.finish())
         };
@@ -261,79 +264,43 @@ fn parse_completion(text: &str) -> Result<ChatResponse, ClientError> {
     })
 }
 
-/// Joins stream chunks into one message.
+/// Joins stream chunks into one message: the first choice's deltas through the core's
+/// assembler ([`toolmend::stream`]: calls joined by `index` and `id`, content kept),
+/// the model and usage from the chunks around them.
 #[derive(Debug, Default)]
 struct Accumulator {
-    content: Option<String>,
-    calls: Vec<ToolCall>,
-    finish_reason: Option<String>,
+    assembler: Assembler,
     usage: Option<Usage>,
     model: String,
 }
 
 impl Accumulator {
-    fn add(&mut self, chunk: &Value) {
+    fn add(&mut self, chunk: &Value) -> Result<(), ClientError> {
         if let Some(m) = chunk.get("model").and_then(Value::as_str) {
-            self.model = m.to_owned();
+            m.clone_into(&mut self.model);
         }
         if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
             self.usage = serde_json::from_value(u.clone()).ok();
         }
         let Some(choice) = chunk.pointer("/choices/0") else {
-            return;
+            return Ok(());
         };
-        let delta = &choice["delta"];
-        if let Some(text) = delta.get("content").and_then(Value::as_str) {
-            self.content.get_or_insert_with(String::new).push_str(text);
-        }
-        for d in delta
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let index = d
-                .get("index")
-                .and_then(Value::as_u64)
-                .and_then(|i| usize::try_from(i).ok())
-                .unwrap_or(self.calls.len());
-            while self.calls.len() <= index {
-                self.calls.push(ToolCall {
-                    id: None,
-                    kind: "function".to_owned(),
-                    function: FunctionCall {
-                        name: String::new(),
-                        arguments: String::new(),
-                        extra: Map::new(),
-                    },
-                    extra: Map::new(),
-                });
-            }
-            let call = &mut self.calls[index];
-            if let Some(id) = d.get("id").and_then(Value::as_str) {
-                call.id = Some(id.to_owned());
-            }
-            if let Some(name) = d.pointer("/function/name").and_then(Value::as_str) {
-                call.function.name.push_str(name);
-            }
-            if let Some(args) = d.pointer("/function/arguments").and_then(Value::as_str) {
-                call.function.arguments.push_str(args);
-            }
+        if let Some(delta) = choice.get("delta") {
+            self.assembler
+                .push_delta(delta)
+                .map_err(|e| ClientError::Decode(e.to_string()))?;
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            self.finish_reason = Some(reason.to_owned());
+            self.assembler.set_finish_reason(reason);
         }
+        Ok(())
     }
 
-    fn finish(self) -> ChatResponse {
-        let has_calls = !self.calls.is_empty();
+    fn finish(mut self) -> ChatResponse {
+        let done = self.assembler.finish();
         ChatResponse {
-            message: AssistantMessage {
-                content: Some(self.content.filter(|c| !c.is_empty()).map(Content::Text)),
-                tool_calls: has_calls.then_some(self.calls),
-                ..Default::default()
-            },
-            finish_reason: self.finish_reason,
+            message: done.message,
+            finish_reason: done.finish_reason,
             usage: self.usage,
             model: self.model,
         }
@@ -395,5 +362,53 @@ impl ChatModel for OpenAiModel {
                 },
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Accumulator;
+
+    #[test]
+    fn streamed_calls_are_joined_by_the_core_assembler() {
+        // Fragments without `index` (some compatible servers): a new id starts the next
+        // call, a fragment without id feeds the current one; the gateway reads them alike.
+        let mut acc = Accumulator::default();
+        for chunk in [
+            json!({"model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{\"x\""}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"arguments": ": 1}"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"id": "b", "function": {"name": "g", "arguments": "{}"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+                   "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}),
+        ] {
+            acc.add(&chunk).unwrap();
+        }
+        let r = acc.finish();
+        let calls: Vec<(Option<&str>, &str, &str)> = r
+            .message
+            .tool_calls
+            .iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c.id.as_deref(),
+                    c.function.name.as_str(),
+                    c.function.arguments.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            calls,
+            [(Some("a"), "f", "{\"x\": 1}"), (Some("b"), "g", "{}")]
+        );
+        assert_eq!(r.message.text().as_deref(), Some("Hi"));
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(
+            (r.model.as_str(), r.usage.map(|u| u.total_tokens)),
+            ("m", Some(3))
+        );
     }
 }
