@@ -231,6 +231,10 @@ pub struct Calls {
     pub calls_in_content: bool,
     /// Run a cut-off call on what could be read (off: it stays invalid).
     pub accept_truncated: bool,
+    /// Remove reasoning (`<think>…</think>` and the other tags of
+    /// `toolmend::repair::markers::THINKING_TAGS`) leaked into the content, as every
+    /// front of toolmend does (off: it reaches the client as text).
+    pub strip_thinking: bool,
     /// `re_ask` (default), `correct`, `pass`, or a chain (`["re_ask", "correct"]`).
     pub invalid: Policies,
     /// Most re-asks per request.
@@ -243,6 +247,7 @@ impl Default for Calls {
             mend: true,
             calls_in_content: true,
             accept_truncated: false,
+            strip_thinking: true,
             invalid: Policies::One(InvalidPolicy::ReAsk),
             max_re_asks: 1,
         }

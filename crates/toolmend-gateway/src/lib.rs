@@ -54,7 +54,7 @@ pub use state::{Gateway, StartError};
 /// The response path's plan of one message, under its old name (the fuzz targets use it).
 pub mod mend {
     pub use crate::pipeline::{
-        plan::{CallReport, MendConfig, Mended, mend_message, mint_token},
+        plan::{CallReport, MendConfig, Mended, mend_message, plan_message},
         tools::{ToolCache, ToolsError},
     };
 }

@@ -6,7 +6,10 @@ use std::{sync::OnceLock, time::Duration};
 
 use metrics::{counter, histogram};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
-use toolmend::{Fix, Issue, mend::Outcome};
+use toolmend::{
+    Fix, Issue,
+    message::{CallOutcome, CallSource},
+};
 
 /// Seconds: 25 µs to 10 s, dense below a millisecond where the overhead lives.
 const BUCKETS: [f64; 16] = [
@@ -76,13 +79,19 @@ impl ToolLabels {
     }
 }
 
-pub(crate) fn call(tool: impl Into<String>, outcome: Outcome, fixes: &[Fix], issues: &[Issue]) {
-    let outcome = match outcome {
-        Outcome::Valid => "valid",
-        Outcome::Repaired => "repaired",
-        Outcome::Feedback => "unresolved",
-    };
-    counter!("toolmend_calls_total", "tool" => tool.into(), "outcome" => outcome).increment(1);
+/// One call: `outcome` and `source` in the core's vocabulary (`executed`, `corrected`,
+/// `feedback`, `dropped`; `tool_calls`, `text`, `glued`), as the node's stats and the
+/// Python package's name them.
+pub(crate) fn call(
+    tool: impl Into<String>,
+    outcome: CallOutcome,
+    source: CallSource,
+    fixes: &[Fix],
+    issues: &[Issue],
+) {
+    counter!("toolmend_calls_total", "tool" => tool.into(), "outcome" => outcome.as_str(),
+        "source" => source.as_str())
+    .increment(1);
     for f in fixes {
         counter!("toolmend_fixes_total", "kind" => f.kind.id()).increment(1);
     }

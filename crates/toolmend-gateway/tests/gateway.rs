@@ -555,24 +555,92 @@ async fn a_re_ask_answered_with_text_reaches_the_client_as_text() {
 
 #[tokio::test]
 async fn minted_ids_do_not_repeat_across_responses() {
+    // The core's id rule: a minted id is `call_tm_<position>_<call>`, unique against the
+    // request's history. The next turn carries this answer back, so its calls sit at
+    // another position and cannot take the same id.
     let text = r#"<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>"#;
     let r = start(Script::new().then(said(text)).then(said(text)), "").await;
+    let mut messages = ask().as_array().unwrap().clone();
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let body: Value = post(&r, &request(ask(), false)).await.json().await.unwrap();
-        ids.push(
-            body["choices"][0]["message"]["tool_calls"][0]["id"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
-        );
+        let body: Value = post(&r, &request(Value::Array(messages.clone()), false))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let message = body["choices"][0]["message"].clone();
+        let id = message["tool_calls"][0]["id"].as_str().unwrap().to_owned();
+        messages.push(message);
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": "Sunny."}));
+        messages.push(json!({"role": "user", "content": "And tomorrow?"}));
+        ids.push(id);
     }
-    assert_ne!(ids[0], ids[1]);
-    assert!(
-        ids.iter()
-            .all(|id| id.len() <= 40 && id.starts_with("call_tm_")),
-        "{ids:?}"
+    assert_eq!(ids, ["call_tm_1_0", "call_tm_4_0"]);
+    assert!(ids.iter().all(|id| id.len() <= 40), "{ids:?}");
+}
+
+#[tokio::test]
+async fn json_and_stream_answers_are_planned_by_the_core_alike() {
+    // One message: thinking in the content, a call without an id, an exact repeat of a
+    // call (same id, same arguments: dropped), a call whose id the history used.
+    let message = AssistantMessage {
+        content: Some(Some(Content::Text(
+            "<think>the user wants Paris</think>Checking.".into(),
+        ))),
+        tool_calls: Some(vec![
+            ToolCall::new("", "get_weather", r#"{"city": "Paris"}"#),
+            ToolCall::new("c1", "get_weather", r#"{"city": "Lyon"}"#),
+            ToolCall::new("c1", "get_weather", r#"{"city": "Lyon"}"#),
+            ToolCall::new("old", "get_weather", r#"{"city": "Nice"}"#),
+        ]),
+        ..Default::default()
+    };
+    let history = json!([
+        {"role": "user", "content": "Weather in Nice?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "old", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Nice\"}"}}]},
+        {"role": "tool", "tool_call_id": "old", "content": "Sunny."},
+        {"role": "user", "content": "And Paris, Lyon, Nice again?"}
+    ]);
+    let r = start(
+        Script::new()
+            .then(Step::Reply(message.clone()))
+            .then(Step::Reply(message)),
+        "",
+    )
+    .await;
+    let resp = post(&r, &request(history.clone(), false)).await;
+    assert_eq!(
+        header(&resp, "x-toolmend-outcomes"),
+        "dropped=1 executed=3; tool_calls=4"
     );
+    let body: Value = resp.json().await.unwrap();
+    let m = &body["choices"][0]["message"];
+    let json_ids: Vec<&str> = m["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(m["content"], "Checking.");
+    assert_eq!(json_ids.len(), 3, "{m}");
+    assert_eq!(json_ids[0], "call_tm_4_0");
+    assert_eq!(json_ids[1], "c1");
+    assert_ne!(json_ids[2], "old", "an id the history used is renamed");
+
+    let (chunks, comment) = sse(post(&r, &request(history, true)).await).await;
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(content, "Checking.", "thinking never streams: {chunks:?}");
+    let stream_ids: Vec<&str> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["id"].as_str())
+        .collect();
+    assert_eq!(stream_ids, json_ids);
+    assert!(comment.contains("\"dropped\":1"), "{comment}");
+    assert!(comment.contains("thinking_stripped"), "{comment}");
 }
 
 /// An upstream that streams slowly, or breaks off: what the scripted provider cannot do.

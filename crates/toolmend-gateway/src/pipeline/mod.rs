@@ -2,8 +2,9 @@
 //!
 //! - [`request`]: the request path. A history (neutral messages) against the
 //!   `[limits]`, checked, and by `history.policy` sanitized, refused or passed; trimmed.
-//! - [`plan`]: the plan of one assistant message: its calls (sent, or written into the
-//!   text) mended against the request's tools, ids settled, what went wrong reported.
+//! - [`plan`]: the plan of one assistant message, by the core (`toolmend::message`): its
+//!   calls (sent, or written into the text) mended against the request's tools, ids
+//!   settled by the core's one rule against the request's history; the gateway's reports.
 //! - [`resolve`]: the chain for calls that stayed invalid: re-ask (through the front's
 //!   [`resolve::ReAsk`]), correct, pass.
 //! - [`tools`]: the compiled tools of a request, cached.
@@ -20,7 +21,7 @@ pub(crate) mod tools;
 
 use std::time::Duration;
 
-use toolmend::MendOptions;
+use toolmend::{MendOptions, message::PlanOptions};
 
 use crate::{
     config::{self, Config, InvalidPolicy},
@@ -33,7 +34,8 @@ use self::{plan::MendConfig, tools::ToolCache};
 #[derive(Debug)]
 pub(crate) struct Pipeline {
     pub(crate) tools: ToolCache,
-    pub(crate) mend: MendConfig,
+    /// How the core plans each answer.
+    pub(crate) plan: PlanOptions,
     pub(crate) corrector: Option<toolmend_openai::ModelCorrector>,
     /// The `tool` label values handed out so far (bounded).
     pub(crate) labels: m::ToolLabels,
@@ -48,10 +50,14 @@ impl Pipeline {
     /// The pipeline of `config`; the correction model's client is built when
     /// `calls.invalid` lists `correct`.
     pub(crate) fn new(config: &Config) -> Result<Self, toolmend_openai::ClientError> {
-        let mend = MendConfig {
-            mend: MendOptions::default(),
-            calls_in_content: config.calls.calls_in_content,
-            accept_truncated: config.calls.accept_truncated,
+        let plan = PlanOptions {
+            strip_thinking: config.calls.strip_thinking,
+            ..MendConfig {
+                mend: MendOptions::default(),
+                calls_in_content: config.calls.calls_in_content,
+                accept_truncated: config.calls.accept_truncated,
+            }
+            .plan_options()
         };
         let corrector = if config
             .calls
@@ -75,7 +81,7 @@ impl Pipeline {
         Ok(Pipeline {
             tools: ToolCache::new(config.limits.tool_cache)
                 .limits(config.limits.max_tools, config.limits.max_schema_bytes),
-            mend,
+            plan,
             corrector,
             labels: m::ToolLabels::new(config.limits.max_tool_labels),
             history: config.history.clone(),

@@ -1,27 +1,31 @@
-//! The plan of one assistant message: its calls mended against the request's `tools`.
-//! Pure (no I/O), front-neutral (a neutral [`AssistantMessage`] in and out), so every
-//! front and both its JSON and streaming paths share it.
-
-use std::collections::HashSet;
+//! The plan of one assistant message, by the core: [`toolmend::message`] extracts its
+//! calls (sent, or written into the text), settles their ids (the one id rule: unique in
+//! the message and against the request's history, at most 40 characters, deterministic),
+//! mends each, marks what a cut-off answer left incomplete, and shapes the content. This
+//! module only turns that plan into the gateway's reports; it keeps no rule of its own.
 
 use serde::Serialize;
 use toolmend::{
-    Fix, Issue, MendOptions, Toolbox, feedback,
-    mend::{self, Outcome},
-    node::{prose_before_calls, read_calls_in_text},
-    protocol::{AssistantMessage, Content, ToolCall},
+    Fix, FixKind, Issue, MendOptions, Toolbox, feedback,
+    mend::Outcome,
+    message::{self, AcceptTruncated, CallOutcome, CallSource, PlanOptions},
+    protocol::{AssistantMessage, Message},
     schema::{Phase, ValidationContext},
 };
 
 /// What became of one call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallReport {
-    /// The id it goes out under.
+    /// The id it goes out under (for a dropped call: the id it was sent with).
     pub id: String,
     /// The tool (resolved name).
     pub tool: String,
-    /// `valid`, `repaired` or `feedback`.
-    pub outcome: Outcome,
+    /// `executed` (may run), `corrected`, `feedback` or `dropped`: the core's vocabulary.
+    pub outcome: CallOutcome,
+    /// `tool_calls`, `text` or `glued`.
+    pub source: CallSource,
+    /// What mending made of it: `valid` as sent, `repaired`, or still invalid (`feedback`).
+    pub mend: Outcome,
     /// Every fix.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fixes: Vec<Fix>,
@@ -31,19 +35,25 @@ pub struct CallReport {
     /// For feedback: the text a re-ask sends back to the model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feedback: Option<String>,
+    /// Worth asking the correction model about (the core's rule).
+    #[serde(skip)]
+    pub correctable: bool,
     /// True when the call was read from the message text.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub from_text: bool,
 }
 
-/// The mended message and what was done.
+/// The planned message and what was done.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mended {
-    /// The message to forward: runnable calls with valid JSON arguments, calls read from
-    /// the text moved into `tool_calls`, unique ids.
+    /// The message to forward: the core's sanitized message (settled ids, mended
+    /// arguments as valid JSON, calls read from the text moved into `tool_calls`, exact
+    /// repeats dropped, leaked thinking removed).
     pub message: AssistantMessage,
-    /// One report per call, in order.
+    /// One report per call, in order (dropped calls included).
     pub calls: Vec<CallReport>,
+    /// Fixes of the message itself (thinking stripped, calls moved from the text).
+    pub message_fixes: Vec<Fix>,
     /// True when anything in the message changed.
     pub changed: bool,
     /// Text a re-ask answered with (the model asked the user instead of calling again):
@@ -54,11 +64,14 @@ pub struct Mended {
 impl Mended {
     /// The calls that stayed invalid.
     pub fn unresolved(&self) -> impl Iterator<Item = &CallReport> {
-        self.calls.iter().filter(|c| c.outcome == Outcome::Feedback)
+        self.calls
+            .iter()
+            .filter(|c| c.outcome == CallOutcome::Feedback)
     }
 }
 
-/// Options of the response path.
+/// Options of the response path (the fuzz targets build it; the gateway builds its
+/// [`PlanOptions`] from the configuration).
 #[derive(Debug, Clone)]
 pub struct MendConfig {
     /// Repair and coercion options.
@@ -69,139 +82,83 @@ pub struct MendConfig {
     pub accept_truncated: bool,
 }
 
-/// A token for minted call ids, unique per response in this process: a call id must not
-/// repeat across the turns of a conversation, and the next request carries the previous
-/// answers back (`call_tm_<token>_<n>`, at most 40 characters).
-pub fn mint_token() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    format!(
-        "{:x}",
-        nanos ^ NEXT.fetch_add(1, Ordering::Relaxed).rotate_left(40)
-    )
+impl MendConfig {
+    /// The core's plan options for these (thinking stripped, as the core's default).
+    pub fn plan_options(&self) -> PlanOptions {
+        PlanOptions {
+            mend: self.mend.clone(),
+            calls_in_text: self.calls_in_content,
+            accept_truncated: if self.accept_truncated {
+                AcceptTruncated::All
+            } else {
+                AcceptTruncated::None
+            },
+            ..PlanOptions::default()
+        }
+    }
 }
 
-/// Mends `message` against `tools`. Never drops a call: one that cannot be mended is
-/// reported as feedback and kept as sent (with a unique id). Ids a call lacks are minted
-/// from `token` ([`mint_token`]).
-///
-/// `finish_reason` is the upstream's for this message: `"length"` (the model hit its
-/// token limit) marks the last call as cut off, so it is refused like any cut-off call
-/// unless `accept_truncated`, and never goes out looking whole.
+/// Plans `message`, a fresh answer to a request whose messages are `history`, against
+/// `tools` ([`toolmend::message::plan_assistant`]): minted and renamed ids are unique
+/// against the history. `finish_reason` is the upstream's for this message: `"length"`
+/// (the model hit its token limit) marks the last call as cut off, so it is refused like
+/// any cut-off call unless truncated calls are accepted.
+pub fn plan_message(
+    message: &AssistantMessage,
+    history: &[Message],
+    tools: &Toolbox,
+    opts: &PlanOptions,
+    finish_reason: Option<&str>,
+) -> Mended {
+    let ctx = ValidationContext::new("", Phase::Initial);
+    let cut_off = finish_reason == Some("length");
+    let plan = message::plan_assistant(message, history, &[], cut_off, tools, opts, &ctx);
+    let sanitized = message::sanitize_assistant(message, &plan.shape, &plan.calls);
+    let from_text = plan.shape.from_text;
+    let calls = plan
+        .calls
+        .into_iter()
+        .map(|p| CallReport {
+            id: p.id.or(p.original_id).unwrap_or_default(),
+            feedback: (p.outcome == CallOutcome::Feedback)
+                .then(|| feedback::render(&p.call.tool, &p.call.issues).text),
+            tool: p.call.tool,
+            outcome: p.outcome,
+            source: p.source,
+            mend: p.call.outcome,
+            fixes: p.call.fixes,
+            issues: p.call.issues,
+            correctable: p.correctable,
+            from_text,
+        })
+        .collect();
+    let changed = sanitized != *message;
+    Mended {
+        message: sanitized,
+        calls,
+        message_fixes: plan.shape.message_fixes,
+        changed,
+        added_text: None,
+    }
+}
+
+/// [`plan_message`] with options from `cfg` and no history. `_token` is ignored: ids
+/// follow the core's rule. Kept for the `gateway_request` fuzz target.
 pub fn mend_message(
     message: &AssistantMessage,
     tools: &Toolbox,
     cfg: &MendConfig,
-    token: &str,
+    _token: &str,
     finish_reason: Option<&str>,
 ) -> Mended {
-    let mut out = message.clone();
-    let mut reports = Vec::new();
-    let sent: Vec<ToolCall> = message.tool_calls.clone().unwrap_or_default();
-    let (calls, read_fixes, from_text): (Vec<ToolCall>, Vec<Vec<Fix>>, bool) =
-        if sent.is_empty() && cfg.calls_in_content && !tools.is_empty() {
-            let (found, fixes): (Vec<ToolCall>, Vec<Vec<Fix>>) =
-                read_calls_in_text(message, tools, &cfg.mend.repair)
-                    .into_iter()
-                    .map(|t| (t.call, t.fixes))
-                    .unzip();
-            let moved = !found.is_empty();
-            (found, fixes, moved)
-        } else {
-            (sent, Vec::new(), false)
-        };
-    let cut_off = finish_reason == Some("length");
-    let last = calls.len().saturating_sub(1);
-    let mut changed = from_text;
-    let mut used: HashSet<String> = HashSet::new();
-    let mut new_calls = Vec::with_capacity(calls.len());
-    let ctx = ValidationContext::new("", Phase::Initial);
-    for (n, call) in calls.iter().enumerate() {
-        let base = call
-            .id
-            .clone()
-            .filter(|id| !id.trim().is_empty() && id.len() <= toolmend::history::MAX_ID_LEN)
-            .unwrap_or_else(|| format!("call_tm_{token}_{n}"));
-        let mended = mend::mend_named_in(
-            &call.function.name,
-            &call.function.arguments,
-            tools,
-            &cfg.mend,
-            &ctx,
-        );
-        let parts = mended.calls.len();
-        for (part, mut m) in mended.calls.into_iter().enumerate() {
-            if let Some(fixes) = read_fixes.get(n) {
-                mend::with_prior_fixes(&mut m, fixes);
-            }
-            if cut_off && n == last && part + 1 == parts {
-                mend::cut_off_at_token_limit(&mut m);
-            }
-            if !cfg.accept_truncated {
-                mend::refuse_lossy(&mut m);
-            }
-            let mut id = if part == 0 {
-                base.clone()
-            } else {
-                format!("{base}_{}", part + 1)
-            };
-            let mut k = 2;
-            while used.contains(&id) {
-                id = format!("{base}_{k}");
-                k += 1;
-            }
-            used.insert(id.clone());
-            let mut tc = call.clone();
-            if tc.id.as_deref() != Some(id.as_str()) {
-                changed = true;
-                tc.id = Some(id.clone());
-            }
-            if tc.kind != "function" {
-                tc.kind = "function".to_owned();
-                changed = true;
-            }
-            let feedback_text =
-                (m.outcome == Outcome::Feedback).then(|| feedback::render(&m.tool, &m.issues).text);
-            match (m.outcome, &m.arguments) {
-                (Outcome::Valid, _) if part == 0 && !from_text => {}
-                (Outcome::Valid | Outcome::Repaired, Some(args)) => {
-                    tc.function.name.clone_from(&m.tool);
-                    tc.function.arguments = args.to_string();
-                    changed = true;
-                }
-                _ => {
-                    // Feedback: kept as sent, so a re-ask shows the model its own call.
-                }
-            }
-            reports.push(CallReport {
-                id,
-                tool: m.tool,
-                outcome: m.outcome,
-                fixes: m.fixes,
-                issues: m.issues,
-                feedback: feedback_text,
-                from_text,
-            });
-            new_calls.push(tc);
-        }
-    }
-    if from_text {
-        let prose = message
-            .text()
-            .and_then(|t| prose_before_calls(&t))
-            .filter(|p| !p.trim().is_empty());
-        out.content = Some(prose.map(Content::Text));
-    }
-    if !new_calls.is_empty() || message.tool_calls.is_some() {
-        out.tool_calls = Some(new_calls);
-    }
-    Mended {
-        message: out,
-        calls: reports,
-        changed,
-        added_text: None,
-    }
+    plan_message(message, &[], tools, &cfg.plan_options(), finish_reason)
+}
+
+/// The fix a stream records when its gate dropped thinking before the plan saw the text.
+pub(crate) fn thinking_stripped() -> Fix {
+    Fix::on(
+        FixKind::ThinkingStripped,
+        "",
+        "reasoning removed from the message content",
+    )
 }

@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use toolmend::{
-    Fix, FixKind, IssueKind, MendOptions, Toolbox,
+    Fix, FixKind, MendOptions, Toolbox,
     correct::{Correction, CorrectionRequest, Corrector},
     future::BoxFuture,
     mend::Outcome,
-    protocol::{AssistantMessage, Content, Message, ToolCall},
+    message::CallOutcome,
+    protocol::{AssistantMessage, Content, Message, ToolCall, ToolMessage},
     schema::{Phase, ValidationContext},
 };
 
@@ -19,7 +20,7 @@ use crate::{
     metrics as m,
     pipeline::{
         Pipeline,
-        plan::{CallReport, Mended, mend_message, mint_token},
+        plan::{CallReport, Mended, plan_message},
     },
 };
 
@@ -54,7 +55,7 @@ impl Pipeline {
             }
             match policy {
                 InvalidPolicy::ReAsk => {
-                    let (m2, t) = self.re_ask(toolbox, mended, reask).await;
+                    let (m2, t) = self.re_ask(history, toolbox, mended, reask).await;
                     mended = m2;
                     took += t;
                 }
@@ -70,8 +71,10 @@ impl Pipeline {
     }
 
     /// Asks the correction model to fix each invalid call (concurrently), re-validating
-    /// each answer. A call missing a required value (with no unknown key that may be its
-    /// misnaming) or cut off is not sent: the model would invent what was never said.
+    /// each answer. Only calls the core's plan marked correctable are sent (not a call
+    /// missing a required value with no unknown key that may be its misnaming, nor a
+    /// cut-off one, nor one to an unknown tool: the model would invent what was never
+    /// said).
     async fn correct(&self, history: &[Message], toolbox: &Toolbox, mut mended: Mended) -> Mended {
         let Some(corrector) = &self.corrector else {
             return mended;
@@ -91,15 +94,7 @@ impl Pipeline {
             .calls
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.outcome == Outcome::Feedback)
-            .filter(|(_, c)| {
-                let has = |k: IssueKind| c.issues.iter().any(|i| i.kind == k);
-                let misnamed = has(IssueKind::UnknownKey)
-                    || c.fixes.iter().any(|f| f.kind == FixKind::UnknownKeyDropped);
-                !has(IssueKind::UnknownTool)
-                    && !has(IssueKind::Truncated)
-                    && (!has(IssueKind::MissingRequired) || misnamed)
-            })
+            .filter(|(_, c)| c.outcome == CallOutcome::Feedback && c.correctable)
             .map(|(i, c)| (i, raw_of(&c.id)))
             .collect();
         let coercions = MendOptions::default().coercions;
@@ -161,7 +156,9 @@ impl Pipeline {
                 call.function.name.clone_from(&mended.calls[i].tool);
             }
             let report = &mut mended.calls[i];
-            report.outcome = Outcome::Repaired;
+            report.outcome = CallOutcome::Corrected;
+            report.mend = Outcome::Repaired;
+            report.correctable = false;
             report
                 .fixes
                 .push(Fix::on(FixKind::ArgumentsCorrected, "", text));
@@ -175,9 +172,11 @@ impl Pipeline {
     /// Re-asks the upstream model for the calls that stayed invalid (policy `re_ask`):
     /// the conversation, the model's invalid calls and their feedback go back, the client
     /// never sees them. Valid calls of the first answer are kept; the new answer's calls
-    /// replace the invalid ones.
+    /// replace the invalid ones. The new answer is planned after the first and the
+    /// feedback, so the core's id rule keeps every id unique.
     async fn re_ask(
         &self,
+        history: &[Message],
         toolbox: &Toolbox,
         mut mended: Mended,
         reask: &dyn ReAsk,
@@ -212,24 +211,30 @@ impl Pipeline {
                 .map(|c| (c.id.clone(), c.feedback.clone().unwrap_or_default()))
                 .collect();
             let t = Instant::now();
-            let Some((message, finish)) = reask.re_ask(calls, feedback).await else {
+            let Some((message, finish)) = reask.re_ask(calls, feedback.clone()).await else {
                 break;
             };
             took += t.elapsed();
-            let again = mend_message(
-                &message,
-                toolbox,
-                &self.mend,
-                &mint_token(),
-                finish.as_deref(),
-            );
+            // What the answer follows: the conversation, the first answer as it stands (all
+            // its ids taken), the feedback.
+            let mut before = history.to_vec();
+            before.push(Message::Assistant(mended.message.clone()));
+            before.extend(feedback.into_iter().map(|(id, text)| {
+                Message::Tool(ToolMessage {
+                    tool_call_id: id,
+                    content: Content::Text(text),
+                    extra: Default::default(),
+                })
+            }));
+            let again = plan_message(&message, &before, toolbox, &self.plan, finish.as_deref());
             mended = merge(mended, again);
         }
         (mended, took)
     }
 }
 
-/// The first answer's good calls, then the re-asked calls (ids kept unique).
+/// The first answer's good calls, then the re-asked calls (their ids already unique: the
+/// re-asked answer was planned after the first).
 fn merge(first: Mended, again: Mended) -> Mended {
     let added_text = again.message.text().filter(|t| !t.trim().is_empty());
     let bad: Vec<String> = first.unresolved().map(|c| c.id.clone()).collect();
@@ -242,34 +247,18 @@ fn merge(first: Mended, again: Mended) -> Mended {
         .filter(|c| {
             !c.id
                 .as_deref()
-                .is_some_and(|id| bad.contains(&id.to_owned()))
+                .is_some_and(|id| bad.iter().any(|b| b == id))
         })
         .collect();
     let mut reports: Vec<CallReport> = first
         .calls
         .into_iter()
-        .filter(|c| !bad.contains(&c.id))
+        .filter(|c| !(c.outcome == CallOutcome::Feedback && bad.contains(&c.id)))
         .collect();
-    let mut used: Vec<String> = reports.iter().map(|c| c.id.clone()).collect();
-    for (mut call, mut report) in again
-        .message
-        .tool_calls
-        .unwrap_or_default()
-        .into_iter()
-        .zip(again.calls)
-    {
-        let mut id = report.id.clone();
-        let mut k = 2;
-        while used.contains(&id) {
-            id = format!("{}_{k}", report.id);
-            k += 1;
-        }
-        used.push(id.clone());
-        call.id = Some(id.clone());
-        report.id = id;
-        calls.push(call);
-        reports.push(report);
-    }
+    calls.extend(again.message.tool_calls.unwrap_or_default());
+    reports.extend(again.calls);
+    let mut message_fixes = first.message_fixes;
+    message_fixes.extend(again.message_fixes);
     // The model may answer the feedback with text (a question for the user): it reaches
     // the client. An empty `tool_calls` is dropped (providers refuse `[]`).
     if let Some(text) = &added_text {
@@ -283,6 +272,7 @@ fn merge(first: Mended, again: Mended) -> Mended {
     Mended {
         message,
         calls: reports,
+        message_fixes,
         changed: true,
         added_text,
     }

@@ -15,7 +15,7 @@ use toolmend::protocol::AssistantMessage;
 use crate::{
     fronts::chat_completions::{exchange::Exchange, wire},
     metrics as m,
-    pipeline::{plan::mend_message, plan::mint_token, report::Summary},
+    pipeline::{plan::plan_message, report::Summary},
     server::{error::GatewayError, http},
 };
 
@@ -55,7 +55,7 @@ pub(crate) async fn respond(
                 continue;
             };
             let finish = choice["finish_reason"].as_str();
-            let mut mended = mend_message(&message, toolbox, &pipeline.mend, &mint_token(), finish);
+            let mut mended = plan_message(&message, &ex.history, toolbox, &pipeline.plan, finish);
             if i == 0 {
                 let (m2, took) = pipeline.resolve(&ex.history, toolbox, mended, &ex).await;
                 mended = m2;

@@ -23,7 +23,7 @@ use crate::{
     fronts::chat_completions::{exchange::Exchange, wire},
     metrics as m,
     pipeline::{
-        plan::{Mended, mend_message, mint_token},
+        plan::{Mended, plan_message, thinking_stripped},
         report::Summary,
     },
     server::error::GatewayError,
@@ -54,24 +54,24 @@ struct Finished {
     held_text: Option<String>,
     tail: String,
     finish: Value,
+    /// The gate dropped thinking (the plan never saw it).
+    thinking_stripped: bool,
 }
 
 impl Transformer {
     /// `max_bytes`, `max_calls`: what choice 0 may hold (`limits.max_upstream_bytes`,
     /// `limits.max_calls_per_message`).
-    fn new(gate_content: bool, max_bytes: usize, max_calls: usize) -> Self {
-        let content = if gate_content {
-            ContentMode::Gate(Thinking::Pass)
-        } else {
-            ContentMode::Pass
-        };
+    /// `gate`: content goes through the gate, thinking passed or stripped (else it
+    /// passes untouched).
+    fn new(gate: Option<Thinking>, max_bytes: usize, max_calls: usize) -> Self {
+        let content = gate.map_or(ContentMode::Pass, ContentMode::Gate);
         Transformer {
             asm: Assembler::new(AssembleOptions {
                 max_bytes,
                 max_calls,
                 content,
             }),
-            gate_content,
+            gate_content: gate.is_some(),
             meta: Map::new(),
         }
     }
@@ -146,6 +146,7 @@ impl Transformer {
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default();
             let done = self.asm.finish();
+            let thinking_stripped = done.thinking_stripped;
             let tail = released + &done.tail;
             let message = done.message;
             let held_text = message.text();
@@ -171,6 +172,7 @@ impl Transformer {
                 held_text,
                 tail,
                 finish: step_finish,
+                thinking_stripped,
             })));
         }
         // Drop a chunk left with nothing to say (a tool-call fragment, held content).
@@ -185,8 +187,9 @@ impl Transformer {
         Ok(Step::Emit(vec![chunk]))
     }
 
-    /// The chunks that carry the mended calls (one per call, whole arguments), any
-    /// content that was held and did not hold calls, then the finish chunk.
+    /// The chunks that carry the mended calls (one per call, whole arguments), the content
+    /// that was kept back or held, as the plan left it (the prose before calls read from
+    /// the text, a re-ask's text), then the finish chunk.
     fn finish_chunks(
         &self,
         mended: Option<&Mended>,
@@ -206,17 +209,11 @@ impl Transformer {
         );
         let from_text = mended.is_some_and(|m| m.calls.iter().any(|c| c.from_text));
         let mut text = tail;
-        if !from_text && let Some(h) = held_text {
-            text.push_str(&h);
-        } else if from_text && let Some(prose) = mended.and_then(|m| m.message.text()) {
-            text.push_str(&prose);
-        }
-        if let Some(added) = mended.and_then(|m| m.added_text.as_deref()) {
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(added);
-        }
+        let rest = match mended {
+            Some(m) => m.message.text(),
+            None => held_text,
+        };
+        text.push_str(rest.as_deref().unwrap_or_default());
         if !text.is_empty() {
             out.push(self.chunk(json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null})));
         }
@@ -345,6 +342,7 @@ impl Driver {
                     held_text,
                     tail,
                     finish,
+                    thinking_stripped: stripped,
                 } = *f;
                 let upstream_finish = finish
                     .get("__finish")
@@ -356,13 +354,16 @@ impl Driver {
                 let pipeline = &ex.gw.pipeline;
                 let mended = match &ex.toolbox {
                     Some(toolbox) => {
-                        let first = mend_message(
+                        let mut first = plan_message(
                             &message,
+                            &ex.history,
                             toolbox,
-                            &pipeline.mend,
-                            &mint_token(),
+                            &pipeline.plan,
                             upstream_finish.as_deref(),
                         );
+                        if stripped {
+                            first.message_fixes.insert(0, thinking_stripped());
+                        }
                         let (mended, _) = pipeline.resolve(&ex.history, toolbox, first, ex).await;
                         self.summary.add(&mended, toolbox, &pipeline.labels);
                         Some(mended)
@@ -411,9 +412,17 @@ pub(crate) async fn respond(ex: Exchange) -> Response {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    let gate = ex.toolbox.is_some() && ex.gw.config.calls.calls_in_content;
+    // The gate runs whenever the answer is planned and the plan may read calls from the
+    // text or strip thinking from it: what it would remove must not have gone out.
+    let plan = &ex.gw.pipeline.plan;
+    let gate = ex.toolbox.is_some() && (plan.calls_in_text || plan.strip_thinking);
+    let thinking = if plan.strip_thinking {
+        Thinking::Strip
+    } else {
+        Thinking::Pass
+    };
     let mut t = Transformer::new(
-        gate,
+        gate.then_some(thinking),
         ex.gw.upstream.max_bytes(),
         ex.gw.config.limits.max_calls_per_message,
     );
@@ -472,12 +481,14 @@ pub(crate) async fn respond(ex: Exchange) -> Response {
 mod tests {
     use serde_json::json;
 
+    use toolmend::stream::Thinking;
+
     use super::{Step, Transformer};
 
     #[test]
     fn usage_in_the_finishing_chunk_survives() {
         // Some servers send `usage` with `finish_reason` rather than in a chunk of its own.
-        let mut t = Transformer::new(true, usize::MAX, usize::MAX);
+        let mut t = Transformer::new(Some(Thinking::Strip), usize::MAX, usize::MAX);
         let first = json!({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}, "finish_reason": null}]});
         assert!(matches!(t.on_chunk(first).unwrap(), Step::Emit(_)));
@@ -500,7 +511,7 @@ mod tests {
     fn assemble(n: usize) -> std::time::Duration {
         let mut best = std::time::Duration::MAX;
         for _ in 0..3 {
-            let mut t = Transformer::new(true, usize::MAX, usize::MAX);
+            let mut t = Transformer::new(Some(Thinking::Strip), usize::MAX, usize::MAX);
             let chunks: Vec<_> = (0..n)
                 .map(|i| {
                     let delta = if i % 2 == 0 {
@@ -529,7 +540,7 @@ mod tests {
 
     /// The content a client receives for `chunks` (choice 0, no mending).
     fn streamed_text(gate: bool, chunks: &[serde_json::Value]) -> String {
-        let mut t = Transformer::new(gate, usize::MAX, usize::MAX);
+        let mut t = Transformer::new(gate.then_some(Thinking::Strip), usize::MAX, usize::MAX);
         let mut out = Vec::new();
         for c in chunks {
             match t.on_chunk(c.clone()).unwrap() {
@@ -567,7 +578,7 @@ mod tests {
     #[test]
     fn a_new_id_on_the_same_index_starts_its_own_call() {
         // Issue 11: ids A then B on index 0 reached the client as one call B.
-        let mut t = Transformer::new(false, usize::MAX, usize::MAX);
+        let mut t = Transformer::new(None, usize::MAX, usize::MAX);
         let part = |id: &str, args: &str| {
             json!({"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": id,
                 "function": {"name": if id.is_empty() { json!(null) } else { json!("f") }, "arguments": args}}]},
