@@ -9,6 +9,7 @@
 use pyo3::{
     create_exception,
     exceptions::PyException,
+    intern,
     prelude::*,
     types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple},
 };
@@ -18,6 +19,7 @@ use serde_json::{Value, json};
 use std::{
     borrow::Cow,
     collections::{HashMap, HashSet},
+    sync::{LazyLock, Mutex},
 };
 
 use toolmend::{
@@ -255,15 +257,21 @@ fn read_call(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<PyCall> {
     let d = obj
         .cast::<PyDict>()
         .map_err(|_| error("calls: each call must be a dict with \"name\", \"args\", \"id\""))?;
-    let id = match d.get_item("id")? {
-        Some(v) if !v.is_none() => Some(v.str()?.to_str()?.to_owned()),
+    let text = |v: Bound<'_, PyAny>| -> PyResult<String> {
+        match v.cast::<PyString>() {
+            Ok(s) => Ok(s.to_str()?.to_owned()),
+            Err(_) => Ok(v.str()?.to_str()?.to_owned()),
+        }
+    };
+    let id = match d.get_item(intern!(py, "id"))? {
+        Some(v) if !v.is_none() => Some(text(v)?),
         _ => None,
     };
-    let name = match d.get_item("name")? {
-        Some(v) if !v.is_none() => v.str()?.to_str()?.to_owned(),
+    let name = match d.get_item(intern!(py, "name"))? {
+        Some(v) if !v.is_none() => text(v)?,
         _ => String::new(),
     };
-    let args = match d.get_item("args")? {
+    let args = match d.get_item(intern!(py, "args"))? {
         None => PyArgs::Text(String::new()),
         Some(a) if a.is_none() => PyArgs::Text(String::new()),
         Some(a) => {
@@ -316,8 +324,72 @@ fn runs_as_sent(plan: &MessagePlan, calls: &[PyCall]) -> bool {
         })
 }
 
-fn set<'py>(d: &Bound<'py, PyDict>, key: &str, value: impl IntoPyObject<'py>) -> PyResult<()> {
-    d.set_item(key, value)
+/// A Python string for a `'static` name (a fix or issue kind, a vocabulary word), made
+/// once: plans hand out the same few words again and again.
+fn word<'py>(py: Python<'py>, s: &'static str) -> Bound<'py, PyString> {
+    static WORDS: LazyLock<Mutex<HashMap<&'static str, Py<PyString>>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let Ok(mut words) = WORDS.lock() else {
+        return PyString::new(py, s);
+    };
+    words
+        .entry(s)
+        .or_insert_with(|| PyString::intern(py, s).unbind())
+        .bind(py)
+        .clone()
+}
+
+/// A fix as `mend` gives it (`kind`, and `path`, `offset`, `detail` when set).
+fn fix_to_py<'py>(py: Python<'py>, f: &Fix) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "kind"), word(py, f.kind.id()))?;
+    if !f.path.is_empty() {
+        d.set_item(intern!(py, "path"), &f.path)?;
+    }
+    if let Some(offset) = f.offset {
+        d.set_item(intern!(py, "offset"), offset)?;
+    }
+    if !f.detail.is_empty() {
+        d.set_item(intern!(py, "detail"), &f.detail)?;
+    }
+    Ok(d)
+}
+
+/// An issue as `mend` gives it.
+fn issue_to_py<'py>(py: Python<'py>, i: &Issue) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "kind"), word(py, i.kind.id()))?;
+    d.set_item(intern!(py, "path"), &i.path)?;
+    d.set_item(intern!(py, "message"), &i.message)?;
+    if let Some(expected) = &i.expected {
+        d.set_item(intern!(py, "expected"), expected)?;
+    }
+    if let Some(got) = &i.got {
+        d.set_item(intern!(py, "got"), from_value(py, got)?)?;
+    }
+    if !i.allowed.is_empty() {
+        let allowed = PyList::empty(py);
+        for a in &i.allowed {
+            allowed.append(from_value(py, a)?)?;
+        }
+        d.set_item(intern!(py, "allowed"), allowed)?;
+    }
+    if let Some(suggestion) = &i.suggestion {
+        d.set_item(intern!(py, "suggestion"), suggestion)?;
+    }
+    Ok(d)
+}
+
+fn list_of<'py, T>(
+    py: Python<'py>,
+    items: &[T],
+    one: impl Fn(Python<'py>, &T) -> PyResult<Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for item in items {
+        list.append(one(py, item)?)?;
+    }
+    Ok(list)
 }
 
 fn planned_to_py<'py>(
@@ -326,37 +398,37 @@ fn planned_to_py<'py>(
     parsed_as_sent: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    set(&d, "index", c.index)?;
-    set(&d, "id", c.id.as_deref())?;
-    set(&d, "original_id", c.original_id.as_deref())?;
-    set(&d, "source", c.source.as_str())?;
-    set(&d, "split", c.split)?;
-    set(&d, "tool", &c.call.tool)?;
-    set(&d, "outcome", c.outcome.as_str())?;
+    d.set_item(intern!(py, "index"), c.index)?;
+    d.set_item(intern!(py, "id"), c.id.as_deref())?;
+    d.set_item(intern!(py, "original_id"), c.original_id.as_deref())?;
+    d.set_item(intern!(py, "source"), word(py, c.source.as_str()))?;
+    d.set_item(intern!(py, "split"), c.split)?;
+    d.set_item(intern!(py, "tool"), &c.call.tool)?;
+    d.set_item(intern!(py, "outcome"), word(py, c.outcome.as_str()))?;
     let mended = match c.call.outcome {
-        Outcome::Valid => "valid",
-        Outcome::Repaired => "repaired",
-        Outcome::Feedback => "feedback",
+        Outcome::Valid => intern!(py, "valid"),
+        Outcome::Repaired => intern!(py, "repaired"),
+        Outcome::Feedback => intern!(py, "feedback"),
     };
-    set(&d, "mended", mended)?;
+    d.set_item(intern!(py, "mended"), mended)?;
     // Parsed arguments valid as sent: the caller has them already.
     if !(parsed_as_sent && c.call.outcome == Outcome::Valid && !c.split) {
         match &c.call.arguments {
-            Some(v) => set(&d, "arguments", from_value(py, v)?)?,
-            None => set(&d, "arguments", py.None())?,
+            Some(v) => d.set_item(intern!(py, "arguments"), from_value(py, v)?)?,
+            None => d.set_item(intern!(py, "arguments"), py.None())?,
         }
     }
-    set(&d, "fixes", to_py(py, &c.call.fixes)?)?;
-    set(&d, "issues", to_py(py, &c.call.issues)?)?;
-    set(&d, "correctable", c.correctable)?;
-    set(&d, "rewritten", c.arguments_text.is_some())?;
-    set(&d, "lossy", c.call.is_lossy())?;
-    set(&d, "note", c.note.as_deref())?;
-    set(&d, "mend_us", c.mend_time.as_secs_f64() * 1e6)?;
+    d.set_item(intern!(py, "fixes"), list_of(py, &c.call.fixes, fix_to_py)?)?;
+    d.set_item(
+        intern!(py, "issues"),
+        list_of(py, &c.call.issues, issue_to_py)?,
+    )?;
+    d.set_item(intern!(py, "correctable"), c.correctable)?;
+    d.set_item(intern!(py, "note"), c.note.as_deref())?;
+    d.set_item(intern!(py, "mend_us"), c.mend_time.as_secs_f64() * 1e6)?;
     if c.call.outcome == Outcome::Feedback && c.outcome != CallOutcome::Dropped {
         let f = feedback::render(&c.call.tool, &c.call.issues);
-        set(&d, "feedback", f.text)?;
-        set(&d, "error", from_value(py, &f.json["error"])?)?;
+        d.set_item(intern!(py, "feedback"), f.text)?;
     }
     Ok(d)
 }
@@ -494,11 +566,11 @@ impl Toolbox {
     /// `id`, `original_id`, `source` (`tool_calls` | `text` | `glued`), `split`, `tool`,
     /// `outcome` (`executed` | `feedback` | `dropped`), `mended` (`valid` | `repaired` |
     /// `feedback`), `arguments` (left out for parsed arguments valid as sent), `fixes`,
-    /// `issues`, `correctable`, `rewritten` (the history should carry the mended
-    /// arguments), `lossy`, `note`, `mend_us`, and for feedback `feedback` and `error`;
-    /// `answered`: `[{"index", "id"}]` calls not planned again; `text_calls`: the calls read
-    /// from the text (`{"name", "arguments"}`); `from_text`; `content` (only when the text
-    /// changes: the new text, `None` for none); `message_fixes`; `changed`.
+    /// `issues`, `correctable`, `note`, `mend_us`, and for feedback the `feedback` text;
+    /// `answered`: `(index, id)` of calls not planned again; `text_calls`: `(name,
+    /// arguments)` of the calls read from the text (empty unless the calls came from it);
+    /// `content` (only when the text changes: the new text, `None` for none);
+    /// `message_fixes`; `changed` (the sanitized message differs from the sent one).
     #[pyo3(signature = (content, calls, *, position = 0, earlier_ids = None, answered_ids = None))]
     fn plan_message(
         &self,
@@ -528,29 +600,25 @@ impl Toolbox {
                     .is_some_and(|s| matches!(s.args, PyArgs::Value(_)));
             planned.append(planned_to_py(py, c, parsed)?)?;
         }
-        set(&out, "calls", planned)?;
+        out.set_item(intern!(py, "calls"), planned)?;
         let answered = PyList::empty(py);
         for a in &plan.answered {
-            let d = PyDict::new(py);
-            set(&d, "index", a.index)?;
-            set(&d, "id", &a.id)?;
-            answered.append(d)?;
+            answered.append((a.index, &a.id))?;
         }
-        set(&out, "answered", answered)?;
+        out.set_item(intern!(py, "answered"), answered)?;
         let text_calls = PyList::empty(py);
         for tc in &plan.shape.text_calls {
-            let d = PyDict::new(py);
-            set(&d, "name", &tc.function.name)?;
-            set(&d, "arguments", &tc.function.arguments)?;
-            text_calls.append(d)?;
+            text_calls.append((&tc.function.name, &tc.function.arguments))?;
         }
-        set(&out, "text_calls", text_calls)?;
-        set(&out, "from_text", plan.shape.from_text)?;
+        out.set_item(intern!(py, "text_calls"), text_calls)?;
         if let Some(content) = &plan.shape.content {
-            set(&out, "content", content.as_deref())?;
+            out.set_item(intern!(py, "content"), content.as_deref())?;
         }
-        set(&out, "message_fixes", to_py(py, &plan.shape.message_fixes)?)?;
-        set(&out, "changed", plan.changes_message())?;
+        out.set_item(
+            intern!(py, "message_fixes"),
+            list_of(py, &plan.shape.message_fixes, fix_to_py)?,
+        )?;
+        out.set_item(intern!(py, "changed"), plan.changes_message())?;
         Ok(Some(out.into_any().unbind()))
     }
 

@@ -31,6 +31,31 @@ class MendedCall(TypedDict, total=False):
     feedback: str
     error: str
 
+class PlannedCall(TypedDict, total=False):
+    index: int
+    id: str | None
+    original_id: str | None
+    source: Literal["tool_calls", "text", "glued"]
+    split: bool
+    tool: str
+    outcome: Literal["executed", "feedback", "dropped"]
+    mended: Literal["valid", "repaired", "feedback"]
+    arguments: dict[str, Any] | None
+    fixes: list[Fix]
+    issues: list[Issue]
+    correctable: bool
+    note: str | None
+    mend_us: float
+    feedback: str
+
+class MessagePlan(TypedDict, total=False):
+    calls: list[PlannedCall]
+    answered: list[tuple[int, str]]
+    text_calls: list[tuple[str, str]]
+    content: str | None
+    message_fixes: list[Fix]
+    changed: bool
+
 class Toolbox:
     def __init__(
         self,
@@ -38,7 +63,20 @@ class Toolbox:
         *,
         coerce: bool | dict[str, bool] | None = None,
         strip_thinking: bool = True,
+        calls_in_text: bool = True,
+        accept_truncated: bool | Sequence[str] | None = None,
+        correct_missing_fields: bool = False,
+        tool_coerce: dict[str, bool | dict[str, bool]] | None = None,
     ) -> None: ...
+    def plan_message(
+        self,
+        content: str | None,
+        calls: Sequence[dict[str, Any]],
+        *,
+        position: int = 0,
+        earlier_ids: Sequence[str] | None = None,
+        answered_ids: Sequence[str] | None = None,
+    ) -> MessagePlan | None: ...
     def names(self) -> list[str]: ...
     def mend(
         self,

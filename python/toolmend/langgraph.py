@@ -181,7 +181,7 @@ class ToolNode(_StockToolNode):
         else:
             messages = input if isinstance(input, list) else _messages_of(input, self._messages_key)
             state = None if isinstance(input, list) else input
-            at = max(i for i, m in enumerate(messages) if isinstance(m, AIMessage))
+            at = next(i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage))
             history = list(messages[:at])
             plan, work = self._mender.plan_message(messages, at, state=state)
         plan.input_type = input_type
@@ -198,7 +198,8 @@ class ToolNode(_StockToolNode):
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:
         plan, work, history, state = self._plan(input)
         m = self._mender
-        m.resolve_sync(plan, work, history, state)
+        if work or m.validators:
+            m.resolve_sync(plan, work, history, state)
         m.finish_work(plan, work)
         if self._max_concurrency is not None and "max_concurrency" not in (config or {}):
             config = {**(config or {}), "max_concurrency": self._max_concurrency}
@@ -229,7 +230,8 @@ class ToolNode(_StockToolNode):
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:
         plan, work, history, state = self._plan(input)
         m = self._mender
-        await m.resolve_async(plan, work, history, state, self._max_concurrency or 16)
+        if work or m.validators:
+            await m.resolve_async(plan, work, history, state, self._max_concurrency or 16)
         m.finish_work(plan, work)
         if _nothing_runs(plan):
             m.report(plan, self.name)
