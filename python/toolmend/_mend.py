@@ -16,7 +16,7 @@ import inspect
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -82,49 +82,84 @@ class ValidatorContext:
     state: Any = None
 
 
-@dataclass(slots=True)
 class CallRecord:
-    """One call's stats, in the vocabulary of the Rust node's ``CallStats``."""
+    """One call's stats, in the vocabulary of the Rust node's ``CallStats``. (A plain
+    class: one is built per call, on the path every call takes.)"""
 
-    tool_call_id: str | None
-    tool: str
-    #: executed | corrected | salvaged | feedback | dropped | flooded
-    outcome: str
-    #: tool_calls (LangChain's ``tool_calls`` and ``invalid_tool_calls``, and ``Send``
-    #: payloads) | text (written into the content) | glued (split off another call)
-    source: str
-    fixes: list[dict[str, Any]] = field(default_factory=list)
-    issues: list[dict[str, Any]] = field(default_factory=list)
-    original_id: str | None = None
-    correction_attempts: int = 0
-    note: str | None = None
-    mend_us: float = 0.0
-    correct_us: float = 0.0
+    __slots__ = (
+        "tool_call_id", "tool", "outcome", "source", "fixes", "issues", "original_id",
+        "correction_attempts", "note", "mend_us", "correct_us",
+    )
+
+    def __init__(
+        self,
+        tool_call_id: str | None,
+        tool: str,
+        outcome: str,
+        source: str,
+        fixes: list[dict[str, Any]] | None = None,
+        issues: list[dict[str, Any]] | None = None,
+        original_id: str | None = None,
+        correction_attempts: int = 0,
+        note: str | None = None,
+        mend_us: float = 0.0,
+        correct_us: float = 0.0,
+    ):
+        self.tool_call_id = tool_call_id
+        self.tool = tool
+        #: executed | corrected | salvaged | feedback | dropped | flooded
+        self.outcome = outcome
+        #: tool_calls (LangChain's ``tool_calls`` and ``invalid_tool_calls``, and ``Send``
+        #: payloads) | text (written into the content) | glued (split off another call)
+        self.source = source
+        self.fixes: list[dict[str, Any]] = [] if fixes is None else fixes
+        self.issues: list[dict[str, Any]] = [] if issues is None else issues
+        self.original_id = original_id
+        self.correction_attempts = correction_attempts
+        self.note = note
+        self.mend_us = mend_us
+        self.correct_us = correct_us
+
+    def __repr__(self) -> str:
+        return "CallRecord(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__) + ")"
 
 
-@dataclass(slots=True)
 class Plan:
-    """The calls of one invocation, in order, ready for LangGraph's execution."""
+    """The calls of one invocation, in order, ready for LangGraph's execution. (A plain
+    class: built once per invocation, on the path every call takes.)"""
 
-    calls: list[dict[str, Any]]
-    records: list[CallRecord]
-    #: The assistant message with mended calls (same id), when anything changed.
-    sanitized: AIMessage | None
-    started: float
-    #: Per planned call: its position in ``records``.
-    record_of: list[int] = field(default_factory=list)
-    message_fixes: list[str] = field(default_factory=list)
-    #: The assistant message planned from, if any.
-    ai: AIMessage | None = None
-    #: Its calls in the order the sanitized message keeps them: an index into ``calls``,
-    #: or a call kept as it was (already answered).
-    order: list[Any] = field(default_factory=list)
-    new_content: Any = None
-    changed: bool = False
-    input_type: str = "list"
-    #: Ids of calls the tool messages after the assistant message answer already: not
-    #: run again, and not in ``records`` (as the Rust node's ``already_answered``).
-    already_answered: list[str] = field(default_factory=list)
+    __slots__ = (
+        "calls", "records", "sanitized", "started", "record_of", "message_fixes", "ai",
+        "order", "new_content", "changed", "input_type", "already_answered",
+    )
+
+    def __init__(
+        self,
+        calls: list[dict[str, Any]],
+        records: list[CallRecord],
+        sanitized: AIMessage | None = None,
+        started: float = 0.0,
+    ):
+        self.calls = calls
+        self.records = records
+        #: The assistant message with mended calls (same id), when anything changed.
+        self.sanitized = sanitized
+        self.started = started
+        #: Per planned call: its position in ``records``.
+        self.record_of: list[int] = []
+        #: Fixes of the message itself (thinking stripped, calls moved from the text).
+        self.message_fixes: list[dict[str, Any]] = []
+        #: The assistant message planned from, if any.
+        self.ai: AIMessage | None = None
+        #: Its calls in the order the sanitized message keeps them: an index into
+        #: ``calls``, or a call kept as it was (already answered).
+        self.order: list[Any] = []
+        self.new_content: Any = None
+        self.changed = False
+        self.input_type = "list"
+        #: Ids of calls the tool messages after the assistant message answer already: not
+        #: run again, and not in ``records`` (as the Rust node's ``already_answered``).
+        self.already_answered: list[str] = []
 
     def stats(self, node: str) -> dict[str, Any]:
         return {
@@ -331,26 +366,30 @@ class Mender:
         invalid = ai.invalid_tool_calls
         sent = [*tool_calls, *invalid] if invalid else tool_calls
         answered = []
-        for m in messages[ai_index + 1 :]:
-            if m.type != "tool":
-                break
-            answered.append(m.tool_call_id)  # type: ignore[attr-defined]
-        earlier = _history_ids(messages, ai_index) if ai_index else None
-        content = ai.content if isinstance(ai.content, str) else None
+        if ai_index + 1 < len(messages):
+            for m in messages[ai_index + 1 :]:
+                if m.type != "tool":
+                    break
+                answered.append(m.tool_call_id)  # type: ignore[attr-defined]
+        content = ai.content
         planned = self.toolbox.plan_message(
-            content, sent, position=ai_index, earlier_ids=earlier, answered_ids=answered
+            content if isinstance(content, str) else None,
+            sent,
+            position=ai_index,
+            earlier_ids=_history_ids(messages, ai_index) if ai_index else None,
+            answered_ids=answered,
         )
         if planned is None:
             # Every call runs as sent: LangGraph gets the very dicts it would have run.
             plan = Plan(
-                calls=list(tool_calls),
-                records=[CallRecord(c["id"], c["name"], "executed", "tool_calls") for c in tool_calls],
-                sanitized=None,
-                started=started,
+                list(tool_calls),
+                [CallRecord(c["id"], c["name"], "executed", "tool_calls") for c in tool_calls],
+                None,
+                started,
             )
             plan.record_of = plan.order = list(range(len(tool_calls)))
             plan.ai = ai
-            plan.new_content = ai.content
+            plan.new_content = content
             return plan, []
         plan, work = self._from_core(planned, sent, len(tool_calls))
         plan.started = started
@@ -366,7 +405,7 @@ class Mender:
         with (its result must join the message that holds it); only a call without one
         gets one minted."""
         started = time.perf_counter()
-        plan = Plan(calls=[], records=[], sanitized=None, started=started)
+        plan = Plan([], [], None, started)
         work: list[dict[str, Any]] = []
         for raw in calls:
             planned = self.toolbox.plan_message(None, [raw])
@@ -395,7 +434,7 @@ class Mender:
         """The core's plan as LangGraph calls. ``sent``: the calls planned from (the first
         ``parsed`` ones LangChain parsed); ``keep``: a changed call keeps the keys of its
         payload (``Send``)."""
-        plan = Plan(calls=[], records=[], sanitized=None, started=0.0)
+        plan = Plan([], [])
         plan.message_fixes = planned["message_fixes"]
         plan.changed = planned["changed"]
         work: list[dict[str, Any]] = []
