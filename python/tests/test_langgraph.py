@@ -188,6 +188,42 @@ def test_glued_calls_are_split_and_each_answered():
     assert [c["id"] for c in sanitized(out).tool_calls] == ["c1", "c1_2"]
 
 
+def test_stats_speak_the_rust_nodes_vocabulary():
+    events: list[dict] = []
+    node = ToolNode(TOOLS, on_stats=events.append)
+    msg = AIMessage(
+        "Sure: <tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 1}}</tool_call>", id="ai1"
+    )
+    run(node, msg)
+    (rec,) = events[0]["calls"]
+    assert (rec["outcome"], rec["source"]) == ("executed", "text")
+    assert rec["tool_call_id"] == "call_tm_1_0"  # the one id rule: message 1, call 0
+    assert [f["kind"] for f in events[0]["message_fixes"]] == ["calls_moved_from_text"]
+    assert sanitized(run(ToolNode(TOOLS), msg)).content == "Sure:"  # the prose stays
+
+    events.clear()
+    glued = AIMessage("", id="ai2", tool_calls=[{"name": "add", "args": {"a": 1, "b": 1}, "id": "done"}], invalid_tool_calls=[
+        {"name": "add", "args": '{"a": 1, "b": 2}{"a": 3, "b": 4}', "id": "c1", "error": "x", "type": "invalid_tool_call"},
+    ])
+    node.invoke([HumanMessage("hi"), glued, ToolMessage("2", tool_call_id="done")], config=CONFIG)
+    calls = events[0]["calls"]
+    assert [(c["tool_call_id"], c["outcome"], c["source"]) for c in calls] == [
+        ("c1", "executed", "tool_calls"), ("c1_2", "executed", "glued"),
+    ]
+    assert events[0]["already_answered"] == ["done"]  # not run again, and no record
+    assert node.stats["outcome:executed"] == 3 and "outcome:skipped" not in node.stats
+
+    events.clear()
+    repeat = AIMessage("", id="ai3", tool_calls=[
+        {"name": "add", "args": {"a": 1, "b": 1}, "id": "c1"},
+        {"name": "add", "args": {"a": 1, "b": 1}, "id": "c1"},
+    ])
+    out = run(node, repeat)
+    assert [c["outcome"] for c in events[0]["calls"]] == ["executed", "dropped"]
+    assert [m.tool_call_id for m in tool_messages(out).values()] == ["c1"]
+    assert [c["id"] for c in sanitized(out).tool_calls] == ["c1"]
+
+
 def test_calls_written_into_the_text_are_run():
     msg = AIMessage('<think>need weather</think><tool_call>{"name": "get_weather", "arguments": {"city": "Lima"}}</tool_call>', id="ai1")
     assert StockToolNode(TOOLS).invoke([HumanMessage("hi"), msg], config=CONFIG) == []
