@@ -108,8 +108,9 @@ pub(crate) fn re_ask() {
     counter!("toolmend_re_asks_total").increment(1);
 }
 
-pub(crate) fn correction() {
-    counter!("toolmend_corrections_total").increment(1);
+/// `attempts` requests to the correction model.
+pub(crate) fn corrections(attempts: u32) {
+    counter!("toolmend_corrections_total").increment(u64::from(attempts));
 }
 
 pub(crate) fn upstream_error(kind: &'static str) {

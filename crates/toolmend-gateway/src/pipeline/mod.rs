@@ -44,6 +44,8 @@ pub(crate) struct Pipeline {
     pub(crate) limits: config::Limits,
     /// `correction.max_retries`.
     correction_retries: u32,
+    /// `correction.timeout_secs`: how long one correction attempt may take.
+    correction_timeout: Duration,
 }
 
 impl Pipeline {
@@ -88,6 +90,7 @@ impl Pipeline {
             calls: config.calls.clone(),
             limits: config.limits.clone(),
             correction_retries: config.correction.max_retries,
+            correction_timeout: Duration::from_secs_f64(config.correction.timeout_secs.max(0.001)),
         })
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use toolmend::{
     Fix, FixKind, MendOptions, Toolbox,
-    correct::{Correction, CorrectionRequest, Corrector},
+    correct::{Attempts, Invalid, correct_call},
     future::BoxFuture,
     mend::Outcome,
     message::CallOutcome,
@@ -98,43 +98,35 @@ impl Pipeline {
             .map(|(i, c)| (i, raw_of(&c.id)))
             .collect();
         let coercions = MendOptions::default().coercions;
-        let tries = self.correction_retries;
         let work = jobs.iter().map(|(i, raw)| {
             let report = &mended.calls[*i];
             let assistant_text = assistant_text.as_deref();
             let coercions = &coercions;
             async move {
                 let tool = toolbox.get(&report.tool)?;
-                let mut issues = report.issues.clone();
-                for attempt in 1..=tries {
-                    m::correction();
-                    let answer = corrector
-                        .correct(CorrectionRequest {
-                            tool,
-                            call_id: &report.id,
-                            raw_arguments: raw,
-                            arguments: None,
-                            issues: &issues,
-                            attempt,
-                            messages: history,
-                            assistant_text,
-                        })
-                        .await;
-                    let Ok(Correction {
-                        arguments: Some(value),
-                        ..
-                    }) = answer
-                    else {
-                        return None;
-                    };
-                    let ctx = ValidationContext::new(tool.name(), Phase::Correction);
-                    let checked = tool.check(value, coercions, &ctx);
-                    if checked.is_valid() {
-                        return Some((*i, checked.value));
-                    }
-                    issues = checked.issues;
-                }
-                None
+                // The one correction loop of the core: asked, re-validated, asked again
+                // with the new issues; a failing or silent model ends it.
+                let done = correct_call(
+                    corrector,
+                    Invalid {
+                        tool,
+                        call_id: &report.id,
+                        raw_arguments: raw,
+                        arguments: None,
+                        issues: &report.issues,
+                        messages: history,
+                        assistant_text,
+                    },
+                    Attempts {
+                        max: self.correction_retries,
+                        timeout: self.correction_timeout,
+                        coercions,
+                        ctx: ValidationContext::new(tool.name(), Phase::Correction),
+                    },
+                )
+                .await;
+                m::corrections(done.attempts);
+                done.value.map(|(value, _)| (*i, value))
             }
         });
         let fixed: Vec<(usize, Value)> = futures::future::join_all(work)

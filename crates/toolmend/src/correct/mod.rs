@@ -16,6 +16,7 @@
 //! here, only the model call is Python's.
 
 mod prompt;
+mod retry;
 
 use std::{collections::HashMap, fmt, sync::Mutex};
 
@@ -23,6 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use prompt::{CONTEXT_CHARS, PromptOptions, prompt, render_context};
+pub use retry::{Attempts, Corrected, Invalid, correct_call};
 
 use crate::{
     Fix, FixKind, Issue, IssueKind, RepairOptions, future::BoxFuture, protocol::Message,

@@ -68,7 +68,7 @@ pub use tool::{TypedTool, typed_tool, typed_tool_with_context};
 
 use crate::{
     Fix, FixKind, MendOptions,
-    correct::{CorrectError, Correction, CorrectionRequest, Corrector, NoCorrector},
+    correct::{Attempts, Corrected, Corrector, Invalid, NoCorrector},
     feedback,
     guard::{Guard, GuardRequest, NoGuard, Verdict},
     history,
@@ -644,80 +644,28 @@ impl ToolNode {
         assistant_text: Option<&str>,
         ctx: &ValidationContext<'_>,
     ) -> Corrected {
-        let t0 = Instant::now();
-        let mut out = Corrected::default();
         let Some(tool) = self.registry.toolbox().get(&plan.p.call.tool) else {
-            return out;
+            return Corrected::default();
         };
-        let call_id = plan.p.id.as_deref().unwrap_or_default();
-        let mut issues = plan.p.call.issues.clone();
-        let mut arguments = plan.p.call.arguments.clone();
-        while out.attempts < self.max_correction_retries {
-            out.attempts += 1;
-            let request = CorrectionRequest {
+        crate::correct::correct_call(
+            &*self.corrector,
+            Invalid {
                 tool,
-                call_id,
+                call_id: plan.p.id.as_deref().unwrap_or_default(),
                 raw_arguments: plan.raw,
-                arguments: arguments.as_ref(),
-                issues: &issues,
-                attempt: out.attempts,
+                arguments: plan.p.call.arguments.as_ref(),
+                issues: &plan.p.call.issues,
                 messages: history,
                 assistant_text,
-            };
-            // Called inside the future, so that a panic before the corrector's first await
-            // is caught too.
-            let attempt =
-                AssertUnwindSafe(async { self.corrector.correct(request).await }).catch_unwind();
-            let answer = match tokio::time::timeout(self.stage_timeout, attempt).await {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(_)) => Err(CorrectError {
-                    message: "the corrector panicked".to_owned(),
-                    transient: false,
-                }),
-                Err(_) => Err(CorrectError {
-                    message: format!(
-                        "the corrector did not answer within {} s",
-                        self.stage_timeout.as_secs_f64()
-                    ),
-                    transient: true,
-                }),
-            };
-            match answer {
-                Ok(Correction {
-                    arguments: Some(value),
-                    usage,
-                }) => {
-                    out.usage.extend(usage);
-                    let ctx = ValidationContext {
-                        tool: tool.name(),
-                        phase: Phase::Correction,
-                        ..*ctx
-                    };
-                    let checked = tool.check(value, &self.plan.mend.coercions, &ctx);
-                    if checked.is_valid() {
-                        out.value = Some((checked.value, checked.fixes));
-                        break;
-                    }
-                    issues = checked.issues;
-                    arguments = Some(checked.value);
-                }
-                Ok(Correction {
-                    arguments: None,
-                    usage,
-                }) => {
-                    out.usage.extend(usage);
-                    out.note = Some("the corrector gave up".to_owned());
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(call_id, tool = tool.name(), error = %e, "correction failed");
-                    out.note = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        out.elapsed = t0.elapsed();
-        out
+            },
+            Attempts {
+                max: self.max_correction_retries,
+                timeout: self.stage_timeout,
+                coercions: &self.plan.mend.coercions,
+                ctx: *ctx,
+            },
+        )
+        .await
     }
 
     /// Resolve: what stays invalid gets feedback, raises, or goes to the hook.
@@ -983,15 +931,6 @@ impl ToolNode {
 
 /// One tool run: the plan's index, the tool, its timeout, the arguments, the context.
 type Job = (usize, Arc<dyn Tool>, Option<Duration>, Value, CallContext);
-
-#[derive(Debug, Default)]
-struct Corrected {
-    attempts: u32,
-    value: Option<(Value, Vec<crate::Fix>)>,
-    usage: Vec<crate::correct::Usage>,
-    note: Option<String>,
-    elapsed: Duration,
-}
 
 impl<'m> Plan<'m> {
     fn new(p: PlannedCall, raw: &'m str) -> Self {

@@ -1,0 +1,147 @@
+//! The one correction loop: ask, re-validate the answer, ask again with the new issues,
+//! up to the retry limit. The tool node and the gateway both run it; a corrector that
+//! panics, fails or does not answer in time ends the loop, never the caller.
+
+use std::{
+    panic::AssertUnwindSafe,
+    time::{Duration, Instant},
+};
+
+use futures::FutureExt;
+use serde_json::Value;
+
+use super::{CorrectError, Correction, CorrectionRequest, Corrector, Usage};
+use crate::{
+    Fix, Issue,
+    protocol::Message,
+    schema::{Coercions, CompiledTool, Phase, ValidationContext},
+};
+
+/// The call to correct and what the corrector may see of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Invalid<'a> {
+    /// The tool, with its description and schema.
+    pub tool: &'a CompiledTool,
+    /// The call id (for logs; correction traffic never enters the agent's history).
+    pub call_id: &'a str,
+    /// The argument text as the model sent it.
+    pub raw_arguments: &'a str,
+    /// The best reading of the arguments so far, if any could be read.
+    pub arguments: Option<&'a Value>,
+    /// What is wrong with them.
+    pub issues: &'a [Issue],
+    /// The conversation before the assistant message.
+    pub messages: &'a [Message],
+    /// The assistant message's own text, if any.
+    pub assistant_text: Option<&'a str>,
+}
+
+/// How the loop runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempts<'a> {
+    /// At most this many attempts (at least 1 is made).
+    pub max: u32,
+    /// How long one attempt may take; past it the attempt fails (transient).
+    pub timeout: Duration,
+    /// The coercions the answer is re-validated with.
+    pub coercions: &'a Coercions,
+    /// Conversation and caller state for the tool's custom validators (phase `correction`
+    /// is set here).
+    pub ctx: ValidationContext<'a>,
+}
+
+/// What the loop came to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Corrected {
+    /// Attempts made.
+    pub attempts: u32,
+    /// The valid arguments and the fixes re-validation applied to them, when an answer
+    /// passed.
+    pub value: Option<(Value, Vec<Fix>)>,
+    /// Tokens each answering model spent.
+    pub usage: Vec<Usage>,
+    /// Why it ended without a value (gave up, failed, timed out).
+    pub note: Option<String>,
+    /// Time the attempts took.
+    pub elapsed: Duration,
+}
+
+/// Asks `corrector` to fix `call`, re-validating every answer against the tool's schema
+/// (and its custom validators, phase `correction`) and asking again with the new issues,
+/// up to `attempts.max` times.
+pub async fn correct_call(
+    corrector: &dyn Corrector,
+    call: Invalid<'_>,
+    attempts: Attempts<'_>,
+) -> Corrected {
+    let t0 = Instant::now();
+    let mut out = Corrected::default();
+    let tool = call.tool;
+    let mut issues = call.issues.to_vec();
+    let mut arguments = call.arguments.cloned();
+    while out.attempts < attempts.max.max(1) {
+        out.attempts += 1;
+        let request = CorrectionRequest {
+            tool,
+            call_id: call.call_id,
+            raw_arguments: call.raw_arguments,
+            arguments: arguments.as_ref(),
+            issues: &issues,
+            attempt: out.attempts,
+            messages: call.messages,
+            assistant_text: call.assistant_text,
+        };
+        // Called inside the future, so that a panic before the corrector's first await is
+        // caught too.
+        let attempt = AssertUnwindSafe(async { corrector.correct(request).await }).catch_unwind();
+        let answer = match tokio::time::timeout(attempts.timeout, attempt).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(CorrectError {
+                message: "the corrector panicked".to_owned(),
+                transient: false,
+            }),
+            Err(_) => Err(CorrectError {
+                message: format!(
+                    "the corrector did not answer within {} s",
+                    attempts.timeout.as_secs_f64()
+                ),
+                transient: true,
+            }),
+        };
+        match answer {
+            Ok(Correction {
+                arguments: Some(value),
+                usage,
+            }) => {
+                out.usage.extend(usage);
+                let ctx = ValidationContext {
+                    tool: tool.name(),
+                    phase: Phase::Correction,
+                    ..attempts.ctx
+                };
+                let checked = tool.check(value, attempts.coercions, &ctx);
+                if checked.is_valid() {
+                    out.value = Some((checked.value, checked.fixes));
+                    break;
+                }
+                issues = checked.issues;
+                arguments = Some(checked.value);
+            }
+            Ok(Correction {
+                arguments: None,
+                usage,
+            }) => {
+                out.usage.extend(usage);
+                out.note = Some("the corrector gave up".to_owned());
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(call_id = call.call_id, tool = tool.name(), error = %e, "correction failed");
+                out.note = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    out.elapsed = t0.elapsed();
+    out
+}
