@@ -113,12 +113,29 @@ fuzz_target!(|data: &[u8]| {
                     if let Message::Assistant(a) = m {
                         for finish in [None, Some("length")] {
                             let mended = mend_message(a, &toolbox, &MEND, "fuzz", finish);
-                            let sent = a.tool_calls.as_ref().map_or(0, Vec::len);
+                            // "Never drops a call", but for an exact repeat (the same id,
+                            // name and arguments as an earlier call): the one id rule drops
+                            // it, recorded. Distinct (id, name, arguments) count once.
+                            let mut seen = std::collections::HashSet::new();
+                            let sent = a
+                                .tool_calls
+                                .iter()
+                                .flatten()
+                                .filter(|c| {
+                                    match c.id.as_deref().filter(|i| !i.trim().is_empty()) {
+                                        Some(id) => seen.insert((
+                                            id,
+                                            &c.function.name,
+                                            &c.function.arguments,
+                                        )),
+                                        None => true,
+                                    }
+                                })
+                                .count();
                             let out = mended.message.tool_calls.as_ref().map_or(0, Vec::len);
-                            // "Never drops a call."
                             assert!(
                                 out >= sent,
-                                "mend_message dropped calls: {sent} sent, {out} out"
+                                "mend_message dropped calls: {sent} distinct sent, {out} out"
                             );
                         }
                     }

@@ -111,6 +111,7 @@ enum Command {
     ///   [history]   policy = "sanitize" | "reject" | "pass"   orphans = "drop" | "rehome"
     ///               max_tokens = 8000                         encoding = "o200k_base"
     ///   [calls]     mend = true   calls_in_content = true      accept_truncated = false
+    ///               strip_thinking = true
     ///               invalid = "re_ask" | "correct" | "pass" | ["re_ask", "correct"]   max_re_asks = 1
     ///   [limits]    max_body_bytes = 8388608   max_header_bytes = 65536   tool_cache = 256
     ///               header_timeout_secs = 30   body_timeout_secs = 60   max_connections = 4096
