@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use toolmend::{
     Fix, FixKind, MendOptions, Toolbox,
-    correct::{Attempts, Invalid, correct_call},
+    correct::{Attempts, CorrectionRequest, correct_call},
     future::BoxFuture,
     mend::Outcome,
     message::CallOutcome,
@@ -108,12 +108,13 @@ impl Pipeline {
                 // with the new issues; a failing or silent model ends it.
                 let done = correct_call(
                     corrector,
-                    Invalid {
+                    CorrectionRequest {
                         tool,
                         call_id: &report.id,
                         raw_arguments: raw,
                         arguments: None,
                         issues: &report.issues,
+                        attempt: 1,
                         messages: history,
                         assistant_text,
                     },

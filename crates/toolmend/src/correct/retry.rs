@@ -12,29 +12,9 @@ use serde_json::Value;
 
 use super::{CorrectError, Correction, CorrectionRequest, Corrector, Usage};
 use crate::{
-    Fix, Issue,
-    protocol::Message,
-    schema::{Coercions, CompiledTool, Phase, ValidationContext},
+    Fix,
+    schema::{Coercions, Phase, ValidationContext},
 };
-
-/// The call to correct and what the corrector may see of it.
-#[derive(Debug, Clone, Copy)]
-pub struct Invalid<'a> {
-    /// The tool, with its description and schema.
-    pub tool: &'a CompiledTool,
-    /// The call id (for logs; correction traffic never enters the agent's history).
-    pub call_id: &'a str,
-    /// The argument text as the model sent it.
-    pub raw_arguments: &'a str,
-    /// The best reading of the arguments so far, if any could be read.
-    pub arguments: Option<&'a Value>,
-    /// What is wrong with them.
-    pub issues: &'a [Issue],
-    /// The conversation before the assistant message.
-    pub messages: &'a [Message],
-    /// The assistant message's own text, if any.
-    pub assistant_text: Option<&'a str>,
-}
 
 /// How the loop runs.
 #[derive(Debug, Clone, Copy)]
@@ -68,10 +48,11 @@ pub struct Corrected {
 
 /// Asks `corrector` to fix `call`, re-validating every answer against the tool's schema
 /// (and its custom validators, phase `correction`) and asking again with the new issues,
-/// up to `attempts.max` times.
+/// up to `attempts.max` times. `call.attempt`, `call.issues` and `call.arguments` are the
+/// first attempt's; the loop sets them for the next ones.
 pub async fn correct_call(
     corrector: &dyn Corrector,
-    call: Invalid<'_>,
+    call: CorrectionRequest<'_>,
     attempts: Attempts<'_>,
 ) -> Corrected {
     let t0 = Instant::now();
@@ -88,8 +69,7 @@ pub async fn correct_call(
             arguments: arguments.as_ref(),
             issues: &issues,
             attempt: out.attempts,
-            messages: call.messages,
-            assistant_text: call.assistant_text,
+            ..call
         };
         // Called inside the future, so that a panic before the corrector's first await is
         // caught too.

@@ -68,7 +68,7 @@ pub use tool::{TypedTool, typed_tool, typed_tool_with_context};
 
 use crate::{
     Fix, FixKind, MendOptions,
-    correct::{Attempts, Corrected, Corrector, Invalid, NoCorrector},
+    correct::{Attempts, Corrected, CorrectionRequest, Corrector, NoCorrector},
     feedback,
     guard::{Guard, GuardRequest, NoGuard, Verdict},
     history,
@@ -649,12 +649,13 @@ impl ToolNode {
         };
         crate::correct::correct_call(
             &*self.corrector,
-            Invalid {
+            CorrectionRequest {
                 tool,
                 call_id: plan.p.id.as_deref().unwrap_or_default(),
                 raw_arguments: plan.raw,
                 arguments: plan.p.call.arguments.as_ref(),
                 issues: &plan.p.call.issues,
+                attempt: 1,
                 messages: history,
                 assistant_text,
             },
