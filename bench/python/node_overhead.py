@@ -35,11 +35,15 @@ invalid_tool_calls unanswered, so its malformed-call time is the cost of doing n
 Malformed calls are also reported beyond execution: a node's batch minus, in the same
 round, the stock node executing exactly the calls that node ran (recorded from the tool
 body), so that a node is not charged for running a repaired call and not credited for
-running none. toolmend's engine alone (Toolbox.mend per call) is timed as well.
+running none. toolmend's engine alone (Toolbox.plan_message, the one Rust call per
+message that plans it, with its conversions) is timed as well.
 
 Ratios: toolmend / stock on valid calls (bar <= 1.1x); saidex / toolmend on malformed
 calls (bar >= 10x), end to end and beyond execution, per case and over the whole
-malformed set (sum of per-case medians).
+malformed set (sum of per-case medians). Beyond execution is also given on the CPU time
+of the invoking thread (time.thread_time: the event loop's thread on the async path),
+paired the same way: informational, free of the executor threads' wake-up latencies that
+make the wall-clock differences noisy on a small VM.
 
 Rerun:  .venv/bin/python bench/python/node_overhead.py [--batches 9] [--batch-seconds 0.05]
             [--mode sync|async]... [--out bench/results/python_node.json]
@@ -184,18 +188,21 @@ async def calibrate_async(node, inp, cfg, batch_s: float) -> int:
 
 
 def time_entries_sync(entries: list, batches: int, batch_s: float) -> dict:
-    """label -> (µs per invocation of each round, invocations per batch)."""
+    """label -> (µs per invocation of each round, invocations per batch, CPU µs of the
+    invoking thread per invocation of each round)."""
     cfg = config()
     reps = {label: calibrate_sync(n, inp, cfg, batch_s) for label, n, inp in entries}
     gc.collect()
     per_invoke = {label: [] for label, _, _ in entries}
+    cpu = {label: [] for label, _, _ in entries}
     for _ in range(batches):
         for label, n, inp in entries:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             for _ in range(reps[label]):
                 n.invoke(inp, cfg)
             per_invoke[label].append((time.perf_counter() - t0) * 1e6 / reps[label])
-    return {label: (per_invoke[label], reps[label]) for label in per_invoke}
+            cpu[label].append((time.thread_time() - c0) * 1e6 / reps[label])
+    return {label: (per_invoke[label], reps[label], cpu[label]) for label in per_invoke}
 
 
 async def time_entries_async(entries: list, batches: int, batch_s: float) -> dict:
@@ -203,13 +210,15 @@ async def time_entries_async(entries: list, batches: int, batch_s: float) -> dic
     reps = {label: await calibrate_async(n, inp, cfg, batch_s) for label, n, inp in entries}
     gc.collect()
     per_invoke = {label: [] for label, _, _ in entries}
+    cpu = {label: [] for label, _, _ in entries}
     for _ in range(batches):
         for label, n, inp in entries:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             for _ in range(reps[label]):
                 await n.ainvoke(inp, cfg)
             per_invoke[label].append((time.perf_counter() - t0) * 1e6 / reps[label])
-    return {label: (per_invoke[label], reps[label]) for label in per_invoke}
+            cpu[label].append((time.thread_time() - c0) * 1e6 / reps[label])
+    return {label: (per_invoke[label], reps[label], cpu[label]) for label in per_invoke}
 
 
 def baseline_message(executed: list[dict]) -> AIMessage:
@@ -262,7 +271,7 @@ def run_mode(mode: str, nodes: dict, all_cases: list[dict], args) -> tuple[list[
 def make_rows(mode: str, c: dict, timed: dict, ran: dict) -> list[dict]:
     rows = []
     for p in NODES:
-        samples, reps = timed[p]
+        samples, reps, cpu = timed[p]
         per_call = sorted(s / c["calls"] for s in samples)
         row = {
             "node": p, "mode": mode, "workload": c["workload"], "case": c["case"],
@@ -273,32 +282,43 @@ def make_rows(mode: str, c: dict, timed: dict, ran: dict) -> list[dict]:
         if c["workload"] == "malformed":
             # Beyond execution: this node's batch minus, in the same round, the stock
             # node executing the very calls this node ran (0 when it ran none).
+            # The same on the CPU time of the invoking thread (the event loop's on the async
+            # path): what the node costs that thread, without the wake-up latencies of the
+            # executor's threads that make the wall-clock figures noisy.
             if ran[p]:
-                base, _ = timed[f"exec:{json.dumps(ran[p], sort_keys=True)}"]
+                base, _, base_cpu = timed[f"exec:{json.dumps(ran[p], sort_keys=True)}"]
                 diffs = sorted((s - b) / c["calls"] for s, b in zip(samples, base))
+                cpu_diffs = sorted((s - b) / c["calls"] for s, b in zip(cpu, base_cpu))
                 row["exec_baseline_us"] = round(statistics.median(base), 2)
             else:
                 diffs = per_call
+                cpu_diffs = sorted(s / c["calls"] for s in cpu)
                 row["exec_baseline_us"] = 0.0
             row["beyond_exec_us_per_call"] = round(statistics.median(diffs), 2)
+            row["cpu_beyond_exec_us_per_call"] = round(statistics.median(cpu_diffs), 2)
         rows.append(row)
     return rows
 
 
 def time_engine(node, all_cases: list[dict], batch_s: float, batches: int = 5) -> dict:
-    """µs per call of toolmend's engine alone (Toolbox.mend, as plan_message calls it: Rust
-    plus the conversions), for the calls of each case."""
+    """µs per call of toolmend's engine alone: Toolbox.plan_message on the case's message,
+    as Mender.plan_message calls it (the core plan in Rust, with the conversions from and
+    to Python), divided by the calls in the message."""
     tb = node._mender.toolbox
     out = {}
     for c in all_cases:
         msg = c["message"]
-        work = [(x["name"], x["args"]) for x in msg.tool_calls + msg.invalid_tool_calls]
+        sent = msg.tool_calls + msg.invalid_tool_calls
+        content = msg.content if isinstance(msg.content, str) else None
+
+        def plan():
+            tb.plan_message(content, sent, position=0, earlier_ids=None, answered_ids=[])
+
         reps = 1
         while True:
             t0 = time.perf_counter()
             for _ in range(reps):
-                for name, args in work:
-                    tb.mend(name, args, accept_truncated=False)
+                plan()
             if time.perf_counter() - t0 >= batch_s:
                 break
             reps *= 2
@@ -306,9 +326,8 @@ def time_engine(node, all_cases: list[dict], batch_s: float, batches: int = 5) -
         for _ in range(batches):
             t0 = time.perf_counter()
             for _ in range(reps):
-                for name, args in work:
-                    tb.mend(name, args, accept_truncated=False)
-            per.append((time.perf_counter() - t0) * 1e6 / (reps * len(work)))
+                plan()
+            per.append((time.perf_counter() - t0) * 1e6 / (reps * len(sent)))
         out[c["case"]] = round(statistics.median(per), 2)
     return out
 
@@ -334,13 +353,15 @@ def ratios(rows: list[dict], modes: list[str], all_cases: list[dict]) -> dict:
     by = {(r["mode"], r["case"], r["node"]): r for r in rows}
     malformed = [c["case"] for c in all_cases if c["workload"] == "malformed"]
     out = {"toolmend_over_stock_valid": {}, "saidex_over_toolmend_malformed": {},
-           "saidex_over_toolmend_malformed_beyond_exec": {}}
+           "saidex_over_toolmend_malformed_beyond_exec": {},
+           "saidex_over_toolmend_malformed_cpu_beyond_exec": {}}
     for m in modes:
         for c in ("valid_1", "valid_8"):
             out["toolmend_over_stock_valid"][f"{m}/{c}"] = _ratio(
                 by[(m, c, "toolmend")]["us_per_call"], by[(m, c, "stock")]["us_per_call"], 3)
         for key, field in (("saidex_over_toolmend_malformed", "us_per_call"),
-                           ("saidex_over_toolmend_malformed_beyond_exec", "beyond_exec_us_per_call")):
+                           ("saidex_over_toolmend_malformed_beyond_exec", "beyond_exec_us_per_call"),
+                           ("saidex_over_toolmend_malformed_cpu_beyond_exec", "cpu_beyond_exec_us_per_call")):
             for c in malformed:
                 out[key][f"{m}/{c}"] = _ratio(by[(m, c, "saidex")][field], by[(m, c, "toolmend")][field])
             out[key][f"{m}/all"] = _ratio(sum(by[(m, c, "saidex")][field] for c in malformed),
@@ -389,8 +410,21 @@ def print_tables(rows: list[dict], modes: list[str], all_cases: list[dict], answ
     cells += [_x(rat["saidex_over_toolmend_malformed_beyond_exec"][f"{m}/all"]) for m in modes]
     print("| " + " | ".join(cells) + " |")
 
-    print("\ntoolmend's engine alone (Toolbox.mend per call, Rust plus conversions; what "
-          "plan_message spends in it), µs: "
+    print("\nThe same on the CPU time of the invoking thread (time.thread_time; the event loop's "
+          "thread on the async path), µs per call\n")
+    print("| " + " | ".join(head) + " |")
+    print("| --- |" + " ---: |" * (len(head) - 1))
+    for c in malformed:
+        cells = [c] + [f"{by[(m, c, n)]['cpu_beyond_exec_us_per_call']:,.1f}" for m in modes for n in nodes]
+        cells += [_x(rat["saidex_over_toolmend_malformed_cpu_beyond_exec"][f"{m}/{c}"]) for m in modes]
+        print("| " + " | ".join(cells) + " |")
+    cells = ["sum of 9"]
+    cells += [f"{sum(by[(m, c, n)]['cpu_beyond_exec_us_per_call'] for c in malformed):,.1f}" for m in modes for n in nodes]
+    cells += [_x(rat["saidex_over_toolmend_malformed_cpu_beyond_exec"][f"{m}/all"]) for m in modes]
+    print("| " + " | ".join(cells) + " |")
+
+    print("\ntoolmend's engine alone (Toolbox.plan_message per message, the core plan plus "
+          "conversions; what Mender.plan_message spends in Rust), µs per call: "
           + ", ".join(f"{c} {v:,.1f}" for c, v in engine.items()))
 
     print(f"\nWhat each node answered ({modes[0]}; other modes only listed where they differ)\n")
@@ -419,6 +453,10 @@ def print_tables(rows: list[dict], modes: list[str], all_cases: list[dict], answ
             print(f"  saidex / toolmend, malformed {m}, {what} (sum of 9): {_x(v)}  "
                   f"{'ok' if v is not None and v >= 10 else 'UNDER the 10x bar'}"
                   + (f"; cases under 10x: {', '.join(low)}" if low else ""))
+    for m in modes:
+        v = rat["saidex_over_toolmend_malformed_cpu_beyond_exec"][f"{m}/all"]
+        print(f"  (informational) saidex / toolmend, malformed {m}, CPU of the invoking thread beyond "
+              f"execution (sum of 9): {_x(v)}")
 
 
 def main() -> int:
