@@ -2,10 +2,14 @@
 middleware share. Imports ``langchain_core`` (both integrations need it), never
 ``langgraph`` or ``langchain``.
 
-Per call: repair (Rust), validation against the tool's ``tool_call_schema`` with injected
-arguments excluded, ids settled (missing ones minted, repeats renamed, already answered
-ones skipped), per-tool validators, optional correction by a chat model, and resolution
-of what stays invalid (feedback, raise, or a hook). Every change is recorded.
+Per message, one Rust call plans it (``Toolbox.plan_message``: the core's
+``toolmend::message`` plan, the same the Rust node, the gateway and ``toolmend mend`` use):
+calls extracted, ids settled by the one rule, each call repaired and validated against
+its tool's ``tool_call_schema`` (injected arguments excluded), what may be corrected.
+Here: the mapping to LangChain's dicts, the answers LangGraph gives itself, per-tool
+validators, the call of a correction model (prompt, rule and re-validation are the
+core's, ``toolmend::correct``), and resolution of what stays invalid (feedback, raise, or
+a hook). Every change is recorded.
 """
 
 from __future__ import annotations
