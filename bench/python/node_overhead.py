@@ -396,32 +396,26 @@ def print_tables(rows: list[dict], modes: list[str], all_cases: list[dict], answ
     cells += [""] * len(modes) + [_x(rat["saidex_over_toolmend_malformed"][f"{m}/all"]) for m in modes]
     print("| " + " | ".join(cells) + " |")
 
-    print("\nMalformed calls beyond execution: µs per call minus what the stock node spends "
-          "executing the calls that node ran (paired per round; 0 executed = whole time)\n")
     head = ["case"] + [f"{n} {m}" for m in modes for n in nodes] + [f"saidex/toolmend {m}" for m in modes]
-    print("| " + " | ".join(head) + " |")
-    print("| --- |" + " ---: |" * (len(head) - 1))
-    for c in malformed:
-        cells = [c] + [f"{by[(m, c, n)]['beyond_exec_us_per_call']:,.1f}" for m in modes for n in nodes]
-        cells += [_x(rat["saidex_over_toolmend_malformed_beyond_exec"][f"{m}/{c}"]) for m in modes]
+    for title, field, key in (
+        ("Malformed calls beyond execution: µs per call minus what the stock node spends "
+         "executing the calls that node ran (paired per round; 0 executed = whole time)",
+         "beyond_exec_us_per_call", "saidex_over_toolmend_malformed_beyond_exec"),
+        ("The same on the CPU time of the invoking thread (time.thread_time; the event loop's "
+         "thread on the async path), µs per call",
+         "cpu_beyond_exec_us_per_call", "saidex_over_toolmend_malformed_cpu_beyond_exec"),
+    ):
+        print(f"\n{title}\n")
+        print("| " + " | ".join(head) + " |")
+        print("| --- |" + " ---: |" * (len(head) - 1))
+        for c in malformed:
+            cells = [c] + [f"{by[(m, c, n)][field]:,.1f}" for m in modes for n in nodes]
+            cells += [_x(rat[key][f"{m}/{c}"]) for m in modes]
+            print("| " + " | ".join(cells) + " |")
+        cells = ["sum of 9"]
+        cells += [f"{sum(by[(m, c, n)][field] for c in malformed):,.1f}" for m in modes for n in nodes]
+        cells += [_x(rat[key][f"{m}/all"]) for m in modes]
         print("| " + " | ".join(cells) + " |")
-    cells = ["sum of 9"]
-    cells += [f"{sum(by[(m, c, n)]['beyond_exec_us_per_call'] for c in malformed):,.1f}" for m in modes for n in nodes]
-    cells += [_x(rat["saidex_over_toolmend_malformed_beyond_exec"][f"{m}/all"]) for m in modes]
-    print("| " + " | ".join(cells) + " |")
-
-    print("\nThe same on the CPU time of the invoking thread (time.thread_time; the event loop's "
-          "thread on the async path), µs per call\n")
-    print("| " + " | ".join(head) + " |")
-    print("| --- |" + " ---: |" * (len(head) - 1))
-    for c in malformed:
-        cells = [c] + [f"{by[(m, c, n)]['cpu_beyond_exec_us_per_call']:,.1f}" for m in modes for n in nodes]
-        cells += [_x(rat["saidex_over_toolmend_malformed_cpu_beyond_exec"][f"{m}/{c}"]) for m in modes]
-        print("| " + " | ".join(cells) + " |")
-    cells = ["sum of 9"]
-    cells += [f"{sum(by[(m, c, n)]['cpu_beyond_exec_us_per_call'] for c in malformed):,.1f}" for m in modes for n in nodes]
-    cells += [_x(rat["saidex_over_toolmend_malformed_cpu_beyond_exec"][f"{m}/all"]) for m in modes]
-    print("| " + " | ".join(cells) + " |")
 
     print("\ntoolmend's engine alone (Toolbox.plan_message per message, the core plan plus "
           "conversions; what Mender.plan_message spends in Rust), µs per call: "
