@@ -408,6 +408,16 @@ def test_the_correction_prompt_is_the_cores_one_prompt():
     assert prompt.endswith("Answer with the arguments as one JSON object and nothing else.")
 
 
+def test_a_correction_model_that_gives_up_is_not_asked_again():
+    events: list[dict] = []
+    model = ScriptedChatModel(script=[AIMessage("I cannot tell."), fix({"a": 1, "b": 2})], prompts=[], bound=[])
+    node = ToolNode(TOOLS, correction_model=model, max_correction_retries=2, on_stats=events.append)
+    assert tool_messages(run(node, BAD))["c1"].status == "error"
+    assert len(model.prompts) == 1  # as the Rust loop: no arguments in the answer ends it
+    (rec,) = [c for c in events[0]["calls"] if c["tool_call_id"] == "c1"]
+    assert (rec["correction_attempts"], rec["note"]) == (1, "the corrector gave up")
+
+
 def test_correctable_is_the_cores_rule():
     import toolmend._core as core
 
@@ -655,11 +665,15 @@ def test_validators_also_judge_corrected_and_salvaged_arguments():
         phases.append(ctx.phase)
         return "a and b must be below 100" if args["a"] + args["b"] >= 100 else None
 
-    # The correction model's answer fits the schema but not the validator: feedback.
-    model = ScriptedChatModel(script=[fix({"a": 99, "b": 99})], prompts=[], bound=[])
-    node = ToolNode(TOOLS, correction_model=model, max_correction_retries=1, validators={"add": small_sums})
+    # The correction model's answer fits the schema but not the validator: not run. The
+    # agent's feedback is about the call it sent (as the Rust node's: the corrector's
+    # attempts are not the agent's), and the next attempt is asked with the refusal.
+    model = ScriptedChatModel(script=[fix({"a": 99, "b": 99}), fix({"a": 99, "b": 98})], prompts=[], bound=[])
+    node = ToolNode(TOOLS, correction_model=model, max_correction_retries=2, validators={"add": small_sums})
     results = tool_messages(run(node, BAD))
-    assert results["c1"].status == "error" and "below 100" in results["c1"].content
+    assert results["c1"].status == "error" and 'b: expected integer, got "two"' in results["c1"].content
+    assert "below 100" not in results["c1"].content
+    assert "below 100" in model.prompts[1] and "below 100" not in model.prompts[0]
     assert results["c2"].content == "2"
     assert "correction" in phases
 

@@ -625,7 +625,7 @@ class Mender:
         return self._box(name).correction_prompt(
             name,
             _dumps(item["raw"].get("args") or {}),
-            item["mended"].get("issues", []),
+            item.get("retry_issues") or item["mended"].get("issues", []),
             item["wire"],
             _text(ai) if ai is not None else None,
             context_messages=n,
@@ -677,6 +677,13 @@ class Mender:
         issues = [{"kind": "custom", "path": "", "message": p} for p in problems]
         return {**checked, "outcome": "feedback", "issues": issues, "feedback": text}
 
+    # The loop is the core's (``toolmend::correct::correct_call``), run here around a
+    # LangChain model: ask with the core's prompt; the answer read and re-validated by the
+    # core (phase ``correction``), then by the tool's validator; a valid answer ends it, an
+    # invalid one is asked about again with its issues, up to the retry limit; a model that
+    # fails or gives up (no arguments in its answer) ends it. A call left unresolved keeps
+    # its own issues: the feedback is about the call the agent sent, not the attempts.
+
     def correct_sync(self, item, messages, ai, state=None) -> None:
         rec: CallRecord = item["record"]
         t0 = time.perf_counter()
@@ -689,6 +696,9 @@ class Mender:
                 rec.note = f"correction failed: {type(e).__name__}: {e}"
                 break
             checked = self._check_answer(item, self._read_answer(answer))
+            if checked is None:
+                rec.note = "the corrector gave up"
+                break
             checked = self._refused(checked, run_sync(self._phase_check(item, checked, "correction", messages, state)))
             if self._accept(item, checked):
                 break
@@ -706,6 +716,9 @@ class Mender:
                 rec.note = f"correction failed: {type(e).__name__}: {e}"
                 break
             checked = self._check_answer(item, self._read_answer(answer))
+            if checked is None:
+                rec.note = "the corrector gave up"
+                break
             checked = self._refused(
                 checked, await maybe_await(self._phase_check(item, checked, "correction", messages, state))
             )
@@ -715,10 +728,8 @@ class Mender:
 
     def _accept(self, item, checked) -> bool:
         """Takes a valid corrected call; else keeps the new issues for the next attempt."""
-        if checked is None:
-            return False
         if checked["outcome"] == "feedback":
-            item["mended"] = {**item["mended"], "issues": checked.get("issues", []), "feedback": checked.get("feedback", "")}
+            item["retry_issues"] = checked.get("issues", [])
             return False
         call = {k: v for k, v in item["call"].items() if k != FEEDBACK_KEY}
         call["args"] = checked["arguments"]
