@@ -217,6 +217,9 @@ impl MessagePlan {
                 c.id.is_none()
                     || c.original_id.is_some()
                     || c.arguments_text.is_some()
+                    || c.call.fixes.first().is_some_and(|f| {
+                        matches!(f.kind, FixKind::CallIdMinted | FixKind::CallIdRenamed)
+                    })
                     || c.split
                     || c.source != CallSource::ToolCalls
             })
@@ -708,4 +711,39 @@ pub fn sanitize_assistant<'p>(
         msg.tool_calls = Some(out);
     }
     msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CompiledTool, schema::Phase};
+
+    fn tools() -> Toolbox {
+        let mut t = Toolbox::new();
+        let schema = serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}});
+        if let Ok(tool) = CompiledTool::compile("f", "", &schema) {
+            let _ = t.add(tool);
+        }
+        t
+    }
+
+    fn planned(calls: Vec<ToolCall>) -> MessagePlan {
+        let msg = AssistantMessage {
+            tool_calls: Some(calls),
+            ..Default::default()
+        };
+        let ctx = ValidationContext::new("", Phase::Initial);
+        plan_assistant(&msg, &[], &[], false, &tools(), &PlanOptions::default(), &ctx)
+    }
+
+    #[test]
+    fn a_minted_id_changes_the_message_and_a_valid_one_does_not() {
+        let mut no_id = ToolCall::new("", "f", r#"{"q": "a"}"#);
+        no_id.id = None;
+        let plan = planned(vec![no_id]);
+        assert_eq!(plan.calls[0].id.as_deref(), Some("call_tm_0_0"));
+        assert!(plan.changes_message());
+        let plan = planned(vec![ToolCall::new("c1", "f", r#"{"q": "a"}"#)]);
+        assert!(!plan.changes_message());
+    }
 }
