@@ -733,7 +733,15 @@ mod tests {
             ..Default::default()
         };
         let ctx = ValidationContext::new("", Phase::Initial);
-        plan_assistant(&msg, &[], &[], false, &tools(), &PlanOptions::default(), &ctx)
+        plan_assistant(
+            &msg,
+            &[],
+            &[],
+            false,
+            &tools(),
+            &PlanOptions::default(),
+            &ctx,
+        )
     }
 
     #[test]
