@@ -2,7 +2,10 @@
 //! calls that stayed invalid: `re_ask` (the upstream model is shown its calls and their
 //! feedback, through the front's [`ReAsk`]), `correct` (the correction model), `pass`.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::{HashMap, HashSet},
+    time::{Duration, Instant},
+};
 
 use serde_json::Value;
 use toolmend::{
@@ -80,13 +83,21 @@ impl Pipeline {
             return mended;
         };
         let assistant_text = mended.message.text();
+        // Each call's place in the message, by id: looked up once per correctable call
+        // (a message may hold 100,000 calls; a scan per call would be quadratic).
+        let place: HashMap<String, usize> = mended
+            .message
+            .tool_calls
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(k, c)| Some((c.id.clone()?, k)))
+            .collect();
+        let calls_sent = mended.message.tool_calls.as_deref().unwrap_or_default();
         let raw_of = |id: &str| {
-            mended
-                .message
-                .tool_calls
-                .iter()
-                .flatten()
-                .find(|c| c.id.as_deref() == Some(id))
+            place
+                .get(id)
+                .and_then(|&k| calls_sent.get(k))
                 .map(|c| c.function.arguments.clone())
                 .unwrap_or_default()
         };
@@ -137,14 +148,8 @@ impl Pipeline {
             .collect();
         for (i, value) in fixed {
             let text = value.to_string();
-            let id = mended.calls[i].id.clone();
-            if let Some(call) = mended
-                .message
-                .tool_calls
-                .iter_mut()
-                .flatten()
-                .find(|c| c.id.as_deref() == Some(id.as_str()))
-            {
+            let at = place.get(&mended.calls[i].id).copied();
+            if let Some(call) = at.and_then(|k| mended.message.tool_calls.as_mut()?.get_mut(k)) {
                 call.function.arguments.clone_from(&text);
                 call.function.name.clone_from(&mended.calls[i].tool);
             }
@@ -180,13 +185,13 @@ impl Pipeline {
             asked += 1;
             m::re_ask();
             let bad: Vec<&CallReport> = mended.unresolved().collect();
-            let bad_ids: Vec<&str> = bad.iter().map(|c| c.id.as_str()).collect();
+            let bad_ids: HashSet<&str> = bad.iter().map(|c| c.id.as_str()).collect();
             let calls: Vec<ToolCall> = mended
                 .message
                 .tool_calls
                 .iter()
                 .flatten()
-                .filter(|c| c.id.as_deref().is_some_and(|id| bad_ids.contains(&id)))
+                .filter(|c| c.id.as_deref().is_some_and(|id| bad_ids.contains(id)))
                 .map(|c| {
                     // Providers (vLLM) decode historical arguments: keep them JSON.
                     let args = if serde_json::from_str::<Value>(&c.function.arguments).is_ok() {
