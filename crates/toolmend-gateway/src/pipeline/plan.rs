@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 use toolmend::{
-    Fix, FixKind, Issue, MendOptions, Toolbox, feedback,
+    Fix, Issue, MendOptions, Toolbox, feedback,
     mend::Outcome,
     message::{self, AcceptTruncated, CallOutcome, CallSource, PlanOptions},
     protocol::{AssistantMessage, Message},
@@ -152,13 +152,4 @@ pub fn mend_message(
     finish_reason: Option<&str>,
 ) -> Mended {
     plan_message(message, &[], tools, &cfg.plan_options(), finish_reason)
-}
-
-/// The fix a stream records when its gate dropped thinking before the plan saw the text.
-pub(crate) fn thinking_stripped() -> Fix {
-    Fix::on(
-        FixKind::ThinkingStripped,
-        "",
-        "reasoning removed from the message content",
-    )
 }

@@ -400,11 +400,7 @@ pub fn plan(
         _ => None,
     };
     if stripped.is_some() {
-        shape.message_fixes.push(Fix::on(
-            FixKind::ThinkingStripped,
-            "",
-            "reasoning removed from the message content",
-        ));
+        shape.message_fixes.push(thinking_stripped());
     }
     if shape.from_text {
         let base = stripped.as_deref().or(text).unwrap_or_default();
@@ -424,6 +420,16 @@ pub fn plan(
     shape.text_calls = text_calls;
     out.shape = shape;
     out
+}
+
+/// The message fix for reasoning removed from the content (a streaming front that strips
+/// it as the text passes records the same fix).
+pub fn thinking_stripped() -> Fix {
+    Fix::on(
+        FixKind::ThinkingStripped,
+        "",
+        "reasoning removed from the message content",
+    )
 }
 
 /// Plans the assistant message `message`, which follows `before` and is followed by

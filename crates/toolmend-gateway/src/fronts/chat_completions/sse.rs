@@ -23,7 +23,7 @@ use crate::{
     fronts::chat_completions::{exchange::Exchange, wire},
     metrics as m,
     pipeline::{
-        plan::{Mended, plan_message, thinking_stripped},
+        plan::{Mended, plan_message},
         report::Summary,
     },
     server::error::GatewayError,
@@ -362,7 +362,9 @@ impl Driver {
                             upstream_finish.as_deref(),
                         );
                         if stripped {
-                            first.message_fixes.insert(0, thinking_stripped());
+                            first
+                                .message_fixes
+                                .insert(0, toolmend::message::thinking_stripped());
                         }
                         let (mended, _) = pipeline.resolve(&ex.history, toolbox, first, ex).await;
                         self.summary.add(&mended, toolbox, &pipeline.labels);
