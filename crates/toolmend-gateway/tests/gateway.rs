@@ -898,3 +898,36 @@ async fn a_rate_limit_keeps_its_retry_after_and_rate_limit_headers() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "rate_limit_exceeded");
 }
+
+#[tokio::test]
+async fn strip_thinking_off_keeps_the_reasoning_in_json_and_stream() {
+    // `calls.strip_thinking = false`: the content reaches the client as the model wrote it,
+    // on both paths; the default (on) is held by the test above.
+    let message: AssistantMessage = serde_json::from_value(json!({
+        "content": "<think>the user wants Paris</think>Checking.",
+        "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]
+    }))
+    .unwrap();
+    let r = start(
+        Script::new()
+            .then(Step::Reply(message.clone()))
+            .then(Step::Reply(message)),
+        "calls.strip_thinking = false",
+    )
+    .await;
+    let history = json!([{"role": "user", "content": "Weather in Paris?"}]);
+    let body: Value = post(&r, &request(history.clone(), false))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let kept = "<think>the user wants Paris</think>Checking.";
+    assert_eq!(body["choices"][0]["message"]["content"], kept);
+    let (chunks, _) = sse(post(&r, &request(history, true)).await).await;
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(content, kept);
+}
