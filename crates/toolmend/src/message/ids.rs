@@ -154,6 +154,71 @@ impl<'o> IdAllocator<'o> {
     }
 }
 
+/// Fresh ids that are unique across processes and ordered by time, for an id a session
+/// already used in a turn the history no longer shows: `call_tm_` + 10 characters of
+/// milliseconds since 1970 (Crockford base 32, so text order is time order) + 4 of a
+/// per-process counter + 8 of the process's own random tag. 30 characters in all.
+#[derive(Debug)]
+pub struct TimeOrderedIds {
+    tag: String,
+    counter: std::sync::atomic::AtomicU32,
+}
+
+const CROCKFORD: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+
+fn base32(mut v: u64, width: usize, out: &mut String) {
+    let mut buf = vec![b'0'; width];
+    for slot in buf.iter_mut().rev() {
+        *slot = CROCKFORD[(v & 31) as usize];
+        v >>= 5;
+    }
+    out.extend(buf.into_iter().map(char::from));
+}
+
+impl Default for TimeOrderedIds {
+    fn default() -> Self {
+        TimeOrderedIds::new()
+    }
+}
+
+impl TimeOrderedIds {
+    /// A generator whose tag mixes the process id, the start time and an address: two
+    /// processes (or two generators) started in the same nanosecond still differ.
+    pub fn new() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        let mut tag = String::with_capacity(8);
+        base32(h.finish(), 8, &mut tag);
+        TimeOrderedIds {
+            tag,
+            counter: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    /// The next id.
+    pub fn next_id(&self) -> String {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let n = self
+            .counter
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut id = String::with_capacity(30);
+        id.push_str(MINT_STEM);
+        id.push('_');
+        base32(ms, 10, &mut id);
+        base32(u64::from(n & 0xf_ffff), 4, &mut id);
+        id.push_str(&self.tag);
+        id
+    }
+}
+
 /// True for an id that is no id: empty or blanks.
 pub fn is_blank_id(id: &str) -> bool {
     id.trim().is_empty()

@@ -39,10 +39,10 @@ pub use extract::{
     TextCall, calls_in_text, prose_before, prose_before_calls, read_calls_in_str,
     read_calls_in_text, strip_thinking,
 };
-pub use ids::{IdAllocator, IdSet, MAX_ID_LEN, NoIds};
+pub use ids::{IdAllocator, IdSet, MAX_ID_LEN, NoIds, TimeOrderedIds};
 pub use outcome::{CallOutcome, CallSource};
 pub use plan::{
     AcceptTruncated, AnsweredCall, Args, Around, HistoryIds, MessageInput, MessagePlan,
     PlanOptions, PlannedCall, SentCall, Shape, answered_after, correctable, plan, plan_assistant,
-    sanitize_assistant, thinking_stripped,
+    rename_reused, sanitize_assistant, thinking_stripped,
 };

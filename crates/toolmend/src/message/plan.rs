@@ -617,6 +617,21 @@ impl IdSet for Taken<'_> {
     }
 }
 
+/// Gives `call` the id `new` in place of one its session already used (the guard's store
+/// saw it in an earlier turn), recording the rename.
+pub fn rename_reused(call: &mut PlannedCall, new: String) {
+    let Some(old) = call.id.take() else { return };
+    call.call.fixes.push(renamed_fix(
+        &old,
+        &new,
+        "already used in an earlier turn of this session",
+    ));
+    if call.original_id.is_none() {
+        call.original_id = Some(old);
+    }
+    call.id = Some(new);
+}
+
 fn renamed_fix(old: &str, new: &str, why: &str) -> Fix {
     Fix::on(
         FixKind::CallIdRenamed,

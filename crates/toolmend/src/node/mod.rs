@@ -70,7 +70,7 @@ use crate::{
     Fix, FixKind, MendOptions,
     correct::{Attempts, Corrected, CorrectionRequest, Corrector, NoCorrector},
     feedback,
-    guard::{Guard, GuardRequest, NoGuard, Verdict},
+    guard::{Action, Decision, Guard, GuardContext, GuardRequest, NoGuard, Verdict},
     history,
     mend::Outcome,
     message::{self, AcceptTruncated, PlanOptions, PlannedCall},
@@ -94,6 +94,8 @@ pub struct ToolNode {
     on_tool_error: ToolErrorPolicy,
     corrector: Arc<dyn Corrector>,
     guard: Arc<dyn Guard>,
+    /// Ids for calls whose id the guard's store saw in an earlier turn.
+    fresh_ids: Arc<message::TimeOrderedIds>,
     listeners: Vec<Arc<dyn Listener>>,
 }
 
@@ -362,6 +364,8 @@ struct Plan<'m> {
     status: ResultStatus,
     tool_error: bool,
     timings: Timings,
+    /// The guard's decisions on it.
+    guard: Vec<Decision>,
 }
 
 impl ToolNode {
@@ -381,6 +385,7 @@ impl ToolNode {
                 on_tool_error: ToolErrorPolicy::All,
                 corrector: Arc::new(NoCorrector),
                 guard: Arc::new(NoGuard),
+                fresh_ids: Arc::new(message::TimeOrderedIds::new()),
                 listeners: Vec::new(),
             },
         }
@@ -464,7 +469,7 @@ impl ToolNode {
             .collect();
         self.correct(&mut plans, history, assistant, &ctx).await;
         self.resolve(&mut plans, history, &ctx).await?;
-        self.guard(&mut plans, opts).await;
+        let stopped = self.guard(&mut plans, history, opts).await?;
         self.execute(&mut plans, opts).await?;
 
         let mut message_fixes = shape.message_fixes.clone();
@@ -525,6 +530,7 @@ impl ToolNode {
             status,
             tool_error,
             mut timings,
+            guard,
             ..
         } in plans
         {
@@ -551,6 +557,7 @@ impl ToolNode {
                 correction_usage,
                 tool_error,
                 note: p.note,
+                guard,
                 timings,
             });
         }
@@ -559,6 +566,7 @@ impl ToolNode {
             calls,
             already_answered: answered.into_iter().map(|a| a.id).collect(),
             message_fixes,
+            stopped,
             elapsed: started.elapsed(),
         };
         self.notify(&stats);
@@ -780,8 +788,14 @@ impl ToolNode {
         Ok(())
     }
 
-    /// Guard: valid calls the guard refuses are answered with its reason.
-    async fn guard(&self, plans: &mut [Plan<'_>], opts: &InvokeOptions) {
+    /// Guard: valid calls the guard refuses are answered with its reason. Returns the
+    /// reason when the guard ends the run.
+    async fn guard(
+        &self,
+        plans: &mut [Plan<'_>],
+        history: &[Message],
+        opts: &InvokeOptions,
+    ) -> Result<Option<String>, NodeError> {
         if let Some(budget) = opts.max_calls {
             for p in plans.iter_mut().filter(|p| p.runnable()).skip(budget) {
                 let reason = "Not run: the tool-call budget of this run is used up. Answer \
@@ -794,11 +808,11 @@ impl ToolNode {
             }
         }
         if !self.guard.is_enabled() {
-            return;
+            return Ok(None);
         }
         let runnable: Vec<usize> = (0..plans.len()).filter(|&i| plans[i].runnable()).collect();
         if runnable.is_empty() {
-            return;
+            return Ok(None);
         }
         let t0 = Instant::now();
         let verdicts = {
@@ -807,49 +821,70 @@ impl ToolNode {
                 .map(|&i| {
                     let p = &plans[i];
                     GuardRequest {
-                        session: opts.session.as_deref(),
                         call_id: p.p.id.as_deref().unwrap_or_default(),
                         tool: &p.p.call.tool,
                         arguments: p.p.call.arguments.as_ref().unwrap_or(&Value::Null),
                     }
                 })
                 .collect();
+            let ctx = GuardContext {
+                session: opts.session.as_deref(),
+                history,
+            };
             // A guard that fails (panics, even before its first await: it is called inside
             // the future) or does not answer in time refuses: a call is never run unchecked.
             let checked =
-                AssertUnwindSafe(async { self.guard.check(&requests).await }).catch_unwind();
+                AssertUnwindSafe(async { self.guard.check(ctx, &requests).await }).catch_unwind();
             match tokio::time::timeout(self.stage_timeout, checked).await {
                 Ok(Ok(verdicts)) => verdicts,
                 Ok(Err(_)) => vec![
-                    Verdict::Deny {
-                        reason: "the call was not run: the flood guard failed".to_owned()
-                    };
+                    Verdict::deny("the call was not run: the flood guard failed");
                     requests.len()
                 ],
                 Err(_) => vec![
-                    Verdict::Deny {
-                        reason: "the call was not run: the flood guard did not answer in time"
-                            .to_owned()
-                    };
+                    Verdict::deny(
+                        "the call was not run: the flood guard did not answer in time"
+                    );
                     requests.len()
                 ],
             }
         };
         let share = t0.elapsed() / u32::try_from(runnable.len()).unwrap_or(u32::MAX);
+        let mut stopped = None;
         for (k, &i) in runnable.iter().enumerate() {
             let p = &mut plans[i];
             p.timings.guard = share;
             // A guard that answers too few verdicts refuses the rest: never run unchecked.
-            let verdict = verdicts.get(k).cloned().unwrap_or(Verdict::Deny {
-                reason: "the guard gave no verdict for this call".to_owned(),
-            });
-            if let Verdict::Deny { reason } = verdict {
-                p.p.outcome = CallOutcome::Flooded;
-                p.p.note = Some(reason.clone());
-                p.answer = Some(ToolOutput::text(reason));
-                p.status = ResultStatus::Error;
+            let verdict = verdicts
+                .get(k)
+                .cloned()
+                .unwrap_or_else(|| Verdict::deny("the guard gave no verdict for this call"));
+            if verdict.id_reused {
+                message::rename_reused(&mut p.p, self.fresh_ids.next_id());
+            }
+            p.guard = verdict.decisions;
+            match verdict.action {
+                Action::Allow => {}
+                Action::Error => {
+                    return Err(NodeError::LimitExceeded {
+                        reason: verdict.reason.unwrap_or_default(),
+                    });
+                }
+                Action::Deny | Action::End => {
+                    let reason = verdict
+                        .reason
+                        .unwrap_or_else(|| "the call was not run: refused by the guard".into());
+                    if verdict.action == Action::End && stopped.is_none() {
+                        stopped = Some(reason.clone());
+                    }
+                    p.p.outcome = CallOutcome::Flooded;
+                    p.p.note = Some(reason.clone());
+                    p.answer = Some(ToolOutput::text(reason));
+                    p.status = ResultStatus::Error;
+                }
             }
         }
+        Ok(stopped)
     }
 
     /// Execute: every runnable call, concurrently (bounded), in call order.
@@ -944,6 +979,7 @@ impl<'m> Plan<'m> {
             status: ResultStatus::Error,
             tool_error: false,
             timings: Timings::default(),
+            guard: Vec::new(),
         }
     }
 

@@ -170,6 +170,13 @@ pub enum NodeError {
     /// `OnUnresolved::Raise`: these calls stayed invalid; nothing was run.
     #[error("{} tool call(s) stayed invalid, nothing was run: {}", .0.len(), summary(.0))]
     Unresolved(Vec<UnresolvedCall>),
+    /// A guard budget with `exit_behavior = "error"` was exceeded; nothing was run
+    /// (LangChain's `ToolCallLimitExceededError`).
+    #[error("{reason}")]
+    LimitExceeded {
+        /// The guard's message (rule, count, limit).
+        reason: String,
+    },
     /// `ToolErrorPolicy` let a tool failure through.
     #[error("tool `{tool}` (call {call_id}) failed: {error}")]
     Tool {

@@ -70,6 +70,9 @@ pub struct CallStats {
     /// Why it was dropped or flooded, or the tool error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What the guard's rules said about it (refusals, observations, shadow decisions).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub guard: Vec<crate::guard::Decision>,
     /// Time per stage.
     pub timings: Timings,
 }
@@ -94,6 +97,10 @@ pub struct NodeStats {
     /// Changes to the assistant message itself (reasoning removed, calls moved out of the text).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub message_fixes: Vec<Fix>,
+    /// The guard ended the run (`exit_behavior = "end"`, the repeat ladder's `stop`): the
+    /// reason. No call of the message ran; the caller should stop calling tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
     /// Wall time of the invocation.
     #[serde(serialize_with = "micros")]
     pub elapsed: Duration,

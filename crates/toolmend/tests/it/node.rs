@@ -18,7 +18,7 @@ use toolmend::{
     Error, FixKind, Issue, IssueKind,
     correct::{CorrectError, Correction, CorrectionRequest, Corrector, Scripted, Usage},
     feedback,
-    guard::{Guard, GuardRequest, Verdict},
+    guard::{Guard, GuardContext, GuardRequest, Verdict},
     history::{self, ViolationKind},
     node::{
         BoxFuture, CallContext, CallOutcome, CallSource, CallStats, InvokeOptions, NodeError,
@@ -999,16 +999,21 @@ async fn a_failing_corrector_leaves_the_call_to_feedback_and_siblings_alone() {
 struct DenyCity(&'static str);
 
 impl Guard for DenyCity {
-    fn check<'a>(&'a self, calls: &'a [GuardRequest<'a>]) -> BoxFuture<'a, Vec<Verdict>> {
+    fn check<'a>(
+        &'a self,
+        ctx: GuardContext<'a>,
+        calls: &'a [GuardRequest<'a>],
+    ) -> BoxFuture<'a, Vec<Verdict>> {
         let verdicts = calls
             .iter()
             .map(|c| {
                 if c.arguments["city"] == self.0 {
-                    Verdict::Deny {
-                        reason: format!("too many calls for {} in session {:?}", self.0, c.session),
-                    }
+                    Verdict::deny(format!(
+                        "too many calls for {} in session {:?}",
+                        self.0, ctx.session
+                    ))
                 } else {
-                    Verdict::Allow
+                    Verdict::allow()
                 }
             })
             .collect();
@@ -1785,16 +1790,18 @@ fn blank_parts() -> Content {
 struct DenySilently(&'static str);
 
 impl Guard for DenySilently {
-    fn check<'a>(&'a self, calls: &'a [GuardRequest<'a>]) -> BoxFuture<'a, Vec<Verdict>> {
+    fn check<'a>(
+        &'a self,
+        _ctx: GuardContext<'a>,
+        calls: &'a [GuardRequest<'a>],
+    ) -> BoxFuture<'a, Vec<Verdict>> {
         let verdicts = calls
             .iter()
             .map(|c| {
                 if c.arguments["city"] == self.0 {
-                    Verdict::Deny {
-                        reason: String::new(),
-                    }
+                    Verdict::deny(String::new())
                 } else {
-                    Verdict::Allow
+                    Verdict::allow()
                 }
             })
             .collect();
@@ -2036,7 +2043,11 @@ struct PanickingGuard {
 }
 
 impl Guard for PanickingGuard {
-    fn check<'a>(&'a self, _calls: &'a [GuardRequest<'a>]) -> BoxFuture<'a, Vec<Verdict>> {
+    fn check<'a>(
+        &'a self,
+        _ctx: GuardContext<'a>,
+        _calls: &'a [GuardRequest<'a>],
+    ) -> BoxFuture<'a, Vec<Verdict>> {
         assert!(self.in_future, "the guard broke before its future");
         Box::pin(async { panic!("the guard broke") })
     }
@@ -2129,7 +2140,11 @@ async fn panics_in_validators_hooks_correctors_guards_and_listeners_are_containe
 struct Silent;
 
 impl Guard for Silent {
-    fn check<'a>(&'a self, _calls: &'a [GuardRequest<'a>]) -> BoxFuture<'a, Vec<Verdict>> {
+    fn check<'a>(
+        &'a self,
+        _ctx: GuardContext<'a>,
+        _calls: &'a [GuardRequest<'a>],
+    ) -> BoxFuture<'a, Vec<Verdict>> {
         Box::pin(std::future::pending())
     }
 }
@@ -2482,9 +2497,10 @@ struct OneVerdict;
 impl Guard for OneVerdict {
     fn check<'a>(
         &'a self,
+        _ctx: GuardContext<'a>,
         _calls: &'a [GuardRequest<'a>],
     ) -> toolmend::node::BoxFuture<'a, Vec<Verdict>> {
-        Box::pin(std::future::ready(vec![Verdict::Allow]))
+        Box::pin(std::future::ready(vec![Verdict::allow()]))
     }
 }
 
