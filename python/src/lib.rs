@@ -22,6 +22,8 @@ use std::{
     sync::{LazyLock, Mutex},
 };
 
+mod guard;
+
 use toolmend::{
     CompiledTool, Fix, Issue, MendOptions, MendedCall, RepairOptions,
     correct::{self, CorrectionRequest, PromptOptions},
@@ -1126,6 +1128,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ToolmendError", m.py().get_type::<ToolmendError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Toolbox>()?;
+    m.add_class::<guard::Guard>()?;
     m.add_function(wrap_pyfunction!(repair, m)?)?;
     m.add_function(wrap_pyfunction!(strip_thinking, m)?)?;
     m.add_function(wrap_pyfunction!(correctable, m)?)?;

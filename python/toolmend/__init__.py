@@ -7,7 +7,10 @@ The core (this module) is the Rust engine and imports neither LangGraph nor Lang
   every fix recorded and field-level feedback for what stays invalid;
 - :func:`repair`: the tolerant JSON repair parser alone;
 - :func:`history_check`, :func:`history_sanitize`, :func:`history_trim`: OpenAI-format
-  histories with valid call/result pairing.
+  histories with valid call/result pairing;
+- :class:`Guard`: flood control and loop detection (the ``[guard]`` rules), given to the
+  node or the middleware as ``guard=``; :class:`ToolCallLimitExceededError` is what a
+  budget with ``exit_behavior="error"`` raises.
 
 Integrations, imported only when used:
 
@@ -17,6 +20,7 @@ Integrations, imported only when used:
 """
 
 from toolmend._core import (
+    Guard,
     Toolbox,
     ToolmendError,
     __version__,
@@ -26,8 +30,12 @@ from toolmend._core import (
     repair,
     strip_thinking,
 )
+from toolmend._guard import FLOOD_PREFIX, ToolCallLimitExceededError
 
 __all__ = [
+    "FLOOD_PREFIX",
+    "Guard",
+    "ToolCallLimitExceededError",
     "Toolbox",
     "ToolmendError",
     "__version__",

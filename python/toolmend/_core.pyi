@@ -129,3 +129,47 @@ def history_trim(
     encoding: Literal["o200k_base", "cl100k_base", "bytes"] = "o200k_base",
     model: str | None = None,
 ) -> list[dict[str, Any]]: ...
+
+class GuardDecision(TypedDict):
+    rule: Literal[
+        "session_window", "tool_window", "tool_global_window", "duplicate", "repeat",
+        "ping_pong", "no_progress", "thread_limit", "run_limit", "store_unavailable", "custom",
+    ]
+    action: Literal["allow", "deny", "end", "error"]
+    shadow: bool
+    count: int
+    limit: int
+    window_ms: int | None
+    retry_after_ms: int | None
+
+class GuardVerdict(TypedDict):
+    action: Literal["allow", "deny", "end", "error"]
+    reason: str | None
+    retry_after_ms: int | None
+    decisions: list[GuardDecision]
+    id_reused: bool
+
+class Guard:
+    """Flood control and loop detection: the ``[guard]`` rules over an in-memory store."""
+
+    def __init__(
+        self,
+        config: dict[str, Any] | None = None,
+        *,
+        fail: Literal["open", "closed"] = "open",
+        timeout_ms: float = 20.0,
+        **rules: Any,
+    ) -> None: ...
+    def declare_tool(self, name: str, rules: dict[str, Any]) -> None: ...
+    def check(
+        self,
+        session: str | None,
+        history: Sequence[dict[str, Any]] | None,
+        calls: Sequence[dict[str, Any]],
+    ) -> list[GuardVerdict]: ...
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+    @property
+    def store(self) -> str | None: ...

@@ -27,6 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from toolmend._core import Toolbox, ToolmendError, correctable, repair
+from toolmend._guard import FLOOD_PREFIX, ToolCallLimitExceededError, as_guard, declare_tools, fresh_id
 
 #: Attribute of a planned call dict holding its feedback: the call is answered with it
 #: instead of running. Never reaches a tool or a wrapper.
@@ -92,7 +93,7 @@ class CallRecord:
 
     __slots__ = (
         "tool_call_id", "tool", "outcome", "source", "fixes", "issues", "original_id",
-        "correction_attempts", "note", "mend_us", "correct_us",
+        "correction_attempts", "note", "mend_us", "correct_us", "guard",
     )
 
     def __init__(
@@ -123,6 +124,9 @@ class CallRecord:
         self.note = note
         self.mend_us = mend_us
         self.correct_us = correct_us
+        #: The guard's decisions on the call (rule, action, shadow, count, limit,
+        #: window_ms, retry_after_ms): refusals, observations and shadow decisions.
+        self.guard: list[dict[str, Any]] = []
 
     def __repr__(self) -> str:
         return "CallRecord(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__) + ")"
@@ -134,7 +138,7 @@ class Plan:
 
     __slots__ = (
         "calls", "records", "sanitized", "started", "record_of", "message_fixes", "ai",
-        "order", "new_content", "changed", "input_type", "already_answered",
+        "order", "new_content", "changed", "input_type", "already_answered", "stopped",
     )
 
     def __init__(
@@ -164,6 +168,8 @@ class Plan:
         #: Ids of calls the tool messages after the assistant message answer already: not
         #: run again, and not in ``records`` (as the Rust node's ``already_answered``).
         self.already_answered: list[str] = []
+        #: The guard ended the run: the reason (as the Rust node's ``NodeStats.stopped``).
+        self.stopped: str | None = None
 
     def stats(self, node: str) -> dict[str, Any]:
         return {
@@ -171,6 +177,7 @@ class Plan:
             "calls": [{f: getattr(r, f) for f in r.__slots__} for r in self.records],
             "already_answered": self.already_answered,
             "message_fixes": self.message_fixes,
+            "stopped": self.stopped,
             "elapsed_us": (time.perf_counter() - self.started) * 1e6,
         }
 
@@ -249,6 +256,48 @@ def wire_message(msg: BaseMessage) -> dict[str, Any]:
     return {"role": "user", "content": _text(msg)}
 
 
+def guard_history(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """The history as the guard reads it: OpenAI-format dicts (calls with their mended
+    arguments as JSON text, results as text).
+
+    A call the guard refused was answered with its reason, a text that changes with the
+    count; to the history rules that would read as a changed result (progress), so a
+    loop would reset after each refusal and never reach the ladder's ``stop``. A refused
+    call's result is therefore given to the guard as the last real result of the same
+    call (same tool, same arguments), or as the refusal prefix alone when it never ran:
+    a refusal is no progress."""
+    out: list[dict[str, Any]] = []
+    key_of: dict[str, tuple[str, str]] = {}
+    last: dict[tuple[str, str], str] = {}
+    for m in messages:
+        d = wire_message(m)
+        kind = m.type
+        if kind == "ai":
+            for c in [*m.tool_calls, *m.invalid_tool_calls]:  # type: ignore[attr-defined]
+                key_of[c.get("id") or ""] = (c.get("name") or "", _canonical(c.get("args")))
+            for c in d.get("tool_calls") or ():
+                if c.get("id") is None:
+                    c["id"] = ""
+        elif kind == "tool":
+            key = key_of.get(d["tool_call_id"])
+            text = d["content"]
+            if text.lstrip().startswith(FLOOD_PREFIX):
+                d["content"] = last.get(key, FLOOD_PREFIX) if key is not None else FLOOD_PREFIX
+            elif key is not None:
+                last[key] = text
+        out.append(d)
+    return out
+
+
+def _canonical(args: Any) -> str:
+    if isinstance(args, str):
+        return args
+    try:
+        return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return repr(args)
+
+
 def _history_ids(messages: Sequence[BaseMessage], end: int) -> list[str]:
     """Every call and result id of ``messages[:end]``: a call reusing one gets a new id."""
     ids: list[str] = []
@@ -306,8 +355,12 @@ class Mender:
         on_stats: Callable[[dict[str, Any]], Any] | None = None,
         frame_errors: bool = True,
         totals: Counter[str] | None = None,
+        guard: Any = None,
     ):
         self.tools = {t.name: t for t in tools}
+        #: The flood guard (``None``: every valid call runs), with the limits the tools
+        #: declare on themselves (``metadata={"toolmend_guard": {...}}``).
+        self.guard = declare_tools(as_guard(guard), self.tools.values())
         self.toolbox = compile_tools(
             list(self.tools.values()),
             coerce=coerce,
@@ -792,6 +845,12 @@ class Mender:
                 text = item.get("text") or item["mended"].get("feedback", "")
                 plan.calls[i] = {**plan.calls[i], FEEDBACK_KEY: text}
         if plan.ai is not None and (plan.changed or any("resolved" in w for w in work)):
+            self._sanitize(plan)
+
+    @staticmethod
+    def _sanitize(plan: Plan) -> None:
+        """The assistant message with the planned calls (same id)."""
+        if plan.ai is not None:
             calls = []
             for o in plan.order:
                 c = plan.calls[o] if isinstance(o, int) else o
@@ -800,6 +859,79 @@ class Mender:
             plan.sanitized = _replaced(
                 plan.ai, content=plan.new_content, tool_calls=calls, invalid_tool_calls=[]
             )
+
+    # ---- guard ------------------------------------------------------------------------
+    #
+    # The core's flood guard (``toolmend::guard::RuleGuard``), once per message with all
+    # its calls that would run (mended, corrected or salvaged), as the Rust node's guard
+    # stage: a refused call is answered with the guard's reason (outcome ``flooded``) and
+    # not run; ``end``: no call of the message runs, every one is answered, the run ends;
+    # ``error``: ToolCallLimitExceededError before anything runs.
+
+    _RUNS = frozenset(("executed", "corrected", "salvaged"))
+
+    def guard_plan(
+        self, plan: Plan, history: Sequence[BaseMessage], session: str | None, *, rename: bool = True
+    ) -> str | None:
+        """Checks the runnable calls of ``plan``; returns the reason when the run ends.
+        ``history``: the messages before the assistant message; ``rename``: a call whose
+        id the guard's store saw earlier in the session gets a fresh one (only where the
+        sanitized message can carry it)."""
+        guard = self.guard
+        if guard is None or not plan.calls or not guard.enabled:
+            return None
+        runnable = [
+            i for i, c in enumerate(plan.calls)
+            if FEEDBACK_KEY not in c
+            and c.get("name") in self.tools
+            and plan.records[plan.record_of[i]].outcome in self._RUNS
+        ]
+        if not runnable:
+            return None
+        calls = [
+            {"id": plan.calls[i].get("id") or "", "name": plan.calls[i]["name"], "arguments": plan.calls[i].get("args")}
+            for i in runnable
+        ]
+        verdicts = guard.check(session, guard_history(history), calls)
+        stopped: str | None = None
+        renamed = False
+        for i, v in zip(runnable, verdicts):
+            rec = plan.records[plan.record_of[i]]
+            rec.guard = v["decisions"]
+            for d in v["decisions"]:
+                self.totals[f"guard:{d['rule']}:{'shadow' if d['shadow'] else d['action']}"] += 1
+            if v["id_reused"] and rename and plan.ai is not None:
+                old = plan.calls[i].get("id")
+                new = fresh_id()
+                plan.calls[i] = {**plan.calls[i], "id": new}
+                rec.original_id = rec.original_id or old
+                rec.tool_call_id = new
+                rec.fixes.append({"kind": "call_id_renamed", "detail": f"{old} -> {new}: used earlier in the session"})
+                renamed = True
+            action = v["action"]
+            if action == "allow":
+                continue
+            reason = v["reason"] or "the call was not run: refused by the guard"
+            if action == "error":
+                raise ToolCallLimitExceededError(
+                    reason, tool=plan.calls[i]["name"], call_id=plan.calls[i].get("id"), decisions=v["decisions"]
+                )
+            if action == "end" and stopped is None:
+                stopped = reason
+            rec.outcome = "flooded"
+            rec.note = reason
+            plan.calls[i] = {**plan.calls[i], FEEDBACK_KEY: reason}
+        if stopped is not None:
+            # Ending the run: no call of the message runs, those LangGraph would answer
+            # itself (an unknown tool …) included; each is answered.
+            plan.stopped = stopped
+            for i, c in enumerate(plan.calls):
+                if FEEDBACK_KEY not in c:
+                    plan.calls[i] = {**c, FEEDBACK_KEY: stopped}
+        if renamed:
+            plan.changed = True
+            self._sanitize(plan)
+        return stopped
 
     def resolve_sync(self, plan: Plan, work: list[dict[str, Any]], messages: list[BaseMessage], state: Any) -> None:
         """Validators, correction, ``raise`` and the hook, in that order (sync path)."""

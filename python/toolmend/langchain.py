@@ -45,7 +45,7 @@ import threading
 from collections import Counter
 from typing import Any, Callable, Literal, Sequence
 
-from langchain.agents.middleware.types import AgentMiddleware
+from langchain.agents.middleware.types import AgentMiddleware, hook_config
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -67,10 +67,12 @@ from toolmend._mend import (
     ValidatorContext,
     feedback_message,
 )
+from toolmend._guard import ToolCallLimitExceededError, as_guard, session_of
 
 __all__ = [
     "PYDANTIC_LAX",
     "MendMiddleware",
+    "ToolCallLimitExceededError",
     "ToolCallValidationError",
     "UnresolvedToolCall",
     "ValidatorContext",
@@ -126,6 +128,16 @@ class MendMiddleware(AgentMiddleware):
             results; system messages and the first human message stay.
         history_encoding: the tokenizer for ``max_history_tokens``: ``"o200k_base"``,
             ``"cl100k_base"`` or ``"bytes"`` (an estimate).
+        guard: flood control and loop detection on the calls about to run: a
+            :class:`toolmend.Guard` or a dict of its rules (the ``[guard]`` table); tools
+            add their own with ``metadata={"toolmend_guard": {...}}``. The session is the
+            run's ``thread_id``. A refused call is answered here with an error
+            ``ToolMessage`` (``tool call cancelled because tool-call flooding was
+            detected: …``, outcome ``flooded``) and never reaches the tools; when the
+            guard ends the run, every call is answered, an ``AIMessage`` with the reason
+            is added and the agent jumps to its end (as ``ToolCallLimitMiddleware``'s
+            ``exit_behavior="end"``); ``"error"`` raises
+            :class:`ToolCallLimitExceededError`.
     """
 
     def __init__(
@@ -148,6 +160,7 @@ class MendMiddleware(AgentMiddleware):
         max_history_messages: int | None = None,
         max_history_tokens: int | None = None,
         history_encoding: Literal["o200k_base", "cl100k_base", "bytes"] = "o200k_base",
+        guard: Any = None,
     ) -> None:
         super().__init__()
         if max_history_messages is not None and max_history_tokens is not None:
@@ -173,6 +186,8 @@ class MendMiddleware(AgentMiddleware):
             # plain JSON Schema dict every coercion.
             coerce=coerce if coerce is PYDANTIC_LAX else (dict(coerce) if isinstance(coerce, dict) else coerce),
             on_stats=on_stats,
+            # One guard for every Mender built (its counts are the middleware's).
+            guard=as_guard(guard),
         )
         self._validators = dict(validators or {})
         #: Totals over the middleware's life, shared by every Mender it builds.
@@ -230,6 +245,9 @@ class MendMiddleware(AgentMiddleware):
                 )
                 mender = Mender(tools, validators=validators, **self._options)
                 mender.totals = self._totals
+                if self._options["guard"] is None and mender.guard is not None:
+                    # Made for limits a tool declares: kept for the next tool set.
+                    self._options["guard"] = mender.guard
                 self._built = (key, mender)
             return self._built[1]
 
@@ -257,26 +275,41 @@ class MendMiddleware(AgentMiddleware):
         plan, work = mender.plan_message(messages, at, state=state)
         return mender, plan, work, list(messages[:at])
 
+    @property
+    def guard(self) -> Any:
+        """The flood guard (a :class:`toolmend.Guard`), ``None`` without one (tools that
+        declare limits get one when the tools are known)."""
+        built = self._built
+        return built[1].guard if built is not None else self._options["guard"]
+
+    # `end` only: the jump a guard that ends the run makes (no jump otherwise).
+    @hook_config(can_jump_to=["end"])
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         planned = self._plan(state)
         if planned is None:
             return None
         m, plan, work, history = planned
         m.resolve_sync(plan, work, history, state)
-        return self._finish(m, plan, work)
+        return self._finish(m, plan, work, history)
 
+    @hook_config(can_jump_to=["end"])
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         planned = self._plan(state)
         if planned is None:
             return None
         m, plan, work, history = planned
         await m.resolve_async(plan, work, history, state, CORRECTION_CONCURRENCY)
-        return self._finish(m, plan, work)
+        return self._finish(m, plan, work, history)
 
-    def _finish(self, m: Mender, plan: Plan, work: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def _finish(
+        self, m: Mender, plan: Plan, work: list[dict[str, Any]], history: list[BaseMessage]
+    ) -> dict[str, Any] | None:
         """The state update: the mended message (same id: the reducer replaces it), then an
-        error ToolMessage per unresolved call; ``None`` when nothing needed mending."""
+        error ToolMessage per unresolved or refused call; ``None`` when nothing needed
+        mending. When the guard ends the run: every call answered, an AIMessage with the
+        reason, and a jump to the end."""
         m.finish_work(plan, work)
+        stopped = m.guard_plan(plan, history, session_of(None)) if m.guard is not None else None
         if plan.records or plan.message_fixes:
             # As the node: one report per turn that had calls (or a mended text).
             m.report(plan, self.name)
@@ -285,6 +318,12 @@ class MendMiddleware(AgentMiddleware):
         if mended is not None and ai is not None and _same_message(mended, ai):
             mended = None  # e.g. a call LangGraph answers itself (unknown tool) left as is
         answers = [feedback_message(c) for c in plan.calls if FEEDBACK_KEY in c]
+        if stopped is not None:
+            final = AIMessage(content=stopped, response_metadata={"toolmend_stopped": True})
+            return {
+                "messages": [*([mended] if mended is not None else []), *answers, final],
+                "jump_to": "end",
+            }
         if mended is None and not answers:
             return None
         # Every call stays in tool_calls and the unresolved ones are answered here. The

@@ -17,7 +17,11 @@ subclass whose execution, injection, ``Command`` handling, ``wrap_tool_call`` an
 - per-tool ``validators``, a ``correction_model``, ``on_unresolved``
   (``"feedback"`` | ``"raise"`` | a hook), a truncation policy, stats;
 - ``sanitize_messages``: the assistant message is replaced (same id) by its mended form,
-  so the next request to the provider carries valid JSON arguments.
+  so the next request to the provider carries valid JSON arguments;
+- ``guard``: flood control and loop detection (toolmend's ``[guard]`` rules) on the calls
+  about to run: a refused call is answered (outcome ``flooded``), ``exit_behavior="end"``
+  and the repeat ladder's ``stop`` end the run, ``"error"`` raises
+  :class:`ToolCallLimitExceededError`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import contextvars
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from langchain_core.messages import AIMessage
+from langgraph.graph import END
+from langgraph.types import Command
 from langgraph.prebuilt.tool_node import ToolNode as _StockToolNode
 from langgraph.prebuilt.tool_node import _default_handle_tool_errors
 
@@ -40,6 +46,7 @@ from toolmend._mend import (
     ValidatorContext,
     feedback_message,
 )
+from toolmend._guard import ToolCallLimitExceededError, session_of
 
 if TYPE_CHECKING:
     # Annotations stay strings; LangGraph matches "RunnableConfig" and "Runtime" by name
@@ -48,12 +55,17 @@ if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
 __all__ = [
+    "ToolCallLimitExceededError",
     "ToolCallValidationError",
     "ToolNode",
     "UnresolvedToolCall",
     "ValidatorContext",
+    "ended_by_guard",
     "tools_condition",
 ]
+
+#: ``response_metadata`` key of the AIMessage a guard that ends the run adds last.
+STOPPED_KEY = "toolmend_stopped"
 
 # The plan of the invocation in progress: set by `_func` / `_afunc` around the stock
 # execution, read by `_parse_input`. A context variable, so that one node serves
@@ -101,6 +113,18 @@ class ToolNode(_StockToolNode):
             outcome, fixes, issues, correction attempts and timings (µs).
         max_concurrency: most tool calls running at once, sync and async (the stock
             node bounds only the sync path, through the config).
+        guard: flood control and loop detection: a :class:`toolmend.Guard`, or a dict
+            of its rules (the ``[guard]`` table: ``session``, ``tools``, ``duplicate``,
+            ``repeat``, ``ping_pong``, ``no_progress``, ``limits``); tools add their own
+            with ``metadata={"toolmend_guard": {...}}``. The session is the run's
+            ``thread_id``. A refused call is not run and is answered with an error
+            ``ToolMessage`` beginning ``tool call cancelled because tool-call flooding
+            was detected`` (outcome ``flooded``). When the guard ends the run, no call of
+            the message runs, every call is answered, an ``AIMessage`` with the reason
+            is added, and the node returns ``Command(goto=END, update=...)`` (see
+            :func:`ended_by_guard` for graphs with a static edge out of the tool node).
+            ``exit_behavior="error"`` raises :class:`ToolCallLimitExceededError` before
+            any call runs.
     """
 
     def __init__(
@@ -127,6 +151,7 @@ class ToolNode(_StockToolNode):
         coerce: bool | dict[str, bool] = PYDANTIC_LAX,
         on_stats: Callable[[dict[str, Any]], Any] | None = None,
         max_concurrency: int | None = None,
+        guard: Any = None,
     ) -> None:
         super().__init__(
             tools,
@@ -157,6 +182,7 @@ class ToolNode(_StockToolNode):
             # chose another handling (False raises ToolInvocationError, as stock).
             frame_errors=handle_tool_errors is _default_handle_tool_errors
             or handle_tool_errors is True,
+            guard=guard,
         )
         self._sanitize_messages = sanitize_messages
         self._max_concurrency = max_concurrency
@@ -167,6 +193,11 @@ class ToolNode(_StockToolNode):
         return dict(self._mender.totals)
 
     # ---- planning ----------------------------------------------------------------------
+
+    @property
+    def guard(self) -> Any:
+        """The flood guard (a :class:`toolmend.Guard`), ``None`` without one."""
+        return self._mender.guard
 
     def _plan(self, input: Any) -> tuple[Plan, list[dict[str, Any]], list[Any], Any]:
         # The stock parser first: its errors ("No AIMessage found in input" …) and its
@@ -201,6 +232,9 @@ class ToolNode(_StockToolNode):
         if work or m.validators:
             m.resolve_sync(plan, work, history, state)
         m.finish_work(plan, work)
+        if self._guard_stops(plan, history, config):
+            m.report(plan, self.name)
+            return self._stopped(plan)
         if self._max_concurrency is not None and "max_concurrency" not in (config or {}):
             config = {**(config or {}), "max_concurrency": self._max_concurrency}
         if _nothing_runs(plan):
@@ -213,6 +247,28 @@ class ToolNode(_StockToolNode):
                 _PLAN.reset(token)
         m.report(plan, self.name)
         return self._with_sanitized(out, plan)
+
+    def _guard_stops(self, plan: Plan, history: list[Any], config: Any) -> bool:
+        """The guard's stage (a no-op without a guard); True when it ends the run."""
+        m = self._mender
+        if m.guard is None:
+            return False
+        if plan.input_type == "tool_calls":
+            # Send payloads: the history is the state's, before its last assistant message.
+            at = next((i for i in range(len(history) - 1, -1, -1) if isinstance(history[i], AIMessage)), None)
+            history = history[:at] if at is not None else history
+        rename = self._sanitize_messages and plan.input_type != "tool_calls"
+        return m.guard_plan(plan, history, session_of(config), rename=rename) is not None
+
+    def _stopped(self, plan: Plan) -> Any:
+        """The update when the guard ends the run: every call answered, then an
+        ``AIMessage`` with the reason; as ``Command(goto=END)`` in a graph."""
+        out = self._with_sanitized(self._answer_only(plan), plan)
+        final = AIMessage(content=plan.stopped or "", response_metadata={STOPPED_KEY: True})
+        if plan.input_type == "list":
+            return [*out, final]
+        update = {**out, self._messages_key: [*out[self._messages_key], final]}
+        return Command(goto=END, update=update)
 
     def _answer_only(self, plan: Plan) -> Any:
         """The update when every call is answered with feedback: LangGraph's execution
@@ -233,6 +289,9 @@ class ToolNode(_StockToolNode):
         if work or m.validators:
             await m.resolve_async(plan, work, history, state, self._max_concurrency or 16)
         m.finish_work(plan, work)
+        if self._guard_stops(plan, history, config):
+            m.report(plan, self.name)
+            return self._stopped(plan)
         if _nothing_runs(plan):
             m.report(plan, self.name)
             return self._with_sanitized(self._answer_only(plan), plan)
@@ -287,6 +346,21 @@ def _messages_of(state: Any, key: str) -> list[Any] | None:
     if isinstance(state, dict):
         return state.get(key)
     return getattr(state, key, None)
+
+
+def ended_by_guard(state: list[Any] | dict[str, Any] | Any, messages_key: str = "messages") -> bool:
+    """True when the tool node's guard ended the run (the last message is the
+    ``AIMessage`` it adds). A node's ``Command(goto=END)`` does not cancel a static edge
+    out of it: route out of the tool node with this instead, e.g.
+    ``builder.add_conditional_edges("tools", lambda s: END if ended_by_guard(s) else "agent")``."""
+    if isinstance(state, list):
+        messages = state
+    elif isinstance(state, dict):
+        messages = state.get(messages_key, [])
+    else:
+        messages = getattr(state, messages_key, [])
+    last = messages[-1] if messages else None
+    return isinstance(last, AIMessage) and bool((last.response_metadata or {}).get(STOPPED_KEY))
 
 
 def tools_condition(

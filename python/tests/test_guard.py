@@ -1,0 +1,358 @@
+"""Flood control and loop detection (``guard=``) in the LangGraph ToolNode and the
+LangChain middleware, with the real packages and scripted models (no network): the
+core's ``RuleGuard`` through ``toolmend._core.Guard``."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from toolmend import FLOOD_PREFIX, Guard, ToolCallLimitExceededError
+from toolmend.langchain import MendMiddleware
+from toolmend.langgraph import ToolNode, ended_by_guard, tools_condition
+
+RAN: list[tuple[str, dict]] = []
+POLLS = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    RAN.clear()
+
+
+@tool
+def get_weather(city: str, days: int = 1) -> str:
+    """Weather for a city."""
+    RAN.append(("get_weather", {"city": city, "days": days}))
+    return f"{city}: sunny for {days} day(s)"
+
+
+@tool
+def search(q: str) -> str:
+    """Search the web."""
+    RAN.append(("search", {"q": q}))
+    return "no results"  # the same answer every time: a loop makes no progress
+
+
+@tool
+def poll(job: int) -> str:
+    """The status of a job."""
+    RAN.append(("poll", {"job": job}))
+    return f"job {job}: {next(POLLS)}% done"  # a new answer every time: progress
+
+
+TOOLS = [get_weather, search, poll]
+
+
+class Script(BaseChatModel):
+    """The agent's model: answers from a script; counts its calls."""
+
+    script: list[Any]
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "agent-script"
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.calls += 1
+        return ChatResult(generations=[ChatGeneration(message=self.script.pop(0))])
+
+
+def thread(t: str) -> dict[str, Any]:
+    """A run of thread ``t`` (the node invoked on its own needs a runtime too)."""
+    return {"configurable": {"thread_id": t, "__pregel_runtime": Runtime()}}
+
+
+def call(name: str, args: dict, id: str) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": id, "type": "tool_call"}
+
+
+def ai(*calls: dict[str, Any]) -> AIMessage:
+    return AIMessage("", tool_calls=list(calls))
+
+
+def answers(messages: list[Any]) -> dict[str, ToolMessage]:
+    return {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+
+
+def graph(model: BaseChatModel, node: ToolNode, checkpointer: Any = None):
+    """The usual agent loop; out of the tool node by a condition (a static edge would
+    still fire after the node's Command(goto=END))."""
+    g = StateGraph(MessagesState)
+    g.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    g.add_node("tools", node)
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", tools_condition, {"tools": "tools", "__end__": END})
+    g.add_conditional_edges("tools", lambda s: END if ended_by_guard(s) else "model")
+    return g.compile(checkpointer=checkpointer)
+
+
+def agent(model: BaseChatModel, mw: MendMiddleware, checkpointer: Any = None):
+    return create_agent(model, TOOLS, middleware=[mw], checkpointer=checkpointer)
+
+
+# ---- the Guard itself ----------------------------------------------------------------
+
+
+def test_configuration_errors_name_the_key():
+    with pytest.raises(ValueError, match=r"guard\.sesion: unknown field"):
+        Guard({"sesion": {"limit": 2, "window_secs": 60}})
+    with pytest.raises(ValueError, match=r"^guard\.session\.limit: must be between 1"):
+        Guard(session={"limit": 0, "window_secs": 60})
+    with pytest.raises(ValueError, match=r"guard\.tools\.pay\.limits\.exit_behavior: unknown variant `stop`"):
+        Guard(tools={"pay": {"limits": {"thread_limit": 1, "exit_behavior": "stop"}}})
+    with pytest.raises(ValueError, match=r"^guard\.repeat: the steps must grow"):
+        Guard(repeat={"observe": 3, "block": 2})
+    with pytest.raises(ValueError, match=r"^fail="):
+        Guard(session={"limit": 1, "window_secs": 1}, fail="maybe")
+    with pytest.raises(ValueError, match=r"guard\.tools\.pay\.limits: set thread_limit, run_limit or both"):
+        Guard().declare_tool("pay", {"limits": {}})
+    with pytest.raises(TypeError, match="guard="):
+        ToolNode(TOOLS, guard=5)
+    g = Guard({"session": {"limit": 5, "window_secs": 60}}, repeat={"block": 3, "stop": 6}, fail="closed", timeout_ms=50)
+    assert g.enabled and g.store == "memory"
+    assert g.config["session"]["limit"] == 5 and g.config["repeat"]["stop"] == 6
+    assert not Guard().enabled
+
+
+# ---- windows -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_session_window_refuses_the_call_past_the_limit(asynchronous):
+    stats: list[dict] = []
+    node = ToolNode(TOOLS, guard={"session": {"limit": 2, "window_secs": 60}}, on_stats=stats.append)
+    msg = ai(*(call("get_weather", {"city": c}, f"c{i}") for i, c in enumerate(["Rome", "Paris", "Oslo"])))
+    run = (lambda m, cfg: asyncio.run(node.ainvoke(m, config=cfg))) if asynchronous else (
+        lambda m, cfg: node.invoke(m, config=cfg)
+    )
+    out = run([HumanMessage("weather"), msg], thread("t1"))
+    got = answers(out)
+    assert [got[f"c{i}"].status for i in range(3)] == ["success", "success", "error"]
+    refusal = got["c2"].content
+    assert refusal.startswith(FLOOD_PREFIX) and "rule session_window" in refusal, refusal
+    assert "3 calls in this session within 60 s, limit 2" in refusal and "Retry after" in refusal
+    assert sorted(a["city"] for _, a in RAN) == ["Paris", "Rome"]
+    rec = stats[-1]["calls"][2]
+    assert rec["outcome"] == "flooded" and rec["note"] == refusal
+    assert rec["guard"][0]["rule"] == "session_window" and rec["guard"][0]["retry_after_ms"] == 60000
+    assert node.stats["outcome:flooded"] == 1
+    # The window is the thread's: another thread has its own; past the limit in t1 still.
+    two = ai(*msg.tool_calls[:2])
+    assert all(m.status == "success" for m in answers(run([HumanMessage("w"), two], thread("t2"))).values())
+    assert all(m.status == "error" for m in answers(run([HumanMessage("w"), two], thread("t1"))).values())
+
+
+def test_duplicate_calls_collapse_after_mending():
+    # Reordered keys and a number sent as a string are one call once mended.
+    node = ToolNode(TOOLS, guard={"duplicate": {"window_secs": 60}})
+    msg = ai(
+        call("get_weather", {"city": "Rome", "days": 3}, "a"),
+        call("get_weather", {"days": "3", "city": "Rome"}, "b"),
+        call("get_weather", {"city": "Rome", "days": 4}, "c"),
+    )
+    got = answers(node.invoke([HumanMessage("hi"), msg], config=thread("t")))
+    assert got["a"].status == "success" and got["c"].status == "success"
+    assert got["b"].status == "error" and got["b"].content.startswith(FLOOD_PREFIX)
+    assert "rule duplicate" in got["b"].content
+    assert RAN == [("get_weather", {"city": "Rome", "days": 3}), ("get_weather", {"city": "Rome", "days": 4})]
+
+
+def test_the_middleware_refuses_duplicates_before_the_tools():
+    model = Script(script=[
+        ai(call("get_weather", {"city": "Rome", "days": 3}, "a"), call("get_weather", {"days": "3", "city": "Rome"}, "b")),
+        AIMessage("Sunny."),
+    ])
+    mw = MendMiddleware(guard=Guard(duplicate={"window_secs": 60}))
+    out = agent(model, mw).invoke({"messages": [HumanMessage("weather")]}, config=thread("m"))
+    got = answers(out["messages"])
+    assert got["a"].status == "success"
+    assert got["b"].status == "error" and got["b"].content.startswith(FLOOD_PREFIX + ": rule duplicate")
+    assert len(RAN) == 1 and out["messages"][-1].content == "Sunny."
+    assert mw.stats["outcome:flooded"] == 1
+
+
+# ---- loops ---------------------------------------------------------------------------
+
+
+LADDER = {"repeat": {"observe": 2, "block": 3, "stop": 6}}
+
+
+@pytest.mark.parametrize("front", ["node", "middleware"])
+def test_a_loop_of_one_call_is_stopped_at_the_ladders_stop(front):
+    model = Script(script=[ai(call("search", {"q": "x"}, f"s{i}")) for i in range(20)] + [AIMessage("done")])
+    stats: list[dict] = []
+    if front == "node":
+        app = graph(model, ToolNode(TOOLS, guard=LADDER, on_stats=stats.append))
+    else:
+        app = agent(model, MendMiddleware(guard=LADDER, on_stats=stats.append))
+    out = app.invoke({"messages": [HumanMessage("find x")]}, config=thread("loop"))
+    messages = out["messages"]
+    # Calls 1 and 2 run, 3 to 5 are refused, the 6th ends the run: six model turns.
+    assert model.calls == 6
+    assert RAN == [("search", {"q": "x"})] * 2
+    results = [m for m in messages if isinstance(m, ToolMessage)]
+    assert len(results) == 6
+    assert all(m.content.startswith(FLOOD_PREFIX + ": rule repeat") for m in results[2:])
+    assert "The run is ended." in results[5].content
+    last = messages[-1]
+    assert isinstance(last, AIMessage) and not last.tool_calls and "rule repeat" in last.content
+    assert stats[-1]["stopped"] == results[5].content
+    assert [s["calls"][0]["outcome"] for s in stats] == ["executed"] * 2 + ["flooded"] * 4
+
+
+def test_polling_a_result_that_changes_is_not_stopped():
+    model = Script(script=[ai(call("poll", {"job": 7}, f"p{i}")) for i in range(20)] + [AIMessage("done")])
+    app = graph(model, ToolNode(TOOLS, guard=LADDER))
+    out = app.invoke({"messages": [HumanMessage("wait for job 7")]}, config=thread("poll"))
+    assert len(RAN) == 20 and out["messages"][-1].content == "done"
+    assert not any(FLOOD_PREFIX in str(m.content) for m in out["messages"])
+
+
+# ---- budgets -------------------------------------------------------------------------
+
+
+def test_thread_limit_counts_across_invocations_of_one_thread():
+    model = Script(script=[
+        ai(call("get_weather", {"city": "Rome"}, "a1"), call("get_weather", {"city": "Oslo"}, "a2")),
+        AIMessage("one"),
+        ai(call("get_weather", {"city": "Lima"}, "b1"), call("get_weather", {"city": "Pisa"}, "b2")),
+        AIMessage("two"),
+        ai(call("get_weather", {"city": "Bern"}, "c1")),
+        AIMessage("three"),
+    ])
+    app = graph(model, ToolNode(TOOLS, guard={"limits": {"thread_limit": 3}}), InMemorySaver())
+    app.invoke({"messages": [HumanMessage("first")]}, config=thread("T"))
+    out = app.invoke({"messages": [HumanMessage("second")]}, config=thread("T"))
+    got = answers(out["messages"])
+    assert got["b1"].status == "success"
+    assert got["b2"].content.startswith(FLOOD_PREFIX + ": rule thread_limit: 4 calls in this thread, limit 3")
+    assert [a["city"] for _, a in RAN] == ["Rome", "Oslo", "Lima"]
+    # Another thread starts from zero.
+    out = app.invoke({"messages": [HumanMessage("third")]}, config=thread("U"))
+    assert answers(out["messages"])["c1"].status == "success"
+
+
+def test_run_limit_starts_again_with_each_user_message():
+    node = ToolNode(TOOLS, guard={"limits": {"run_limit": 1}})
+    first = [HumanMessage("one"), ai(call("search", {"q": "a"}, "a"), call("search", {"q": "b"}, "b"))]
+    got = answers(node.invoke(first, config=thread("R")))
+    assert got["a"].status == "success" and "rule run_limit" in got["b"].content
+    second = [*first, *got.values(), AIMessage("ok"), HumanMessage("two"), ai(call("search", {"q": "c"}, "c"))]
+    assert answers(node.invoke(second, config=thread("R")))["c"].status == "success"
+
+
+@pytest.mark.parametrize("front", ["node", "middleware"])
+def test_exit_behavior_error_raises_before_anything_runs(front):
+    rules = {"limits": {"run_limit": 1, "exit_behavior": "error"}}
+    msg = ai(call("search", {"q": "a"}, "a"), call("search", {"q": "b"}, "b"))
+    with pytest.raises(ToolCallLimitExceededError) as err:
+        if front == "node":
+            ToolNode(TOOLS, guard=rules).invoke({"messages": [HumanMessage("go"), msg]}, config=thread("E"))
+        else:
+            model = Script(script=[msg, AIMessage("done")])
+            agent(model, MendMiddleware(guard=rules)).invoke({"messages": [HumanMessage("go")]}, config=thread("E"))
+    assert RAN == []
+    assert err.value.reason.startswith(FLOOD_PREFIX + ": rule run_limit") and err.value.tool == "search"
+    assert err.value.call_id == "b" and err.value.decisions[0]["action"] == "error"
+
+
+def test_exit_behavior_end_answers_every_call_and_ends_with_a_command():
+    node = ToolNode(TOOLS, guard={"limits": {"run_limit": 1, "exit_behavior": "end"}})
+    msg = ai(call("search", {"q": "a"}, "a"), call("get_weather", {"city": "Rome"}, "b"), call("nope", {}, "c"))
+    out = node.invoke({"messages": [HumanMessage("go"), msg]}, config=thread("X"))
+    assert isinstance(out, Command) and out.goto == END
+    messages = out.update["messages"]
+    got = answers(messages)
+    assert set(got) == {"a", "b", "c"} and all(m.status == "error" for m in got.values())
+    assert all(m.content.startswith(FLOOD_PREFIX) for m in got.values())
+    assert "rule run_limit" in got["b"].content and "ended the run" in got["a"].content
+    assert RAN == [] and ended_by_guard(messages)
+
+
+# ---- shadow mode, declared limits -----------------------------------------------------
+
+
+def test_shadow_mode_refuses_nothing_but_reports_decisions():
+    stats: list[dict] = []
+    node = ToolNode(TOOLS, guard={"session": {"limit": 1, "window_secs": 60, "shadow": True}}, on_stats=stats.append)
+    msg = ai(*(call("search", {"q": q}, q) for q in "abc"))
+    got = answers(node.invoke([HumanMessage("hi"), msg], config=thread("S")))
+    assert all(m.status == "success" for m in got.values()) and len(RAN) == 3
+    recs = stats[-1]["calls"]
+    assert [r["outcome"] for r in recs] == ["executed"] * 3
+    assert recs[0]["guard"] == []
+    for r in recs[1:]:
+        (d,) = r["guard"]
+        assert d["rule"] == "session_window" and d["action"] == "deny" and d["shadow"] is True
+    assert node.stats["guard:session_window:shadow"] == 2
+
+
+def test_limits_a_tool_declares_in_its_metadata_apply():
+    @tool
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        RAN.append(("pay", {"amount": amount}))
+        return "paid"
+
+    pay.metadata = {"toolmend_guard": {"limits": {"run_limit": 1}}}
+
+    node = ToolNode([pay, search])  # no guard= at all: the tool's own limit is enough
+    assert node.guard is not None and node.guard.config["tools"]["pay"]["limits"]["run_limit"] == 1
+    msg = ai(call("pay", {"amount": 1}, "p1"), call("pay", {"amount": 2}, "p2"),
+             call("search", {"q": "a"}, "s1"), call("search", {"q": "b"}, "s2"))
+    got = answers(node.invoke([HumanMessage("pay twice"), msg], config=thread("P")))
+    assert got["p1"].status == "success" and got["s1"].status == "success" and got["s2"].status == "success"
+    assert got["p2"].content.startswith(FLOOD_PREFIX + ": rule run_limit")
+    assert RAN == [("pay", {"amount": 1}), ("search", {"q": "a"}), ("search", {"q": "b"})]
+    # The guard's own entry for the tool wins over the declaration.
+    node = ToolNode([pay], guard={"tools": {"pay": {"limits": {"run_limit": 2}}}})
+    got = answers(node.invoke([HumanMessage("pay twice"), msg], config=thread("Q")))
+    assert got["p2"].status == "success"
+
+
+def test_the_middleware_applies_declared_limits_of_learned_tools():
+    @tool
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        RAN.append(("pay", {"amount": amount}))
+        return "paid"
+
+    pay.metadata = {"toolmend_guard": {"limits": {"run_limit": 1}}}
+
+    model = Script(script=[ai(call("pay", {"amount": 1}, "p1"), call("pay", {"amount": 2}, "p2")), AIMessage("done")])
+    mw = MendMiddleware()
+    out = create_agent(model, [pay], middleware=[mw]).invoke({"messages": [HumanMessage("pay")]}, config=thread("L"))
+    got = answers(out["messages"])
+    assert got["p1"].status == "success" and "rule run_limit" in got["p2"].content
+    assert RAN == [("pay", {"amount": 1})]
+
+
+def _history_for_guard(messages: list[BaseMessage]) -> list[dict]:
+    from toolmend._mend import guard_history
+
+    return guard_history(messages)
+
+
+def test_a_refusal_is_no_progress_to_the_history_rules():
+    # The refusal text changes with the count; the guard must not read it as a new result.
+    h = [HumanMessage("x"), ai(call("search", {"q": "x"}, "1")), ToolMessage("no results", tool_call_id="1"),
+         ai(call("search", {"q": "x"}, "2")), ToolMessage(FLOOD_PREFIX + ": rule repeat: 3 times", tool_call_id="2")]
+    wire = _history_for_guard(h)
+    assert wire[-1]["content"] == "no results"
