@@ -22,6 +22,8 @@ pub struct Config {
     pub limits: Limits,
     /// The correction model (for `calls.invalid = "correct"`).
     pub correction: Correction,
+    /// Flood control and loop detection (off until a rule is set).
+    pub guard: Guard,
 }
 
 impl Default for Config {
@@ -33,6 +35,7 @@ impl Default for Config {
             calls: Calls::default(),
             limits: Limits::default(),
             correction: Correction::default(),
+            guard: Guard::default(),
         }
     }
 }
@@ -115,6 +118,121 @@ pub(crate) fn secs(s: f64) -> Duration {
         return Duration::from_millis(1);
     }
     Duration::from_secs_f64(s.clamp(0.001, 31_536_000.0))
+}
+
+/// `[guard]`: the rules (`toolmend::guard::GuardConfig`, flattened: `[guard.session]`,
+/// `[guard.tools.NAME]`, `[guard.repeat]` …) and how the gateway applies them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Guard {
+    /// What a refused call does to the response: `feedback` (default: the refused calls
+    /// are answered with the guard's message and the model is asked again without them,
+    /// invisible to the client), `reject` (HTTP 429 with `Retry-After`; 400 when the rule
+    /// ends the run) or `flag` (passed through, flagged in `x-toolmend-guard`).
+    pub on_flood: FloodPolicy,
+    /// Where the session comes from, first found wins: `header` (`x-toolmend-session`),
+    /// `user` (the body's `user`), `metadata` (`metadata.<metadata_key>`), `api_key` (a
+    /// hash of the bearer key). No session: only the rules that need none apply.
+    pub session_from: Vec<SessionSource>,
+    /// The `metadata` key naming the session.
+    pub metadata_key: String,
+    /// `memory` (default, per instance) or `redis` (shared between instances).
+    pub store: StoreKind,
+    /// The Redis URL for `store = "redis"` (`redis://host:port/db`).
+    pub redis_url: Option<String>,
+    /// Milliseconds the store may take per decision; past it `fail` applies.
+    pub timeout_ms: u64,
+    /// When the store does not answer in time: `open` (default: the calls run; the
+    /// history rules still apply) or `closed` (the counted calls are refused).
+    pub fail: toolmend::guard::FailMode,
+    /// Keys the in-memory store keeps (and the blocked keys Redis' local front keeps).
+    pub max_keys: usize,
+    /// Re-asks per response under `on_flood = "feedback"` before the gateway rejects.
+    pub max_re_asks: u32,
+    /// The rules.
+    #[serde(flatten)]
+    pub rules: toolmend::guard::GuardConfig,
+}
+
+impl Default for Guard {
+    fn default() -> Self {
+        Guard {
+            on_flood: FloodPolicy::Feedback,
+            session_from: vec![
+                SessionSource::Header,
+                SessionSource::User,
+                SessionSource::Metadata,
+                SessionSource::ApiKey,
+            ],
+            metadata_key: "session_id".to_owned(),
+            store: StoreKind::Memory,
+            redis_url: None,
+            timeout_ms: 20,
+            fail: toolmend::guard::FailMode::Open,
+            max_keys: toolmend::guard::store::DEFAULT_MAX_KEYS,
+            max_re_asks: 1,
+            rules: toolmend::guard::GuardConfig::default(),
+        }
+    }
+}
+
+/// What a refused call does to the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FloodPolicy {
+    /// Answer the refused calls to the model and ask it again.
+    Feedback,
+    /// HTTP 429 (400 when the run is ended) in OpenAI's error shape.
+    Reject,
+    /// Pass through, flagged.
+    Flag,
+}
+
+impl FloodPolicy {
+    /// Its name in headers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FloodPolicy::Feedback => "feedback",
+            FloodPolicy::Reject => "reject",
+            FloodPolicy::Flag => "flag",
+        }
+    }
+}
+
+/// Where a session id may come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionSource {
+    /// The `x-toolmend-session` header.
+    Header,
+    /// The body's `user`.
+    User,
+    /// The body's `metadata.<metadata_key>`.
+    Metadata,
+    /// A hash of the `Authorization: Bearer` key.
+    ApiKey,
+}
+
+impl SessionSource {
+    /// Its name in headers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionSource::Header => "header",
+            SessionSource::User => "user",
+            SessionSource::Metadata => "metadata",
+            SessionSource::ApiKey => "api_key",
+        }
+    }
+}
+
+/// Where the guard keeps its counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// In this process.
+    Memory,
+    /// In Redis, shared.
+    Redis,
 }
 
 /// What to do with a history that breaks the call/result pairing.
@@ -373,6 +491,35 @@ impl Config {
             }
             table.insert(keys[keys.len() - 1].clone(), value);
         }
+        // `[guard]` flattens the core's rules, and serde's flatten lets unknown keys
+        // through: name them here.
+        if let Some(guard) = doc.get("guard").and_then(toml::Value::as_table) {
+            const KNOWN: [&str; 17] = [
+                "on_flood",
+                "session_from",
+                "metadata_key",
+                "store",
+                "redis_url",
+                "timeout_ms",
+                "fail",
+                "max_keys",
+                "max_re_asks",
+                "session",
+                "tools",
+                "duplicate",
+                "repeat",
+                "ping_pong",
+                "no_progress",
+                "limits",
+                "session_ttl_secs",
+            ];
+            if let Some(k) = guard.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+                return Err(ConfigError::Invalid(format!(
+                    "unknown key guard.{k}; the keys of [guard] are: {}",
+                    KNOWN.join(", ")
+                )));
+            }
+        }
         let config: Config = toml::Value::Table(doc)
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
@@ -393,6 +540,24 @@ impl Config {
                  (set it in the TOML, with TOOLMEND_UPSTREAM__BASE_URL, or --upstream)",
                 redact_url(base)
             )));
+        }
+        self.guard.rules.validate().map_err(ConfigError::Invalid)?;
+        let g = &self.guard;
+        if g.store == StoreKind::Redis && g.redis_url.as_deref().is_none_or(str::is_empty) {
+            return Err(ConfigError::Invalid(
+                "guard.store is \"redis\" but guard.redis_url is not set (e.g. \
+                 redis://127.0.0.1:6379, or TOOLMEND_GUARD__REDIS_URL)"
+                    .to_owned(),
+            ));
+        }
+        if g.timeout_ms == 0 || g.timeout_ms > 10_000 {
+            return Err(ConfigError::Invalid(format!(
+                "guard.timeout_ms is {}: use 1 to 10000 (milliseconds per decision)",
+                g.timeout_ms
+            )));
+        }
+        if g.session_from.is_empty() && g.rules.needs_store() {
+            tracing::warn!("guard.session_from is empty: the per-session rules never apply");
         }
         let l = &self.limits;
         for (name, value) in [

@@ -88,6 +88,7 @@ pub async fn respond_stream(
         toolbox,
         notes: Default::default(),
         started: Instant::now(),
+        session: None,
     })
     .await;
     let status = resp.status().as_u16();

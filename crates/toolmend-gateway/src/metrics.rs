@@ -35,6 +35,23 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
     Ok(HANDLE.get_or_init(|| handle).clone())
 }
 
+/// One guard decision: its rule, action (`allow` for an observation), shadow or not.
+pub(crate) fn guard_decision(rule: &'static str, action: &'static str, shadow: bool) {
+    counter!("toolmend_guard_decisions_total", "rule" => rule, "action" => action,
+        "shadow" => if shadow { "true" } else { "false" })
+    .increment(1);
+}
+
+/// One guard check of a message: how long, through which store.
+pub(crate) fn guard_check(store: &'static str, took: Duration) {
+    histogram!("toolmend_guard_seconds", "store" => store).record(took.as_secs_f64());
+}
+
+/// A response whose refused calls were handled by `policy`.
+pub(crate) fn guard_flood(policy: &'static str) {
+    counter!("toolmend_guard_floods_total", "policy" => policy).increment(1);
+}
+
 pub(crate) fn request(outcome: &'static str, overhead: Duration, upstream: Duration) {
     counter!("toolmend_requests_total", "outcome" => outcome).increment(1);
     histogram!("toolmend_gateway_overhead_seconds").record(overhead.as_secs_f64());

@@ -29,6 +29,9 @@ pub enum StartError {
     /// The correction model's client could not be built.
     #[error("correction model: {0}")]
     Correction(#[from] toolmend_openai::ClientError),
+    /// The guard's rules or store could not be set up.
+    #[error("guard: {0}")]
+    Guard(String),
 }
 
 impl Gateway {
@@ -39,11 +42,27 @@ impl Gateway {
     ///
     /// The HTTP client cannot be built.
     pub fn new(config: Config, metrics: Option<PrometheusHandle>) -> Result<Self, StartError> {
+        Gateway::with_guard_store(config, metrics, None)
+    }
+
+    /// [`new`](Self::new) with the guard's counts kept in `store` (shared between
+    /// instances: Redis) instead of this process's memory.
+    ///
+    /// # Errors
+    ///
+    /// The HTTP client cannot be built, or the guard's rules do not fit.
+    pub fn with_guard_store(
+        config: Config,
+        metrics: Option<PrometheusHandle>,
+        store: Option<std::sync::Arc<dyn toolmend::guard::GuardStore>>,
+    ) -> Result<Self, StartError> {
         let upstream = Arc::new(Upstream::new(
             &config.upstream,
             config.limits.max_upstream_bytes,
         )?);
-        let pipeline = Pipeline::new(&config)?;
+        let mut pipeline = Pipeline::new(&config)?;
+        pipeline.guard = crate::pipeline::guard::GatewayGuard::new(&config.guard, store)
+            .map_err(StartError::Guard)?;
         Ok(Gateway {
             upstream,
             pipeline,

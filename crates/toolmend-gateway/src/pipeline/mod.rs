@@ -7,12 +7,15 @@
 //!   settled by the core's one rule against the request's history; the gateway's reports.
 //! - [`resolve`]: the chain for calls that stayed invalid: re-ask (through the front's
 //!   [`resolve::ReAsk`]), correct, pass.
+//! - [`guard`]: the guard stage: flood windows, duplicates, loops and budgets over the
+//!   calls that may run, and what `guard.on_flood` does with a refusal.
 //! - [`tools`]: the compiled tools of a request, cached.
 //! - [`report`]: the counts behind the `x-toolmend-*` headers and the metrics.
 //!
 //! Works on `toolmend::protocol` messages only: no wire format, no HTTP. It never imports
 //! a front; a front converts its wire format to these messages and back.
 
+pub(crate) mod guard;
 pub(crate) mod plan;
 pub(crate) mod report;
 pub(crate) mod request;
@@ -42,6 +45,8 @@ pub(crate) struct Pipeline {
     pub(crate) history: config::History,
     pub(crate) calls: config::Calls,
     pub(crate) limits: config::Limits,
+    /// The guard (`[guard]`), when a rule is set; installed by the gateway's start.
+    pub(crate) guard: Option<guard::GatewayGuard>,
     /// `correction.max_retries`.
     correction_retries: u32,
     /// `correction.timeout_secs`: how long one correction attempt may take.
@@ -89,6 +94,7 @@ impl Pipeline {
             history: config.history.clone(),
             calls: config.calls.clone(),
             limits: config.limits.clone(),
+            guard: None,
             correction_retries: config.correction.max_retries,
             correction_timeout: Duration::from_secs_f64(config.correction.timeout_secs.max(0.001)),
         })

@@ -30,6 +30,8 @@ pub(crate) struct Summary {
     pub outcomes: BTreeMap<&'static str, usize>,
     /// Calls by source (`tool_calls`, `text`, `glued`).
     pub sources: BTreeMap<&'static str, usize>,
+    /// What the guard did.
+    pub guard: crate::pipeline::guard::GuardSummary,
 }
 
 impl Summary {
@@ -47,7 +49,7 @@ impl Summary {
             *self.sources.entry(c.source.as_str()).or_default() += 1;
             match c.outcome {
                 CallOutcome::Feedback => self.unresolved.push(c.id.clone()),
-                CallOutcome::Dropped => continue,
+                CallOutcome::Dropped | CallOutcome::Flooded => continue,
                 CallOutcome::Executed if c.mend == Outcome::Valid => self.valid += 1,
                 _ => self.repaired += 1,
             }
@@ -90,6 +92,9 @@ impl Summary {
         if let Some(h) = &notes.history {
             out.push(("x-toolmend-history", h.clone()));
         }
+        if let Some(g) = self.guard.header() {
+            out.push(("x-toolmend-guard", g));
+        }
         out
     }
 
@@ -114,6 +119,7 @@ impl Summary {
             "valid": self.valid, "repaired": self.repaired, "unresolved": self.unresolved,
             "fixes": self.fixes, "from_text": self.from_text, "history": notes.history,
             "outcomes": self.outcomes, "sources": self.sources,
+            "guard": (!self.guard.policy.is_empty()).then(|| self.guard.to_json()),
         })
     }
 }

@@ -70,6 +70,15 @@ pub(crate) enum GatewayError {
     /// 503 `too_many_connections`.
     #[error("the gateway is at its connection limit (limits.max_connections); retry shortly")]
     TooManyConnections,
+    /// 429 `toolmend_tool_flood` (with `Retry-After`), or 400 `toolmend_tool_loop` when
+    /// the rule ends the run: the guard refused the model's calls (`guard.on_flood =
+    /// "reject"`, or feedback re-asks that did not help).
+    #[error("{message}")]
+    Flooded {
+        message: String,
+        retry_after: Option<std::time::Duration>,
+        ends_run: bool,
+    },
 }
 
 impl GatewayError {
@@ -100,6 +109,8 @@ impl GatewayError {
             GatewayError::UpstreamStatus(f) => f.status,
             GatewayError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             GatewayError::TooManyConnections => StatusCode::SERVICE_UNAVAILABLE,
+            GatewayError::Flooded { ends_run: true, .. } => StatusCode::BAD_REQUEST,
+            GatewayError::Flooded { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -119,6 +130,9 @@ impl GatewayError {
             | GatewayError::UpstreamStream(_)
             | GatewayError::UpstreamStatus(_) => "upstream_error",
             GatewayError::Internal { .. } | GatewayError::TooManyConnections => "server_error",
+            GatewayError::Flooded { ends_run: true, .. } => "invalid_request_error",
+            // OpenAI's own 429s say `requests` (or `tokens`).
+            GatewayError::Flooded { .. } => "requests",
         }
     }
 
@@ -138,6 +152,8 @@ impl GatewayError {
             GatewayError::UpstreamStream(_) => "upstream_stream_error",
             GatewayError::UpstreamStatus(_) => "upstream_status",
             GatewayError::TooManyConnections => "too_many_connections",
+            GatewayError::Flooded { ends_run: true, .. } => "toolmend_tool_loop",
+            GatewayError::Flooded { .. } => "toolmend_tool_flood",
         }
     }
 
@@ -162,6 +178,17 @@ impl IntoResponse for GatewayError {
     fn into_response(self) -> Response {
         match self {
             GatewayError::UpstreamStatus(f) => f.into_response(),
+            GatewayError::Flooded {
+                retry_after: Some(after),
+                ends_run: false,
+                ..
+            } => {
+                let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+                let mut out = (self.status(), Json(self.body())).into_response();
+                out.headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
+                out
+            }
             e => (e.status(), Json(e.body())).into_response(),
         }
     }
@@ -182,6 +209,11 @@ mod tests {
             GatewayError::UpstreamDeadline,
             GatewayError::UpstreamStream("x".into()),
             GatewayError::TooManyConnections,
+            GatewayError::Flooded {
+                message: "x".into(),
+                retry_after: None,
+                ends_run: false,
+            },
         ] {
             let body = e.body();
             let mut keys: Vec<&String> = body["error"].as_object().unwrap().keys().collect();

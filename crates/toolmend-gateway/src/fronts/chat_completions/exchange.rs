@@ -30,6 +30,15 @@ pub(crate) struct Exchange {
     pub(crate) toolbox: Option<Arc<Toolbox>>,
     pub(crate) notes: RequestNotes,
     pub(crate) started: Instant,
+    /// The guard's session (by `guard.session_from`) and where it came from.
+    pub(crate) session: Option<(String, crate::config::SessionSource)>,
+}
+
+impl Exchange {
+    /// The session as the guard stage takes it.
+    pub(crate) fn session(&self) -> Option<(&str, crate::config::SessionSource)> {
+        self.session.as_ref().map(|(s, src)| (s.as_str(), *src))
+    }
 }
 
 impl ReAsk for Exchange {

@@ -58,7 +58,21 @@ pub(crate) async fn respond(
             let mut mended = plan_message(&message, &ex.history, toolbox, &pipeline.plan, finish);
             if i == 0 {
                 let (m2, took) = pipeline.resolve(&ex.history, toolbox, mended, &ex).await;
-                mended = m2;
+                let t = Instant::now();
+                mended = pipeline
+                    .guard(
+                        ex.session(),
+                        &ex.history,
+                        toolbox,
+                        m2,
+                        &ex,
+                        &mut summary.guard,
+                    )
+                    .await?;
+                // A guard re-ask is time upstream (the check itself is ours).
+                if summary.guard.re_asks > 0 {
+                    upstream_time += t.elapsed();
+                }
                 upstream_time += took;
             }
             summary.add(&mended, toolbox, &pipeline.labels);

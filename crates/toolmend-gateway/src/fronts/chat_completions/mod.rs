@@ -90,6 +90,11 @@ async fn chat_inner(
     };
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     let unchanged = (!notes.changed).then_some(body);
+    let session = gw
+        .pipeline
+        .guard
+        .as_ref()
+        .and_then(|g| g.session(&headers, &request));
     let exchange = Exchange {
         gw,
         headers,
@@ -98,6 +103,7 @@ async fn chat_inner(
         toolbox,
         notes,
         started,
+        session,
     };
     if stream {
         return Ok(sse::respond(exchange).await);

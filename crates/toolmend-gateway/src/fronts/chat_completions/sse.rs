@@ -367,8 +367,28 @@ impl Driver {
                                 .insert(0, toolmend::message::thinking_stripped());
                         }
                         let (mended, _) = pipeline.resolve(&ex.history, toolbox, first, ex).await;
-                        self.summary.add(&mended, toolbox, &pipeline.labels);
-                        Some(mended)
+                        let guarded = pipeline
+                            .guard(
+                                ex.session(),
+                                &ex.history,
+                                toolbox,
+                                mended,
+                                ex,
+                                &mut self.summary.guard,
+                            )
+                            .await;
+                        match guarded {
+                            Ok(mended) => {
+                                self.summary.add(&mended, toolbox, &pipeline.labels);
+                                Some(mended)
+                            }
+                            Err(e) => {
+                                // The head went out with 200: the refusal ends the
+                                // stream as an error event in OpenAI's shape.
+                                self.fail_with(e);
+                                return false;
+                            }
+                        }
                     }
                     None => None,
                 };

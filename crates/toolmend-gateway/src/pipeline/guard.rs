@@ -1,0 +1,416 @@
+//! The guard stage of the response path, front-neutral: the calls of the model's answer
+//! that may run go through the core's [`RuleGuard`] (one check per message: the history
+//! rules, then one store round trip), and `guard.on_flood` says what a refusal does:
+//! `feedback` (the refused calls are answered with the guard's message and the model is
+//! asked again without them), `reject` (429 / 400) or `flag` (passed, flagged).
+
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use axum::http::HeaderMap;
+use serde_json::Value;
+use toolmend::{
+    Fix, FixKind, Toolbox,
+    guard::{
+        Action, Guard, GuardContext, GuardRequest, GuardStore, MemoryStore, RuleGuard,
+        fingerprint::result_hash,
+    },
+    message::{CallOutcome, TimeOrderedIds},
+    protocol::{AssistantMessage, Content, Message, ToolCall, ToolMessage},
+};
+
+use crate::{
+    config::{self, FloodPolicy, SessionSource},
+    metrics as m,
+    pipeline::{
+        Pipeline,
+        plan::{Mended, plan_message},
+        resolve::ReAsk,
+    },
+    server::error::GatewayError,
+};
+
+/// The header a client names its session in.
+pub(crate) const SESSION_HEADER: &str = "x-toolmend-session";
+
+/// The configured guard and how the gateway applies it.
+#[derive(Debug)]
+pub(crate) struct GatewayGuard {
+    guard: RuleGuard,
+    policy: FloodPolicy,
+    session_from: Vec<SessionSource>,
+    metadata_key: String,
+    max_re_asks: u32,
+    fresh_ids: TimeOrderedIds,
+    store: &'static str,
+}
+
+impl GatewayGuard {
+    /// The guard of `[guard]`, or `None` when no rule is set. `store`: the shared store
+    /// the caller built (`guard.store = "redis"`); `None` keeps the counts in memory.
+    pub(crate) fn new(
+        cfg: &config::Guard,
+        store: Option<Arc<dyn GuardStore>>,
+    ) -> Result<Option<Self>, String> {
+        if !cfg.rules.any_rule() {
+            return Ok(None);
+        }
+        let mut guard = RuleGuard::new(cfg.rules.clone())?
+            .fail_mode(cfg.fail)
+            .timeout(Duration::from_millis(cfg.timeout_ms));
+        if cfg.rules.needs_store() {
+            guard = match store {
+                Some(s) => guard.with_store(s),
+                None => guard.with_store(MemoryStore::new(cfg.max_keys)),
+            };
+        }
+        let store = guard.store_name().unwrap_or("none");
+        Ok(Some(GatewayGuard {
+            guard,
+            policy: cfg.on_flood,
+            session_from: cfg.session_from.clone(),
+            metadata_key: cfg.metadata_key.clone(),
+            max_re_asks: cfg.max_re_asks,
+            fresh_ids: TimeOrderedIds::new(),
+            store,
+        }))
+    }
+
+    /// The request's session and where it came from, by `guard.session_from`.
+    pub(crate) fn session(
+        &self,
+        headers: &HeaderMap,
+        request: &Value,
+    ) -> Option<(String, SessionSource)> {
+        let text = |v: Option<&Value>| {
+            v.and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        self.session_from.iter().find_map(|&src| {
+            let found = match src {
+                SessionSource::Header => headers
+                    .get(SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| format!("h:{s}")),
+                SessionSource::User => text(request.get("user")).map(|s| format!("u:{s}")),
+                SessionSource::Metadata => {
+                    text(request.pointer(&format!("/metadata/{}", self.metadata_key)))
+                        .map(|s| format!("m:{s}"))
+                }
+                // Only a hash of the key is ever kept.
+                SessionSource::ApiKey => headers
+                    .get(axum::http::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|k| format!("k:{:016x}", result_hash(k))),
+            };
+            found.map(|s| (s, src))
+        })
+    }
+}
+
+/// What the guard did to one response (the `x-toolmend-guard` header, the stream's
+/// closing report).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct GuardSummary {
+    /// Calls checked.
+    pub checked: usize,
+    /// Calls refused (answered with the guard's message, not sent to the client).
+    pub refused: usize,
+    /// Decisions that refuse nothing: observations and shadow decisions.
+    pub observed: usize,
+    /// Rules that decided something, each once, in order.
+    pub rules: Vec<&'static str>,
+    /// Re-asks made for refused calls.
+    pub re_asks: u32,
+    /// Refused calls passed through (`on_flood = "flag"`).
+    pub flagged: usize,
+    /// Ids renamed because the session had used them.
+    pub renamed: usize,
+    /// Where the session came from (`none` when nowhere).
+    pub session: &'static str,
+    /// The policy.
+    pub policy: &'static str,
+}
+
+impl GuardSummary {
+    /// The `x-toolmend-guard` header value, when the guard ran.
+    pub(crate) fn header(&self) -> Option<String> {
+        if self.policy.is_empty() {
+            return None;
+        }
+        let mut s = format!(
+            "checked={} refused={} flagged={} observed={} re_asks={} renamed={} policy={} session={}",
+            self.checked,
+            self.refused,
+            self.flagged,
+            self.observed,
+            self.re_asks,
+            self.renamed,
+            self.policy,
+            self.session
+        );
+        if !self.rules.is_empty() {
+            s.push_str(" rules=");
+            s.push_str(&self.rules.join(","));
+        }
+        Some(s)
+    }
+
+    /// The same as JSON.
+    pub(crate) fn to_json(&self) -> Value {
+        serde_json::json!({
+            "checked": self.checked, "refused": self.refused, "flagged": self.flagged,
+            "observed": self.observed, "re_asks": self.re_asks, "renamed": self.renamed,
+            "rules": self.rules, "policy": self.policy, "session": self.session,
+        })
+    }
+
+    fn note_rule(&mut self, rule: &'static str) {
+        if !self.rules.contains(&rule) {
+            self.rules.push(rule);
+        }
+    }
+}
+
+/// One refused call.
+struct Refusal {
+    id: String,
+    reason: String,
+    action: Action,
+    retry_after: Option<Duration>,
+}
+
+fn runnable(outcome: CallOutcome) -> bool {
+    matches!(
+        outcome,
+        CallOutcome::Executed | CallOutcome::Corrected | CallOutcome::Salvaged
+    )
+}
+
+impl Pipeline {
+    /// The guard stage for the answer `mended` to a request whose messages are
+    /// `history`, in `session`. Returns the answer to send on, or the rejection.
+    pub(crate) async fn guard(
+        &self,
+        session: Option<(&str, SessionSource)>,
+        history: &[Message],
+        toolbox: &Toolbox,
+        mut mended: Mended,
+        reask: &dyn ReAsk,
+        summary: &mut GuardSummary,
+    ) -> Result<Mended, GatewayError> {
+        let Some(g) = &self.guard else {
+            return Ok(mended);
+        };
+        summary.policy = g.policy.as_str();
+        summary.session = session.map_or("none", |(_, s)| s.as_str());
+        let session = session.map(|(s, _)| s);
+        let mut before: Option<Vec<Message>> = None;
+        loop {
+            let refused = self
+                .guard_once(
+                    g,
+                    session,
+                    before.as_deref().unwrap_or(history),
+                    &mut mended,
+                    summary,
+                )
+                .await;
+            if refused.is_empty() {
+                return Ok(mended);
+            }
+            m::guard_flood(g.policy.as_str());
+            match g.policy {
+                FloodPolicy::Flag => {
+                    summary.flagged += refused.len();
+                    return Ok(mended);
+                }
+                FloodPolicy::Reject => return Err(rejection(&refused)),
+                FloodPolicy::Feedback => {}
+            }
+            summary.refused += refused.len();
+            // The refused calls leave the answer; their reports stay (outcome `flooded`).
+            let by_id: HashMap<&str, &Refusal> =
+                refused.iter().map(|r| (r.id.as_str(), r)).collect();
+            for c in &mut mended.calls {
+                if by_id.contains_key(c.id.as_str()) {
+                    c.outcome = CallOutcome::Flooded;
+                }
+            }
+            let sent = mended.message.tool_calls.take().unwrap_or_default();
+            let (out, kept): (Vec<ToolCall>, Vec<ToolCall>) = sent
+                .into_iter()
+                .partition(|c| c.id.as_deref().is_some_and(|id| by_id.contains_key(id)));
+            mended.changed = true;
+            if !kept.is_empty() {
+                // The other calls go on to the client; the refused ones are reported.
+                mended.message.tool_calls = Some(kept);
+                return Ok(mended);
+            }
+            if summary.re_asks >= g.max_re_asks {
+                return Err(rejection(&refused));
+            }
+            summary.re_asks += 1;
+            m::re_ask();
+            let feedback: Vec<(String, String)> = refused
+                .iter()
+                .map(|r| (r.id.clone(), r.reason.clone()))
+                .collect();
+            let Some((message, finish)) = reask.re_ask(out.clone(), feedback.clone()).await else {
+                return Err(rejection(&refused));
+            };
+            // What the new answer follows: the conversation, the refused calls, the
+            // guard's answers to them (so the loop rules see them too).
+            let mut next = before.take().unwrap_or_else(|| history.to_vec());
+            let mut asked = AssistantMessage::default();
+            asked.content = Some(None);
+            asked.tool_calls = Some(out);
+            next.push(Message::Assistant(asked));
+            next.extend(feedback.into_iter().map(|(id, text)| {
+                Message::Tool(ToolMessage {
+                    tool_call_id: id,
+                    content: Content::Text(text),
+                    extra: Default::default(),
+                })
+            }));
+            let again = plan_message(&message, &next, toolbox, &self.plan, finish.as_deref());
+            mended = merge(mended, again);
+            before = Some(next);
+        }
+    }
+
+    /// One check of `mended`'s runnable calls; applies renames and records decisions.
+    async fn guard_once(
+        &self,
+        g: &GatewayGuard,
+        session: Option<&str>,
+        history: &[Message],
+        mended: &mut Mended,
+        summary: &mut GuardSummary,
+    ) -> Vec<Refusal> {
+        let sent = mended.message.tool_calls.as_deref().unwrap_or_default();
+        let place: HashMap<&str, usize> = sent
+            .iter()
+            .enumerate()
+            .filter_map(|(k, c)| Some((c.id.as_deref()?, k)))
+            .collect();
+        let asked: Vec<(usize, usize, Value)> = mended
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| runnable(c.outcome))
+            .filter_map(|(i, c)| {
+                let k = *place.get(c.id.as_str())?;
+                let args =
+                    serde_json::from_str::<Value>(&sent[k].function.arguments).unwrap_or_default();
+                Some((i, k, args))
+            })
+            .collect();
+        if asked.is_empty() {
+            return Vec::new();
+        }
+        summary.checked += asked.len();
+        let t = Instant::now();
+        let verdicts = {
+            let requests: Vec<GuardRequest<'_>> = asked
+                .iter()
+                .map(|(i, _, args)| GuardRequest {
+                    call_id: &mended.calls[*i].id,
+                    tool: &mended.calls[*i].tool,
+                    arguments: args,
+                })
+                .collect();
+            g.guard
+                .check(GuardContext { session, history }, &requests)
+                .await
+        };
+        m::guard_check(g.store, t.elapsed());
+        let mut refused = Vec::new();
+        for ((i, k, _), v) in asked.into_iter().zip(verdicts) {
+            for d in &v.decisions {
+                m::guard_decision(d.rule.as_str(), d.action.as_str(), d.shadow);
+                summary.note_rule(d.rule.as_str());
+                if !d.refuses() {
+                    summary.observed += 1;
+                }
+            }
+            if v.id_reused {
+                let new = g.fresh_ids.next_id();
+                let report = &mut mended.calls[i];
+                report.fixes.push(Fix::on(
+                    FixKind::CallIdRenamed,
+                    "",
+                    format!(
+                        "{:?} -> {new:?}: already used in an earlier turn of this session",
+                        report.id
+                    ),
+                ));
+                report.id.clone_from(&new);
+                if let Some(calls) = &mut mended.message.tool_calls {
+                    calls[k].id = Some(new);
+                }
+                mended.changed = true;
+                summary.renamed += 1;
+            }
+            if v.action > Action::Allow {
+                refused.push(Refusal {
+                    id: mended.calls[i].id.clone(),
+                    reason: v.reason.unwrap_or_default(),
+                    action: v.action,
+                    retry_after: v.retry_after,
+                });
+            }
+        }
+        refused
+    }
+}
+
+/// The answer to the client when refused calls cannot be answered for it.
+fn rejection(refused: &[Refusal]) -> GatewayError {
+    let ends_run = refused.iter().any(|r| r.action >= Action::End);
+    let first = refused
+        .iter()
+        .max_by_key(|r| r.action)
+        .map(|r| r.reason.clone())
+        .unwrap_or_default();
+    GatewayError::Flooded {
+        message: first,
+        retry_after: refused.iter().filter_map(|r| r.retry_after).max(),
+        ends_run,
+    }
+}
+
+/// The first answer (all its calls refused) and the re-asked one: the new calls, the
+/// first answer's flooded reports kept, the texts joined.
+fn merge(first: Mended, again: Mended) -> Mended {
+    let mut message = again.message.clone();
+    let texts: Vec<String> = [first.message.text(), again.message.text()]
+        .into_iter()
+        .flatten()
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    if !texts.is_empty() {
+        message.content = Some(Some(Content::Text(texts.join("\n"))));
+    }
+    let mut calls = first.calls;
+    calls.extend(again.calls);
+    let mut message_fixes = first.message_fixes;
+    message_fixes.extend(again.message_fixes);
+    Mended {
+        message,
+        calls,
+        message_fixes,
+        changed: true,
+        added_text: again.message.text().filter(|t| !t.trim().is_empty()),
+    }
+}
