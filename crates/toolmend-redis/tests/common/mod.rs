@@ -1,0 +1,166 @@
+//! A throwaway `redis-server` on a free loopback port, killed on drop.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::{TcpListener, TcpStream},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+/// One server.
+#[derive(Debug)]
+pub struct Redis {
+    pub port: u16,
+    child: Option<Child>,
+    dir: PathBuf,
+    extra: Vec<String>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl Redis {
+    /// Starts a server (persistence off), waiting until it answers PING.
+    pub fn start() -> Redis {
+        Redis::start_with(&[])
+    }
+
+    /// Starts a server with extra arguments (e.g. cluster mode).
+    pub fn start_with(extra: &[&str]) -> Redis {
+        for _ in 0..5 {
+            let port = free_port();
+            let dir =
+                std::env::temp_dir().join(format!("toolmend-redis-{}-{port}", std::process::id()));
+            let _ = std::fs::create_dir_all(&dir);
+            let mut r = Redis {
+                port,
+                child: None,
+                dir,
+                extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            };
+            if r.spawn() {
+                return r;
+            }
+        }
+        panic!("could not start redis-server on a free loopback port");
+    }
+
+    fn spawn(&mut self) -> bool {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+                "redis-server is not on PATH: install Debian's `redis-server` package \
+                 (apt-get install redis-server; scripts/test installs it). These tests \
+                 need a real Redis and do not skip."
+            ),
+            Err(e) => panic!("could not run redis-server: {e}"),
+        };
+        self.child = Some(child);
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if self.try_cmd(&["PING"]).is_some_and(|r| r == "PONG") {
+                return true;
+            }
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(_)) = c.try_wait()
+            {
+                self.child = None;
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.stop();
+        false
+    }
+
+    /// `redis://127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server (SIGKILL: no goodbye to the clients).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again on the same port.
+    pub fn restart(&mut self) {
+        self.stop();
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if self.spawn() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis-server did not restart on port {}", self.port);
+    }
+
+    /// One command on a fresh connection: the reply as text (status, integer or bulk), or
+    /// `None` when the server is not there.
+    pub fn try_cmd(&self, args: &[&str]) -> Option<String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        s.write_all(req.as_bytes()).ok()?;
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        r.read_line(&mut line).ok()?;
+        let line = line.trim_end().to_owned();
+        match line.as_bytes().first()? {
+            b'$' => {
+                let n: usize = line[1..].parse().ok()?;
+                let mut buf = vec![0; n + 2];
+                r.read_exact(&mut buf).ok()?;
+                buf.truncate(n);
+                String::from_utf8(buf).ok()
+            }
+            _ => Some(line[1..].to_owned()),
+        }
+    }
+
+    /// One command; panics when the server does not answer.
+    pub fn cmd(&self, args: &[&str]) -> String {
+        self.try_cmd(args)
+            .unwrap_or_else(|| panic!("redis on {} did not answer {args:?}", self.port))
+    }
+
+    /// `calls=` of one command in `INFO commandstats` (0 before its first call).
+    pub fn calls_of(&self, command: &str) -> u64 {
+        let info = self.cmd(&["INFO", "commandstats"]);
+        let tag = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&tag))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
