@@ -356,3 +356,38 @@ def test_a_refusal_is_no_progress_to_the_history_rules():
          ai(call("search", {"q": "x"}, "2")), ToolMessage(FLOOD_PREFIX + ": rule repeat: 3 times", tool_call_id="2")]
     wire = _history_for_guard(h)
     assert wire[-1]["content"] == "no results"
+
+
+def test_an_id_the_thread_used_before_is_renamed():
+    stats: list[dict] = []
+    node = ToolNode(TOOLS, guard={"session": {"limit": 10, "window_secs": 60}}, on_stats=stats.append)
+    first = AIMessage("", tool_calls=[call("search", {"q": "a"}, "call_1")], id="m1")
+    node.invoke([HumanMessage("one"), first], config=thread("I"))
+    # A new history in the same thread (e.g. trimmed) whose model reuses the id.
+    again = AIMessage("", tool_calls=[call("search", {"q": "b"}, "call_1")], id="m2")
+    out = node.invoke([HumanMessage("two"), again], config=thread("I"))
+    mended = [m for m in out if isinstance(m, AIMessage)]
+    (result,) = [m for m in out if isinstance(m, ToolMessage)]
+    assert len(mended) == 1 and mended[0].id == "m2"
+    new_id = mended[0].tool_calls[0]["id"]
+    assert new_id != "call_1" and new_id.startswith("call_tm_") and result.tool_call_id == new_id
+    rec = stats[-1]["calls"][0]
+    assert rec["tool_call_id"] == new_id and rec["original_id"] == "call_1"
+    assert any(f["kind"] == "call_id_renamed" for f in rec["fixes"])
+
+
+def test_under_create_react_agent_an_ended_run_runs_no_tool_again():
+    import warnings
+
+    from langgraph.prebuilt import create_react_agent
+
+    model = Script(script=[ai(call("search", {"q": "x"}, f"s{i}")) for i in range(10)] + [AIMessage("done")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        app = create_react_agent(model, tools=ToolNode(TOOLS, guard=LADDER))
+    out = app.invoke({"messages": [HumanMessage("x")]}, config=thread("react"))
+    # Its static tools -> agent edge asks the model again after the end (documented);
+    # every call from the 6th on is answered, none runs.
+    assert RAN == [("search", {"q": "x"})] * 2 and out["messages"][-1].content == "done"
+    results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert all("The run is ended." in m.content for m in results[5:])
