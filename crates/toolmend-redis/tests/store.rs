@@ -10,7 +10,8 @@ use std::{sync::Arc, time::Duration};
 
 use common::Redis;
 use toolmend::guard::{
-    GuardStore, MemoryStore, Rule,
+    FailMode, Guard, GuardConfig, GuardContext, GuardRequest, GuardStore, MemoryStore, Rule,
+    RuleGuard, Window,
     store::{
         Admission, AdmitCall, CallAnswer, Check, EarlyRefusal, ManualClock, Scope, StoreErrorKind,
     },
@@ -479,3 +480,139 @@ async fn a_cluster_is_refused_with_a_clear_error() {
 
 #[allow(dead_code)]
 fn _uses(_: Arc<EarlyRefusal<RedisStore>>) {}
+
+#[tokio::test]
+async fn a_flushed_script_is_loaded_again() {
+    let redis = Redis::start();
+    let s = store(&redis, opts()).await;
+    let c = [call("a", vec![window(Scope::Session, 5, 60_000)])];
+    assert_eq!(admitted(&s, "s", &c).await, [true]);
+    assert_eq!(redis.cmd(&["SCRIPT", "FLUSH"]), "OK");
+    assert_eq!(admitted(&s, "s", &c).await, [true], "NOSCRIPT, loaded, run");
+    assert_eq!(s.stats().protocol_errors, 0);
+}
+
+/// One check of the loop: when it started (from the loop's start), how long it took,
+/// whether Redis decided it, and whether the call may run.
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    at: Duration,
+    took: Duration,
+    backed: bool,
+    allowed: bool,
+}
+
+async fn outage(fail: FailMode) {
+    let timeout = Duration::from_millis(20);
+    let mut redis = Redis::start();
+    let s = store(
+        &redis,
+        RedisOptions {
+            timeout,
+            ..RedisOptions::default()
+        },
+    )
+    .await;
+    let guard = RuleGuard::new(GuardConfig {
+        session: Some(Window::new(100_000, 600.0)),
+        ..GuardConfig::default()
+    })
+    .expect("config")
+    .with_store(s.clone())
+    .fail_mode(fail)
+    .timeout(timeout);
+    let args = serde_json::json!({"q": 1});
+    let t0 = std::time::Instant::now();
+    let (stop_at, restart_at) = (Duration::from_millis(1000), Duration::from_millis(2000));
+    let (mut stopped, mut restarted) = (false, false);
+    let mut probes: Vec<Probe> = Vec::new();
+    let mut n = 0;
+    loop {
+        let at = t0.elapsed();
+        if !stopped && at >= stop_at {
+            redis.stop();
+            stopped = true;
+        }
+        if !restarted && at >= restart_at {
+            redis.restart();
+            restarted = true;
+        }
+        let at = t0.elapsed();
+        n += 1;
+        let id = format!("c{n}");
+        let calls = [GuardRequest {
+            call_id: &id,
+            tool: "search",
+            arguments: &args,
+        }];
+        let started = std::time::Instant::now();
+        let v = guard
+            .check(
+                GuardContext {
+                    session: Some("user-1"),
+                    history: &[],
+                },
+                &calls,
+            )
+            .await;
+        let took = started.elapsed();
+        let backed = !v[0]
+            .decisions
+            .iter()
+            .any(|d| d.rule == Rule::StoreUnavailable);
+        probes.push(Probe {
+            at,
+            took,
+            backed,
+            allowed: v[0].is_allowed(),
+        });
+        let recovered = probes.iter().any(|p| p.at > restart_at && p.backed);
+        if (recovered && at > restart_at + Duration::from_millis(500))
+            || at > restart_at + Duration::from_secs(6)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let slowest = probes.iter().map(|p| p.took).max().unwrap_or_default();
+    let before: Vec<&Probe> = probes.iter().filter(|p| p.at < stop_at).collect();
+    let during: Vec<&Probe> = probes
+        .iter()
+        .filter(|p| p.at > stop_at && p.at < restart_at)
+        .collect();
+    let back = probes
+        .iter()
+        .find(|p| p.at > restart_at && p.backed)
+        .map(|p| p.at - restart_at);
+    eprintln!(
+        "{fail:?}: {} checks, slowest {slowest:?}, {} during the outage, Redis-backed again \
+         {back:?} after the restart, stats {:?}",
+        probes.len(),
+        during.len(),
+        s.stats()
+    );
+    assert!(
+        slowest <= timeout + Duration::from_millis(40),
+        "a check took {slowest:?}"
+    );
+    assert!(before.iter().all(|p| p.backed && p.allowed));
+    assert!(during.len() >= 10);
+    for p in &during {
+        assert!(!p.backed, "{p:?}");
+        assert_eq!(p.allowed, fail == FailMode::Open, "{p:?}");
+    }
+    let back = back.expect("Redis-backed decisions again after the restart");
+    assert!(back <= Duration::from_secs(5), "{back:?}");
+    assert!(s.stats().reconnects >= 1);
+    assert!(probes.last().is_some_and(|p| p.backed && p.allowed));
+}
+
+#[tokio::test]
+async fn a_redis_restart_fails_open_then_recovers() {
+    outage(FailMode::Open).await;
+}
+
+#[tokio::test]
+async fn a_redis_restart_fails_closed_then_recovers() {
+    outage(FailMode::Closed).await;
+}
