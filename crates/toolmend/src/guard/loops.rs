@@ -6,7 +6,8 @@
 //! - `repeat`: the same call (tool and canonical arguments) in consecutive turns.
 //!   Parallel duplicates in one turn count once; turns calling only other tools do not
 //!   break a streak; the same tool with other arguments does; so does a changed result
-//!   (progress: a poll whose answer moved on is no loop).
+//!   (progress: a poll whose answer moved on is no loop). A refusal (a result beginning
+//!   with the flood prefix) is no result: it neither breaks a streak nor counts as one.
 //! - `no_progress`: the same call got the same result `n` times in the run, in a row or not.
 //! - `ping_pong`: the turns alternate between two call sets, A B A B, with each side's
 //!   results unchanged.
@@ -97,9 +98,15 @@ impl<'a> RunIndex<'a> {
         let mut results: HashMap<&str, u64> = HashMap::new();
         for m in run {
             if let Message::Tool(t) = m {
+                let text = t.content.text();
+                // A refusal is no result: the call did not run, so it shows no progress
+                // (else every refusal would reset the streak it answers).
+                if text.starts_with(super::FLOOD_PREFIX) {
+                    continue;
+                }
                 results
                     .entry(t.tool_call_id.as_str())
-                    .or_insert_with(|| result_hash(&t.content.text()));
+                    .or_insert_with(|| result_hash(&text));
             }
         }
         let mut index = RunIndex::default();
@@ -158,7 +165,8 @@ impl<'a> RunIndex<'a> {
             return 1;
         };
         let mut streak = 1u32;
-        let mut newer_result: Option<Option<u64>> = None;
+        // The latest real result in the streak (refused or unanswered calls have none).
+        let mut newer_result: Option<u64> = None;
         let mut i = entries.len();
         while i > 0 && streak < cap {
             // The entries of one turn for this tool.
@@ -177,13 +185,13 @@ impl<'a> RunIndex<'a> {
                 .iter()
                 .find(|c| c.1 == call.fingerprint)
                 .and_then(|c| c.2);
-            if let Some(newer) = newer_result
-                && newer != result
-            {
-                // The result changed between these two: progress.
-                break;
+            if let Some(r) = result {
+                if newer_result.is_some_and(|newer| newer != r) {
+                    // The result changed between these two: progress.
+                    break;
+                }
+                newer_result = Some(r);
             }
-            newer_result = Some(result);
             streak += 1;
             i = j;
         }

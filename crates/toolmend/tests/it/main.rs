@@ -5,6 +5,7 @@
 
 mod agent;
 mod feedback;
+mod guard;
 mod history;
 mod mend;
 mod node;
