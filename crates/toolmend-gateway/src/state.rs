@@ -41,8 +41,32 @@ impl Gateway {
     /// # Errors
     ///
     /// The HTTP client cannot be built.
+    ///
+    /// With `guard.store = "redis"` the store connects in the background (call this inside
+    /// a Tokio runtime): a Redis that is down at start does not stop the gateway, its
+    /// decisions follow `guard.fail` until Redis answers.
     pub fn new(config: Config, metrics: Option<PrometheusHandle>) -> Result<Self, StartError> {
-        Gateway::with_guard_store(config, metrics, None)
+        let store: Option<std::sync::Arc<dyn toolmend::guard::GuardStore>> =
+            match (&config.guard.store, &config.guard.redis_url) {
+                (crate::config::StoreKind::Redis, Some(url))
+                    if config.guard.rules.needs_store() =>
+                {
+                    let opts = toolmend_redis::RedisOptions {
+                        timeout: std::time::Duration::from_millis(config.guard.timeout_ms),
+                        early_refusal_keys: config.guard.max_keys,
+                        ..toolmend_redis::RedisOptions::default()
+                    };
+                    let store = toolmend_redis::redis_guard_store(url, opts).map_err(|e| {
+                        StartError::Guard(format!(
+                            "guard.redis_url {}: {e}",
+                            crate::config::redact_url(url)
+                        ))
+                    })?;
+                    Some(std::sync::Arc::new(store))
+                }
+                _ => None,
+            };
+        Gateway::with_guard_store(config, metrics, store)
     }
 
     /// [`new`](Self::new) with the guard's counts kept in `store` (shared between
