@@ -200,6 +200,37 @@ impl ToolNodeBuilder {
         self
     }
 
+    /// The configured rule guard, with the limits each registered tool declares on itself
+    /// ([`ToolOptions::guard`]) merged in (the guard's own entry for a tool wins key by
+    /// key).
+    ///
+    /// # Errors
+    ///
+    /// A declared limit that cannot work, naming the tool and the key.
+    pub fn rule_guard(mut self, mut guard: crate::guard::RuleGuard) -> Result<Self, crate::Error> {
+        let names: Vec<String> = self
+            .node
+            .registry
+            .toolbox()
+            .names()
+            .map(str::to_owned)
+            .collect();
+        for name in names {
+            if let Some(rules) = self
+                .node
+                .registry
+                .entry(&name)
+                .and_then(|e| e.options.guard.clone())
+            {
+                guard
+                    .declare_tool(&name, rules)
+                    .map_err(crate::Error::Config)?;
+            }
+        }
+        self.node.guard = Arc::new(guard);
+        Ok(self)
+    }
+
     /// Adds a stats listener.
     #[must_use]
     pub fn listener(mut self, listener: impl Listener + 'static) -> Self {

@@ -346,6 +346,11 @@ pub struct ToolOptions {
     pub accept_truncated: bool,
     /// Business rules beyond the schema, run after it passes.
     pub validators: Vec<Arc<dyn CustomValidator>>,
+    /// Flood limits the tool declares on itself (`send_email`: 2 per 60 s), merged into a
+    /// [`RuleGuard`](crate::guard::RuleGuard) given with
+    /// [`ToolNodeBuilder::rule_guard`](crate::node::ToolNodeBuilder::rule_guard); the
+    /// guard's own configuration for the tool wins key by key.
+    pub guard: Option<crate::guard::ToolRules>,
 }
 
 impl fmt::Debug for ToolOptions {
@@ -354,11 +359,19 @@ impl fmt::Debug for ToolOptions {
             .field("timeout", &self.timeout)
             .field("accept_truncated", &self.accept_truncated)
             .field("validators", &self.validators.len())
+            .field("guard", &self.guard)
             .finish()
     }
 }
 
 impl ToolOptions {
+    /// Flood limits of this tool (see the field).
+    #[must_use]
+    pub fn guard(mut self, rules: crate::guard::ToolRules) -> Self {
+        self.guard = Some(rules);
+        self
+    }
+
     /// A timeout for this tool.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {

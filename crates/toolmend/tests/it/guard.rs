@@ -171,3 +171,60 @@ async fn a_thread_budget_with_exit_behavior_error_raises() {
     assert!(err.to_string().contains("rule thread_limit"), "{err}");
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test]
+async fn a_tool_declares_its_own_limit_and_the_configuration_wins_where_it_speaks() {
+    use toolmend::{guard::ToolRules, node::ToolOptions};
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&runs);
+    let mut reg = Registry::new();
+    reg.add_with(
+        tool_fn(
+            "send_email",
+            "Send an e-mail.",
+            json!({"type": "object", "properties": {"to": {"type": "string"}}}),
+            move |_: Value, _| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<_, ToolError>("sent") }
+            },
+        ),
+        ToolOptions::default().guard(ToolRules {
+            session: Some(Window::new(2, 60.0)),
+            ..ToolRules::default()
+        }),
+    )
+    .unwrap();
+    let node = ToolNode::builder(reg)
+        .rule_guard(RuleGuard::new(GuardConfig::default()).unwrap())
+        .unwrap()
+        .build();
+    let opts = InvokeOptions {
+        session: Some("t".into()),
+        ..InvokeOptions::default()
+    };
+    let mut outcomes = Vec::new();
+    for i in 0..3 {
+        let h = vec![
+            user(),
+            Message::Assistant(AssistantMessage {
+                content: Some(None),
+                tool_calls: Some(vec![ToolCall::new(
+                    format!("e{i}"),
+                    "send_email",
+                    format!(r#"{{"to": "a{i}@x.org"}}"#),
+                )]),
+                ..Default::default()
+            }),
+        ];
+        outcomes.push(node.invoke_with(&h, &opts).await.unwrap().results[0].outcome);
+    }
+    assert_eq!(
+        outcomes,
+        [
+            CallOutcome::Executed,
+            CallOutcome::Executed,
+            CallOutcome::Flooded
+        ]
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
