@@ -5,6 +5,8 @@
 //! The guard's future needs a Tokio runtime (the store's answer is awaited under a
 //! timeout, and a Redis store does its I/O there): the extension makes one on first use,
 //! multi-threaded with one worker, and blocks on it from the calling Python thread.
+//! `redis_url=` keeps the counts in Redis (`toolmend-redis`), connected in the
+//! background on that runtime.
 
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
@@ -19,6 +21,8 @@ use pyo3::{
     types::{PyDict, PyList, PyString},
 };
 use serde_json::Value;
+
+use toolmend_redis::{RedisOptions, RedisStore, redis_guard_store};
 
 use toolmend::{
     guard::{
@@ -156,10 +160,12 @@ fn verdict_to_py<'py>(py: Python<'py>, v: &Verdict) -> PyResult<Bound<'py, PyDic
 
 /// Flood control and loop detection: the rules of `[guard]` (windows per session, per
 /// tool and across sessions, duplicates after mending, the repeat ladder, ping-pong, no
-/// progress, thread and run budgets), over an in-memory store.
+/// progress, thread and run budgets), over an in-memory store or Redis.
 #[pyclass(frozen, module = "toolmend._core")]
 pub(crate) struct Guard {
     inner: RwLock<RuleGuard>,
+    /// The Redis store's handle, for its counters.
+    redis: Option<RedisStore>,
 }
 
 impl Guard {
@@ -207,14 +213,17 @@ impl Guard {
     /// `config`: the `[guard]` table as a dict (`session`, `tools`, `duplicate`, `repeat`,
     /// `ping_pong`, `no_progress`, `limits`, `session_ttl_secs`); keyword arguments of the
     /// same names add to it (and win). `fail`: `"open"` (default) or `"closed"`, what a
-    /// store that does not answer within `timeout_ms` means. A setting that cannot work
-    /// raises `ValueError` naming its key.
+    /// store that does not answer within `timeout_ms` means. `redis_url`
+    /// (`redis://host:port/db`): keep the counts in Redis, shared by every process that
+    /// names it (connected in the background; until it answers, `fail` applies). A
+    /// setting that cannot work raises `ValueError` naming its key.
     #[new]
-    #[pyo3(signature = (config = None, *, fail = "open", timeout_ms = 20.0, **rules))]
+    #[pyo3(signature = (config = None, *, fail = "open", timeout_ms = 20.0, redis_url = None, **rules))]
     fn new(
         config: Option<&Bound<'_, PyAny>>,
         fail: &str,
         timeout_ms: f64,
+        redis_url: Option<&str>,
         rules: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let mut value = match config.filter(|c| !c.is_none()) {
@@ -241,12 +250,33 @@ impl Guard {
                 "timeout_ms: must be above 0 and at most 60000, not {timeout_ms}"
             )));
         }
-        let guard = RuleGuard::new(config)
+        let timeout = Duration::from_secs_f64(timeout_ms / 1000.0);
+        let mut guard = RuleGuard::new(config)
             .map_err(PyValueError::new_err)?
             .fail_mode(fail_mode(fail)?)
-            .timeout(Duration::from_secs_f64(timeout_ms / 1000.0));
+            .timeout(timeout);
+        let mut redis = None;
+        if let Some(url) = redis_url {
+            let rt = RUNTIME
+                .as_ref()
+                .map_err(|e| PyRuntimeError::new_err(format!("guard: no Tokio runtime: {e}")))?;
+            // The store connects in a task of the current runtime: ours.
+            let _entered = rt.enter();
+            let opts = RedisOptions {
+                timeout,
+                ..RedisOptions::default()
+            };
+            let store = redis_guard_store(url, opts)
+                .map_err(|e| PyValueError::new_err(format!("redis_url: {e}")))?;
+            redis = Some(store.inner().clone());
+            // The store's own timeout answers first; the guard's is the backstop.
+            guard = guard
+                .with_store(store)
+                .timeout(timeout + Duration::from_millis(10));
+        }
         Ok(Guard {
             inner: RwLock::new(guard),
+            redis,
         })
     }
 
@@ -331,6 +361,39 @@ impl Guard {
             .read()
             .map_err(|_| PyRuntimeError::new_err("guard: its lock is poisoned"))?;
         Ok(guard.store_name())
+    }
+
+    /// The Redis store's counters (`admissions`, `round_trips`, `retries`, `timeouts`,
+    /// `unavailable`, `protocol_errors`, `reconnects`, `connected`); `None` without Redis.
+    fn store_stats(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let Some(redis) = &self.redis else {
+            return Ok(None);
+        };
+        let s = redis.stats();
+        let out = PyDict::new(py);
+        out.set_item("admissions", s.admissions)?;
+        out.set_item("round_trips", s.round_trips)?;
+        out.set_item("retries", s.retries)?;
+        out.set_item("timeouts", s.timeouts)?;
+        out.set_item("unavailable", s.unavailable)?;
+        out.set_item("protocol_errors", s.protocol_errors)?;
+        out.set_item("reconnects", s.reconnects)?;
+        out.set_item("connected", s.connected)?;
+        Ok(Some(out.into_any().unbind()))
+    }
+
+    /// Waits up to `timeout_s` for the Redis store to connect (the GIL released); True
+    /// when connected, also True without Redis.
+    #[pyo3(signature = (timeout_s = 2.0))]
+    fn wait_connected(&self, py: Python<'_>, timeout_s: f64) -> PyResult<bool> {
+        let Some(redis) = &self.redis else {
+            return Ok(true);
+        };
+        let rt = RUNTIME
+            .as_ref()
+            .map_err(|e| PyRuntimeError::new_err(format!("guard: no Tokio runtime: {e}")))?;
+        let within = Duration::from_secs_f64(timeout_s.clamp(0.0, 60.0));
+        Ok(py.detach(|| rt.block_on(redis.wait_connected(within))))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import shutil
+import socket
+import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -344,18 +348,22 @@ def test_the_middleware_applies_declared_limits_of_learned_tools():
     assert RAN == [("pay", {"amount": 1})]
 
 
-def _history_for_guard(messages: list[BaseMessage]) -> list[dict]:
-    from toolmend._mend import guard_history
-
-    return guard_history(messages)
-
-
-def test_a_refusal_is_no_progress_to_the_history_rules():
-    # The refusal text changes with the count; the guard must not read it as a new result.
-    h = [HumanMessage("x"), ai(call("search", {"q": "x"}, "1")), ToolMessage("no results", tool_call_id="1"),
-         ai(call("search", {"q": "x"}, "2")), ToolMessage(FLOOD_PREFIX + ": rule repeat: 3 times", tool_call_id="2")]
-    wire = _history_for_guard(h)
-    assert wire[-1]["content"] == "no results"
+def test_a_refusal_is_no_result_to_the_history_rules():
+    # Two real results, three refusals (their texts differ by count): the next is the 6th.
+    guard = Guard(LADDER)
+    call_x = {"id": "", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}
+    history: list[dict] = [{"role": "user", "content": "find x"}]
+    for i, result in enumerate(["no results"] * 2 + [f"{FLOOD_PREFIX}: rule repeat: {n} times" for n in (3, 4, 5)]):
+        history += [
+            {"role": "assistant", "content": "", "tool_calls": [{**call_x, "id": f"s{i}"}]},
+            {"role": "tool", "tool_call_id": f"s{i}", "content": result},
+        ]
+    (v,) = guard.check(None, history, [{"id": "s5", "name": "search", "arguments": {"q": "x"}}])
+    assert v["action"] == "end" and v["decisions"][0]["count"] == 6
+    # A result that changed is progress: the streak starts again.
+    history[4]["content"] = "one result"
+    (v,) = guard.check(None, history, [{"id": "s5", "name": "search", "arguments": {"q": "x"}}])
+    assert v["action"] == "deny" and v["decisions"][0]["count"] == 5
 
 
 def test_an_id_the_thread_used_before_is_renamed():
@@ -391,3 +399,59 @@ def test_under_create_react_agent_an_ended_run_runs_no_tool_again():
     assert RAN == [("search", {"q": "x"})] * 2 and out["messages"][-1].content == "done"
     results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert all("The run is ended." in m.content for m in results[5:])
+
+
+# ---- Redis: the counts shared between processes ---------------------------------------
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("no redis-server (Debian's redis-server package)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
+
+
+def test_two_guards_on_one_redis_share_the_counts(redis_url):
+    rules = {"session": {"limit": 2, "window_secs": 60}}
+    a, b = (Guard(rules, redis_url=redis_url, timeout_ms=200) for _ in range(2))
+    assert a.wait_connected(5.0) and b.wait_connected(5.0)
+    assert a.store == "redis"
+    node_a, node_b = ToolNode(TOOLS, guard=a), ToolNode(TOOLS, guard=b)
+    one = lambda i: ai(call("search", {"q": str(i)}, f"r{i}"))  # noqa: E731
+    assert answers(node_a.invoke([HumanMessage("x"), one(1)], config=thread("shared")))["r1"].status == "success"
+    assert answers(node_b.invoke([HumanMessage("x"), one(2)], config=thread("shared")))["r2"].status == "success"
+    third = answers(node_a.invoke([HumanMessage("x"), one(3)], config=thread("shared")))["r3"]
+    assert third.content.startswith(FLOOD_PREFIX + ": rule session_window: 3 calls")
+    assert a.store_stats()["admissions"] >= 2 and a.store_stats()["connected"]
+    with pytest.raises(ValueError, match="redis_url"):
+        Guard(rules, redis_url="http://not-redis")
+
+
+def test_a_down_redis_fails_as_configured():
+    rules = {"session": {"limit": 2, "window_secs": 60}}
+    url = "redis://127.0.0.1:1/"  # nothing listens there
+    msg = ai(call("search", {"q": "a"}, "a"))
+    open_ = ToolNode(TOOLS, guard=Guard(rules, redis_url=url, fail="open"))
+    assert answers(open_.invoke([HumanMessage("x"), msg], config=thread("d")))["a"].status == "success"
+    closed = ToolNode(TOOLS, guard=Guard(rules, redis_url=url, fail="closed"))
+    refused = answers(closed.invoke([HumanMessage("x"), msg], config=thread("d")))["a"]
+    assert refused.status == "error" and "rule store_unavailable" in refused.content

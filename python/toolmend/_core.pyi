@@ -150,7 +150,8 @@ class GuardVerdict(TypedDict):
     id_reused: bool
 
 class Guard:
-    """Flood control and loop detection: the ``[guard]`` rules over an in-memory store."""
+    """Flood control and loop detection: the ``[guard]`` rules over an in-memory store,
+    or Redis with ``redis_url``."""
 
     def __init__(
         self,
@@ -158,6 +159,7 @@ class Guard:
         *,
         fail: Literal["open", "closed"] = "open",
         timeout_ms: float = 20.0,
+        redis_url: str | None = None,
         **rules: Any,
     ) -> None: ...
     def declare_tool(self, name: str, rules: dict[str, Any]) -> None: ...
@@ -173,3 +175,5 @@ class Guard:
     def config(self) -> dict[str, Any]: ...
     @property
     def store(self) -> str | None: ...
+    def store_stats(self) -> dict[str, int | bool] | None: ...
+    def wait_connected(self, timeout_s: float = 2.0) -> bool: ...

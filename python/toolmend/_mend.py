@@ -27,7 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from toolmend._core import Toolbox, ToolmendError, correctable, repair
-from toolmend._guard import FLOOD_PREFIX, ToolCallLimitExceededError, as_guard, declare_tools, fresh_id
+from toolmend._guard import ToolCallLimitExceededError, as_guard, declare_tools, fresh_id
 
 #: Attribute of a planned call dict holding its feedback: the call is answered with it
 #: instead of running. Never reaches a tool or a wrapper.
@@ -258,44 +258,17 @@ def wire_message(msg: BaseMessage) -> dict[str, Any]:
 
 def guard_history(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """The history as the guard reads it: OpenAI-format dicts (calls with their mended
-    arguments as JSON text, results as text).
-
-    A call the guard refused was answered with its reason, a text that changes with the
-    count; to the history rules that would read as a changed result (progress), so a
-    loop would reset after each refusal and never reach the ladder's ``stop``. A refused
-    call's result is therefore given to the guard as the last real result of the same
-    call (same tool, same arguments), or as the refusal prefix alone when it never ran:
-    a refusal is no progress."""
+    arguments as JSON text, results as text). A refused call's answer begins with the
+    flood prefix: the core's history rules read it as no result (no progress, and no
+    break of the streak it answers)."""
     out: list[dict[str, Any]] = []
-    key_of: dict[str, tuple[str, str]] = {}
-    last: dict[tuple[str, str], str] = {}
     for m in messages:
         d = wire_message(m)
-        kind = m.type
-        if kind == "ai":
-            for c in [*m.tool_calls, *m.invalid_tool_calls]:  # type: ignore[attr-defined]
-                key_of[c.get("id") or ""] = (c.get("name") or "", _canonical(c.get("args")))
-            for c in d.get("tool_calls") or ():
-                if c.get("id") is None:
-                    c["id"] = ""
-        elif kind == "tool":
-            key = key_of.get(d["tool_call_id"])
-            text = d["content"]
-            if text.lstrip().startswith(FLOOD_PREFIX):
-                d["content"] = last.get(key, FLOOD_PREFIX) if key is not None else FLOOD_PREFIX
-            elif key is not None:
-                last[key] = text
+        for c in d.get("tool_calls") or ():
+            if c.get("id") is None:
+                c["id"] = ""
         out.append(d)
     return out
-
-
-def _canonical(args: Any) -> str:
-    if isinstance(args, str):
-        return args
-    try:
-        return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):
-        return repr(args)
 
 
 def _history_ids(messages: Sequence[BaseMessage], end: int) -> list[str]:
