@@ -198,15 +198,20 @@ def test_the_middleware_refuses_duplicates_before_the_tools():
 LADDER = {"repeat": {"observe": 2, "block": 3, "stop": 6}}
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
 @pytest.mark.parametrize("front", ["node", "middleware"])
-def test_a_loop_of_one_call_is_stopped_at_the_ladders_stop(front):
+def test_a_loop_of_one_call_is_stopped_at_the_ladders_stop(front, asynchronous):
     model = Script(script=[ai(call("search", {"q": "x"}, f"s{i}")) for i in range(20)] + [AIMessage("done")])
     stats: list[dict] = []
     if front == "node":
         app = graph(model, ToolNode(TOOLS, guard=LADDER, on_stats=stats.append))
     else:
         app = agent(model, MendMiddleware(guard=LADDER, on_stats=stats.append))
-    out = app.invoke({"messages": [HumanMessage("find x")]}, config=thread("loop"))
+    start = {"messages": [HumanMessage("find x")]}
+    if asynchronous:
+        out = asyncio.run(app.ainvoke(start, config=thread("loop")))
+    else:
+        out = app.invoke(start, config=thread("loop"))
     messages = out["messages"]
     # Calls 1 and 2 run, 3 to 5 are refused, the 6th ends the run: six model turns.
     assert model.calls == 6
