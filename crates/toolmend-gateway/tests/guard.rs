@@ -347,7 +347,7 @@ async fn a_stream_ends_with_the_refusal_as_an_error_event() {
         .text()
         .await
         .unwrap();
-    assert!(first.contains("\"tool_calls\""), "{first}");
+    assert!(first.contains("\"tool_calls\":["), "{first}");
     let second = post(&r, &ask(), Some("s"), true)
         .await
         .text()
@@ -384,4 +384,27 @@ fn a_bad_guard_setting_is_named_at_start() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("sesion"), "{err}");
+}
+
+#[tokio::test]
+async fn a_stream_under_feedback_carries_the_re_asked_answer_and_no_refused_call() {
+    let script = Script::new()
+        .then(call("c1", r#"{"q": "rome"}"#))
+        .then(call("c2", r#"{"q": "rome"}"#))
+        .then(said("The results for rome are above."));
+    let r = start(script, "[guard.duplicate]\nwindow_secs = 60\n", Vec::new()).await;
+    post(&r, &ask(), Some("s"), true)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let text = post(&r, &ask(), Some("s"), true)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("The results for rome are above."), "{text}");
+    assert!(!text.contains("\"tool_calls\":["), "{text}");
+    assert!(text.contains("\"re_asks\":1"), "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
 }
