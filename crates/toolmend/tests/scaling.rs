@@ -686,3 +686,68 @@ fn the_plan_of_one_message_scales_linearly() {
         },
     );
 }
+
+// ---------------------------------------------------------------- the guard
+
+/// A run of `n` turns (the same few calls again and again, answered) and a new message of
+/// `n` calls: the guard's history rules index the run once, its store rules take every
+/// call in one admission.
+fn guard_input(n: usize) -> (Vec<Message>, Vec<serde_json::Value>) {
+    let mut history = vec![user("go")];
+    for t in 0..n {
+        let id = format!("h{t}");
+        history.push(assistant(vec![call(&id, t % 3)]));
+        history.push(result(&id, "same"));
+    }
+    let args = (0..n)
+        .map(|k| serde_json::json!({"city": "Paris", "day": k % 7}))
+        .collect();
+    (history, args)
+}
+
+#[test]
+fn the_guard_scales_linearly_in_history_and_calls() {
+    use toolmend::guard::{
+        Duplicate, Guard, GuardConfig, GuardContext, GuardRequest, Ladder, NoProgress, PingPong,
+        RuleGuard, Window,
+    };
+    let _serial = serial();
+    let config = GuardConfig {
+        session: Some(Window::new(100_000, 60.0)),
+        duplicate: Some(Duplicate {
+            window_secs: 60.0,
+            shadow: false,
+        }),
+        repeat: Some(Ladder::default()),
+        ping_pong: Some(PingPong::default()),
+        no_progress: Some(NoProgress::default()),
+        ..GuardConfig::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    assert_linear(
+        "RuleGuard::check (history rules + one memory admission)",
+        100,
+        guard_input,
+        |(history, args)| {
+            let guard = RuleGuard::new(config.clone()).unwrap();
+            let ids: Vec<String> = (0..args.len()).map(|k| format!("n{k}")).collect();
+            let calls: Vec<GuardRequest<'_>> = args
+                .iter()
+                .zip(&ids)
+                .map(|(a, id)| GuardRequest {
+                    call_id: id,
+                    tool: "get_weather",
+                    arguments: a,
+                })
+                .collect();
+            let ctx = GuardContext {
+                session: Some("s"),
+                history,
+            };
+            black_box(rt.block_on(guard.check(ctx, &calls)))
+        },
+    );
+}

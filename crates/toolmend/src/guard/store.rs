@@ -764,6 +764,109 @@ mod tests {
         assert!(store.evicted() > 0);
     }
 
+    /// The reference: every admission kept forever, counted by a scan.
+    #[derive(Default)]
+    struct Naive {
+        log: HashMap<String, Vec<u64>>,
+    }
+
+    impl Naive {
+        fn admit(&mut self, session: &str, calls: &[AdmitCall], now: u64) -> Vec<(bool, Vec<u64>)> {
+            calls
+                .iter()
+                .map(|call| {
+                    let counts: Vec<u64> = call
+                        .checks
+                        .iter()
+                        .map(|c| {
+                            let key = memory_key(Some(session), &c.scope);
+                            let w = c.window_ms.unwrap_or(u64::MAX);
+                            let n = self.log.get(&key).map_or(0, |l| {
+                                l.iter().filter(|&&t| t > now.saturating_sub(w)).count()
+                            });
+                            // A shadow log is capped at its limit, as the store's.
+                            (n as u64).min(c.limit)
+                        })
+                        .collect();
+                    let admitted = call
+                        .checks
+                        .iter()
+                        .zip(&counts)
+                        .all(|(c, &n)| c.shadow || n < c.limit);
+                    if admitted {
+                        for c in &call.checks {
+                            self.log
+                                .entry(memory_key(Some(session), &c.scope))
+                                .or_default()
+                                .push(now);
+                        }
+                    }
+                    (admitted, counts)
+                })
+                .collect()
+        }
+    }
+
+    fn arb_check() -> impl proptest::strategy::Strategy<Value = Check> {
+        use proptest::prelude::*;
+        (
+            0..4usize,
+            1..4u64,
+            prop_oneof![Just(50u64), Just(200), Just(1000)],
+            any::<bool>(),
+        )
+            .prop_map(|(scope, limit, window, shadow)| Check {
+                rule: Rule::SessionWindow,
+                scope: match scope {
+                    0 => Scope::Session,
+                    1 => Scope::SessionTool("a".into()),
+                    2 => Scope::Tool("a".into()),
+                    _ => Scope::Call(7),
+                },
+                limit,
+                window_ms: Some(window),
+                shadow,
+            })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_memory_store_matches_a_naive_log(
+            steps in proptest::collection::vec(
+                (0..300u64, proptest::collection::vec(proptest::collection::vec(arb_check(), 1..3), 1..4)),
+                1..40,
+            )
+        ) {
+            // One key, one kind of check: the generator keeps each scope's window and
+            // limit fixed per run by deriving them from the scope alone.
+            let fix = |mut c: Check| {
+                let k = match c.scope { Scope::Session => 0, Scope::SessionTool(_) => 1, Scope::Tool(_) => 2, _ => 3 };
+                c.limit = [2, 3, 1, 1][k];
+                c.window_ms = Some([200, 1000, 50, 200][k]);
+                c.shadow = k == 1 && c.shadow;
+                c
+            };
+            let clock = Arc::new(ManualClock::at(1_000_000));
+            let store = MemoryStore::with_clock(1000, Arc::clone(&clock));
+            let mut naive = Naive::default();
+            for (advance, calls) in steps {
+                clock.advance(advance);
+                let calls: Vec<AdmitCall> = calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, checks)| call(&format!("c{i}"), checks.into_iter().map(fix).collect()))
+                    .collect();
+                let got = store.admit_now(Admission { session: Some("s"), ttl_ms: 60_000, calls: &calls });
+                let want = naive.admit("s", &calls, clock.now_ms());
+                for (g, (admitted, counts)) in got.iter().zip(want) {
+                    proptest::prop_assert_eq!(g.admitted, admitted);
+                    let got_counts: Vec<u64> = g.checks.iter().map(|r| r.count).collect();
+                    proptest::prop_assert_eq!(got_counts, counts);
+                }
+            }
+        }
+    }
+
     /// Counts the admissions that reach it.
     #[derive(Debug, Default)]
     struct Counting(MemoryStore, AtomicU64);
