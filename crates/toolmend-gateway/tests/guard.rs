@@ -408,3 +408,52 @@ async fn a_stream_under_feedback_carries_the_re_asked_answer_and_no_refused_call
     assert!(text.contains("\"re_asks\":1"), "{text}");
     assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
 }
+
+/// One pipeline: the gateway and the Rust tool node, given the same rules and the same
+/// conversation, refuse the same call with the same words.
+#[tokio::test]
+async fn the_gateway_and_the_node_refuse_the_same_call_with_the_same_reason() {
+    use toolmend::{
+        guard::{GuardConfig, Ladder, RuleGuard},
+        node::{CallOutcome, Registry, ToolError, ToolNode, tool_fn},
+        protocol::Message,
+    };
+    let history = looping(2, |_| "no news".into());
+    // The gateway: reject, so the refusal's reason is the error message.
+    let r = start(
+        Script::new().then(call("c9", r#"{"q": "rome"}"#)),
+        "[guard]\non_flood = \"reject\"\n[guard.repeat]\nobserve = 2\nblock = 3\nstop = 6\n",
+        Vec::new(),
+    )
+    .await;
+    let resp = post(&r, &history, None, false).await;
+    assert_eq!(resp.status(), 429);
+    let gateway_reason = resp.json::<Value>().await.unwrap()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The node: the same history, then the model's same answer.
+    let mut reg = Registry::new();
+    reg.add(tool_fn(
+        "search",
+        "Search.",
+        tools()[0]["function"]["parameters"].clone(),
+        |_: Value, _| async { Ok::<_, ToolError>("no news") },
+    ))
+    .unwrap();
+    let guard = RuleGuard::new(GuardConfig {
+        repeat: Some(Ladder::default()),
+        ..GuardConfig::default()
+    })
+    .unwrap();
+    let node = ToolNode::builder(reg).guard(guard).build();
+    let mut messages: Vec<Message> = serde_json::from_value(history).unwrap();
+    messages.push(
+        serde_json::from_value(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c9", "type": "function", "function": {"name": "search", "arguments": "{\"q\": \"rome\"}"}}]}))
+        .unwrap(),
+    );
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(out.results[0].outcome, CallOutcome::Flooded);
+    assert_eq!(out.results[0].content.text(), gateway_reason);
+}
