@@ -119,10 +119,21 @@ enum Command {
     ///               max_argument_bytes = 4194304   max_schema_bytes = 262144
     ///               max_upstream_bytes = 33554432   max_tool_labels = 500
     ///               shutdown_grace_secs = 30   (docs/gateway.md, "Limits": what each answers)
+    ///   [guard]     (off until a rule is set; docs/guard.md)
+    ///               on_flood = "feedback" | "reject" (429) | "flag"   store = "memory" | "redis"
+    ///               redis_url = "redis://127.0.0.1:6379/"   timeout_ms = 20   fail = "open" | "closed"
+    ///               session_from = ["header", "user", "metadata", "api_key"]   (x-toolmend-session)
+    ///     rules:    session = {limit = 5, window_secs = 60}   duplicate = {window_secs = 60}
+    ///               tools.send_email.session / .global = {limit, window_secs}
+    ///               repeat = {observe = 2, block = 3, stop = 6}   ping_pong = {cycles = 3}
+    ///               no_progress = {block = 3}   (each rule: shadow = true to only report)
+    ///               limits = {thread_limit, run_limit, exit_behavior = "continue" | "error" | "end"}
     ///
     /// Examples:
     ///   toolmend serve --upstream https://api.openai.com/v1
     ///   TOOLMEND_HISTORY__POLICY=reject toolmend serve --config gateway.toml
+    ///   TOOLMEND_GUARD__SESSION__LIMIT=5 TOOLMEND_GUARD__SESSION__WINDOW_SECS=60 \
+    ///     TOOLMEND_GUARD__STORE=redis TOOLMEND_GUARD__REDIS_URL=redis://127.0.0.1:6379/ toolmend serve ...
     ///   toolmend scripted-provider examples/script.jsonl &   # then
     ///   toolmend serve --listen 127.0.0.1:8790 --upstream http://127.0.0.1:PORT/v1
     #[command(verbatim_doc_comment)]

@@ -68,6 +68,14 @@ impl GatewayGuard {
             };
         }
         let store = guard.store_name().unwrap_or("none");
+        tracing::info!(
+            store,
+            on_flood = cfg.on_flood.as_str(),
+            fail = ?cfg.fail,
+            timeout_ms = cfg.timeout_ms,
+            tools_with_rules = cfg.rules.tools.len(),
+            "guard on"
+        );
         Ok(Some(GatewayGuard {
             guard,
             policy: cfg.on_flood,
