@@ -1,7 +1,7 @@
 //! Two `toolmend serve` processes sharing one real `redis-server`: one limit between
 //! them, whatever the interleaving; and Redis restarted under them.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 #[path = "../../toolmend-redis/tests/common/mod.rs"]
 mod common;

@@ -280,10 +280,11 @@ impl Pipeline {
             // What the new answer follows: the conversation, the refused calls, the
             // guard's answers to them (so the loop rules see them too).
             let mut next = before.take().unwrap_or_else(|| history.to_vec());
-            let mut asked = AssistantMessage::default();
-            asked.content = Some(None);
-            asked.tool_calls = Some(out);
-            next.push(Message::Assistant(asked));
+            next.push(Message::Assistant(AssistantMessage {
+                content: Some(None),
+                tool_calls: Some(out),
+                ..AssistantMessage::default()
+            }));
             next.extend(feedback.into_iter().map(|(id, text)| {
                 Message::Tool(ToolMessage {
                     tool_call_id: id,

@@ -362,7 +362,7 @@ fn limit(key: &str, l: u64) -> Result<(), String> {
 }
 
 fn secs(key: &str, s: f64) -> Result<(), String> {
-    if !(s.is_finite() && s >= 0.001 && s <= MAX_WINDOW_SECS) {
+    if !(s.is_finite() && (0.001..=MAX_WINDOW_SECS).contains(&s)) {
         return Err(format!(
             "{key}: must be between 0.001 and {MAX_WINDOW_SECS} seconds, not {s}"
         ));

@@ -245,7 +245,10 @@ mod tests {
     use super::*;
     use crate::guard::fingerprint::fingerprint;
 
-    fn history(turns: &[(&[(&str, Value)], &[&str])]) -> Vec<Message> {
+    /// One turn: its calls (tool, arguments) and their results.
+    type TurnSpec<'a> = (&'a [(&'a str, Value)], &'a [&'a str]);
+
+    fn history(turns: &[TurnSpec<'_>]) -> Vec<Message> {
         let mut msgs =
             vec![serde_json::from_value(json!({"role": "user", "content": "go"})).expect("user")];
         for (t, (calls, results)) in turns.iter().enumerate() {
