@@ -26,7 +26,7 @@ use serde_json::Value;
 pub use config::{
     Budget, Duplicate, ExitBehavior, GuardConfig, Ladder, NoProgress, PingPong, ToolRules, Window,
 };
-pub use rules::{FailMode, RuleGuard};
+pub use rules::{DEFAULT_TIMEOUT, FailMode, RuleGuard, session_key};
 pub use store::{GuardStore, MemoryStore, StoreError};
 
 use crate::{future::BoxFuture, protocol::Message};
