@@ -27,6 +27,32 @@ pub enum FailMode {
 }
 
 /// The configured guard.
+///
+/// ```
+/// use serde_json::json;
+/// use toolmend::guard::{
+///     Action, FLOOD_PREFIX, Guard, GuardConfig, GuardContext, GuardRequest, RuleGuard, Window,
+/// };
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// // `send_email`: at most 2 per minute per session (`[guard.tools.send_email.session]`).
+/// let mut config = GuardConfig::default();
+/// config.tools.entry("send_email".into()).or_default().session = Some(Window::new(2, 60.0));
+/// let guard = RuleGuard::new(config).unwrap();
+/// let args = json!({"to": "ana@example.org"});
+/// let calls: Vec<GuardRequest> = ["c1", "c2", "c3"]
+///     .iter()
+///     .map(|id| GuardRequest { call_id: id, tool: "send_email", arguments: &args })
+///     .collect();
+/// let ctx = GuardContext { session: Some("thread-42"), history: &[] };
+/// let verdicts = guard.check(ctx, &calls).await;
+/// assert!(verdicts[0].is_allowed() && verdicts[1].is_allowed());
+/// assert_eq!(verdicts[2].action, Action::Deny);
+/// assert!(verdicts[2].reason.as_deref().unwrap().starts_with(FLOOD_PREFIX));
+/// # });
+/// ```
+///
+/// In a tool node: `ToolNode::builder(registry).rule_guard(guard)` (with the limits tools
+/// declare on themselves), sessions from `InvokeOptions::session`.
 pub struct RuleGuard {
     config: Arc<GuardConfig>,
     store: Option<Arc<dyn GuardStore>>,
