@@ -293,6 +293,40 @@ mod tests {
         RunIndex::new(h).signals(&calls, 100)
     }
 
+    proptest::proptest! {
+        /// Any run: no panic, every call gets signals, a streak is at least the call
+        /// itself and never more than the turns plus one, and the walk stops at its cap.
+        #[test]
+        fn signals_are_bounded_for_any_run(
+            turns in proptest::collection::vec(
+                proptest::collection::vec((0..3usize, 0..3u8, 0..3u8), 0..4), 0..30),
+            new in proptest::collection::vec((0..3usize, 0..3u8), 1..5),
+            cap in 1..10u32,
+        ) {
+            let names = ["a", "b", "c"];
+            let mut msgs = vec![serde_json::from_value::<Message>(json!({"role": "user", "content": "go"})).expect("user")];
+            for (t, calls) in turns.iter().enumerate() {
+                let tool_calls: Vec<Value> = calls.iter().enumerate().map(|(k, (n, a, _))| json!({
+                    "id": format!("c{t}_{k}"), "type": "function",
+                    "function": {"name": names[*n], "arguments": json!({"x": a}).to_string()}})).collect();
+                msgs.push(serde_json::from_value(json!({"role": "assistant", "content": null, "tool_calls": tool_calls})).expect("a"));
+                for (k, (_, _, r)) in calls.iter().enumerate() {
+                    msgs.push(serde_json::from_value(json!({"role": "tool", "tool_call_id": format!("c{t}_{k}"), "content": format!("r{r}")})).expect("t"));
+                }
+            }
+            let new: Vec<(String, u64)> = new.iter().map(|(n, a)| (names[*n].to_owned(), fingerprint(names[*n], &json!({"x": a})))).collect();
+            let calls: Vec<NewCall<'_>> = new.iter().map(|(t, f)| NewCall { tool: t, fingerprint: *f }).collect();
+            let out = RunIndex::new(&msgs).signals(&calls, cap);
+            proptest::prop_assert_eq!(out.len(), calls.len());
+            for s in out {
+                proptest::prop_assert!(s.repeat >= 1);
+                proptest::prop_assert!(s.repeat <= cap.max(1));
+                proptest::prop_assert!(s.repeat as usize <= turns.len() + 1);
+                proptest::prop_assert!(s.ping_pong as usize <= turns.len());
+            }
+        }
+    }
+
     #[test]
     fn a_streak_survives_other_tools_and_parallel_duplicates() {
         let q = json!({"q": "rome"});
