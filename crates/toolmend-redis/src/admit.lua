@@ -12,25 +12,39 @@ local ttl = tonumber(ARGV[1])
 local has_session = ARGV[2] == '1'
 local MAX_IDS = 10000
 
-local function kind(key)
-  return redis.call('TYPE', key)['ok']
+-- What each key holds, as last seen or written by this script: 'list', 'count' (a live
+-- numeric counter), 'none', or 'other' (another kind: started over when written).
+local kinds = {}
+-- Expiry (absolute ms) of the keys written, set once at the end; and their order.
+local expires = {}
+local written = {}
+
+local function expire(key, at)
+  if not expires[key] then written[#written + 1] = key end
+  expires[key] = at
 end
 
--- A budget key whose TTL ends this millisecond counts as gone (as in the memory store).
-local function live_budget(key)
-  return redis.call('PTTL', key) ~= 0
+local function is_error(r)
+  return type(r) == 'table' and r.err ~= nil
 end
 
 local function evaluate(key, limit, window)
-  local ty = kind(key)
   if window >= 0 then
-    if ty ~= 'list' then return limit > 0, 0, 0 end
-    local from = now - window
-    while true do
-      local head = redis.call('LINDEX', key, 0)
-      if not head or tonumber(head) > from then break end
-      redis.call('LPOP', key)
+    local head = redis.pcall('LINDEX', key, 0)
+    if is_error(head) then
+      kinds[key] = 'other'
+      return limit > 0, 0, 0
     end
+    local from = now - window
+    while head and tonumber(head) <= from do
+      redis.call('LPOP', key)
+      head = redis.call('LINDEX', key, 0)
+    end
+    if not head then
+      kinds[key] = 'none'
+      return limit > 0, 0, 0
+    end
+    kinds[key] = 'list'
     local count = redis.call('LLEN', key)
     if count < limit then return true, count, 0 end
     -- The oldest admission that must leave the window before one more fits.
@@ -39,46 +53,69 @@ local function evaluate(key, limit, window)
     if oldest then retry = math.max(tonumber(oldest) + window - now, 0) end
     return false, count, retry
   end
-  if ty ~= 'string' or not live_budget(key) then return limit > 0, 0, 0 end
-  local n = tonumber(redis.call('GET', key)) or 0
+  local v = redis.pcall('GET', key)
+  if is_error(v) then
+    kinds[key] = 'other'
+    return limit > 0, 0, 0
+  end
+  if not v then
+    kinds[key] = 'none'
+    return limit > 0, 0, 0
+  end
+  local n = tonumber(v)
+  -- The key's time left: as written by this script, or as Redis has it. A counter whose
+  -- TTL ends this millisecond counts as gone (as in the memory store).
+  local left
+  if expires[key] then left = expires[key] - now else left = redis.call('PTTL', key) end
+  if not n or left == 0 or left == -2 then
+    kinds[key] = 'other'
+    return limit > 0, 0, 0
+  end
+  kinds[key] = 'count'
   if n < limit then return true, n, 0 end
-  return false, n, math.max(redis.call('PTTL', key), 0)
+  return false, n, math.max(left, 0)
 end
 
 local function record(key, limit, window)
-  local ty = kind(key)
+  local kind = kinds[key]
   if window >= 0 then
-    if ty ~= 'list' and ty ~= 'none' then redis.call('DEL', key) end
+    if kind ~= 'list' and kind ~= 'none' then redis.call('DEL', key) end
     local len = redis.call('RPUSH', key, now)
     -- A shadow rule admits past its limit: the log stays bounded by the limit.
     local cap = math.max(limit, 1)
     if len > cap then redis.call('LTRIM', key, len - cap, -1) end
-    redis.call('PEXPIRE', key, window)
+    kinds[key] = 'list'
+    expire(key, now + window)
   else
-    if ty ~= 'none' and (ty ~= 'string' or not live_budget(key)
-        or not tonumber(redis.call('GET', key))) then
-      redis.call('DEL', key)
-    end
+    if kind ~= 'count' and kind ~= 'none' then redis.call('DEL', key) end
     redis.call('INCR', key)
-    redis.call('PEXPIRE', key, ttl)
+    kinds[key] = 'count'
+    expire(key, now + ttl)
   end
 end
 
--- Seen ids, in insertion order (score), the oldest leaving past MAX_IDS.
+-- Seen ids, in insertion order (the score), the oldest leaving past MAX_IDS.
+local ids = KEYS[1]
+local seq, held
 local function seen(id)
-  local key = KEYS[1]
-  if kind(key) ~= 'zset' then redis.call('DEL', key) end
-  local was = redis.call('ZSCORE', key, id)
-  if not was then
-    local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    local seq = 1
-    if top[2] then seq = tonumber(top[2]) + 1 end
-    redis.call('ZADD', key, seq, id)
-    local n = redis.call('ZCARD', key)
-    if n > MAX_IDS then redis.call('ZPOPMIN', key, n - MAX_IDS) end
+  if not seq then
+    local top = redis.pcall('ZRANGE', ids, -1, -1, 'WITHSCORES')
+    if is_error(top) then
+      redis.call('DEL', ids)
+      top = {}
+    end
+    seq = 0
+    if top[2] then seq = tonumber(top[2]) end
+    held = redis.call('ZCARD', ids)
   end
-  redis.call('PEXPIRE', key, ttl)
-  if was then return 1 end
+  local added = redis.call('ZADD', ids, 'NX', seq + 1, id)
+  if added == 0 then return 1 end
+  seq = seq + 1
+  held = held + 1
+  if held > MAX_IDS then
+    redis.call('ZPOPMIN', ids, held - MAX_IDS)
+    held = MAX_IDS
+  end
   return 0
 end
 
@@ -108,4 +145,9 @@ while i + 1 <= #ARGV do
   end
   out[#out + 1] = answer
 end
+
+for _, key in ipairs(written) do
+  redis.call('PEXPIREAT', key, expires[key])
+end
+if has_session and #ARGV >= 3 then redis.call('PEXPIRE', ids, ttl) end
 return out

@@ -325,6 +325,21 @@ impl RedisStore {
                             format!("connection lost: {}", e.kind_name()),
                         ));
                     }
+                    if matches!(
+                        e.kind(),
+                        redis::ErrorKind::Server(
+                            redis::ServerErrorKind::BusyLoading
+                                | redis::ServerErrorKind::TryAgain
+                                | redis::ServerErrorKind::MasterDown
+                                | redis::ServerErrorKind::ClusterDown
+                        )
+                    ) {
+                        // Up but not serving yet (loading its data set, a failover).
+                        return Err(self.fail(
+                            StoreErrorKind::Unavailable,
+                            format!("not serving: {}", e.code().unwrap_or("error")),
+                        ));
+                    }
                     if e.is_timeout() {
                         return Err(self.fail(StoreErrorKind::Timeout, "response timed out"));
                     }

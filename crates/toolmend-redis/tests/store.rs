@@ -6,15 +6,13 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use common::Redis;
 use toolmend::guard::{
     FailMode, Guard, GuardConfig, GuardContext, GuardRequest, GuardStore, MemoryStore, Rule,
     RuleGuard, Window,
-    store::{
-        Admission, AdmitCall, CallAnswer, Check, EarlyRefusal, ManualClock, Scope, StoreErrorKind,
-    },
+    store::{Admission, AdmitCall, CallAnswer, Check, ManualClock, Scope, StoreErrorKind},
 };
 use toolmend_redis::{ConfigError, RedisOptions, RedisStore, redis_guard_store};
 
@@ -60,7 +58,7 @@ fn call(id: &str, checks: Vec<Check>) -> AdmitCall {
 }
 
 async fn admit(
-    s: &impl GuardStore,
+    s: &(impl GuardStore + ?Sized),
     session: &str,
     ttl_ms: u64,
     calls: &[AdmitCall],
@@ -478,9 +476,6 @@ async fn a_cluster_is_refused_with_a_clear_error() {
     assert_eq!(s.stats().round_trips, 0);
 }
 
-#[allow(dead_code)]
-fn _uses(_: Arc<EarlyRefusal<RedisStore>>) {}
-
 #[tokio::test]
 async fn a_flushed_script_is_loaded_again() {
     let redis = Redis::start();
@@ -615,4 +610,66 @@ async fn a_redis_restart_fails_open_then_recovers() {
 #[tokio::test]
 async fn a_redis_restart_fails_closed_then_recovers() {
     outage(FailMode::Closed).await;
+}
+
+#[tokio::test]
+async fn a_session_keeps_its_last_ten_thousand_ids_like_the_memory_store() {
+    let redis = Redis::start();
+    let s = store(&redis, opts()).await;
+    let memory = MemoryStore::new(1000);
+    let many: Vec<AdmitCall> = (0..10_001)
+        .map(|i| call(&format!("id{i}"), vec![]))
+        .collect();
+    // id0 left; adding it again pushes id1 out (insertion order).
+    let probe = [
+        call("id1", vec![]),
+        call("id0", vec![]),
+        call("id1", vec![]),
+        call("id10000", vec![]),
+    ];
+    for store in [&s as &dyn GuardStore, &memory] {
+        let first = admit(store, "s", 60_000, &many).await;
+        assert!(first.iter().all(|a| a.admitted && !a.id_seen));
+        let again = admit(store, "s", 60_000, &probe).await;
+        let seen: Vec<bool> = again.iter().map(|a| a.id_seen).collect();
+        assert_eq!(seen, [true, false, false, true], "{}", store.name());
+    }
+    assert_eq!(redis.cmd(&["ZCARD", "tm:v1:{s}:ids"]), "10000");
+}
+
+#[tokio::test]
+async fn a_key_reused_by_another_kind_of_check_starts_over_like_the_memory_store() {
+    let redis = Redis::start();
+    let s = store(&redis, opts()).await;
+    let memory = MemoryStore::new(1000);
+    let as_window = window(Scope::Thread, 2, 60_000);
+    let as_budget = budget(Scope::Thread, 2);
+    let steps = [
+        vec![
+            call("a", vec![as_budget.clone()]),
+            call("b", vec![as_budget.clone()]),
+        ],
+        vec![call("c", vec![as_window.clone()])],
+        vec![
+            call("d", vec![as_window.clone()]),
+            call("e", vec![as_window.clone()]),
+        ],
+        vec![call("f", vec![as_budget.clone(), as_window.clone()])],
+        vec![call("g", vec![as_budget.clone()])],
+    ];
+    for calls in &steps {
+        let m = admit(&memory, "s", 60_000, calls).await;
+        let r = admit(&s, "s", 60_000, calls).await;
+        let strip = |a: &[CallAnswer]| -> Vec<(bool, Vec<(bool, u64)>)> {
+            a.iter()
+                .map(|a| {
+                    (
+                        a.admitted,
+                        a.checks.iter().map(|c| (c.passed, c.count)).collect(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(strip(&m), strip(&r), "{calls:?}");
+    }
 }
