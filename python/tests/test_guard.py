@@ -412,8 +412,8 @@ def test_under_create_react_agent_an_ended_run_runs_no_tool_again():
 @pytest.fixture
 def redis_url(tmp_path):
     server = shutil.which("redis-server")
-    if server is None:
-        pytest.skip("no redis-server (Debian's redis-server package)")
+    # A real server or a failure, never a skip: scripts/test installs Debian's package.
+    assert server is not None, "no redis-server on PATH: install Debian's redis-server (scripts/test does)"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
