@@ -179,7 +179,12 @@ fn main() {
             });
         }
         let info = redis.cmd(&["INFO", "commandstats"]);
-        if let Some(l) = info.lines().find(|l| l.starts_with("cmdstat_evalsha:")) {
+        // Server-side cost of the script and of the commands it runs (VERBOSE=1: all).
+        let verbose = std::env::var_os("VERBOSE").is_some();
+        for l in info
+            .lines()
+            .filter(|l| verbose || l.starts_with("cmdstat_evalsha:"))
+        {
             println!("server side: {l}");
         }
         let st = handle.stats();

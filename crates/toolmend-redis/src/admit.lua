@@ -12,85 +12,150 @@ local ttl = tonumber(ARGV[1])
 local has_session = ARGV[2] == '1'
 local MAX_IDS = 10000
 
--- What each key holds, as last seen or written by this script: 'list', 'count' (a live
--- numeric counter), 'none', or 'other' (another kind: started over when written).
-local kinds = {}
--- Expiry (absolute ms) of the keys written, set once at the end; and their order.
-local expires = {}
-local written = {}
-
-local function expire(key, at)
-  if not expires[key] then written[#written + 1] = key end
-  expires[key] = at
-end
+-- Each key is read at most once per message and written once at the end; in between the
+-- script keeps a model of it, so later calls of the message see the earlier ones.
+-- A key's state: kind 'list' (a window log: the Redis entries from `drop` to `base - 1`,
+-- then `pend` new entries at `now`), 'count' (a live numeric counter `n`), 'none', or
+-- 'other' (another kind, started over when written); `exp`: its expiry (absolute ms);
+-- `dirty`: written by this message; `reset`: to be deleted before it is written.
+local state = {}
+local order = {}
 
 local function is_error(r)
   return type(r) == 'table' and r.err ~= nil
 end
 
-local function evaluate(key, limit, window)
-  if window >= 0 then
-    local head = redis.pcall('LINDEX', key, 0)
-    if is_error(head) then
-      kinds[key] = 'other'
-      return limit > 0, 0, 0
-    end
-    local from = now - window
-    while head and tonumber(head) <= from do
-      redis.call('LPOP', key)
-      head = redis.call('LINDEX', key, 0)
-    end
-    if not head then
-      kinds[key] = 'none'
-      return limit > 0, 0, 0
-    end
-    kinds[key] = 'list'
-    local count = redis.call('LLEN', key)
-    if count < limit then return true, count, 0 end
-    -- The oldest admission that must leave the window before one more fits.
-    local oldest = redis.call('LINDEX', key, count - limit)
-    local retry = 0
-    if oldest then retry = math.max(tonumber(oldest) + window - now, 0) end
-    return false, count, retry
+local function load_list(st, key)
+  local head = redis.pcall('LINDEX', key, 0)
+  if is_error(head) then return false end
+  st.kind = 'list'
+  st.drop, st.pend = 0, 0
+  if head then
+    st.base = redis.call('LLEN', key)
+    st.head = tonumber(head)
+  else
+    st.base = 0
   end
+  return true
+end
+
+local function load_count(st, key)
   local v = redis.pcall('GET', key)
-  if is_error(v) then
-    kinds[key] = 'other'
-    return limit > 0, 0, 0
-  end
+  if is_error(v) then return false end
   if not v then
-    kinds[key] = 'none'
-    return limit > 0, 0, 0
+    st.kind = 'none'
+    return true
   end
   local n = tonumber(v)
-  -- The key's time left: as written by this script, or as Redis has it. A counter whose
-  -- TTL ends this millisecond counts as gone (as in the memory store).
-  local left
-  if expires[key] then left = expires[key] - now else left = redis.call('PTTL', key) end
+  local left = redis.call('PTTL', key)
+  -- A counter whose TTL ends this millisecond counts as gone (as in the memory store).
   if not n or left == 0 or left == -2 then
-    kinds[key] = 'other'
-    return limit > 0, 0, 0
+    st.kind = 'other'
+  else
+    st.kind, st.n = 'count', n
+    if left > 0 then st.exp = now + left end
   end
-  kinds[key] = 'count'
-  if n < limit then return true, n, 0 end
-  return false, n, math.max(left, 0)
+  return true
+end
+
+local function get(key, window)
+  local st = state[key]
+  if st then return st end
+  st = {}
+  state[key] = st
+  order[#order + 1] = key
+  if window >= 0 then
+    if not load_list(st, key) and not load_count(st, key) then st.kind = 'other' end
+  else
+    if not load_count(st, key) and not load_list(st, key) then st.kind = 'other' end
+  end
+  return st
+end
+
+-- The model's entry at index j (0-based) of a window log.
+local function entry(st, key, j)
+  if j < st.base - st.drop then
+    return tonumber(redis.call('LINDEX', key, st.drop + j))
+  end
+  return now
+end
+
+local function evaluate(key, limit, window)
+  local st = get(key, window)
+  if window >= 0 then
+    if st.kind ~= 'list' then return limit > 0, 0, 0 end
+    local from = now - window
+    -- Entries at or before `from` leave (from the Redis part first: it is older).
+    while st.base - st.drop > 0 do
+      if not st.head then st.head = tonumber(redis.call('LINDEX', key, st.drop)) end
+      if st.head and st.head > from then break end
+      st.drop = st.drop + 1
+      st.head = nil
+    end
+    if st.base - st.drop == 0 and now <= from then st.pend = 0 end
+    local count = st.base - st.drop + st.pend
+    if count == 0 then return limit > 0, 0, 0 end
+    if count < limit then return true, count, 0 end
+    -- The oldest admission that must leave the window before one more fits.
+    local retry = 0
+    if count - limit < count then
+      retry = math.max(entry(st, key, count - limit) + window - now, 0)
+    end
+    return false, count, retry
+  end
+  if st.kind ~= 'count' then return limit > 0, 0, 0 end
+  if st.n < limit then return true, st.n, 0 end
+  local retry = 0
+  if st.exp then retry = math.max(st.exp - now, 0) end
+  return false, st.n, retry
 end
 
 local function record(key, limit, window)
-  local kind = kinds[key]
+  local st = state[key]
+  st.dirty = true
   if window >= 0 then
-    if kind ~= 'list' and kind ~= 'none' then redis.call('DEL', key) end
-    local len = redis.call('RPUSH', key, now)
+    if st.kind ~= 'list' then
+      st.reset = st.kind ~= 'none'
+      st.kind, st.base, st.drop, st.pend, st.head = 'list', 0, 0, 0, nil
+    end
+    st.pend = st.pend + 1
     -- A shadow rule admits past its limit: the log stays bounded by the limit.
-    local cap = math.max(limit, 1)
-    if len > cap then redis.call('LTRIM', key, len - cap, -1) end
-    kinds[key] = 'list'
-    expire(key, now + window)
+    local over = st.base - st.drop + st.pend - math.max(limit, 1)
+    if over > 0 then
+      local from_redis = math.min(over, st.base - st.drop)
+      if from_redis > 0 then
+        st.drop = st.drop + from_redis
+        st.head = nil
+      end
+      st.pend = st.pend - (over - from_redis)
+    end
+    st.exp = now + window
   else
-    if kind ~= 'count' and kind ~= 'none' then redis.call('DEL', key) end
-    redis.call('INCR', key)
-    kinds[key] = 'count'
-    expire(key, now + ttl)
+    if st.kind ~= 'count' then st.kind, st.n = 'count', 0 end
+    st.n = st.n + 1
+    st.exp = now + ttl
+  end
+end
+
+local function flush()
+  for _, key in ipairs(order) do
+    local st = state[key]
+    if st.dirty then
+      if st.kind == 'count' then
+        redis.call('SET', key, st.n, 'PXAT', st.exp)
+      else
+        if st.reset then redis.call('DEL', key) end
+        if st.drop > 0 then redis.call('LTRIM', key, st.drop, -1) end
+        local left = st.pend
+        while left > 0 do
+          local batch = {}
+          for b = 1, math.min(left, 1000) do batch[b] = now end
+          redis.call('RPUSH', key, unpack(batch))
+          left = left - #batch
+        end
+        redis.call('PEXPIREAT', key, st.exp)
+      end
+    end
   end
 end
 
@@ -146,8 +211,6 @@ while i + 1 <= #ARGV do
   out[#out + 1] = answer
 end
 
-for _, key in ipairs(written) do
-  redis.call('PEXPIREAT', key, expires[key])
-end
+flush()
 if has_session and #ARGV >= 3 then redis.call('PEXPIRE', ids, ttl) end
 return out

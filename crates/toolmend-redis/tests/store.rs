@@ -223,38 +223,61 @@ impl Lcg {
     }
 }
 
-#[tokio::test]
-async fn a_random_sequence_gets_the_same_answers_from_memory_and_redis() {
+/// A random sequence of admissions (fixed seed) against both stores: the same answers,
+/// call by call. `tight`: small limits and many shadow checks (logs at their cap, refusals
+/// inside a message, retries from entries of the same message).
+async fn equivalence(seed: u64, tight: bool) {
     let redis = Redis::start();
     let s = store(&redis, opts()).await;
     let memory = MemoryStore::with_clock(100_000, ManualClock::at(10_000_000));
-    let mut rng = Lcg(20_261_202);
+    let mut rng = Lcg(seed);
     let tools = ["search", "fetch"];
     let (mut total, mut refused, mut seen) = (0, 0, 0);
+    let calls_max = if tight { 8 } else { 4 };
     for _ in 0..400 {
         let session = format!("{:016x}", rng.next(3));
-        let calls: Vec<AdmitCall> = (0..1 + rng.next(4))
+        let calls: Vec<AdmitCall> = (0..1 + rng.next(calls_max))
             .map(|_| {
                 let tool = tools[rng.next(2) as usize];
                 let mut checks = Vec::new();
                 let mut add = |rng: &mut Lcg, c: Check| {
                     if rng.next(2) == 0 {
-                        let shadow = rng.next(10) == 0;
+                        let shadow = rng.next(if tight { 3 } else { 10 }) == 0;
                         checks.push(Check { shadow, ..c });
                     }
                 };
-                add(&mut rng, window(Scope::Session, 150, 600_000));
-                let l = 40 + rng.next(40);
+                add(
+                    &mut rng,
+                    window(Scope::Session, if tight { 8 } else { 150 }, 600_000),
+                );
+                let l = if tight {
+                    1 + rng.next(4)
+                } else {
+                    40 + rng.next(40)
+                };
                 add(
                     &mut rng,
                     window(Scope::SessionTool(tool.into()), l, 600_000),
                 );
-                add(&mut rng, window(Scope::Tool(tool.into()), 300, 600_000));
+                add(
+                    &mut rng,
+                    window(
+                        Scope::Tool(tool.into()),
+                        if tight { 12 } else { 300 },
+                        600_000,
+                    ),
+                );
                 let fp = rng.next(60);
                 add(&mut rng, window(Scope::Call(fp), 1, 600_000));
-                add(&mut rng, budget(Scope::Thread, 200));
+                add(
+                    &mut rng,
+                    budget(Scope::Thread, if tight { 10 } else { 200 }),
+                );
                 let run = rng.next(4);
-                add(&mut rng, budget(Scope::RunTool(run, tool.into()), 40));
+                add(
+                    &mut rng,
+                    budget(Scope::RunTool(run, tool.into()), if tight { 3 } else { 40 }),
+                );
                 call(&format!("id{}", rng.next(400)), checks)
             })
             .collect();
@@ -289,6 +312,16 @@ async fn a_random_sequence_gets_the_same_answers_from_memory_and_redis() {
         "{refused}/{total}"
     );
     assert!(seen > 0);
+}
+
+#[tokio::test]
+async fn a_random_sequence_gets_the_same_answers_from_memory_and_redis() {
+    equivalence(20_261_202, false).await;
+}
+
+#[tokio::test]
+async fn a_tight_random_sequence_gets_the_same_answers_from_memory_and_redis() {
+    equivalence(7, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
