@@ -1,7 +1,7 @@
 -- toolmend guard admission, script version 1 (keys under tm:v1:).
 -- One call per message: every check of every call, in call order, atomically.
 -- KEYS[1]: the session's seen ids (a sorted set) when ARGV[2] == '1'; the other KEYS: the
--- checks' keys (a window: a list of admission times in ms; a budget: a counter).
+-- checks' keys (a window: a list of admission times in ms; a budget: "<n>:<expiry ms>").
 -- ARGV[1]: the session TTL in ms; ARGV[2]: '1' with a session, '0' without; then two
 -- values per call: its id, and its checks as "key,limit,window,shadow;" with key an index
 -- into KEYS, window -1 for a budget, shadow 0 or 1.
@@ -39,6 +39,7 @@ local function load_list(st, key)
   return true
 end
 
+-- A counter is stored as "<n>:<expiry ms>" (its own expiry, on the script's clock).
 local function load_count(st, key)
   local v = redis.pcall('GET', key)
   if is_error(v) then return false end
@@ -46,14 +47,13 @@ local function load_count(st, key)
     st.kind = 'none'
     return true
   end
-  local n = tonumber(v)
-  local left = redis.call('PTTL', key)
-  -- A counter whose TTL ends this millisecond counts as gone (as in the memory store).
-  if not n or left == 0 or left == -2 then
+  local n, exp = string.match(v, '^(%d+):(%d+)$')
+  n, exp = tonumber(n), tonumber(exp)
+  -- A counter whose expiry is now or past counts as gone (as in the memory store).
+  if not n or exp <= now then
     st.kind = 'other'
   else
-    st.kind, st.n = 'count', n
-    if left > 0 then st.exp = now + left end
+    st.kind, st.n, st.exp = 'count', n, exp
   end
   return true
 end
@@ -142,7 +142,7 @@ local function flush()
     local st = state[key]
     if st.dirty then
       if st.kind == 'count' then
-        redis.call('SET', key, st.n, 'PXAT', st.exp)
+        redis.call('SET', key, st.n .. ':' .. st.exp, 'PXAT', st.exp)
       else
         if st.reset then redis.call('DEL', key) end
         if st.drop > 0 then redis.call('LTRIM', key, st.drop, -1) end
@@ -159,7 +159,8 @@ local function flush()
   end
 end
 
--- Seen ids, in insertion order (the score), the oldest leaving past MAX_IDS.
+-- Seen ids, in insertion order (the score), the oldest leaving past MAX_IDS. The set holds
+-- at most as many ids as its top score, so it is counted only once that passes MAX_IDS.
 local ids = KEYS[1]
 local seq, held
 local function seen(id)
@@ -171,15 +172,16 @@ local function seen(id)
     end
     seq = 0
     if top[2] then seq = tonumber(top[2]) end
-    held = redis.call('ZCARD', ids)
   end
   local added = redis.call('ZADD', ids, 'NX', seq + 1, id)
   if added == 0 then return 1 end
   seq = seq + 1
-  held = held + 1
-  if held > MAX_IDS then
-    redis.call('ZPOPMIN', ids, held - MAX_IDS)
-    held = MAX_IDS
+  if seq > MAX_IDS then
+    if not held then held = redis.call('ZCARD', ids) else held = held + 1 end
+    if held > MAX_IDS then
+      redis.call('ZPOPMIN', ids, held - MAX_IDS)
+      held = MAX_IDS
+    end
   end
   return 0
 end

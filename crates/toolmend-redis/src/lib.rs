@@ -28,7 +28,7 @@
 //! | key | holds | expires |
 //! |---|---|---|
 //! | `tm:v1:{<session>}:s`, `:st:<tool>`, `:c:<fingerprint>` | a sliding-window log: a list of admission times (ms), at most `limit` of them | `window` after the last admission |
-//! | `tm:v1:{<session>}:th`, `:tht:<tool>`, `:r:<n>`, `:rt:<n>:<tool>` | a budget: a counter | the session TTL after the last admission |
+//! | `tm:v1:{<session>}:th`, `:tht:<tool>`, `:r:<n>`, `:rt:<n>:<tool>` | a budget: `<count>:<expiry ms>` (its expiry on the server's clock, so the script needs no `PTTL`) | the session TTL after the last admission |
 //! | `tm:v1:{<session>}:ids` | the call ids seen, a sorted set in insertion order, at most 10,000 | the session TTL, refreshed by every call |
 //! | `tm:v1:{t:<tool>}:w` | a tool's window across sessions (`Scope::Tool`) | `window` after the last admission |
 //!
