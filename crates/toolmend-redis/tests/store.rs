@@ -442,7 +442,12 @@ async fn a_down_redis_neither_blocks_the_start_nor_the_admissions() {
             .await
             .expect_err("down");
         assert_eq!(e.kind, StoreErrorKind::Unavailable);
-        assert!(t.elapsed() < Duration::from_millis(5), "at once");
+        // At once: well under the 20 ms timeout (slack for a loaded machine).
+        assert!(
+            t.elapsed() < Duration::from_millis(10),
+            "at once: {:?}",
+            t.elapsed()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     redis.restart();
