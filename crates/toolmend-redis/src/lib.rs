@@ -32,7 +32,8 @@
 //! | `tm:v1:{<session>}:ids` | the call ids seen, a sorted set in insertion order, at most 10,000 | the session TTL, refreshed by every call |
 //! | `tm:v1:{t:<tool>}:w` | a tool's window across sessions (`Scope::Tool`) | `window` after the last admission |
 //!
-//! Every key written gets a `PEXPIRE`, so Redis forgets idle sessions on its own.
+//! Every key written gets an expiry (`PEXPIRE`, `PEXPIREAT` or `SET … PXAT`), so Redis
+//! forgets idle sessions on its own.
 //!
 //! # The script
 //!
