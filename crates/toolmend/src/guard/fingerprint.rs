@@ -52,6 +52,13 @@ impl Fnv {
             self.0 = self.0.wrapping_mul(PRIME);
         }
     }
+
+    /// A whole word in one step (lengths, numbers): FNV's round over 64 bits at once.
+    fn word(&mut self, v: u64) {
+        self.0 ^= v;
+        self.0 = self.0.wrapping_mul(PRIME);
+        self.0 ^= self.0 >> 29;
+    }
 }
 
 fn canonical(v: &Value, h: &mut Fnv, depth: usize) {
@@ -64,42 +71,70 @@ fn canonical(v: &Value, h: &mut Fnv, depth: usize) {
         Value::Bool(true) => h.write(b"t"),
         Value::Bool(false) => h.write(b"f"),
         Value::Number(n) => {
-            h.write(b"#");
-            match (n.as_i64(), n.as_u64(), n.as_f64()) {
-                (Some(i), _, _) => h.write(i.to_string().as_bytes()),
-                (None, Some(u), _) => h.write(u.to_string().as_bytes()),
-                // An integral float is the integer (5.0 is 5), within i64.
-                (None, None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => {
+            // Numbers as fixed-width bytes, no text: an integral float is the integer
+            // (5.0 is 5) within i64; any other float by its bits.
+            if let Some(i) = n.as_i64() {
+                h.write(b"i");
+                h.word(i as u64);
+            } else if let Some(u) = n.as_u64() {
+                h.write(b"u");
+                h.word(u);
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                if f.fract() == 0.0 && f.abs() < 9.0e15 {
+                    h.write(b"i");
                     #[allow(clippy::cast_possible_truncation)]
-                    h.write((f as i64).to_string().as_bytes());
+                    h.word(f as i64 as u64);
+                } else {
+                    h.write(b"d");
+                    h.word(f.to_bits());
                 }
-                _ => h.write(n.to_string().as_bytes()),
             }
         }
         Value::String(s) => {
             h.write(b"\"");
-            h.write(&(s.len() as u64).to_le_bytes());
+            h.word(s.len() as u64);
             h.write(s.as_bytes());
         }
         Value::Array(items) => {
             h.write(b"[");
-            h.write(&(items.len() as u64).to_le_bytes());
+            h.word(items.len() as u64);
             for item in items {
                 canonical(item, h, depth + 1);
             }
         }
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_unstable();
             h.write(b"{");
-            h.write(&(keys.len() as u64).to_le_bytes());
-            for k in keys {
-                h.write(&(k.len() as u64).to_le_bytes());
-                h.write(k.as_bytes());
-                canonical(&map[k.as_str()], h, depth + 1);
+            h.word(map.len() as u64);
+            // Members sorted by key (keys are unique); small objects (most arguments)
+            // without a heap list, and no lookup per key.
+            const SMALL: usize = 16;
+            if map.len() <= SMALL {
+                let mut members: [(&str, &Value); SMALL] = [("", &Value::Null); SMALL];
+                for (slot, (k, v)) in members.iter_mut().zip(map.iter()) {
+                    *slot = (k.as_str(), v);
+                }
+                let members = &mut members[..map.len()];
+                members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                for (k, v) in members.iter() {
+                    member(k, v, h, depth);
+                }
+            } else {
+                let mut members: Vec<(&str, &Value)> =
+                    map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+                members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                for (k, v) in members {
+                    member(k, v, h, depth);
+                }
             }
         }
     }
+}
+
+fn member(k: &str, v: &Value, h: &mut Fnv, depth: usize) {
+    h.word(k.len() as u64);
+    h.write(k.as_bytes());
+    canonical(v, h, depth + 1);
 }
 
 #[cfg(test)]

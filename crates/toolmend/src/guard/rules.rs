@@ -55,6 +55,8 @@ pub enum FailMode {
 /// declare on themselves), sessions from `InvokeOptions::session`.
 pub struct RuleGuard {
     config: Arc<GuardConfig>,
+    /// The configured tools' names, shared by every check that names one.
+    names: BTreeMap<String, Arc<str>>,
     store: Option<Arc<dyn GuardStore>>,
     fail: FailMode,
     timeout: Duration,
@@ -85,6 +87,7 @@ impl RuleGuard {
             None
         };
         Ok(RuleGuard {
+            names: names_of(&config),
             config: Arc::new(config),
             store,
             fail: FailMode::Open,
@@ -130,6 +133,7 @@ impl RuleGuard {
         if config.needs_store() && self.store.is_none() {
             self.store = Some(Arc::new(MemoryStore::default()));
         }
+        self.names = names_of(&config);
         self.config = Arc::new(config);
         Ok(())
     }
@@ -147,7 +151,7 @@ impl RuleGuard {
     /// The checks one call needs from the store.
     fn checks(&self, tool: &str, fp: u64, session: bool, run: u64) -> Vec<Check> {
         let c = &self.config;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(8);
         let window = |rule, scope, w: &Window| Check {
             rule,
             scope,
@@ -156,12 +160,14 @@ impl RuleGuard {
             shadow: w.shadow,
         };
         let rules = c.tools.get(tool);
+        let name = || -> Arc<str> {
+            self.names
+                .get(tool)
+                .cloned()
+                .unwrap_or_else(|| Arc::from(tool))
+        };
         if let Some(g) = rules.and_then(|r| r.global.as_ref()) {
-            out.push(window(
-                Rule::ToolGlobalWindow,
-                Scope::Tool(tool.to_owned()),
-                g,
-            ));
+            out.push(window(Rule::ToolGlobalWindow, Scope::Tool(name()), g));
         }
         if !session {
             return out;
@@ -170,11 +176,7 @@ impl RuleGuard {
             out.push(window(Rule::SessionWindow, Scope::Session, w));
         }
         if let Some(w) = rules.and_then(|r| r.session.as_ref()) {
-            out.push(window(
-                Rule::ToolWindow,
-                Scope::SessionTool(tool.to_owned()),
-                w,
-            ));
+            out.push(window(Rule::ToolWindow, Scope::SessionTool(name()), w));
         }
         if let Some(d) = c.duplicate_for(tool) {
             out.push(Check {
@@ -212,8 +214,8 @@ impl RuleGuard {
             budget(
                 &mut out,
                 b,
-                Scope::ThreadTool(tool.to_owned()),
-                Scope::RunTool(run, tool.to_owned()),
+                Scope::ThreadTool(name()),
+                Scope::RunTool(run, name()),
             );
         }
         out
@@ -263,14 +265,18 @@ impl RuleGuard {
                     ttl_ms: self.config.session_ttl_ms(),
                     calls: &admit,
                 };
-                let answered: Result<Vec<CallAnswer>, StoreError> =
+                // A local store answers at once: no timer for it.
+                let answered: Result<Vec<CallAnswer>, StoreError> = if store.is_local() {
+                    store.admit(admission).await
+                } else {
                     match tokio::time::timeout(self.timeout, store.admit(admission)).await {
                         Ok(r) => r,
                         Err(_) => Err(StoreError {
                             kind: super::store::StoreErrorKind::Timeout,
                             message: format!("no answer within {} ms", self.timeout.as_millis()),
                         }),
-                    };
+                    }
+                };
                 match answered {
                     Ok(answers) => {
                         for ((&i, call), answer) in asked.iter().zip(&admit).zip(answers) {
@@ -456,6 +462,14 @@ impl RuleGuard {
             }
         }
     }
+}
+
+fn names_of(config: &GuardConfig) -> BTreeMap<String, Arc<str>> {
+    config
+        .tools
+        .keys()
+        .map(|k| (k.clone(), Arc::from(k.as_str())))
+        .collect()
 }
 
 /// The session as the store sees it: a hash, never the caller's value (it may be a user

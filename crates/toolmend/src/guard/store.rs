@@ -12,7 +12,7 @@ use std::{
     collections::{HashMap, VecDeque},
     fmt,
     sync::{
-        Mutex,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::Instant,
@@ -27,17 +27,17 @@ pub enum Scope {
     /// All calls of the session.
     Session,
     /// One tool's calls in the session.
-    SessionTool(String),
+    SessionTool(Arc<str>),
     /// One tool's calls across sessions (no session needed).
-    Tool(String),
+    Tool(Arc<str>),
     /// Calls that ran in the thread (the session), no window.
     Thread,
     /// One tool's calls that ran in the thread.
-    ThreadTool(String),
+    ThreadTool(Arc<str>),
     /// Calls that ran in run `n` of the session.
     Run(u64),
     /// One tool's calls that ran in run `n`.
-    RunTool(u64, String),
+    RunTool(u64, Arc<str>),
     /// One fingerprint (tool and canonical arguments) in the session.
     Call(u64),
 }
@@ -164,6 +164,10 @@ impl fmt::Display for StoreErrorKind {
 pub trait GuardStore: Send + Sync {
     /// `memory`, `redis` …: a metric label.
     fn name(&self) -> &'static str;
+    /// True for a store that answers at once, in process (no timeout needed around it).
+    fn is_local(&self) -> bool {
+        false
+    }
     /// Evaluates and counts one message's calls atomically: one answer per call, in order.
     fn admit<'a>(
         &'a self,
@@ -174,6 +178,9 @@ pub trait GuardStore: Send + Sync {
 impl<T: GuardStore + ?Sized> GuardStore for std::sync::Arc<T> {
     fn name(&self) -> &'static str {
         (**self).name()
+    }
+    fn is_local(&self) -> bool {
+        (**self).is_local()
     }
     fn admit<'a>(
         &'a self,
@@ -248,10 +255,11 @@ pub const MAX_IDS_PER_SESSION: usize = 10_000;
 enum Entry {
     /// Admission times, oldest first (at most the limit).
     Log(VecDeque<u64>),
+    /// The one admission time of a window of limit 1 (a fingerprint: the most numerous
+    /// keys), without a heap log.
+    Last(u64),
     /// A budget count.
     Count(u64),
-    /// Seen call ids, with their insertion order.
-    Ids(HashMap<String, u64>, VecDeque<String>),
 }
 
 #[derive(Debug)]
@@ -261,14 +269,167 @@ struct Slot {
     expires: u64,
 }
 
-/// The in-process store: a bounded map of sliding-window logs, budget counts and seen
-/// ids, expiring. Past `max_keys`, expired keys go first, then the soonest to expire (a
-/// forgotten key can only admit more, never refuse wrongly; counted in [`evicted`]).
+/// Hashes a key that is already a 64-bit hash (a fingerprint, an id's hash): one
+/// splitmix64 round over it and a per-process random seed, so a client that crafts
+/// fingerprints cannot aim them at one bucket, at a fraction of SipHash's cost.
+#[derive(Debug, Clone, Copy)]
+struct Mixed(u64);
+
+impl std::hash::BuildHasher for Mixed {
+    type Hasher = MixHasher;
+    fn build_hasher(&self) -> MixHasher {
+        MixHasher(self.0)
+    }
+}
+
+#[derive(Debug)]
+struct MixHasher(u64);
+
+impl std::hash::Hasher for MixHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 ^= v;
+    }
+    fn finish(&self) -> u64 {
+        let mut z = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+fn seed() -> Mixed {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u8(0);
+    Mixed(h.finish())
+}
+
+/// One session's keys. The scoped ones are few (the session, its tools, its runs): a
+/// short list searched in order beats hashing a composed key per check; fingerprints
+/// may be many: a map keyed by the 64-bit fingerprint itself.
+#[derive(Debug)]
+struct SessionKeys {
+    scoped: Vec<(Scope, Slot)>,
+    calls: HashMap<u64, Slot, Mixed>,
+    /// Seen ids, as 64-bit hashes, in insertion order.
+    ids: std::collections::HashSet<u64, Mixed>,
+    id_order: VecDeque<u64>,
+    ids_expire: u64,
+}
+
+impl SessionKeys {
+    fn new(seed: Mixed) -> Self {
+        SessionKeys {
+            scoped: Vec::new(),
+            calls: HashMap::with_hasher(seed),
+            ids: std::collections::HashSet::with_hasher(seed),
+            id_order: VecDeque::new(),
+            ids_expire: 0,
+        }
+    }
+}
+
+impl SessionKeys {
+    fn keys(&self) -> usize {
+        self.scoped.len() + self.calls.len() + 1
+    }
+
+    /// The latest expiry of anything it holds.
+    fn expires(&self) -> u64 {
+        self.scoped
+            .iter()
+            .map(|(_, s)| s.expires)
+            .chain(self.calls.values().map(|s| s.expires))
+            .fold(self.ids_expire, u64::max)
+    }
+
+    fn slot(&mut self, scope: &Scope) -> Option<&mut Slot> {
+        match scope {
+            Scope::Call(fp) => self.calls.get_mut(fp),
+            _ => self
+                .scoped
+                .iter_mut()
+                .find(|(s, _)| s == scope)
+                .map(|(_, slot)| slot),
+        }
+    }
+
+    /// The slot for `scope`, made if missing; true when made.
+    fn slot_or_new(&mut self, scope: &Scope) -> (&mut Slot, bool) {
+        let fresh = || Slot {
+            entry: Entry::Count(0),
+            expires: 0,
+        };
+        match scope {
+            Scope::Call(fp) => {
+                let made = !self.calls.contains_key(fp);
+                (self.calls.entry(*fp).or_insert_with(fresh), made)
+            }
+            _ => match self.scoped.iter().position(|(s, _)| s == scope) {
+                Some(i) => (&mut self.scoped[i].1, false),
+                None => {
+                    self.scoped.push((scope.clone(), fresh()));
+                    let last = self.scoped.len() - 1;
+                    (&mut self.scoped[last].1, true)
+                }
+            },
+        }
+    }
+
+    /// Checks `id` and remembers it; true when it was seen before (within the TTL).
+    fn seen(&mut self, id: &str, now: u64, ttl: u64) -> bool {
+        if self.ids_expire <= now {
+            self.ids.clear();
+            self.id_order.clear();
+        }
+        self.ids_expire = now.saturating_add(ttl);
+        let h = super::fingerprint::result_hash(id);
+        if !self.ids.insert(h) {
+            return true;
+        }
+        self.id_order.push_back(h);
+        while self.id_order.len() > MAX_IDS_PER_SESSION {
+            if let Some(old) = self.id_order.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+        false
+    }
+
+    /// Drops what expired; returns how many keys went.
+    fn purge(&mut self, now: u64) -> usize {
+        let before = self.scoped.len() + self.calls.len();
+        self.scoped.retain(|(_, s)| s.expires > now);
+        self.calls.retain(|_, s| s.expires > now);
+        before - self.scoped.len() - self.calls.len()
+    }
+}
+
+#[derive(Debug)]
+struct Keys {
+    seed: Mixed,
+    sessions: HashMap<String, SessionKeys>,
+    /// Scopes shared by all sessions (a tool across sessions), and keys of a
+    /// session-less admission.
+    global: SessionKeys,
+    /// Keys held in all (each session counts its ids as one).
+    count: usize,
+}
+
+/// The in-process store: sliding-window logs, budget counts and seen ids, per session,
+/// expiring, bounded in keys. Past `max_keys`, expired keys go first, then the sessions
+/// soonest to expire (a forgotten key can only admit more, never refuse wrongly; counted
+/// in [`evicted`]).
 ///
 /// [`evicted`]: MemoryStore::evicted
 #[derive(Debug)]
 pub struct MemoryStore {
-    map: Mutex<HashMap<String, Slot>>,
+    keys: Mutex<Keys>,
     clock: Box<dyn Clock>,
     max_keys: usize,
     evicted: AtomicU64,
@@ -289,7 +450,15 @@ impl MemoryStore {
     /// A store on the given clock.
     pub fn with_clock(max_keys: usize, clock: impl Clock + 'static) -> Self {
         MemoryStore {
-            map: Mutex::new(HashMap::new()),
+            keys: Mutex::new({
+                let seed = seed();
+                Keys {
+                    seed,
+                    sessions: HashMap::new(),
+                    global: SessionKeys::new(seed),
+                    count: 0,
+                }
+            }),
             clock: Box::new(clock),
             max_keys: max_keys.max(16),
             evicted: AtomicU64::new(0),
@@ -303,7 +472,7 @@ impl MemoryStore {
 
     /// Keys held now.
     pub fn len(&self) -> usize {
-        self.map.lock().map_or(0, |m| m.len())
+        self.keys.lock().map_or(0, |k| k.count)
     }
 
     /// True when it holds nothing.
@@ -314,57 +483,60 @@ impl MemoryStore {
     /// The admission, synchronously (the store never waits).
     pub fn admit_now(&self, a: Admission<'_>) -> Vec<CallAnswer> {
         let now = self.clock.now_ms();
-        let mut map = match self.map.lock() {
-            Ok(m) => m,
+        let mut guard = match self.keys.lock() {
+            Ok(k) => k,
             // A panic elsewhere while holding the lock leaves counts that are still sane.
             Err(poisoned) => poisoned.into_inner(),
         };
+        let keys = &mut *guard;
+        let needed = a.calls.iter().map(|c| c.checks.len()).sum::<usize>() + 1;
+        if keys.count + needed > self.max_keys {
+            self.make_room(keys, now, needed);
+        }
+        let Keys {
+            seed,
+            sessions,
+            global,
+            count,
+        } = keys;
+        let mut session = match a.session {
+            Some(s) => Some(match sessions.get_mut(s) {
+                Some(k) => k,
+                None => {
+                    *count += 1;
+                    sessions
+                        .entry(s.to_owned())
+                        .or_insert_with(|| SessionKeys::new(*seed))
+                }
+            }),
+            None => None,
+        };
         let mut out = Vec::with_capacity(a.calls.len());
         for call in a.calls {
-            let keys: Vec<String> = call
-                .checks
-                .iter()
-                .map(|c| memory_key(a.session, &c.scope))
-                .collect();
             let mut results = Vec::with_capacity(call.checks.len());
-            for (check, key) in call.checks.iter().zip(&keys) {
-                results.push(evaluate(map.get_mut(key.as_str()), check, now));
+            for check in &call.checks {
+                let slot = match (&mut session, check.scope.is_global()) {
+                    (Some(s), false) => s.slot(&check.scope),
+                    _ => global.slot(&check.scope),
+                };
+                results.push(evaluate(slot, check, now));
             }
             let admitted = call
                 .checks
                 .iter()
                 .zip(&results)
                 .all(|(c, r)| c.shadow || r.passed);
-            let mut id_seen = false;
-            if let Some(session) = a.session {
-                let key = format!("{session}\u{0}ids");
-                if !map.contains_key(&key) {
-                    make_room(&mut map, self.max_keys, now, &self.evicted);
-                }
-                let slot = map.entry(key).or_insert_with(|| Slot {
-                    entry: Entry::Ids(HashMap::new(), VecDeque::new()),
-                    expires: now,
-                });
-                slot.expires = now.saturating_add(a.ttl_ms);
-                if let Entry::Ids(set, order) = &mut slot.entry {
-                    id_seen = set.contains_key(&call.call_id);
-                    if !id_seen {
-                        set.insert(call.call_id.clone(), now);
-                        order.push_back(call.call_id.clone());
-                        while order.len() > MAX_IDS_PER_SESSION {
-                            if let Some(old) = order.pop_front() {
-                                set.remove(&old);
-                            }
-                        }
-                    }
-                }
-            }
+            let id_seen = session
+                .as_mut()
+                .is_some_and(|s| s.seen(&call.call_id, now, a.ttl_ms));
             if admitted {
-                for (check, key) in call.checks.iter().zip(keys) {
-                    if !map.contains_key(&key) {
-                        make_room(&mut map, self.max_keys, now, &self.evicted);
-                    }
-                    record(&mut map, key, check, now, a.ttl_ms);
+                for check in &call.checks {
+                    let (slot, made) = match (&mut session, check.scope.is_global()) {
+                        (Some(s), false) => s.slot_or_new(&check.scope),
+                        _ => global.slot_or_new(&check.scope),
+                    };
+                    *count += usize::from(made);
+                    record(slot, check, now, a.ttl_ms);
                 }
             }
             out.push(CallAnswer {
@@ -375,11 +547,49 @@ impl MemoryStore {
         }
         out
     }
+
+    /// Frees room for `needed` keys: expired keys first, then whole sessions, soonest to
+    /// expire first, down to nine tenths of the bound.
+    fn make_room(&self, keys: &mut Keys, now: u64, needed: usize) {
+        let mut freed = keys.global.purge(now);
+        for s in keys.sessions.values_mut() {
+            freed += s.purge(now);
+        }
+        let before = keys.sessions.len();
+        keys.sessions
+            .retain(|_, s| s.expires() > now || !s.scoped.is_empty() || !s.calls.is_empty());
+        freed += before - keys.sessions.len();
+        keys.count = keys.count.saturating_sub(freed);
+        let target = (self.max_keys - self.max_keys / 10).saturating_sub(needed);
+        if keys.count <= target {
+            return;
+        }
+        let mut by_expiry: Vec<(u64, String)> = keys
+            .sessions
+            .iter()
+            .map(|(k, s)| (s.expires(), k.clone()))
+            .collect();
+        by_expiry.sort_unstable();
+        let mut dropped = 0u64;
+        for (_, k) in by_expiry {
+            if keys.count <= target {
+                break;
+            }
+            if let Some(s) = keys.sessions.remove(&k) {
+                keys.count = keys.count.saturating_sub(s.keys());
+                dropped += s.keys() as u64;
+            }
+        }
+        self.evicted.fetch_add(dropped, Ordering::Relaxed);
+    }
 }
 
 impl GuardStore for MemoryStore {
     fn name(&self) -> &'static str {
         "memory"
+    }
+    fn is_local(&self) -> bool {
+        true
     }
     fn admit<'a>(
         &'a self,
@@ -389,6 +599,7 @@ impl GuardStore for MemoryStore {
     }
 }
 
+/// A key as one string (the early-refusal front's map, and the naive test model).
 fn memory_key(session: Option<&str>, scope: &Scope) -> String {
     if scope.is_global() {
         format!("\u{0}{}", scope.suffix())
@@ -406,6 +617,20 @@ fn evaluate(slot: Option<&mut Slot>, check: &Check, now: u64) -> CheckResult {
         };
     };
     match (&mut slot.entry, check.window_ms) {
+        // A one-entry log, whatever the limit asked now (a limit changed by a reload).
+        (Entry::Last(t), Some(window)) => {
+            let count = u64::from(*t > now.saturating_sub(window));
+            let passed = count < check.limit;
+            CheckResult {
+                passed,
+                count,
+                retry_after_ms: if passed {
+                    0
+                } else {
+                    (*t + window).saturating_sub(now)
+                },
+            }
+        }
         (Entry::Log(log), Some(window)) => {
             let from = now.saturating_sub(window);
             while log.front().is_some_and(|&t| t <= from) {
@@ -417,7 +642,7 @@ fn evaluate(slot: Option<&mut Slot>, check: &Check, now: u64) -> CheckResult {
                 0
             } else {
                 // The oldest admission that must leave the window before one more fits.
-                let over = (count - check.limit) as usize;
+                let over = usize::try_from(count - check.limit).unwrap_or(usize::MAX);
                 log.get(over)
                     .map_or(0, |&t| (t + window).saturating_sub(now))
             };
@@ -445,21 +670,36 @@ fn evaluate(slot: Option<&mut Slot>, check: &Check, now: u64) -> CheckResult {
     }
 }
 
-fn record(map: &mut HashMap<String, Slot>, key: String, check: &Check, now: u64, ttl: u64) {
-    let slot = map.entry(key).or_insert_with(|| Slot {
-        entry: match check.window_ms {
-            Some(_) => Entry::Log(VecDeque::new()),
-            None => Entry::Count(0),
-        },
-        expires: 0,
-    });
-    if slot.expires <= now {
+fn record(slot: &mut Slot, check: &Check, now: u64, ttl: u64) {
+    let one = check.limit == 1;
+    // A one-entry log asked to hold more becomes a log (what is still in its window kept).
+    if let (Entry::Last(t), Some(window)) = (&slot.entry, check.window_ms)
+        && !one
+        && slot.expires > now
+    {
+        let kept = *t > now.saturating_sub(window);
+        slot.entry = Entry::Log(if kept {
+            VecDeque::from([*t])
+        } else {
+            VecDeque::new()
+        });
+    }
+    let fits = matches!(
+        (&slot.entry, check.window_ms),
+        (Entry::Log(_), Some(_)) | (Entry::Count(_), None)
+    ) || (one && matches!((&slot.entry, check.window_ms), (Entry::Last(_), Some(_))));
+    if slot.expires <= now || !fits {
         slot.entry = match check.window_ms {
+            Some(_) if one => Entry::Last(0),
             Some(_) => Entry::Log(VecDeque::new()),
             None => Entry::Count(0),
         };
     }
     match (&mut slot.entry, check.window_ms) {
+        (Entry::Last(t), Some(window)) => {
+            *t = now;
+            slot.expires = now.saturating_add(window);
+        }
         (Entry::Log(log), Some(window)) => {
             log.push_back(now);
             // A shadow rule admits past its limit: keep the log bounded by the limit.
@@ -472,34 +712,8 @@ fn record(map: &mut HashMap<String, Slot>, key: String, check: &Check, now: u64,
             *n += 1;
             slot.expires = now.saturating_add(ttl);
         }
-        (entry, window) => {
-            *entry = match window {
-                Some(_) => Entry::Log(VecDeque::from([now])),
-                None => Entry::Count(1),
-            };
-            slot.expires = now.saturating_add(window.unwrap_or(ttl));
-        }
+        _ => {}
     }
-}
-
-/// Frees a key's room: expired keys first, then a tenth of the map, soonest to expire.
-fn make_room(map: &mut HashMap<String, Slot>, max: usize, now: u64, evicted: &AtomicU64) {
-    if map.len() < max {
-        return;
-    }
-    map.retain(|_, s| s.expires > now);
-    if map.len() < max {
-        return;
-    }
-    let mut by_expiry: Vec<(u64, String)> =
-        map.iter().map(|(k, s)| (s.expires, k.clone())).collect();
-    let drop = (max / 10).max(1);
-    let nth = drop.min(by_expiry.len() - 1);
-    by_expiry.select_nth_unstable(nth);
-    for (_, k) in by_expiry.into_iter().take(drop) {
-        map.remove(&k);
-    }
-    evicted.fetch_add(drop as u64, Ordering::Relaxed);
 }
 
 /// Refuses locally, without a round trip, what the wrapped store refused and cannot
