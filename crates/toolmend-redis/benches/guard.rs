@@ -5,6 +5,10 @@
 //! `cargo bench -p toolmend-redis --bench guard` (ITERS=n to change the iterations).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+// The allocator the gateway and the CLI run on.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 
