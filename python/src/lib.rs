@@ -1043,6 +1043,19 @@ fn strip_thinking(text: &str) -> Option<String> {
     toolmend::node::strip_thinking(text)
 }
 
+/// A call whose id its session used before: a fresh id by the core's one time-ordered
+/// rule (`toolmend::message::TimeOrderedIds`, as the Rust node and the gateway mint them)
+/// and the fix that records the rename, `(new_id, fix)`.
+#[pyfunction]
+fn rename_reused<'py>(py: Python<'py>, old: &str) -> PyResult<(String, Bound<'py, PyDict>)> {
+    static IDS: std::sync::OnceLock<toolmend::message::TimeOrderedIds> = std::sync::OnceLock::new();
+    let new = IDS
+        .get_or_init(toolmend::message::TimeOrderedIds::new)
+        .next_id();
+    let fix = fix_to_py(py, &toolmend::message::reused_id_fix(old, &new))?;
+    Ok((new, fix))
+}
+
 /// The pairing violations of an OpenAI-format history (list of message dicts), each a
 /// dict `{kind, message, call, call_id, detail, providers}`; `[]` when valid.
 #[pyfunction]
@@ -1131,6 +1144,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<guard::Guard>()?;
     m.add_function(wrap_pyfunction!(repair, m)?)?;
     m.add_function(wrap_pyfunction!(strip_thinking, m)?)?;
+    m.add_function(wrap_pyfunction!(rename_reused, m)?)?;
     m.add_function(wrap_pyfunction!(correctable, m)?)?;
     m.add_function(wrap_pyfunction!(history_check, m)?)?;
     m.add_function(wrap_pyfunction!(history_sanitize, m)?)?;

@@ -5,8 +5,6 @@ Imports neither LangChain nor LangGraph at module level.
 
 from __future__ import annotations
 
-import os
-import time
 from typing import Any, Mapping
 
 from toolmend._core import Guard
@@ -95,7 +93,3 @@ def _thread_id(config: Any) -> str | None:
     return None if thread is None else str(thread)
 
 
-def fresh_id() -> str:
-    """An id for a call whose id the guard's store saw earlier in the session: time
-    ordered, as the Rust node mints them."""
-    return f"call_tm_{time.time_ns():x}{os.urandom(4).hex()}"

@@ -26,8 +26,8 @@ from typing import Any, Callable, Literal, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from toolmend._core import Toolbox, ToolmendError, correctable, repair
-from toolmend._guard import ToolCallLimitExceededError, as_guard, declare_tools, fresh_id
+from toolmend._core import Toolbox, ToolmendError, correctable, rename_reused, repair
+from toolmend._guard import ToolCallLimitExceededError, as_guard, declare_tools
 
 #: Attribute of a planned call dict holding its feedback: the call is answered with it
 #: instead of running. Never reaches a tool or a wrapper.
@@ -874,12 +874,12 @@ class Mender:
             for d in v["decisions"]:
                 self.totals[f"guard:{d['rule']}:{'shadow' if d['shadow'] else d['action']}"] += 1
             if v["id_reused"] and rename and plan.ai is not None:
-                old = plan.calls[i].get("id")
-                new = fresh_id()
+                old = plan.calls[i].get("id") or ""
+                new, fix = rename_reused(old)
                 plan.calls[i] = {**plan.calls[i], "id": new}
                 rec.original_id = rec.original_id or old
                 rec.tool_call_id = new
-                rec.fixes.append({"kind": "call_id_renamed", "detail": f"{old} -> {new}: used earlier in the session"})
+                rec.fixes.append(fix)
                 renamed = True
             action = v["action"]
             if action == "allow":

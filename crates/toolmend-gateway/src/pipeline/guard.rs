@@ -13,7 +13,7 @@ use std::{
 use axum::http::HeaderMap;
 use serde_json::Value;
 use toolmend::{
-    Fix, FixKind, Toolbox,
+    Toolbox,
     guard::{
         Action, Guard, GuardContext, GuardRequest, GuardStore, MemoryStore, RuleGuard,
         fingerprint::result_hash,
@@ -356,14 +356,9 @@ impl Pipeline {
             if v.id_reused {
                 let new = g.fresh_ids.next_id();
                 let report = &mut mended.calls[i];
-                report.fixes.push(Fix::on(
-                    FixKind::CallIdRenamed,
-                    "",
-                    format!(
-                        "{:?} -> {new:?}: already used in an earlier turn of this session",
-                        report.id
-                    ),
-                ));
+                report
+                    .fixes
+                    .push(toolmend::message::reused_id_fix(&report.id, &new));
                 report.id.clone_from(&new);
                 if let Some(calls) = &mut mended.message.tool_calls {
                     calls[k].id = Some(new);

@@ -44,5 +44,5 @@ pub use outcome::{CallOutcome, CallSource};
 pub use plan::{
     AcceptTruncated, AnsweredCall, Args, Around, HistoryIds, MessageInput, MessagePlan,
     PlanOptions, PlannedCall, SentCall, Shape, answered_after, correctable, plan, plan_assistant,
-    rename_reused, sanitize_assistant, thinking_stripped,
+    rename_reused, reused_id_fix, sanitize_assistant, thinking_stripped,
 };

@@ -621,15 +621,16 @@ impl IdSet for Taken<'_> {
 /// saw it in an earlier turn), recording the rename.
 pub fn rename_reused(call: &mut PlannedCall, new: String) {
     let Some(old) = call.id.take() else { return };
-    call.call.fixes.push(renamed_fix(
-        &old,
-        &new,
-        "already used in an earlier turn of this session",
-    ));
+    call.call.fixes.push(reused_id_fix(&old, &new));
     if call.original_id.is_none() {
         call.original_id = Some(old);
     }
     call.id = Some(new);
+}
+
+/// The fix recorded when an id its session used before is replaced (every front).
+pub fn reused_id_fix(old: &str, new: &str) -> Fix {
+    renamed_fix(old, new, "already used in an earlier turn of this session")
 }
 
 fn renamed_fix(old: &str, new: &str, why: &str) -> Fix {
