@@ -751,3 +751,37 @@ fn the_guard_scales_linearly_in_history_and_calls() {
         },
     );
 }
+
+#[test]
+fn a_session_with_many_runs_stays_linear_in_the_memory_store() {
+    use toolmend::guard::{
+        Rule,
+        store::{AdmitCall, Admission, Check, MemoryStore, Scope},
+    };
+    let _serial = serial();
+    assert_linear(
+        "MemoryStore: one session, one run budget per message, n runs",
+        200,
+        |n| n,
+        |&n| {
+            let store = MemoryStore::new(1_000_000);
+            for run in 0..n as u64 {
+                let calls = [AdmitCall {
+                    call_id: format!("c{run}"),
+                    checks: vec![Check {
+                        rule: Rule::RunLimit,
+                        scope: Scope::RunTool(run, "search".into()),
+                        limit: 5,
+                        window_ms: None,
+                        shadow: false,
+                    }],
+                }];
+                black_box(store.admit_now(Admission {
+                    session: Some("s"),
+                    ttl_ms: 3_600_000,
+                    calls: &calls,
+                }));
+            }
+        },
+    );
+}

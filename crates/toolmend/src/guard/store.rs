@@ -314,7 +314,10 @@ fn seed() -> Mixed {
 /// may be many: a map keyed by the 64-bit fingerprint itself.
 #[derive(Debug)]
 struct SessionKeys {
+    /// The session's, its tools' and its thread's keys: bounded by the configured tools.
     scoped: Vec<(Scope, Slot)>,
+    /// Per-run budgets: a new run adds keys, so a map (a list would grow with the runs).
+    runs: HashMap<Scope, Slot>,
     calls: HashMap<u64, Slot, Mixed>,
     /// Seen ids, as 64-bit hashes, in insertion order.
     ids: std::collections::HashSet<u64, Mixed>,
@@ -326,6 +329,7 @@ impl SessionKeys {
     fn new(seed: Mixed) -> Self {
         SessionKeys {
             scoped: Vec::new(),
+            runs: HashMap::new(),
             calls: HashMap::with_hasher(seed),
             ids: std::collections::HashSet::with_hasher(seed),
             id_order: VecDeque::new(),
@@ -336,7 +340,7 @@ impl SessionKeys {
 
 impl SessionKeys {
     fn keys(&self) -> usize {
-        self.scoped.len() + self.calls.len() + 1
+        self.scoped.len() + self.runs.len() + self.calls.len() + 1
     }
 
     /// The latest expiry of anything it holds.
@@ -344,6 +348,7 @@ impl SessionKeys {
         self.scoped
             .iter()
             .map(|(_, s)| s.expires)
+            .chain(self.runs.values().map(|s| s.expires))
             .chain(self.calls.values().map(|s| s.expires))
             .fold(self.ids_expire, u64::max)
     }
@@ -351,6 +356,7 @@ impl SessionKeys {
     fn slot(&mut self, scope: &Scope) -> Option<&mut Slot> {
         match scope {
             Scope::Call(fp) => self.calls.get_mut(fp),
+            Scope::Run(_) | Scope::RunTool(..) => self.runs.get_mut(scope),
             _ => self
                 .scoped
                 .iter_mut()
@@ -369,6 +375,10 @@ impl SessionKeys {
             Scope::Call(fp) => {
                 let made = !self.calls.contains_key(fp);
                 (self.calls.entry(*fp).or_insert_with(fresh), made)
+            }
+            Scope::Run(_) | Scope::RunTool(..) => {
+                let made = !self.runs.contains_key(scope);
+                (self.runs.entry(scope.clone()).or_insert_with(fresh), made)
             }
             _ => match self.scoped.iter().position(|(s, _)| s == scope) {
                 Some(i) => (&mut self.scoped[i].1, false),
@@ -403,10 +413,11 @@ impl SessionKeys {
 
     /// Drops what expired; returns how many keys went.
     fn purge(&mut self, now: u64) -> usize {
-        let before = self.scoped.len() + self.calls.len();
+        let before = self.keys();
         self.scoped.retain(|(_, s)| s.expires > now);
+        self.runs.retain(|_, s| s.expires > now);
         self.calls.retain(|_, s| s.expires > now);
-        before - self.scoped.len() - self.calls.len()
+        before - self.keys()
     }
 }
 
@@ -557,7 +568,7 @@ impl MemoryStore {
         }
         let before = keys.sessions.len();
         keys.sessions
-            .retain(|_, s| s.expires() > now || !s.scoped.is_empty() || !s.calls.is_empty());
+            .retain(|_, s| s.expires() > now || s.keys() > 1);
         freed += before - keys.sessions.len();
         keys.count = keys.count.saturating_sub(freed);
         let target = (self.max_keys - self.max_keys / 10).saturating_sub(needed);
