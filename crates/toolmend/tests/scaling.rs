@@ -756,7 +756,7 @@ fn the_guard_scales_linearly_in_history_and_calls() {
 fn a_session_with_many_runs_stays_linear_in_the_memory_store() {
     use toolmend::guard::{
         Rule,
-        store::{AdmitCall, Admission, Check, MemoryStore, Scope},
+        store::{Admission, AdmitCall, Check, MemoryStore, Scope},
     };
     let _serial = serial();
     assert_linear(
