@@ -26,7 +26,8 @@ async fn start(script: Script, guard_toml: &str, env: Vec<(String, String)>) -> 
         provider.base_url()
     );
     let config = Config::from_toml_and_env(&toml, env).unwrap();
-    let gateway = Arc::new(Gateway::new(config, None).unwrap());
+    let metrics = toolmend_gateway::metrics::install().ok();
+    let gateway = Arc::new(Gateway::new(config, metrics).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(toolmend_gateway::serve(
@@ -128,6 +129,27 @@ async fn reject_answers_429_with_retry_after_in_openais_shape_per_session() {
     // Another session has its own window.
     let resp = post(&r, &ask(), Some("bob"), false).await;
     assert_eq!(resp.status(), 200);
+    // Every decision is a metric: the refusal, by rule and action.
+    let metrics = r
+        .http
+        .get(format!("{}/metrics", r.url.trim_end_matches("/v1")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("toolmend_guard_decisions_total")
+                && l.contains("rule=\"session_window\"")
+                && l.contains("action=\"deny\"")
+        })
+        .unwrap_or_else(|| panic!("no guard decision metric:\n{metrics}"));
+    assert!(!line.ends_with(" 0"), "{line}");
+    assert!(metrics.contains("toolmend_guard_floods_total{policy=\"reject\"}"));
+    assert!(metrics.contains("toolmend_guard_seconds"));
 }
 
 #[tokio::test]
