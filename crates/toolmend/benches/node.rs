@@ -151,6 +151,8 @@ fn bench_node(c: &mut Criterion) {
                             call_id: id.clone(),
                             tool: tool.name().to_owned(),
                             state: None,
+                            trace_id: None,
+                            received_at: None,
                         };
                         black_box(tool.call(args.clone(), ctx).await.unwrap());
                     }

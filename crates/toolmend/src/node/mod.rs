@@ -287,6 +287,9 @@ pub struct InvokeOptions {
     /// At most this many calls of the message may run (a run's remaining tool-call
     /// budget); the calls past it are answered, not run (outcome `flooded`).
     pub max_calls: Option<usize>,
+    /// The trace this invocation belongs to, passed to every tool
+    /// ([`CallContext::trace_id`]; tool services get it as `X-Trace-ID`).
+    pub trace_id: Option<Arc<str>>,
 }
 
 /// Success or error, as LangChain's `ToolMessage.status`.
@@ -312,6 +315,9 @@ pub struct ToolResult {
     pub status: ResultStatus,
     /// Data for the caller only.
     pub artifact: Option<Value>,
+    /// How the result was made (received at, service latency, template), for the caller
+    /// only; see [`ToolOutput::metadata`].
+    pub metadata: Option<Value>,
     /// What became of the call.
     pub outcome: CallOutcome,
 }
@@ -501,7 +507,7 @@ impl ToolNode {
         self.correct(&mut plans, history, assistant, &ctx).await;
         self.resolve(&mut plans, history, &ctx).await?;
         let stopped = self.guard(&mut plans, history, opts).await?;
-        self.execute(&mut plans, opts).await?;
+        self.execute(&mut plans, opts, started).await?;
 
         let mut message_fixes = shape.message_fixes.clone();
         for p in &mut plans {
@@ -572,6 +578,7 @@ impl ToolNode {
                     content: answer.content,
                     status,
                     artifact: answer.artifact,
+                    metadata: answer.metadata,
                     outcome: p.outcome,
                 });
             }
@@ -919,7 +926,12 @@ impl ToolNode {
     }
 
     /// Execute: every runnable call, concurrently (bounded), in call order.
-    async fn execute(&self, plans: &mut [Plan<'_>], opts: &InvokeOptions) -> Result<(), NodeError> {
+    async fn execute(
+        &self,
+        plans: &mut [Plan<'_>],
+        opts: &InvokeOptions,
+        received_at: Instant,
+    ) -> Result<(), NodeError> {
         let jobs: Vec<Job> = plans
             .iter_mut()
             .enumerate()
@@ -930,6 +942,8 @@ impl ToolNode {
                     call_id: p.p.id.clone()?,
                     tool: p.p.call.tool.clone(),
                     state: opts.state.clone(),
+                    trace_id: opts.trace_id.clone(),
+                    received_at: Some(received_at),
                 };
                 let mut timeout = entry.options.timeout.or(self.default_timeout);
                 if let Some(deadline) = opts.deadline {

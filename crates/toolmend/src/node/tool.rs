@@ -24,6 +24,10 @@ pub struct ToolOutput {
     pub content: Content,
     /// Data for the caller, kept out of the model's context.
     pub artifact: Option<Value>,
+    /// What the caller may want to know about how the result was made (when it was
+    /// received, the service's latency, which template shaped it), kept beside the
+    /// message, never in it.
+    pub metadata: Option<Value>,
 }
 
 impl ToolOutput {
@@ -32,6 +36,7 @@ impl ToolOutput {
         ToolOutput {
             content: Content::Text(text.into()),
             artifact: None,
+            metadata: None,
         }
     }
 
@@ -47,6 +52,13 @@ impl ToolOutput {
     #[must_use]
     pub fn with_artifact(mut self, artifact: Value) -> Self {
         self.artifact = Some(artifact);
+        self
+    }
+
+    /// Adds metadata for the caller (see the field).
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: Value) -> Self {
+        self.metadata = Some(metadata);
         self
     }
 }
@@ -117,6 +129,12 @@ pub struct CallContext {
     pub tool: String,
     /// Caller state passed to [`super::ToolNode::invoke_with`] (e.g. a LangGraph state).
     pub state: Option<Arc<Value>>,
+    /// The trace the call belongs to ([`super::InvokeOptions::trace_id`]), for the tool
+    /// services it reaches (`X-Trace-ID`).
+    pub trace_id: Option<Arc<str>>,
+    /// When the node received the message the call came in (the start of the SLA's
+    /// "call initiation": answer received -> tool request sent).
+    pub received_at: Option<std::time::Instant>,
 }
 
 /// A tool the node can run.

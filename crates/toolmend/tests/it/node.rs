@@ -1820,6 +1820,7 @@ async fn blank_answers_are_filled_and_recorded() {
             Ok::<_, ToolError>(ToolOutput {
                 content: blank_parts(),
                 artifact: None,
+                metadata: None,
             })
         },
     ))

@@ -1,0 +1,468 @@
+//! HTTP tool services: the envelope, sent and verified.
+//!
+//! Out: `POST {endpoint}` with `{"function": name, "arguments": {...}}` and the headers
+//! `X-Tool-Call-ID` (the call id; a retry gets a new one, `{id}-retry{n}`, and carries
+//! the original in `X-Original-ID`), `X-Request-Timestamp` (ms since the epoch),
+//! `X-Trace-ID`, `Idempotency-Key` (the call id, when the tool asks for it), and the
+//! tool's own headers (secrets from the environment, marked sensitive so they are never
+//! printed).
+//!
+//! In: `{"status": "success" | "error", "data": …, "message": "…", "call_id": "…",
+//! "timestamp": ms}`. No `status` is a protocol violation; a `call_id` that is not this
+//! call's (the attempt's id or the original) is a dirty answer, dropped: the call is
+//! answered with an error result, never with another call's data; a `timestamp` outside
+//! `[sent - tolerance, received + tolerance]` is recorded as clock skew and accepted. A
+//! service that does not speak the envelope is read through an `adapter` (JSON Pointers
+//! to its data, message, error and call id fields).
+//!
+//! Endpoints come only from the configuration: redirects are followed only to the same
+//! host and port (a redirect elsewhere is an error), proxies from the environment are not
+//! used, and an answer over `max_response_bytes` is refused while it is read.
+
+use std::{
+    sync::OnceLock,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use reqwest::{
+    Url,
+    header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue},
+    redirect,
+};
+use serde_json::Value;
+
+use crate::{
+    spec::AdapterSpec,
+    transport::{ExchangeNotes, Reply, ServiceRequest, TransportError},
+};
+
+/// The shared HTTP client of every HTTP tool: connection pool, no proxies, redirects
+/// only within one host.
+pub fn client() -> &'static reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        let policy = redirect::Policy::custom(|attempt| {
+            let same = attempt.previous().first().is_some_and(|first| {
+                first.host_str() == attempt.url().host_str()
+                    && first.port_or_known_default() == attempt.url().port_or_known_default()
+            });
+            if attempt.previous().len() > 5 {
+                attempt.error("more than 5 redirects")
+            } else if same {
+                attempt.follow()
+            } else {
+                let to = attempt.url().host_str().unwrap_or("?").to_owned();
+                attempt.error(OtherHost(to))
+            }
+        });
+        reqwest::Client::builder()
+            .redirect(policy)
+            .no_proxy()
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new())
+    })
+}
+
+#[derive(Debug)]
+struct OtherHost(String);
+
+impl std::fmt::Display for OtherHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a redirect to another host ({})", self.0)
+    }
+}
+
+impl std::error::Error for OtherHost {}
+
+/// How one HTTP tool is reached.
+#[derive(Debug, Clone)]
+pub struct HttpTransport {
+    endpoint: Url,
+    headers: HeaderMap,
+    retries: u32,
+    idempotency_key: bool,
+    adapter: Option<AdapterSpec>,
+    max_bytes: usize,
+    skew_tolerance: Duration,
+}
+
+/// Settings of an [`HttpTransport`].
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Attempts after the first (only where safe: the loader checks).
+    pub retries: u32,
+    /// Send `Idempotency-Key: <call id>`.
+    pub idempotency_key: bool,
+    /// Field mapping for a service without the envelope.
+    pub adapter: Option<AdapterSpec>,
+    /// The largest answer accepted.
+    pub max_bytes: usize,
+    /// Clock skew tolerated before it is recorded.
+    pub skew_tolerance: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            retries: 0,
+            idempotency_key: false,
+            adapter: None,
+            max_bytes: crate::spec::DEFAULT_MAX_RESPONSE_BYTES,
+            skew_tolerance: Duration::from_millis(crate::spec::DEFAULT_SKEW_TOLERANCE_MS),
+        }
+    }
+}
+
+/// Checks an endpoint from the configuration: an absolute `http` or `https` URL.
+///
+/// # Errors
+///
+/// Not a URL, or another scheme: the reason.
+pub fn parse_endpoint(s: &str) -> Result<Url, String> {
+    let url = Url::parse(s).map_err(|e| format!("endpoint {s:?} is not a URL ({e})"))?;
+    match url.scheme() {
+        "http" | "https" if url.host_str().is_some() => Ok(url),
+        other => Err(format!(
+            "endpoint {s:?} must be an http:// or https:// URL with a host (scheme {other:?})"
+        )),
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl HttpTransport {
+    /// A transport to `endpoint` with extra `headers` (already resolved; values are marked
+    /// sensitive).
+    ///
+    /// # Errors
+    ///
+    /// A header name or value that HTTP does not allow.
+    pub fn new(
+        endpoint: Url,
+        headers: &[(String, String)],
+        options: HttpOptions,
+    ) -> Result<Self, String> {
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("header name {k:?} is not valid in HTTP"))?;
+            let mut value = HeaderValue::from_str(v)
+                .map_err(|_| format!("the value of header {k:?} is not valid in HTTP"))?;
+            value.set_sensitive(true);
+            map.insert(name, value);
+        }
+        Ok(HttpTransport {
+            endpoint,
+            headers: map,
+            retries: options.retries,
+            idempotency_key: options.idempotency_key,
+            adapter: options.adapter,
+            max_bytes: options.max_bytes,
+            skew_tolerance: options.skew_tolerance,
+        })
+    }
+
+    /// The endpoint.
+    pub fn endpoint(&self) -> &Url {
+        &self.endpoint
+    }
+
+    /// Sends the call (retrying where allowed) and verifies the answer.
+    ///
+    /// # Errors
+    ///
+    /// No usable answer after every attempt: the last reason.
+    pub async fn call(
+        &self,
+        req: &ServiceRequest<'_>,
+    ) -> Result<(Reply, ExchangeNotes), TransportError> {
+        let body = serde_json::to_vec(&serde_json::json!({
+            "function": req.function,
+            "arguments": req.arguments,
+        }))
+        .map_err(|e| TransportError::Protocol(e.to_string()))?;
+        let body = bytes::Bytes::from(body);
+        let mut notes = ExchangeNotes::default();
+        let mut attempt = 0u32;
+        loop {
+            notes.attempts = attempt + 1;
+            let attempt_id = if attempt == 0 {
+                req.call_id.to_owned()
+            } else {
+                format!("{}-retry{attempt}", req.call_id)
+            };
+            match self.attempt(req, &attempt_id, body.clone(), &mut notes).await {
+                Ok(reply) => return Ok((reply, notes)),
+                Err(e) if e.retryable() && attempt < self.retries => {
+                    tracing::debug!(call_id = req.call_id, error = %e, attempt, "tool service: retrying");
+                    // A short, growing pause: a busy service gets room, a dead one costs
+                    // little (50, 100, 200 … ms, at most 1 s).
+                    let pause = Duration::from_millis(50u64 << attempt.min(4)).min(Duration::from_secs(1));
+                    tokio::time::sleep(pause).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        req: &ServiceRequest<'_>,
+        attempt_id: &str,
+        body: bytes::Bytes,
+        notes: &mut ExchangeNotes,
+    ) -> Result<Reply, TransportError> {
+        let sent = now_ms();
+        let mut rb = client()
+            .post(self.endpoint.clone())
+            .timeout(req.timeout)
+            .headers(self.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header("X-Tool-Call-ID", attempt_id)
+            .header("X-Request-Timestamp", sent.to_string())
+            .header("X-Trace-ID", req.trace_id)
+            .body(body);
+        if attempt_id != req.call_id {
+            rb = rb.header("X-Original-ID", req.call_id);
+        }
+        if self.idempotency_key {
+            rb = rb.header("Idempotency-Key", req.call_id);
+        }
+        let resp = rb.send().await.map_err(|e| send_error(&e, req.timeout))?;
+        let status = resp.status();
+        if resp
+            .content_length()
+            .is_some_and(|n| n > self.max_bytes as u64)
+        {
+            return Err(TransportError::TooLarge {
+                limit: self.max_bytes,
+            });
+        }
+        let mut buf = BytesMut::new();
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| send_error(&e, req.timeout))?;
+            if buf.len() + chunk.len() > self.max_bytes {
+                return Err(TransportError::TooLarge {
+                    limit: self.max_bytes,
+                });
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        let received = now_ms();
+        notes.bytes = buf.len();
+        let parsed: Result<Value, _> = serde_json::from_slice(&buf);
+        if !status.is_success() {
+            // An envelope's own error (with this call's id) is the tool speaking; anything
+            // else is the service failing.
+            if let Ok(v) = &parsed
+                && self.adapter.is_none()
+                && let Ok(reply @ Reply::Failed { .. }) =
+                    read_envelope(v, attempt_id, req.call_id)
+            {
+                return Ok(reply);
+            }
+            let (text, _) = crate::shape::clean_utf8(&buf);
+            return Err(TransportError::Status {
+                status: status.as_u16(),
+                body: text.chars().take(200).collect(),
+            });
+        }
+        let value = parsed.map_err(|e| {
+            TransportError::Protocol(format!("the answer is not JSON ({e})"))
+        })?;
+        let reply = match &self.adapter {
+            Some(a) => read_adapted(&value, a, attempt_id, req.call_id)?,
+            None => {
+                if let Some(ts) = value.get("timestamp").and_then(Value::as_i64) {
+                    let tol = i64::try_from(self.skew_tolerance.as_millis()).unwrap_or(i64::MAX);
+                    let skew = if ts < sent - tol {
+                        Some(ts - sent)
+                    } else if ts > received + tol {
+                        Some(ts - received)
+                    } else {
+                        None
+                    };
+                    notes.clock_skew_ms = skew;
+                }
+                read_envelope(&value, attempt_id, req.call_id)?
+            }
+        };
+        Ok(reply)
+    }
+}
+
+fn send_error(e: &reqwest::Error, timeout: Duration) -> TransportError {
+    if e.is_timeout() {
+        return TransportError::Timeout(timeout);
+    }
+    if e.is_redirect() {
+        return TransportError::Redirect(
+            std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string),
+        );
+    }
+    // The chain says why (refused, reset); the URL is from the configuration.
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    TransportError::Connect(msg)
+}
+
+fn check_id(got: Option<&Value>, attempt_id: &str, call_id: &str) -> Result<(), TransportError> {
+    match got {
+        Some(Value::String(s)) if s == attempt_id || s == call_id => Ok(()),
+        Some(Value::String(s)) => Err(TransportError::Dirty { got: s.clone() }),
+        Some(other) => Err(TransportError::Dirty {
+            got: other.to_string(),
+        }),
+        None => Err(TransportError::Protocol(
+            "the answer does not echo `call_id` (the envelope requires it; declare an `adapter` for a service that does not)".into(),
+        )),
+    }
+}
+
+/// Reads the envelope: `status` required, `call_id` this call's.
+///
+/// # Errors
+///
+/// A protocol violation or a dirty answer.
+pub fn read_envelope(v: &Value, attempt_id: &str, call_id: &str) -> Result<Reply, TransportError> {
+    let Some(obj) = v.as_object() else {
+        return Err(TransportError::Protocol(
+            "the answer is not a JSON object with `status`".into(),
+        ));
+    };
+    let status = match obj.get("status") {
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => {
+            return Err(TransportError::Protocol(format!(
+                "`status` must be \"success\" or \"error\", not {other}"
+            )));
+        }
+        None => {
+            return Err(TransportError::Protocol(
+                "the answer has no `status` (success | error): a protocol violation".into(),
+            ));
+        }
+    };
+    check_id(obj.get("call_id"), attempt_id, call_id)?;
+    let message = obj.get("message").and_then(Value::as_str).map(str::to_owned);
+    let data = obj.get("data").cloned().unwrap_or(Value::Null);
+    match status {
+        "success" => Ok(Reply::Success { data, message }),
+        "error" => Ok(Reply::Failed {
+            message: message.unwrap_or_else(|| "the tool reported an error".into()),
+            data: (!data.is_null()).then_some(data),
+        }),
+        other => Err(TransportError::Protocol(format!(
+            "`status` must be \"success\" or \"error\", not {other:?}"
+        ))),
+    }
+}
+
+fn pointer<'v>(v: &'v Value, p: &str) -> Option<&'v Value> {
+    if p.is_empty() { Some(v) } else { v.pointer(p) }
+}
+
+fn read_adapted(
+    v: &Value,
+    a: &AdapterSpec,
+    attempt_id: &str,
+    call_id: &str,
+) -> Result<Reply, TransportError> {
+    if let Some(p) = &a.call_id {
+        check_id(pointer(v, p), attempt_id, call_id)?;
+    }
+    let message = a
+        .message
+        .as_deref()
+        .and_then(|p| pointer(v, p))
+        .map(|m| m.as_str().map_or_else(|| m.to_string(), str::to_owned));
+    if let Some(p) = &a.error
+        && let Some(e) = pointer(v, p)
+        && !matches!(e, Value::Null | Value::Bool(false))
+    {
+        let text = message.unwrap_or_else(|| e.as_str().map_or_else(|| e.to_string(), str::to_owned));
+        return Ok(Reply::Failed {
+            message: text,
+            data: Some(v.clone()),
+        });
+    }
+    let data = pointer(v, &a.data).cloned().ok_or_else(|| {
+        TransportError::Protocol(format!("the answer has nothing at {:?} (adapter.data)", a.data))
+    })?;
+    Ok(Reply::Success { data, message })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_envelope_is_verified() {
+        let ok = json!({"status": "success", "data": [1], "call_id": "c1", "timestamp": 5});
+        assert_eq!(
+            read_envelope(&ok, "c1", "c1"),
+            Ok(Reply::Success { data: json!([1]), message: None })
+        );
+        // A retry's answer may name the attempt or the original.
+        assert!(read_envelope(&ok, "c1-retry1", "c1").is_ok());
+        let dirty = json!({"status": "success", "data": [2], "call_id": "c9"});
+        assert_eq!(
+            read_envelope(&dirty, "c1", "c1"),
+            Err(TransportError::Dirty { got: "c9".into() })
+        );
+        let no_status = json!({"data": 1, "call_id": "c1"});
+        assert!(matches!(read_envelope(&no_status, "c1", "c1"), Err(TransportError::Protocol(m)) if m.contains("no `status`")));
+        let err = json!({"status": "error", "message": "user not found", "call_id": "c1"});
+        assert_eq!(
+            read_envelope(&err, "c1", "c1"),
+            Ok(Reply::Failed { message: "user not found".into(), data: None })
+        );
+        assert!(matches!(read_envelope(&json!([1]), "c1", "c1"), Err(TransportError::Protocol(_))));
+        assert!(matches!(read_envelope(&json!({"status": "ok", "call_id": "c1"}), "c1", "c1"), Err(TransportError::Protocol(_))));
+    }
+
+    #[test]
+    fn an_adapter_maps_a_plain_service() {
+        let a = AdapterSpec {
+            data: "/result".into(),
+            message: Some("/note".into()),
+            error: Some("/error".into()),
+            call_id: None,
+        };
+        let v = json!({"result": {"t": 21}, "note": "fine", "error": null});
+        assert_eq!(
+            read_adapted(&v, &a, "c", "c"),
+            Ok(Reply::Success { data: json!({"t": 21}), message: Some("fine".into()) })
+        );
+        let v = json!({"error": "no such city"});
+        assert!(matches!(read_adapted(&v, &a, "c", "c"), Ok(Reply::Failed { message, .. }) if message == "no such city"));
+        let v = json!({"other": 1});
+        assert!(matches!(read_adapted(&v, &a, "c", "c"), Err(TransportError::Protocol(_))));
+    }
+
+    #[test]
+    fn endpoints_must_be_http_urls() {
+        assert!(parse_endpoint("http://127.0.0.1:9/x").is_ok());
+        assert!(parse_endpoint("https://tools.example/weather").is_ok());
+        assert!(parse_endpoint("tools.example/weather").is_err());
+        assert!(parse_endpoint("file:///etc/passwd").is_err());
+        assert!(parse_endpoint("ftp://x/y").is_err());
+    }
+}

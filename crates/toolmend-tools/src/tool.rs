@@ -1,0 +1,261 @@
+//! [`NetTool`]: one tool behind the network as a [`toolmend::node::Tool`]. Above the
+//! transport: the SLA route (primary, probe, backup), the four latency histograms,
+//! shaping, and the metadata kept beside the result. Every way a service can fail ends
+//! in an error result for this call (the node answers every id exactly once); a dirty
+//! answer is dropped here, counted and logged, and never reaches the model.
+
+use std::{
+    sync::{Arc, OnceLock},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use serde_json::{Value, json};
+use toolmend::node::{BoxFuture, CallContext, Tool, ToolError, ToolOutput};
+
+use crate::{
+    http::HttpTransport,
+    mcp::McpConnection,
+    shape::Shaper,
+    sla::{self, Route, Sla, Transition},
+    transport::{ExchangeNotes, Reply, ServiceRequest, TransportError},
+};
+
+/// How a tool is reached.
+#[derive(Debug)]
+pub(crate) enum Target {
+    Http(HttpTransport),
+    Mcp {
+        conn: Arc<McpConnection>,
+        remote: String,
+    },
+}
+
+/// A tool behind the network.
+#[derive(Debug)]
+pub struct NetTool {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) parameters: Value,
+    pub(crate) target: Target,
+    pub(crate) shaper: Shaper,
+    /// Per attempt.
+    pub(crate) timeout: Duration,
+    pub(crate) retries: u32,
+    pub(crate) sla: Option<Sla>,
+    pub(crate) backup: OnceLock<Arc<NetTool>>,
+    pub(crate) server_side: bool,
+    pub(crate) accept_truncated: bool,
+    pub(crate) limits: Option<toolmend::guard::ToolRules>,
+    pub(crate) rules: crate::rules::BusinessRules,
+    /// `http` or `mcp`, for metadata and docs.
+    pub(crate) kind: &'static str,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+impl NetTool {
+    /// The name the model calls it by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// True when the gateway runs it itself.
+    pub fn server_side(&self) -> bool {
+        self.server_side
+    }
+
+    /// `http` or `mcp`.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The backup tool, if one is set.
+    pub fn backup(&self) -> Option<&Arc<NetTool>> {
+        self.backup.get()
+    }
+
+    /// True while its calls go to the backup.
+    pub fn degraded(&self) -> bool {
+        self.sla.as_ref().is_some_and(Sla::degraded)
+    }
+
+    /// The time a call may take in all, retries included (the node's timeout for it).
+    pub fn total_timeout(&self) -> Duration {
+        let attempts = self.retries + 1;
+        // Each attempt, plus the pauses between them (at most 1 s each).
+        self.timeout * attempts + Duration::from_secs(u64::from(self.retries))
+    }
+
+    /// Runs one call at the service (no SLA routing, no shaping).
+    async fn serve(
+        &self,
+        args: &Value,
+        call_id: &str,
+        trace_id: &str,
+    ) -> Result<(Reply, ExchangeNotes), TransportError> {
+        match &self.target {
+            Target::Http(t) => {
+                let req = ServiceRequest {
+                    function: &self.name,
+                    call_id,
+                    trace_id,
+                    arguments: args,
+                    timeout: self.timeout,
+                };
+                t.call(&req).await
+            }
+            Target::Mcp { conn, remote } => {
+                let req = ServiceRequest {
+                    function: remote,
+                    call_id,
+                    trace_id,
+                    arguments: args,
+                    timeout: self.timeout,
+                };
+                conn.call(&req).await
+            }
+        }
+    }
+
+    /// A call, end to end: routed by the SLA, served, verified, shaped.
+    async fn run(&self, args: Value, ctx: CallContext) -> Result<ToolOutput, ToolError> {
+        let started = Instant::now();
+        if let Some(received) = ctx.received_at {
+            sla::observe(
+                "toolmend_tool_call_initiation_seconds",
+                &self.name,
+                started.saturating_duration_since(received),
+            );
+        }
+        let trace_id = ctx.trace_id.as_deref().unwrap_or(&ctx.call_id).to_owned();
+        let route = self.sla.as_ref().map_or(Route::Primary, Sla::route);
+        let backup = self.backup.get().filter(|_| route == Route::Backup);
+        let served_by: &NetTool = backup.map_or(self, |b| b.as_ref());
+        let sent = Instant::now();
+        let result = served_by.serve(&args, &ctx.call_id, &trace_id).await;
+        let service = sent.elapsed();
+        sla::observe("toolmend_tool_service_seconds", &served_by.name, service);
+        if let Some(s) = &self.sla
+            && let Some(t) = s.record(route, service)
+        {
+            self.transition(t);
+        }
+        let received_at = now_ms();
+        let out = match result {
+            Ok((Reply::Success { data, message }, notes)) => {
+                let shaped = served_by.shaper.shape(&data, message.as_deref());
+                if let Some(e) = &shaped.template_error {
+                    tracing::warn!(tool = %served_by.name, error = %e, "tool result template failed; a summary was sent");
+                    metrics::counter!("toolmend_tool_template_failures_total", "tool" => served_by.name.clone()).increment(1);
+                }
+                if shaped.omitted_bytes > 0 {
+                    metrics::counter!("toolmend_tool_result_truncated_total", "tool" => served_by.name.clone()).increment(1);
+                    metrics::counter!("toolmend_tool_result_omitted_bytes_total", "tool" => served_by.name.clone())
+                        .increment(shaped.omitted_bytes as u64);
+                }
+                let mut meta = json!({
+                    "tool": self.name,
+                    "served_by": served_by.name,
+                    "kind": served_by.kind,
+                    "received_at_ms": received_at,
+                    "service_latency_ms": millis(service),
+                    "attempts": notes.attempts,
+                    "response_bytes": notes.bytes,
+                    "shaped_by": shaped.how,
+                    "trace_id": trace_id,
+                });
+                if shaped.omitted_bytes > 0 {
+                    meta["omitted_bytes"] = json!(shaped.omitted_bytes);
+                }
+                if let Some(skew) = notes.clock_skew_ms {
+                    meta["clock_skew_ms"] = json!(skew);
+                    metrics::counter!("toolmend_tool_clock_skew_total", "tool" => served_by.name.clone()).increment(1);
+                }
+                if let Some(e) = shaped.template_error {
+                    meta["template_error"] = json!(e);
+                }
+                metrics::counter!("toolmend_tool_calls_total", "tool" => self.name.clone(), "result" => "success").increment(1);
+                Ok(ToolOutput::text(shaped.content)
+                    .with_artifact(data)
+                    .with_metadata(meta))
+            }
+            Ok((Reply::Failed { message, .. }, _)) => {
+                metrics::counter!("toolmend_tool_calls_total", "tool" => self.name.clone(), "result" => "tool_error").increment(1);
+                let (clean, _) = crate::shape::clean_utf8(message.as_bytes());
+                let clean: String = clean.chars().take(2_000).collect();
+                Err(ToolError::Failed(format!("{} failed: {clean}", served_by.name)))
+            }
+            Err(e) => {
+                metrics::counter!("toolmend_tool_calls_total", "tool" => self.name.clone(), "result" => e.kind()).increment(1);
+                if let TransportError::Dirty { got } = &e {
+                    // Never the model's to read: another call's data.
+                    tracing::warn!(tool = %served_by.name, call_id = %ctx.call_id, answered_for = %got, "dirty tool answer dropped");
+                    metrics::counter!("toolmend_tool_dirty_answers_total", "tool" => served_by.name.clone()).increment(1);
+                } else {
+                    tracing::warn!(tool = %served_by.name, call_id = %ctx.call_id, error = %e, "tool service failed");
+                }
+                Err(match e {
+                    TransportError::Timeout(d) => ToolError::Timeout(d),
+                    other => ToolError::Failed(format!("{}: {other}", served_by.name)),
+                })
+            }
+        };
+        let done = Instant::now();
+        sla::observe(
+            "toolmend_tool_result_injection_seconds",
+            &self.name,
+            done.saturating_duration_since(sent + service),
+        );
+        if let Some(received) = ctx.received_at {
+            sla::observe(
+                "toolmend_tool_round_trip_seconds",
+                &self.name,
+                done.saturating_duration_since(received),
+            );
+        }
+        out
+    }
+
+    fn transition(&self, t: Transition) {
+        let backup = self.backup.get().map_or("", |b| b.name.as_str());
+        match t {
+            Transition::Degraded { p95 } => {
+                tracing::warn!(tool = %self.name, p95_ms = millis(p95), sla_ms = self.sla.as_ref().map_or(0.0, |s| millis(s.policy().p95)), backup, "tool breached its latency SLA: calls go to the backup");
+                metrics::gauge!("toolmend_tool_degraded", "tool" => self.name.clone()).set(1.0);
+                metrics::counter!("toolmend_tool_sla_transitions_total", "tool" => self.name.clone(), "to" => "backup").increment(1);
+            }
+            Transition::Recovered => {
+                tracing::warn!(tool = %self.name, backup, "tool is within its latency SLA again: calls go to it");
+                metrics::gauge!("toolmend_tool_degraded", "tool" => self.name.clone()).set(0.0);
+                metrics::counter!("toolmend_tool_sla_transitions_total", "tool" => self.name.clone(), "to" => "primary").increment(1);
+            }
+        }
+    }
+}
+
+impl Tool for NetTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+    fn call<'a>(
+        &'a self,
+        arguments: Value,
+        ctx: CallContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(self.run(arguments, ctx))
+    }
+}

@@ -1,0 +1,119 @@
+//! What every transport (the HTTP envelope, MCP over streamable HTTP or stdio) takes and
+//! gives: one [`ServiceRequest`] in, a [`Reply`] or a [`TransportError`] out. The SLA
+//! timer, the backup tool, shaping and the size budget sit above this seam
+//! ([`crate::NetTool`]), so every kind of tool gets them.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// One call as a tool service sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceRequest<'a> {
+    /// The tool's name at the service (MCP: the server's name for it).
+    pub function: &'a str,
+    /// The call id the result will answer (the model's `tool_call_id`).
+    pub call_id: &'a str,
+    /// One id for every step of the round this call belongs to.
+    pub trace_id: &'a str,
+    /// Arguments that passed the tool's schema.
+    pub arguments: &'a Value,
+    /// Give up after this long (per attempt).
+    pub timeout: Duration,
+}
+
+/// What a service answered, verified.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// The tool ran: its data, and the service's own summary line when it sent one.
+    Success {
+        /// The payload (`data` of the envelope, MCP `structuredContent` or its text).
+        data: Value,
+        /// The envelope's `message`.
+        message: Option<String>,
+    },
+    /// The tool ran and reported a failure (envelope `status: error`, MCP `isError`):
+    /// an error result the model reads, to correct itself.
+    Failed {
+        /// What the service said.
+        message: String,
+        /// Anything it sent beside (kept as the artifact).
+        data: Option<Value>,
+    },
+}
+
+/// Notes a transport makes about one exchange (kept as the call's metadata).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExchangeNotes {
+    /// Attempts made (1 without retries).
+    pub attempts: u32,
+    /// The service's clock differed from ours by more than the tolerance (ms).
+    pub clock_skew_ms: Option<i64>,
+    /// Bytes of the answer as received.
+    pub bytes: usize,
+}
+
+/// Why a service gave no usable answer. Every variant becomes an error result for the
+/// call (never data of another call); [`TransportError::kind`] is the metric label.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// No answer in time.
+    #[error("the tool service did not answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
+    /// The service could not be reached.
+    #[error("the tool service could not be reached: {0}")]
+    Connect(String),
+    /// The service answered with an HTTP error status.
+    #[error("the tool service answered HTTP {status}: {body}")]
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// The answer broke the protocol: not JSON, no `status`, a JSON-RPC error, …
+    #[error("the tool service broke the protocol: {0}")]
+    Protocol(String),
+    /// The answer names another call: dropped, never given to the model.
+    #[error("the tool service answered for call {got:?}, not this one; the answer was dropped")]
+    Dirty {
+        /// The id the answer carried.
+        got: String,
+    },
+    /// The answer was larger than the limit.
+    #[error("the tool service's answer exceeded {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// A redirect to another host (refused: endpoints come only from the configuration).
+    #[error("the tool service redirected to another host ({0}); not followed")]
+    Redirect(String),
+}
+
+impl TransportError {
+    /// A short, bounded label for metrics and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TransportError::Timeout(_) => "timeout",
+            TransportError::Connect(_) => "connect",
+            TransportError::Status { .. } => "status",
+            TransportError::Protocol(_) => "protocol",
+            TransportError::Dirty { .. } => "dirty",
+            TransportError::TooLarge { .. } => "too_large",
+            TransportError::Redirect(_) => "redirect",
+        }
+    }
+
+    /// Worth another attempt (where retries are safe): timeouts, connection failures,
+    /// 5xx, 429. A dirty or malformed answer is not retried: the service is broken, not
+    /// busy.
+    pub fn retryable(&self) -> bool {
+        match self {
+            TransportError::Timeout(_) | TransportError::Connect(_) => true,
+            TransportError::Status { status, .. } => *status >= 500 || *status == 429,
+            _ => false,
+        }
+    }
+}
