@@ -1,0 +1,666 @@
+//! MCP tools through the official Rust SDK (`rmcp`): one [`McpConnection`] per
+//! `[[mcp]]` server, over streamable HTTP (`url`) or a stdio child process (`command`).
+//!
+//! # What a `tools/call` answer becomes
+//!
+//! | the server sent | [`McpConnection::call`] gives |
+//! | --- | --- |
+//! | `isError: true` | [`Reply::Failed`]: the text blocks joined by a newline, `structuredContent` as the data |
+//! | `structuredContent` | [`Reply::Success`] with it as the data (checked against the tool's `outputSchema`) |
+//! | no `structuredContent`, one block | that block: a text block is a JSON *string*, never parsed |
+//! | no `structuredContent`, several blocks | an array of them; none: `null` |
+//! | an image, audio or binary resource | a descriptor (`{"type":"image","mimeType":"image/png","bytes":…}`), never its bytes |
+//! | a JSON-RPC error | [`TransportError::Protocol`] (`JSON-RPC error -32602: …`) |
+//! | a `structuredContent` the `outputSchema` refuses, or none though it declares one | [`TransportError::Protocol`] |
+//! | `_meta["io.toolmend/callId"]` naming another call | [`TransportError::Dirty`] |
+//! | more than [`DEFAULT_MAX_RESPONSE_BYTES`] serialized | [`TransportError::TooLarge`] |
+//! | nothing within the call's timeout | [`TransportError::Timeout`] (and `notifications/cancelled` to the server) |
+//! | the connection is gone | [`TransportError::Connect`] |
+//!
+//! A text block stays a string because the tool's author chose to answer unstructured:
+//! parsing `"42"` or `"null"` would change its type by guessing, and a tool that means
+//! JSON says so with `structuredContent` (which the SDKs fill from a typed return).
+//!
+//! Every request carries the model's call id and the round's trace id in its `_meta`
+//! (`io.toolmend/callId`, `io.toolmend/traceId`); a server may echo the call id in the
+//! result's `_meta`, and an answer that names another call is dropped.
+//!
+//! # Lifetime
+//!
+//! A connection is an [`Arc`] inside: clone it into as many tasks as call concurrently;
+//! answers pair with their requests by JSON-RPC id. When the last clone drops, the
+//! session ends; a stdio server has its stdin closed, then `SIGTERM`, then is killed
+//! (and is killed at once if the runtime itself goes away). A stdio server gets only a
+//! few variables of ours ([`INHERITED_ENV`]: `PATH`, `HOME`, …) plus its own `env`, as
+//! the official TypeScript and Python SDKs do, so our secrets don't reach it; its stderr
+//! goes to ours, never into our stdout.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    process::Stdio,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+use jsonschema::Validator;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::{
+    ServiceError, ServiceExt,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+        ContentBlock, Implementation, ProtocolVersion, RequestMetaObject, ResourceContents, Tool,
+    },
+    service::{RoleClient, RunningService},
+    transport::{
+        StreamableHttpClientTransport, TokioChildProcess,
+        streamable_http_client::{
+            HttpStatusError, StreamableHttpClientTransportConfig, StreamableHttpError,
+        },
+    },
+};
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+
+use crate::{
+    spec::{DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS, HeaderSpec, McpSpec, resolve_headers},
+    transport::{ExchangeNotes, Reply, ServiceRequest, TransportError},
+};
+
+/// The `_meta` key that carries the model's call id (requests; echoed in results).
+pub const META_CALL_ID: &str = "io.toolmend/callId";
+/// The `_meta` key that carries the round's trace id.
+pub const META_TRACE_ID: &str = "io.toolmend/traceId";
+
+/// Variables of ours a stdio server inherits (beside its own `env`).
+#[cfg(not(windows))]
+pub const INHERITED_ENV: &[&str] = &[
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
+    "TZ",
+];
+/// Variables of ours a stdio server inherits (beside its own `env`).
+#[cfg(windows)]
+pub const INHERITED_ENV: &[&str] = &[
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PATHEXT",
+    "PROCESSOR_ARCHITECTURE",
+    "PROGRAMFILES",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+    "USERNAME",
+    "USERPROFILE",
+];
+
+/// A tool an MCP server lists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpToolDef {
+    /// Its name at the server.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// `inputSchema`.
+    pub input_schema: Value,
+    /// `outputSchema`, when it declares one.
+    pub output_schema: Option<Value>,
+}
+
+/// A connection to one MCP server (streamable HTTP or a stdio child process). Cheap to
+/// clone; every clone shares the one session.
+#[derive(Clone)]
+pub struct McpConnection {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    /// `url`, or the command: for messages.
+    endpoint: String,
+    timeout: Duration,
+    max_bytes: usize,
+    client: RunningService<RoleClient, ClientConfig>,
+    /// The compiled `outputSchema` of every tool that declares one, from the last
+    /// `tools/list` (`None`: not listed yet). A schema that does not compile is kept
+    /// as its error: such a tool's results cannot be checked.
+    output_schemas: RwLock<Option<HashMap<String, OutputCheck>>>,
+}
+
+type OutputCheck = Result<Arc<Validator>, String>;
+
+impl std::fmt::Debug for McpConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpConnection")
+            .field("name", &self.inner.name)
+            .field("endpoint", &self.inner.endpoint)
+            .field("timeout", &self.inner.timeout)
+            .field("closed", &self.inner.client.is_transport_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpConnection {
+    /// Connects (and initializes) `spec`; `env` resolves secrets in its headers and env.
+    /// Gives up after `timeout_ms` (default [`DEFAULT_TIMEOUT_MS`]); a child started for
+    /// a handshake that failed is killed.
+    ///
+    /// # Errors
+    ///
+    /// The server cannot be started or reached, or the handshake fails: the reason.
+    pub async fn connect(
+        spec: &McpSpec,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
+    ) -> Result<McpConnection, String> {
+        let name = &spec.name;
+        let timeout = Duration::from_millis(spec.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
+        let client_config = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("toolmend", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+        let (endpoint, started) = match (&spec.url, &spec.command) {
+            (Some(url), None) => {
+                let headers = http_headers(&spec.headers, env)
+                    .map_err(|e| format!("MCP server {name:?}: {e}"))?;
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(headers);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                (
+                    url.clone(),
+                    tokio::time::timeout(timeout, client_config.serve(transport)).await,
+                )
+            }
+            (None, Some(command)) => {
+                let vars = resolve_headers(&spec.env, env)
+                    .map_err(|e| format!("MCP server {name:?}: {e}"))?;
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(&spec.args).env_clear().kill_on_drop(true);
+                for var in INHERITED_ENV {
+                    if let Some(value) = std::env::var_os(var) {
+                        cmd.env(var, value);
+                    }
+                }
+                cmd.envs(vars);
+                let (transport, _) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::inherit())
+                    .spawn()
+                    .map_err(|e| format!("MCP server {name:?}: cannot start {command:?}: {e}"))?;
+                (
+                    command.clone(),
+                    tokio::time::timeout(timeout, client_config.serve(transport)).await,
+                )
+            }
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "MCP server {name:?}: give either `url` (streamable HTTP) or `command` (stdio), not both"
+                ));
+            }
+            (None, None) => {
+                return Err(format!(
+                    "MCP server {name:?}: give `url` (streamable HTTP) or `command` (stdio)"
+                ));
+            }
+        };
+        let client = match started {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "MCP server {name:?} ({endpoint}): the handshake failed: {}",
+                    error_chain(&e)
+                ));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "MCP server {name:?} ({endpoint}): no handshake within {} ms",
+                    timeout.as_millis()
+                ));
+            }
+        };
+        Ok(McpConnection {
+            inner: Arc::new(Inner {
+                name: name.clone(),
+                endpoint,
+                timeout,
+                max_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+                client,
+                output_schemas: RwLock::new(None),
+            }),
+        })
+    }
+
+    /// The server's name (its `[[mcp]]` entry's).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// `tools/list` (every page), within the server's timeout. Keeps the tools' output
+    /// schemas for [`McpConnection::call`] to check results against.
+    ///
+    /// # Errors
+    ///
+    /// The request fails.
+    pub async fn list_tools(&self) -> Result<Vec<McpToolDef>, String> {
+        let inner = &self.inner;
+        let tools =
+            match tokio::time::timeout(inner.timeout, inner.client.peer().list_all_tools()).await {
+                Ok(Ok(tools)) => tools,
+                Ok(Err(e)) => {
+                    return Err(format!(
+                        "MCP server {:?}: tools/list failed: {}",
+                        inner.name,
+                        service_error(&e, inner.timeout, inner.max_bytes)
+                    ));
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "MCP server {:?}: tools/list did not answer within {} ms",
+                        inner.name,
+                        inner.timeout.as_millis()
+                    ));
+                }
+            };
+        let defs: Vec<McpToolDef> = tools.into_iter().map(tool_def).collect();
+        let checks = defs
+            .iter()
+            .filter_map(|d| {
+                let schema = d.output_schema.as_ref()?;
+                let check = jsonschema::validator_for(schema)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string());
+                Some((d.name.clone(), check))
+            })
+            .collect();
+        *inner
+            .output_schemas
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(checks);
+        Ok(defs)
+    }
+
+    /// `tools/call`, within `req.timeout` (a first call before any
+    /// [`McpConnection::list_tools`] lists first, within the same time).
+    ///
+    /// # Errors
+    ///
+    /// No usable answer (see the module's table).
+    pub async fn call(
+        &self,
+        req: &ServiceRequest<'_>,
+    ) -> Result<(Reply, ExchangeNotes), TransportError> {
+        let inner = &self.inner;
+        let Some(arguments) = req.arguments.as_object() else {
+            return Err(TransportError::Protocol(format!(
+                "the arguments of tools/call must be a JSON object, not {}",
+                kind(req.arguments)
+            )));
+        };
+        let deadline = Instant::now() + req.timeout;
+        let check = match self.output_check(req.function) {
+            Some(check) => check,
+            None => match tokio::time::timeout_at(deadline, self.list_tools()).await {
+                Ok(Ok(_)) => self.output_check(req.function).flatten(),
+                Ok(Err(e)) => return Err(TransportError::Connect(e)),
+                Err(_) => return Err(TransportError::Timeout(req.timeout)),
+            },
+        };
+        let mut meta = RequestMetaObject::new();
+        meta.insert(META_CALL_ID.to_owned(), Value::from(req.call_id));
+        meta.insert(META_TRACE_ID.to_owned(), Value::from(req.trace_id));
+        let mut params =
+            CallToolRequestParams::new(req.function.to_owned()).with_arguments(arguments.clone());
+        params.meta = Some(meta);
+        // On the deadline the request's future is dropped, and rmcp tells the server
+        // (`notifications/cancelled`).
+        let response =
+            match tokio::time::timeout_at(deadline, inner.client.peer().call_tool_once(params))
+                .await
+            {
+                Ok(Ok(response)) => response,
+                Ok(Err(e)) => return Err(service_error(&e, req.timeout, inner.max_bytes)),
+                Err(_) => return Err(TransportError::Timeout(req.timeout)),
+            };
+        let result = match response {
+            CallToolResponse::Complete(result) => result,
+            CallToolResponse::InputRequired(_) => {
+                return Err(TransportError::Protocol(
+                    "the server asked for client input (input_required), which toolmend does not give"
+                        .into(),
+                ));
+            }
+            _ => {
+                return Err(TransportError::Protocol(
+                    "the server answered with a task instead of a result, which toolmend does not poll"
+                        .into(),
+                ));
+            }
+        };
+        let bytes = serialized_len(&result);
+        if bytes > inner.max_bytes {
+            return Err(TransportError::TooLarge {
+                limit: inner.max_bytes,
+            });
+        }
+        if let Some(got) = result.meta.as_ref().and_then(|m| m.0.get(META_CALL_ID))
+            && got.as_str() != Some(req.call_id)
+        {
+            return Err(TransportError::Dirty {
+                got: got.as_str().map_or_else(|| got.to_string(), str::to_owned),
+            });
+        }
+        let reply = reply_of(result, check.as_ref())?;
+        Ok((
+            reply,
+            ExchangeNotes {
+                attempts: 1,
+                clock_skew_ms: None,
+                bytes,
+            },
+        ))
+    }
+
+    /// `None`: not listed yet; `Some(None)`: the tool declares no output schema (or the
+    /// server does not list it).
+    fn output_check(&self, tool: &str) -> Option<Option<OutputCheck>> {
+        let schemas = self
+            .inner
+            .output_schemas
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        schemas.as_ref().map(|s| s.get(tool).cloned())
+    }
+}
+
+fn tool_def(tool: Tool) -> McpToolDef {
+    McpToolDef {
+        name: tool.name.into_owned(),
+        description: tool.description.map(|d| d.into_owned()).unwrap_or_default(),
+        input_schema: Value::Object(Arc::unwrap_or_clone(tool.input_schema)),
+        output_schema: tool
+            .output_schema
+            .map(|s| Value::Object(Arc::unwrap_or_clone(s))),
+    }
+}
+
+/// The HTTP headers of a streamable HTTP server, secrets resolved. A value is never
+/// shown in an error (it may be a secret).
+fn http_headers(
+    specs: &BTreeMap<String, HeaderSpec>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<HashMap<HeaderName, HeaderValue>, String> {
+    let mut headers = HashMap::new();
+    for (name, value) in resolve_headers(specs, env)? {
+        let header = HeaderName::try_from(name.as_str())
+            .map_err(|_| format!("{name:?} is not a valid HTTP header name"))?;
+        if [
+            "accept",
+            "mcp-session-id",
+            "last-event-id",
+            "mcp-protocol-version",
+        ]
+        .contains(&header.as_str())
+        {
+            return Err(format!(
+                "the header {name:?} is set by the MCP transport itself; remove it"
+            ));
+        }
+        let mut value = HeaderValue::try_from(value)
+            .map_err(|_| format!("the value of the header {name:?} is not a valid header value"))?;
+        value.set_sensitive(true);
+        headers.insert(header, value);
+    }
+    Ok(headers)
+}
+
+fn reply_of(result: CallToolResult, check: Option<&OutputCheck>) -> Result<Reply, TransportError> {
+    if result.is_error == Some(true) {
+        let text = result
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text(t) => Some(t.text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let message = if text.is_empty() {
+            "the tool reported an error and gave no text".to_owned()
+        } else {
+            text
+        };
+        return Ok(Reply::Failed {
+            message,
+            data: result.structured_content,
+        });
+    }
+    if let Some(check) = check {
+        let Some(structured) = result.structured_content.as_ref() else {
+            return Err(TransportError::Protocol(
+                "the tool declares an outputSchema but its result has no structuredContent".into(),
+            ));
+        };
+        let validator = check.as_ref().map_err(|e| {
+            TransportError::Protocol(format!(
+                "the tool's outputSchema is not a valid JSON Schema ({e}); its results cannot be checked"
+            ))
+        })?;
+        if !validator.is_valid(structured) {
+            let problems: Vec<String> = validator
+                .iter_errors(structured)
+                .take(3)
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    let at = if at.is_empty() { "/".to_owned() } else { at };
+                    format!("at {at}: {}", e.masked())
+                })
+                .collect();
+            return Err(TransportError::Protocol(format!(
+                "structuredContent does not match the tool's outputSchema: {}",
+                problems.join("; ")
+            )));
+        }
+    }
+    let data = match result.structured_content {
+        Some(data) => data,
+        None => content_value(result.content),
+    };
+    Ok(Reply::Success {
+        data,
+        message: None,
+    })
+}
+
+/// Content blocks as data: one block is itself, several an array, none `null`.
+fn content_value(content: Vec<ContentBlock>) -> Value {
+    let mut values: Vec<Value> = content.into_iter().map(block_value).collect();
+    match values.len() {
+        0 => Value::Null,
+        1 => values.pop().unwrap_or(Value::Null),
+        _ => Value::Array(values),
+    }
+}
+
+/// A text block is its text; anything binary a descriptor without its bytes.
+fn block_value(block: ContentBlock) -> Value {
+    match block {
+        ContentBlock::Text(t) => Value::String(t.text),
+        ContentBlock::Image(i) => json!({
+            "type": "image", "mimeType": i.mime_type, "bytes": base64_len(&i.data),
+        }),
+        ContentBlock::Audio(a) => json!({
+            "type": "audio", "mimeType": a.mime_type, "bytes": base64_len(&a.data),
+        }),
+        ContentBlock::Resource(r) => match r.resource {
+            ResourceContents::TextResourceContents {
+                uri,
+                mime_type,
+                text,
+                ..
+            } => {
+                let mut d = descriptor("resource", &uri, mime_type);
+                d.insert("text".into(), Value::String(text));
+                Value::Object(d)
+            }
+            ResourceContents::BlobResourceContents {
+                uri,
+                mime_type,
+                blob,
+                ..
+            } => {
+                let mut d = descriptor("resource", &uri, mime_type);
+                d.insert("bytes".into(), base64_len(&blob).into());
+                Value::Object(d)
+            }
+            _ => json!({ "type": "resource" }),
+        },
+        ContentBlock::ResourceLink(l) => {
+            let mut d = descriptor("resource_link", &l.uri, l.mime_type);
+            d.insert("name".into(), Value::String(l.name));
+            if let Some(description) = l.description {
+                d.insert("description".into(), Value::String(description));
+            }
+            Value::Object(d)
+        }
+        other => {
+            let kind = serde_json::to_value(&other)
+                .ok()
+                .and_then(|v| v.get("type").cloned())
+                .unwrap_or(Value::Null);
+            json!({ "type": kind })
+        }
+    }
+}
+
+fn descriptor(kind: &str, uri: &str, mime_type: Option<String>) -> Map<String, Value> {
+    let mut d = Map::new();
+    d.insert("type".into(), kind.into());
+    d.insert("uri".into(), uri.into());
+    if let Some(mime_type) = mime_type {
+        d.insert("mimeType".into(), mime_type.into());
+    }
+    d
+}
+
+/// The decoded size of base64 text.
+fn base64_len(data: &str) -> usize {
+    let padding = data.bytes().rev().take_while(|&b| b == b'=').count();
+    (data.len() / 4 * 3).saturating_sub(padding.min(2))
+}
+
+/// What rmcp's error means to the node.
+fn service_error(e: &ServiceError, timeout: Duration, max_bytes: usize) -> TransportError {
+    match e {
+        ServiceError::McpError(data) => {
+            TransportError::Protocol(format!("JSON-RPC error {}: {}", data.code.0, data.message))
+        }
+        ServiceError::Timeout { .. } => TransportError::Timeout(timeout),
+        ServiceError::TransportClosed => {
+            TransportError::Connect("the connection to the MCP server is closed".into())
+        }
+        ServiceError::TransportSend(send) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(send.error.as_ref());
+            while let Some(current) = source {
+                if let Some(status) = current.downcast_ref::<HttpStatusError>() {
+                    return TransportError::Status {
+                        status: status.status,
+                        body: String::new(),
+                    };
+                }
+                match current.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                    Some(StreamableHttpError::HttpStatus(status)) => {
+                        return TransportError::Status {
+                            status: status.status,
+                            body: String::new(),
+                        };
+                    }
+                    Some(StreamableHttpError::ResponseBodyTooLarge { .. }) => {
+                        return TransportError::TooLarge { limit: max_bytes };
+                    }
+                    _ => {}
+                }
+                source = current.source();
+            }
+            TransportError::Connect(error_chain(send))
+        }
+        ServiceError::Cancelled { reason } => TransportError::Connect(format!(
+            "the request was cancelled: {}",
+            reason.as_deref().unwrap_or("no reason given")
+        )),
+        other => TransportError::Protocol(error_chain(other)),
+    }
+}
+
+/// An error and its sources, `: `-joined (rmcp's messages often hide the cause in the
+/// source).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The size of `value` as JSON, without building the text.
+fn serialized_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_len_counts_decoded_bytes() {
+        assert_eq!(base64_len(""), 0);
+        assert_eq!(base64_len("QQ=="), 1);
+        assert_eq!(base64_len("QUI="), 2);
+        assert_eq!(base64_len("QUJD"), 3);
+    }
+
+    #[test]
+    fn several_blocks_are_an_array_and_binary_never_carries_bytes() {
+        let v = content_value(vec![
+            ContentBlock::text("hi"),
+            ContentBlock::image("QUJD", "image/png"),
+        ]);
+        assert_eq!(
+            v,
+            json!(["hi", {"type": "image", "mimeType": "image/png", "bytes": 3}])
+        );
+        assert_eq!(content_value(vec![]), Value::Null);
+        assert_eq!(content_value(vec![ContentBlock::text("42")]), json!("42"));
+    }
+}

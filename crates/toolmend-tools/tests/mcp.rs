@@ -1,0 +1,804 @@
+//! `McpConnection` against real MCP servers on loopback, no mocks: an rmcp server
+//! written here (over streamable HTTP, and over stdio as this very test binary run
+//! again: [`stdio_server_child_process`]), and the Python SDK's server
+//! (`tests/mcp_server.py`, over both) as an independent implementation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::{
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use axum::response::IntoResponse as _;
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler, ServiceExt,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    },
+    service::RequestContext,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
+};
+use serde_json::{Value, json};
+use toolmend_tools::{
+    mcp::{McpConnection, McpToolDef},
+    spec::{DEFAULT_MAX_RESPONSE_BYTES, McpSpec},
+    transport::{Reply, ServiceRequest, TransportError},
+};
+
+// ---------------------------------------------------------------------------------
+// The rmcp test server.
+
+/// Tells this test binary, run again as a child, to be the stdio server.
+const CHILD_ENV: &str = "TOOLMEND_MCP_TEST_SERVER";
+const TOKEN: &str = "s3cret";
+
+#[derive(Clone, Default)]
+struct TestServer {
+    /// `slow` calls the client cancelled.
+    cancelled: Arc<AtomicUsize>,
+}
+
+fn tools() -> Vec<Value> {
+    let int = json!({"type": "integer"});
+    vec![
+        json!({"name": "add", "description": "Adds a and b.",
+            "inputSchema": {"type": "object", "properties": {"a": int, "b": int}, "required": ["a", "b"]},
+            "outputSchema": {"type": "object", "properties": {"sum": int}, "required": ["sum"]}}),
+        json!({"name": "echo", "description": "Answers its text.",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}),
+        json!({"name": "fail", "inputSchema": {"type": "object"}}),
+        json!({"name": "slow", "inputSchema": {"type": "object", "properties": {"ms": int}}}),
+        json!({"name": "big", "inputSchema": {"type": "object"}}),
+        json!({"name": "bad_schema", "inputSchema": {"type": 12}}),
+        json!({"name": "wrong_output", "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"n": int}, "required": ["n"]}}),
+        json!({"name": "no_structured", "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object"}}),
+        json!({"name": "image", "inputSchema": {"type": "object"}}),
+        json!({"name": "rpc_error", "inputSchema": {"type": "object"}}),
+        json!({"name": "meta", "inputSchema": {"type": "object", "properties": {"ms": int}}}),
+        json!({"name": "echo_id", "inputSchema": {"type": "object"}}),
+        json!({"name": "dirty", "inputSchema": {"type": "object"}}),
+        json!({"name": "pid", "inputSchema": {"type": "object"}}),
+        json!({"name": "env", "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}),
+    ]
+}
+
+fn result(v: Value) -> Result<CallToolResponse, ErrorData> {
+    Ok(serde_json::from_value::<CallToolResult>(v).unwrap().into())
+}
+
+fn text(t: impl Into<String>) -> Result<CallToolResponse, ErrorData> {
+    result(json!({"content": [{"type": "text", "text": t.into()}]}))
+}
+
+impl ServerHandler for TestServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    /// Four tools a page, so the client has to follow `nextCursor`.
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let all = tools();
+        let start: usize = request
+            .and_then(|r| r.cursor)
+            .map_or(0, |c| c.parse().unwrap());
+        let end = (start + 4).min(all.len());
+        let mut page = json!({"tools": all[start..end]});
+        if end < all.len() {
+            page["nextCursor"] = json!(end.to_string());
+        }
+        Ok(serde_json::from_value(page).unwrap())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let seen_call_id = context.meta.get("io.toolmend/callId").cloned();
+        let sleep = |ms: &Value| Duration::from_millis(ms.as_u64().unwrap_or(0));
+        match request.name.as_ref() {
+            "add" => {
+                let sum = args["a"].as_i64().unwrap() + args["b"].as_i64().unwrap();
+                result(
+                    json!({"content": [{"type": "text", "text": json!({"sum": sum}).to_string()}],
+                    "structuredContent": {"sum": sum}}),
+                )
+            }
+            "echo" => text(args["text"].as_str().unwrap()),
+            "fail" => result(json!({"content": [{"type": "text", "text": "it failed"},
+                {"type": "text", "text": "twice"}], "structuredContent": {"code": 7}, "isError": true})),
+            "slow" => {
+                tokio::select! {
+                    () = tokio::time::sleep(sleep(&args["ms"])) => text("slept"),
+                    () = context.ct.cancelled() => {
+                        self.cancelled.fetch_add(1, Ordering::SeqCst);
+                        text("cancelled")
+                    }
+                }
+            }
+            "big" => text("x".repeat(DEFAULT_MAX_RESPONSE_BYTES + 1000)),
+            "bad_schema" => text("ok"),
+            "wrong_output" => result(json!({"content": [], "structuredContent": {"n": "seven"}})),
+            "no_structured" => text("just text"),
+            "image" => result(json!({"content": [{"type": "text", "text": "a chart"},
+                {"type": "image", "data": "QUJD", "mimeType": "image/png"}]})),
+            "rpc_error" => Err(ErrorData::invalid_params("the server refuses", None)),
+            "meta" => {
+                tokio::time::sleep(sleep(&args["ms"])).await;
+                result(json!({"content": [], "structuredContent": {
+                    "callId": seen_call_id, "traceId": context.meta.get("io.toolmend/traceId")}}))
+            }
+            "echo_id" => result(json!({"content": [{"type": "text", "text": "ok"}],
+                "_meta": {"io.toolmend/callId": seen_call_id}})),
+            "dirty" => result(
+                json!({"content": [{"type": "text", "text": "someone else's"}],
+                "_meta": {"io.toolmend/callId": "call_someone_else"}}),
+            ),
+            "pid" => text(std::process::id().to_string()),
+            "env" => result(json!({"content": [],
+                "structuredContent": {"value": std::env::var(args["name"].as_str().unwrap()).ok()}})),
+            other => Err(ErrorData::invalid_params(
+                format!("no tool {other:?}"),
+                None,
+            )),
+        }
+    }
+}
+
+/// The test server over streamable HTTP on 127.0.0.1, behind a bearer token. Stops
+/// when dropped.
+struct HttpServer {
+    url: String,
+    server: TestServer,
+    /// While set, every request is answered 503.
+    outage: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn http_server() -> HttpServer {
+    let server = TestServer::default();
+    let factory = server.clone();
+    let outage = Arc::new(AtomicBool::new(false));
+    let down = outage.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(factory.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router =
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(
+                move |req: axum::extract::Request, next: axum::middleware::Next| {
+                    let down = down.load(Ordering::SeqCst);
+                    async move {
+                        if down {
+                            return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
+                        }
+                        let authorized = req
+                            .headers()
+                            .get("authorization")
+                            .is_some_and(|v| v == format!("Bearer {TOKEN}").as_str());
+                        if authorized {
+                            next.run(req).await
+                        } else {
+                            axum::http::StatusCode::UNAUTHORIZED.into_response()
+                        }
+                    }
+                },
+            ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    });
+    HttpServer {
+        url,
+        server,
+        outage,
+        task,
+    }
+}
+
+/// Not a test of its own: the stdio server, when this binary is run again as a child
+/// with [`CHILD_ENV`] set (libtest's `running 1 test` line on stdout is not JSON, and
+/// MCP clients skip such lines). Otherwise it passes at once.
+#[tokio::test]
+async fn stdio_server_child_process() {
+    if std::env::var(CHILD_ENV).as_deref() != Ok("stdio") {
+        return;
+    }
+    let running = TestServer::default()
+        .serve(rmcp::transport::stdio())
+        .await
+        .unwrap();
+    let _ = running.waiting().await;
+}
+
+// ---------------------------------------------------------------------------------
+// Helpers.
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "MCP_TOKEN" => Some(TOKEN.to_owned()),
+        "MCP_CHILD_SECRET" => Some("from-our-env".to_owned()),
+        _ => None,
+    }
+}
+
+fn spec(v: Value) -> McpSpec {
+    serde_json::from_value(v).unwrap()
+}
+
+fn http_spec(url: &str) -> McpSpec {
+    spec(json!({"name": "rust-http", "url": url, "timeout_ms": 5000,
+        "headers": {"Authorization": {"env": "MCP_TOKEN", "prefix": "Bearer "}}}))
+}
+
+fn stdio_spec() -> McpSpec {
+    let exe = std::env::current_exe().unwrap();
+    spec(json!({"name": "rust-stdio", "command": exe,
+        "args": ["--exact", "stdio_server_child_process", "--nocapture"], "timeout_ms": 5000,
+        "env": {CHILD_ENV: "stdio", "CHILD_SECRET": {"env": "MCP_CHILD_SECRET"}}}))
+}
+
+async fn connect(spec: &McpSpec) -> McpConnection {
+    McpConnection::connect(spec, &env).await.unwrap()
+}
+
+async fn call(
+    conn: &McpConnection,
+    function: &str,
+    arguments: Value,
+) -> Result<Reply, TransportError> {
+    call_as(conn, function, "call_1", arguments, Duration::from_secs(5)).await
+}
+
+async fn call_as(
+    conn: &McpConnection,
+    function: &str,
+    call_id: &str,
+    arguments: Value,
+    timeout: Duration,
+) -> Result<Reply, TransportError> {
+    let req = ServiceRequest {
+        function,
+        call_id,
+        trace_id: "trace_1",
+        arguments: &arguments,
+        timeout,
+    };
+    conn.call(&req).await.map(|(reply, notes)| {
+        assert_eq!(notes.attempts, 1);
+        assert!(notes.bytes > 0);
+        reply
+    })
+}
+
+fn success(data: Value) -> Result<Reply, TransportError> {
+    Ok(Reply::Success {
+        data,
+        message: None,
+    })
+}
+
+fn protocol_error(r: Result<Reply, TransportError>) -> String {
+    match r {
+        Err(TransportError::Protocol(m)) => m,
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The rmcp server over streamable HTTP.
+
+#[tokio::test]
+async fn http_lists_every_page_as_declared() {
+    let server = http_server().await;
+    let conn = connect(&http_spec(&server.url)).await;
+    let listed = conn.list_tools().await.unwrap();
+    let names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
+    let declared: Vec<Value> = tools();
+    assert_eq!(names.len(), declared.len(), "every page: {names:?}");
+    assert_eq!(
+        listed[0],
+        McpToolDef {
+            name: "add".into(),
+            description: "Adds a and b.".into(),
+            input_schema: declared[0]["inputSchema"].clone(),
+            output_schema: Some(declared[0]["outputSchema"].clone()),
+        }
+    );
+    let bad = listed.iter().find(|t| t.name == "bad_schema").unwrap();
+    assert_eq!(
+        bad.input_schema,
+        json!({"type": 12}),
+        "kept as sent, not judged here"
+    );
+    assert_eq!(bad.description, "");
+    let echo = listed.iter().find(|t| t.name == "echo").unwrap();
+    assert_eq!(echo.output_schema, None);
+}
+
+#[tokio::test]
+async fn http_results_structured_text_and_errors() {
+    let server = http_server().await;
+    let conn = connect(&http_spec(&server.url)).await;
+    // structuredContent is the data (and matches the outputSchema).
+    assert_eq!(
+        call(&conn, "add", json!({"a": 2, "b": 3})).await,
+        success(json!({"sum": 5}))
+    );
+    // One text block is a string, even when it looks like JSON.
+    assert_eq!(
+        call(&conn, "echo", json!({"text": "hello"})).await,
+        success(json!("hello"))
+    );
+    assert_eq!(
+        call(&conn, "echo", json!({"text": "{\"a\": 1}"})).await,
+        success(json!("{\"a\": 1}"))
+    );
+    // isError: the text joined, structuredContent beside.
+    assert_eq!(
+        call(&conn, "fail", json!({})).await,
+        Ok(Reply::Failed {
+            message: "it failed\ntwice".into(),
+            data: Some(json!({"code": 7})),
+        })
+    );
+    // Several blocks: an array; an image a descriptor, never its bytes.
+    assert_eq!(
+        call(&conn, "image", json!({})).await,
+        success(json!(["a chart", {"type": "image", "mimeType": "image/png", "bytes": 3}]))
+    );
+    // A tool whose inputSchema is no schema still runs (judging it is the set's job).
+    assert_eq!(
+        call(&conn, "bad_schema", json!({})).await,
+        success(json!("ok"))
+    );
+}
+
+#[tokio::test]
+async fn http_protocol_errors() {
+    let server = http_server().await;
+    let conn = connect(&http_spec(&server.url)).await;
+    let m = protocol_error(call(&conn, "wrong_output", json!({})).await);
+    assert!(
+        m.starts_with("structuredContent does not match the tool's outputSchema: at /n:"),
+        "{m}"
+    );
+    assert!(!m.contains("seven"), "the value is not echoed: {m}");
+    let m = protocol_error(call(&conn, "no_structured", json!({})).await);
+    assert!(m.contains("declares an outputSchema"), "{m}");
+    let m = protocol_error(call(&conn, "rpc_error", json!({})).await);
+    assert_eq!(m, "JSON-RPC error -32602: the server refuses");
+    let m = protocol_error(call(&conn, "nope", json!({})).await);
+    assert!(m.starts_with("JSON-RPC error -32602"), "{m}");
+    let m = protocol_error(call(&conn, "echo", json!(["not", "an", "object"])).await);
+    assert_eq!(
+        m,
+        "the arguments of tools/call must be a JSON object, not an array"
+    );
+    // Too large: over the limit serialized, though the transport took it.
+    assert_eq!(
+        call(&conn, "big", json!({})).await,
+        Err(TransportError::TooLarge {
+            limit: DEFAULT_MAX_RESPONSE_BYTES
+        })
+    );
+    // An HTTP error status.
+    server.outage.store(true, Ordering::SeqCst);
+    let r = call(&conn, "add", json!({"a": 1, "b": 1})).await;
+    server.outage.store(false, Ordering::SeqCst);
+    assert!(
+        matches!(r, Err(TransportError::Status { status: 503, .. })),
+        "{r:?}"
+    );
+    // The connection still serves after all of that.
+    assert_eq!(
+        call(&conn, "add", json!({"a": 1, "b": 1})).await,
+        success(json!({"sum": 2}))
+    );
+}
+
+#[tokio::test]
+async fn http_meta_carries_ids_and_a_dirty_answer_is_dropped() {
+    let server = http_server().await;
+    let conn = connect(&http_spec(&server.url)).await;
+    let seen = call_as(&conn, "meta", "call_abc", json!({}), Duration::from_secs(5)).await;
+    assert_eq!(
+        seen,
+        success(json!({"callId": "call_abc", "traceId": "trace_1"}))
+    );
+    // Echoing our own id is fine; naming another call is not.
+    assert_eq!(
+        call(&conn, "echo_id", json!({})).await,
+        success(json!("ok"))
+    );
+    assert_eq!(
+        call(&conn, "dirty", json!({})).await,
+        Err(TransportError::Dirty {
+            got: "call_someone_else".into()
+        })
+    );
+}
+
+#[tokio::test]
+async fn http_timeout_cancels_at_the_server_and_the_connection_survives() {
+    let server = http_server().await;
+    let conn = connect(&http_spec(&server.url)).await;
+    let started = Instant::now();
+    let timeout = Duration::from_millis(200);
+    let r = call_as(&conn, "slow", "call_slow", json!({"ms": 3000}), timeout).await;
+    assert_eq!(r, Err(TransportError::Timeout(timeout)));
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    // rmcp told the server (notifications/cancelled).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while server.server.cancelled.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the server never heard of the cancel"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        call(&conn, "slow", json!({"ms": 10})).await,
+        success(json!("slept"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_concurrent_calls_pair_with_their_requests() {
+    let server = http_server().await;
+    let conn = connect(&http_spec(&server.url)).await;
+    conn.list_tools().await.unwrap();
+    let started = Instant::now();
+    let calls = (0..20).map(|i| {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            let call_id = format!("call_{i}");
+            // Later calls answer sooner: answers arrive out of order.
+            let ms = (20 - i) * 10;
+            let r = call_as(
+                &conn,
+                "meta",
+                &call_id,
+                json!({"ms": ms}),
+                Duration::from_secs(5),
+            )
+            .await;
+            (call_id, r)
+        })
+    });
+    for handle in futures::future::join_all(calls).await {
+        let (call_id, r) = handle.unwrap();
+        assert_eq!(r, success(json!({"callId": call_id, "traceId": "trace_1"})));
+    }
+    // Concurrent, not one after another (which would take > 2 s).
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn connect_errors_say_why() {
+    let err = |spec: McpSpec| async move { McpConnection::connect(&spec, &env).await.unwrap_err() };
+    let server = http_server().await;
+
+    // A secret that is not set: named.
+    let mut s = http_spec(&server.url);
+    s.headers.insert(
+        "X-Other".into(),
+        serde_json::from_value(json!({"env": "MCP_NOT_SET"})).unwrap(),
+    );
+    let e = err(s).await;
+    assert!(e.contains("MCP_NOT_SET") && e.contains("rust-http"), "{e}");
+
+    // The wrong token: the handshake fails, and the secret is not in the message.
+    let e = McpConnection::connect(&http_spec(&server.url), &|_| Some("wrong".into()))
+        .await
+        .unwrap_err();
+    assert!(e.contains("handshake failed"), "{e}");
+    assert!(!e.contains("wrong"), "{e}");
+
+    // Nobody listening.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let e = err(http_spec(&format!("http://127.0.0.1:{port}/mcp"))).await;
+    assert!(e.contains("handshake failed"), "{e}");
+
+    // Someone listening who never answers: the connect timeout.
+    let mute = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut s = http_spec(&format!("http://{}/mcp", mute.local_addr().unwrap()));
+    s.timeout_ms = Some(300);
+    let started = Instant::now();
+    let e = err(s).await;
+    assert!(e.contains("no handshake within 300 ms"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    // No such program.
+    let e = err(spec(
+        json!({"name": "gone", "command": "/nonexistent/mcp-server"}),
+    ))
+    .await;
+    assert!(
+        e.contains("cannot start") && e.contains("/nonexistent/mcp-server"),
+        "{e}"
+    );
+    // Neither or both.
+    let e = err(spec(json!({"name": "none"}))).await;
+    assert!(e.contains("`url`") && e.contains("`command`"), "{e}");
+    let e = err(spec(
+        json!({"name": "both", "url": server.url, "command": "x"}),
+    ))
+    .await;
+    assert!(e.contains("not both"), "{e}");
+    // A header the transport sets itself.
+    let e = err(spec(
+        json!({"name": "h", "url": server.url, "headers": {"Mcp-Session-Id": "x"}}),
+    ))
+    .await;
+    assert!(e.contains("set by the MCP transport"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------
+// The rmcp server over stdio (this binary, run again).
+
+#[tokio::test]
+async fn stdio_lists_and_calls() {
+    let conn = connect(&stdio_spec()).await;
+    assert_eq!(conn.list_tools().await.unwrap().len(), tools().len());
+    assert_eq!(
+        call(&conn, "add", json!({"a": 20, "b": 22})).await,
+        success(json!({"sum": 42}))
+    );
+    assert_eq!(
+        call(&conn, "echo", json!({"text": "over stdio"})).await,
+        success(json!("over stdio"))
+    );
+    assert!(matches!(
+        call(&conn, "fail", json!({})).await,
+        Ok(Reply::Failed { .. })
+    ));
+    assert_eq!(
+        call(&conn, "big", json!({})).await,
+        Err(TransportError::TooLarge {
+            limit: DEFAULT_MAX_RESPONSE_BYTES
+        })
+    );
+    // Its env: the secret resolved from ours; our other variables not passed on.
+    assert_eq!(
+        call(&conn, "env", json!({"name": "CHILD_SECRET"})).await,
+        success(json!({"value": "from-our-env"}))
+    );
+    assert!(std::env::var("CARGO_MANIFEST_DIR").is_ok());
+    assert_eq!(
+        call(&conn, "env", json!({"name": "CARGO_MANIFEST_DIR"})).await,
+        success(json!({"value": null}))
+    );
+    let timeout = Duration::from_millis(200);
+    assert_eq!(
+        call_as(&conn, "slow", "call_s", json!({"ms": 3000}), timeout).await,
+        Err(TransportError::Timeout(timeout))
+    );
+    assert_eq!(
+        call(&conn, "meta", json!({})).await,
+        success(json!({"callId": "call_1", "traceId": "trace_1"}))
+    );
+}
+
+/// Whether `pid` still runs (a zombie has ended).
+#[cfg(target_os = "linux")]
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z')
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn stdio_child_ends_when_the_last_clone_drops() {
+    let conn = connect(&stdio_spec()).await;
+    let Ok(Reply::Success { data, .. }) = call(&conn, "pid", json!({})).await else {
+        panic!("no pid");
+    };
+    let pid: u32 = data.as_str().unwrap().parse().unwrap();
+    assert_ne!(pid, std::process::id());
+    assert!(running(pid));
+    let clone = conn.clone();
+    drop(conn);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(running(pid), "a clone still holds the session");
+    assert_eq!(
+        call(&clone, "echo", json!({"text": "still here"})).await,
+        success(json!("still here"))
+    );
+    drop(clone);
+    let started = Instant::now();
+    while running(pid) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the server {pid} outlived its connection"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn stdio_child_of_a_failed_handshake_is_killed() {
+    // A "server" that never answers: it writes its pid and sleeps.
+    let pid_file = std::env::temp_dir().join(format!("toolmend-mcp-mute-{}", std::process::id()));
+    let script = format!("echo $$ > '{}'; exec sleep 30", pid_file.display());
+    let s = spec(
+        json!({"name": "mute", "command": "sh", "args": ["-c", script],
+        "timeout_ms": 300}),
+    );
+    let e = McpConnection::connect(&s, &env).await.unwrap_err();
+    assert!(e.contains("no handshake within 300 ms"), "{e}");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = std::fs::remove_file(&pid_file);
+    let started = Instant::now();
+    while running(pid) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the mute server {pid} outlived the failed connect"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The Python SDK's server (an independent implementation).
+
+/// The interpreter with `mcp` importable: `TOOLMEND_PYTHON`, or the workspace's
+/// `.venv`. Neither is a failure, not a skip.
+fn python() -> PathBuf {
+    let candidates: Vec<PathBuf> = std::env::var_os("TOOLMEND_PYTHON")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")])
+        .collect();
+    for python in &candidates {
+        let ok = std::process::Command::new(python)
+            .args(["-c", "import mcp.server.mcpserver"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return python.clone();
+        }
+    }
+    panic!(
+        "no Python with the `mcp` package (tried {candidates:?}): run scripts/python-env.sh, \
+         or point TOOLMEND_PYTHON at an interpreter that has mcp 2.x"
+    );
+}
+
+fn python_script() -> String {
+    format!("{}/tests/mcp_server.py", env!("CARGO_MANIFEST_DIR"))
+}
+
+async fn python_checks(conn: &McpConnection) {
+    let listed = conn.list_tools().await.unwrap();
+    let mut names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["add", "boom", "echo"]);
+    let add = listed.iter().find(|t| t.name == "add").unwrap();
+    assert!(
+        add.output_schema.is_some(),
+        "MCPServer declares one for `-> int`"
+    );
+    // Structured (and checked against its outputSchema), text, and an error result.
+    assert_eq!(
+        call(conn, "add", json!({"a": 2, "b": 3})).await,
+        success(json!({"result": 5}))
+    );
+    assert_eq!(
+        call(conn, "echo", json!({"text": "héllo"})).await,
+        success(json!("héllo"))
+    );
+    match call(conn, "boom", json!({})).await {
+        Ok(Reply::Failed { message, .. }) => {
+            assert!(message.contains("failed on purpose"), "{message}");
+        }
+        other => panic!("expected a failed reply, got {other:?}"),
+    }
+    // The Python server validates arguments itself: an error result, or a JSON-RPC
+    // error, never a success.
+    let r = call(conn, "add", json!({"a": "two"})).await;
+    assert!(
+        matches!(
+            r,
+            Ok(Reply::Failed { .. }) | Err(TransportError::Protocol(_))
+        ),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn python_stdio_server() {
+    let python = python();
+    let conn = connect(&spec(json!({"name": "py-stdio", "command": python,
+        "args": [python_script(), "stdio"], "timeout_ms": 10000})))
+    .await;
+    python_checks(&conn).await;
+}
+
+/// Kills the child when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn python_http_server() {
+    use std::io::BufRead as _;
+    let mut child = Child(
+        std::process::Command::new(python())
+            .args([python_script().as_str(), "http", "0"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        line
+    });
+    let line = tokio::time::timeout(Duration::from_secs(15), line)
+        .await
+        .expect("the Python server did not start")
+        .unwrap();
+    let port = line.trim().strip_prefix("PORT ").expect(&line);
+    let conn = connect(&spec(json!({"name": "py-http",
+        "url": format!("http://127.0.0.1:{port}/mcp"), "timeout_ms": 10000})))
+    .await;
+    python_checks(&conn).await;
+    drop(conn);
+    drop(child);
+}
