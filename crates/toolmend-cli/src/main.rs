@@ -128,12 +128,26 @@ enum Command {
     ///               repeat = {observe = 2, block = 3, stop = 6}   ping_pong = {cycles = 3}
     ///               no_progress = {block = 3}   (each rule: shadow = true to only report)
     ///               limits = {thread_limit, run_limit, exit_behavior = "continue" | "error" | "end"}
+    ///   [[tools]]   tools behind the network, also in a file of their own (--tools FILE):
+    ///               name = "get_weather"   description = "..."   endpoint = "http://127.0.0.1:9000/weather"
+    ///               parameters = {type = "object", ...} (or parameters_json = '...')
+    ///               server_side = true (the gateway runs it: the round trip)   timeout_ms = 10000
+    ///               retries (idempotent = true | idempotency_key = true)   template   budget_bytes
+    ///               limits = {session = {limit, window_secs}, ...}   backup   sla_ms   adapter
+    ///   [[mcp]]     name = "files"   url = "http://127.0.0.1:8000/mcp" | command = "..." args = [...]
+    ///               server_side = true   tools = ["read"]   timeout_ms = 10000
+    ///   [round_trip] (server-side tools) max_rounds = 4 (model answers per request)   max_secs = 60
+    ///               inject = true (their definitions go upstream; the client does not know them)
+    ///   Configured tools are served at POST /v1/tools/execute (an assistant message in, one
+    ///   tool message per call id out); calls to server-side ones are run by the gateway,
+    ///   the model asked again until it answers, x-toolmend-round-trip says how many rounds.
     ///
     /// Examples:
     ///   toolmend serve --upstream https://api.openai.com/v1
     ///   TOOLMEND_HISTORY__POLICY=reject toolmend serve --config gateway.toml
     ///   TOOLMEND_GUARD__SESSION__LIMIT=5 TOOLMEND_GUARD__SESSION__WINDOW_SECS=60 \
     ///     TOOLMEND_GUARD__STORE=redis TOOLMEND_GUARD__REDIS_URL=redis://127.0.0.1:6379/ toolmend serve ...
+    ///   toolmend serve --upstream https://api.openai.com/v1 --tools tools.toml
     ///   toolmend scripted-provider examples/script.jsonl &   # then
     ///   toolmend serve --listen 127.0.0.1:8790 --upstream http://127.0.0.1:PORT/v1
     #[command(verbatim_doc_comment)]
@@ -148,6 +162,9 @@ struct ServeArgs {
     /// Where to listen (overrides `listen`).
     #[arg(long)]
     listen: Option<std::net::SocketAddr>,
+    /// A tools file (`[[tools]]`, `[[mcp]]` only), instead of those tables in --config.
+    #[arg(long, env = "TOOLMEND_TOOLS")]
+    tools: Option<std::path::PathBuf>,
     /// The upstream base URL, up to /v1 (overrides `upstream.base_url`).
     #[arg(long)]
     upstream: Option<String>,
@@ -479,7 +496,9 @@ fn serve_cmd(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         None => String::new(),
     };
     let mut env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k != "TOOLMEND_CONFIG" && k != "TOOLMEND_PROVIDER_PORT")
+        .filter(|(k, _)| {
+            k != "TOOLMEND_CONFIG" && k != "TOOLMEND_PROVIDER_PORT" && k != "TOOLMEND_TOOLS"
+        })
         .collect();
     if let Some(listen) = args.listen {
         env.push(("TOOLMEND_LISTEN".to_owned(), format!("\"{listen}\"")));
@@ -491,6 +510,7 @@ fn serve_cmd(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let config = toolmend_gateway::Config::from_toml_and_env(&text, env)?;
+    let tools = serve_tools(args, &text)?;
     // JSON logs, one object per line, on standard error (RUST_LOG sets the level).
     let _ = tracing_subscriber::fmt()
         .json()
@@ -509,7 +529,11 @@ fn serve_cmd(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let listen = config.listen;
         // Never the credentials a URL may carry (`http://user:key@host/v1`).
         let upstream = toolmend_gateway::redact_url(&config.upstream.base_url);
-        let gateway = std::sync::Arc::new(toolmend_gateway::Gateway::new(config, metrics)?);
+        // Tools are loaded here: MCP servers are connected and listed before the first
+        // request; any problem stops the start, naming the file, the line and the tool.
+        let gateway = std::sync::Arc::new(
+            toolmend_gateway::Gateway::with_tools(config, metrics, &tools).await?,
+        );
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("binding {listen}"))?;
@@ -525,6 +549,35 @@ fn serve_cmd(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             .context("serving")?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The tools `serve` runs: the `[[tools]]` and `[[mcp]]` tables of the configuration,
+/// or the `--tools` file (not both: one place declares them).
+fn serve_tools(
+    args: &ServeArgs,
+    config_text: &str,
+) -> anyhow::Result<toolmend_gateway::toolmend_tools::ToolsFile> {
+    use anyhow::Context;
+    use toolmend_gateway::toolmend_tools::ToolsFile;
+    let origin = args
+        .config
+        .as_ref()
+        .map_or_else(|| "<config>".to_owned(), |p| p.display().to_string());
+    let inline = ToolsFile::parse_section(config_text, &origin)?;
+    let Some(path) = &args.tools else {
+        return Ok(inline);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the tools file {}", path.display()))?;
+    let file = ToolsFile::parse(&text, &path.display().to_string())?;
+    if !inline.is_empty() {
+        anyhow::bail!(
+            "tools are declared in both {origin} ([[tools]] / [[mcp]]) and --tools {}: \
+             declare them in one place",
+            path.display()
+        );
+    }
+    Ok(file)
 }
 
 /// Ctrl-C or SIGTERM.

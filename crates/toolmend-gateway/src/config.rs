@@ -24,6 +24,9 @@ pub struct Config {
     pub correction: Correction,
     /// Flood control and loop detection (off until a rule is set).
     pub guard: Guard,
+    /// The round trip through server-side tools (`[[tools]]` / `[[mcp]]` with
+    /// `server_side = true`, loaded by `toolmend-tools` from the same text).
+    pub round_trip: RoundTrip,
 }
 
 impl Default for Config {
@@ -36,7 +39,46 @@ impl Default for Config {
             limits: Limits::default(),
             correction: Correction::default(),
             guard: Guard::default(),
+            round_trip: RoundTrip::default(),
         }
+    }
+}
+
+/// `[round_trip]`: how the gateway runs the tools it serves itself. When the model's
+/// answer calls a server-side tool, the gateway runs it, appends the call and its result
+/// to the request's messages and asks the model again, until the answer calls none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoundTrip {
+    /// Model answers one client request may take (the first included): past it, a call
+    /// to a server-side tool still in the answer is a 504 `toolmend_round_trip_limit`.
+    /// Re-asks for invalid or refused calls are not rounds (`calls.max_re_asks`,
+    /// `guard.max_re_asks` bound them).
+    pub max_rounds: u32,
+    /// Seconds from the request's arrival by which the round trip must be done: tool
+    /// runs and later upstream calls are cut to what is left; past it, 504
+    /// `toolmend_round_trip_limit`.
+    pub max_secs: f64,
+    /// Add the server-side tools' definitions to every upstream request's `tools` (the
+    /// client does not know them). Off: only calls to tools the client declares itself
+    /// are run by the gateway.
+    pub inject: bool,
+}
+
+impl Default for RoundTrip {
+    fn default() -> Self {
+        RoundTrip {
+            max_rounds: 4,
+            max_secs: 60.0,
+            inject: true,
+        }
+    }
+}
+
+impl RoundTrip {
+    /// The time bound.
+    pub fn max_time(&self) -> Duration {
+        secs(self.max_secs)
     }
 }
 
@@ -447,6 +489,10 @@ impl Limits {
     }
 }
 
+/// The top-level tables of the configuration that declare tools: read by
+/// `toolmend_tools::ToolsFile::parse_section`, not by [`Config`].
+pub const TOOL_TABLES: [&str; 2] = ["tools", "mcp"];
+
 /// A configuration that could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -468,12 +514,18 @@ impl Config {
     ) -> Result<Self, ConfigError> {
         let mut doc: toml::Table =
             toml::from_str(text).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        // `[[tools]]` and `[[mcp]]` belong to the tools loader
+        // (`toolmend_tools::ToolsFile::parse_section` on the same text, whose errors name
+        // the line); `Gateway::with_tools` takes what it read.
+        for key in TOOL_TABLES {
+            doc.remove(key);
+        }
         for (name, raw) in env {
             let Some(path) = name.strip_prefix("TOOLMEND_") else {
                 continue;
             };
             let keys: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
-            if keys.iter().any(String::is_empty) {
+            if keys.iter().any(String::is_empty) || TOOL_TABLES.contains(&keys[0].as_str()) {
                 continue;
             }
             let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
@@ -598,6 +650,20 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "correction.max_retries is 0: the correction model would never be asked".to_owned(),
             ));
+        }
+        let rt = &self.round_trip;
+        if rt.max_rounds < 2 {
+            return Err(ConfigError::Invalid(format!(
+                "round_trip.max_rounds is {}: a server-side tool's result could never reach \
+                 the model; use 2 or more (rounds are model answers per client request)",
+                rt.max_rounds
+            )));
+        }
+        if rt.max_secs.is_nan() || rt.max_secs <= 0.0 {
+            return Err(ConfigError::Invalid(format!(
+                "round_trip.max_secs is {}: use a positive number of seconds",
+                rt.max_secs
+            )));
         }
         if !matches!(self.history.orphans.as_str(), "drop" | "rehome") {
             return Err(ConfigError::Invalid(format!(

@@ -89,6 +89,7 @@ pub async fn respond_stream(
         notes: Default::default(),
         started: Instant::now(),
         session: None,
+        request_id: "fuzz".to_owned(),
     })
     .await;
     let status = resp.status().as_u16();

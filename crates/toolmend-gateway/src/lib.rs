@@ -2,7 +2,21 @@
 //! JSON and SSE) between any client and its provider. On the way up it keeps the history
 //! valid (sanitize, reject or pass; optional trim); on the way down it mends every tool
 //! call against the request's `tools`, turns calls written into the text into real
-//! `tool_calls`, and re-asks the model about calls that stay invalid.
+//! `tool_calls`, and re-asks the model about calls that stay invalid. With tools of its
+//! own (`[[tools]]`, `[[mcp]]`, loaded by `toolmend-tools`; [`Gateway::with_tools`]) it
+//! runs them for clients at `POST /v1/tools/execute`, and runs those marked
+//! `server_side` itself when the model calls them: the round trip (`[round_trip]`),
+//! model -> tools -> model until the answer calls none, the client seeing only that.
+//!
+//! # Routes
+//!
+//! | route | |
+//! | --- | --- |
+//! | `POST /v1/chat/completions` | JSON and `stream: true` (SSE); the round trip through server-side tools |
+//! | `POST /v1/tools/execute` | the configured tools run for an assistant message: one tool message per call id |
+//! | `GET /v1/models` | passed through |
+//! | `GET /healthz`, `GET /readyz` | probes |
+//! | `GET /metrics` | Prometheus |
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,10 +43,12 @@
 //!   ids, the one error type (`GatewayError`: status and OpenAI's error body), the routes
 //!   of no front (health, metrics, the model list).
 //! - `pipeline/`: front-neutral: the request path (limits, history policy, trim), the
-//!   per-message plan, the resolve chain (re-ask, correct, pass), the tool cache, the
-//!   reports.
+//!   per-message plan, the resolve chain (re-ask, correct, pass), the guard, the tool
+//!   cache, the reports, the server's own tools (the tool node over a `ToolSet`) and the
+//!   round trip.
 //! - `fronts/chat_completions/`: the OpenAI chat-completions wire: request decoding, the
-//!   JSON answer, the SSE stream.
+//!   JSON answer, the SSE stream (and the replayed stream of a round trip).
+//! - `fronts/tools/`: `POST /v1/tools/execute`.
 
 pub mod config;
 mod fronts;
@@ -50,6 +66,9 @@ use tokio::net::TcpListener;
 
 pub use config::{Config, ConfigError, redact_url};
 pub use state::{Gateway, StartError};
+/// The tools crate the gateway loads its own tools with (`ToolsFile::parse_section` on
+/// the configuration's text, or `ToolsFile::parse` on a tools file of their own).
+pub use toolmend_tools;
 
 /// The response path's plan of one message, under its old name (the fuzz targets use it).
 pub mod mend {
@@ -60,11 +79,12 @@ pub mod mend {
 }
 
 impl Gateway {
-    /// The routes: `POST /v1/chat/completions`, `GET /v1/models`, `/healthz`, `/readyz`,
-    /// `/metrics`.
+    /// The routes: `POST /v1/chat/completions`, `POST /v1/tools/execute`,
+    /// `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`.
     pub fn router(self: Arc<Self>) -> Router {
         Router::new()
             .merge(server::routes(self.plumbing()))
+            .merge(fronts::tools::routes(Arc::clone(&self)))
             .merge(fronts::chat_completions::routes(self))
             // The body limit and its timeout are applied where the body is read
             // (server::http::read_body), so both answer in OpenAI's error shape.

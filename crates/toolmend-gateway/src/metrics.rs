@@ -1,6 +1,9 @@
 //! Prometheus metrics through the `metrics` facade: requests, call outcomes per tool,
 //! fixes and issue kinds, history actions, re-asks, upstream errors, upstream latency and
-//! the gateway's own overhead.
+//! the gateway's own overhead; the round trip through server-side tools (its rounds,
+//! its time, each server-side call). The tools' own series (`toolmend_tool_*`: the four
+//! SLA histograms, calls, dirty answers, SLA changes) are recorded by `toolmend-tools`
+//! through the same facade and rendered here.
 
 use std::{sync::OnceLock, time::Duration};
 
@@ -17,6 +20,16 @@ const BUCKETS: [f64; 16] = [
     0.25, 1.0, 2.5, 10.0,
 ];
 
+/// Seconds, for tool services and the round trip: 25 µs (a result shaped) to 120 s (a
+/// slow service, a round trip of several model answers).
+const SLOW_BUCKETS: [f64; 20] = [
+    0.000_025, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+/// Model answers per round trip.
+const ROUND_BUCKETS: [f64; 9] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 12.0, 16.0];
+
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Installs the process-wide Prometheus recorder (once; later calls return the same
@@ -29,8 +42,19 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
     if let Some(h) = HANDLE.get() {
         return Ok(h.clone());
     }
+    // The most specific matcher wins (full name, then prefix, then suffix): every
+    // histogram gets buckets, none falls back to a summary.
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &BUCKETS)?
+        .set_buckets_for_metric(Matcher::Prefix("toolmend_tool_".to_owned()), &SLOW_BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Full("toolmend_round_trip_seconds".to_owned()),
+            &SLOW_BUCKETS,
+        )?
+        .set_buckets_for_metric(
+            Matcher::Full("toolmend_round_trip_rounds".to_owned()),
+            &ROUND_BUCKETS,
+        )?
         .install_recorder()?;
     Ok(HANDLE.get_or_init(|| handle).clone())
 }
@@ -115,6 +139,19 @@ pub(crate) fn call(
     for i in issues {
         counter!("toolmend_issues_total", "kind" => i.kind.id()).increment(1);
     }
+}
+
+/// One call the gateway ran itself (round trip or `/v1/tools/execute`): `tool` a
+/// configured name (or `undeclared`), `outcome` `success`, `error`, `feedback`,
+/// `flooded`.
+pub(crate) fn server_tool_call(tool: String, outcome: &'static str) {
+    counter!("toolmend_server_tool_calls_total", "tool" => tool, "outcome" => outcome).increment(1);
+}
+
+/// One round trip that ran server-side calls: its model answers and its time.
+pub(crate) fn round_trip(rounds: u32, took: Duration) {
+    histogram!("toolmend_round_trip_rounds").record(f64::from(rounds));
+    histogram!("toolmend_round_trip_seconds").record(took.as_secs_f64());
 }
 
 pub(crate) fn history(action: &'static str) {

@@ -1,13 +1,16 @@
 //! [`Gateway`]: the state every request shares, the plumbing's (the upstream client,
-//! the metrics handle) and the pipeline's (tool cache, mend options, corrector).
+//! the metrics handle) and the pipeline's (tool cache, mend options, corrector, the
+//! server-side tools).
 
 use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use toolmend_tools::{ToolSet, ToolsFile};
+
 use crate::{
     config::Config,
-    pipeline::Pipeline,
+    pipeline::{Pipeline, guard::GatewayGuard, server_tools::ServerTools},
     server::{Plumbing, upstream::Upstream},
 };
 
@@ -32,6 +35,10 @@ pub enum StartError {
     /// The guard's rules or store could not be set up.
     #[error("guard: {0}")]
     Guard(String),
+    /// The tools (`[[tools]]`, `[[mcp]]`) could not be loaded: the file, the line, the
+    /// tool and what to do.
+    #[error("tools: {0}")]
+    Tools(String),
 }
 
 impl Gateway {
@@ -46,27 +53,39 @@ impl Gateway {
     /// a Tokio runtime): a Redis that is down at start does not stop the gateway, its
     /// decisions follow `guard.fail` until Redis answers.
     pub fn new(config: Config, metrics: Option<PrometheusHandle>) -> Result<Self, StartError> {
-        let store: Option<std::sync::Arc<dyn toolmend::guard::GuardStore>> =
-            match (&config.guard.store, &config.guard.redis_url) {
-                (crate::config::StoreKind::Redis, Some(url))
-                    if config.guard.rules.needs_store() =>
-                {
-                    let opts = toolmend_redis::RedisOptions {
-                        timeout: std::time::Duration::from_millis(config.guard.timeout_ms),
-                        early_refusal_keys: config.guard.max_keys,
-                        ..toolmend_redis::RedisOptions::default()
-                    };
-                    let store = toolmend_redis::redis_guard_store(url, opts).map_err(|e| {
-                        StartError::Guard(format!(
-                            "guard.redis_url {}: {e}",
-                            crate::config::redact_url(url)
-                        ))
-                    })?;
-                    Some(std::sync::Arc::new(store))
-                }
-                _ => None,
-            };
-        Gateway::with_guard_store(config, metrics, store)
+        Gateway::build(config, metrics, None, None)
+    }
+
+    /// [`new`](Self::new) with the tools of `tools` (`[[tools]]` and `[[mcp]]`, from the
+    /// configuration's text by `ToolsFile::parse_section`, or a tools file of their own):
+    /// loaded (schemas and templates compiled, MCP servers connected and listed), served
+    /// at `POST /v1/tools/execute`, and those marked `server_side` run by the gateway in
+    /// the round trip (`[round_trip]`). Their `[tools.limits]` join the guard's rules.
+    ///
+    /// # Errors
+    ///
+    /// What [`new`](Self::new) refuses, and the first problem of the tools, with the file,
+    /// the line and the tool (`StartError::Tools`).
+    pub async fn with_tools(
+        config: Config,
+        metrics: Option<PrometheusHandle>,
+        tools: &ToolsFile,
+    ) -> Result<Self, StartError> {
+        if tools.is_empty() {
+            return Gateway::new(config, metrics);
+        }
+        let set = ToolSet::load(tools, &toolmend_tools::set::std_env)
+            .await
+            .map_err(|e| StartError::Tools(e.to_string()))?;
+        for problem in set.problems() {
+            tracing::warn!(%problem, "a tool was left out");
+        }
+        let limits: Vec<(String, toolmend::guard::ToolRules)> = tools
+            .tools
+            .iter()
+            .filter_map(|(_, t)| Some((t.name.clone(), t.limits.clone()?)))
+            .collect();
+        Gateway::build(config, metrics, None, Some((set, limits)))
     }
 
     /// [`new`](Self::new) with the guard's counts kept in `store` (shared between
@@ -80,13 +99,42 @@ impl Gateway {
         metrics: Option<PrometheusHandle>,
         store: Option<std::sync::Arc<dyn toolmend::guard::GuardStore>>,
     ) -> Result<Self, StartError> {
+        Gateway::build(config, metrics, Some(store), None)
+    }
+
+    /// `store`: `None` builds the one `[guard]` names (Redis), `Some` is the caller's.
+    fn build(
+        config: Config,
+        metrics: Option<PrometheusHandle>,
+        store: Option<Option<Arc<dyn toolmend::guard::GuardStore>>>,
+        tools: Option<(ToolSet, Vec<(String, toolmend::guard::ToolRules)>)>,
+    ) -> Result<Self, StartError> {
+        let (set, limits) = tools.unwrap_or_default();
+        let mut guard_config = config.guard.clone();
+        guard_config.rules = crate::pipeline::guard::merged_rules(&guard_config.rules, &limits)
+            .map_err(StartError::Guard)?;
+        let store = match store {
+            Some(s) => s,
+            None => redis_store(&guard_config)?,
+        };
         let upstream = Arc::new(Upstream::new(
             &config.upstream,
             config.limits.max_upstream_bytes,
         )?);
         let mut pipeline = Pipeline::new(&config)?;
-        pipeline.guard = crate::pipeline::guard::GatewayGuard::new(&config.guard, store)
+        pipeline.guard = crate::pipeline::guard::GatewayGuard::new(&guard_config, store)
             .map_err(StartError::Guard)?;
+        if !set.is_empty() {
+            if !config.calls.mend && set.tools().iter().any(|t| t.server_side()) {
+                return Err(StartError::Tools(
+                    "calls.mend = false, but server-side tools are declared: the round trip \
+                     runs on the planned answer; set calls.mend = true, or server_side = false"
+                        .to_owned(),
+                ));
+            }
+            let guard = pipeline.guard.as_ref().map(GatewayGuard::rule_guard);
+            pipeline.server_tools = Some(ServerTools::new(set, guard).map_err(StartError::Tools)?);
+        }
         Ok(Gateway {
             upstream,
             pipeline,
@@ -101,5 +149,28 @@ impl Gateway {
             upstream: Arc::clone(&self.upstream),
             metrics: self.metrics.clone(),
         }
+    }
+}
+
+/// The Redis store `[guard]` names, when its rules need a store.
+fn redis_store(
+    guard: &crate::config::Guard,
+) -> Result<Option<Arc<dyn toolmend::guard::GuardStore>>, StartError> {
+    match (&guard.store, &guard.redis_url) {
+        (crate::config::StoreKind::Redis, Some(url)) if guard.rules.needs_store() => {
+            let opts = toolmend_redis::RedisOptions {
+                timeout: std::time::Duration::from_millis(guard.timeout_ms),
+                early_refusal_keys: guard.max_keys,
+                ..toolmend_redis::RedisOptions::default()
+            };
+            let store = toolmend_redis::redis_guard_store(url, opts).map_err(|e| {
+                StartError::Guard(format!(
+                    "guard.redis_url {}: {e}",
+                    crate::config::redact_url(url)
+                ))
+            })?;
+            Ok(Some(Arc::new(store)))
+        }
+        _ => Ok(None),
     }
 }

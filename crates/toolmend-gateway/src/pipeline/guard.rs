@@ -39,7 +39,8 @@ pub(crate) const SESSION_HEADER: &str = "x-toolmend-session";
 /// The configured guard and how the gateway applies it.
 #[derive(Debug)]
 pub(crate) struct GatewayGuard {
-    guard: RuleGuard,
+    /// Shared with the tool node of `/v1/tools/execute`: one set of counts.
+    guard: Arc<RuleGuard>,
     policy: FloodPolicy,
     session_from: Vec<SessionSource>,
     metadata_key: String,
@@ -51,6 +52,8 @@ pub(crate) struct GatewayGuard {
 impl GatewayGuard {
     /// The guard of `[guard]`, or `None` when no rule is set. `store`: the shared store
     /// the caller built (`guard.store = "redis"`); `None` keeps the counts in memory.
+    /// `cfg.rules` already holds the limits the server-side tools declare
+    /// ([`merged_rules`]).
     pub(crate) fn new(
         cfg: &config::Guard,
         store: Option<Arc<dyn GuardStore>>,
@@ -77,7 +80,7 @@ impl GatewayGuard {
             "guard on"
         );
         Ok(Some(GatewayGuard {
-            guard,
+            guard: Arc::new(guard),
             policy: cfg.on_flood,
             session_from: cfg.session_from.clone(),
             metadata_key: cfg.metadata_key.clone(),
@@ -85,6 +88,11 @@ impl GatewayGuard {
             fresh_ids: TimeOrderedIds::new(),
             store,
         }))
+    }
+
+    /// The rule guard itself (its store included), for a tool node.
+    pub(crate) fn rule_guard(&self) -> Arc<RuleGuard> {
+        Arc::clone(&self.guard)
     }
 
     /// The request's session and where it came from, by `guard.session_from`.
@@ -124,6 +132,29 @@ impl GatewayGuard {
             found.map(|s| (s, src))
         })
     }
+}
+
+/// `rules` with the flood limits tools declare on themselves (`[tools.limits]` of the
+/// server-side tools) merged in, the configuration's own entry for a tool winning key by
+/// key (as `ToolNodeBuilder::rule_guard` merges them).
+///
+/// # Errors
+///
+/// A limit that cannot work, naming the tool.
+pub(crate) fn merged_rules(
+    rules: &toolmend::guard::GuardConfig,
+    tools: &[(String, toolmend::guard::ToolRules)],
+) -> Result<toolmend::guard::GuardConfig, String> {
+    if tools.is_empty() {
+        return Ok(rules.clone());
+    }
+    let mut guard = RuleGuard::new(rules.clone())?;
+    for (name, limits) in tools {
+        guard
+            .declare_tool(name, limits.clone())
+            .map_err(|e| format!("tool {name:?}: [tools.limits]: {e}"))?;
+    }
+    Ok(guard.config().clone())
 }
 
 /// What the guard did to one response (the `x-toolmend-guard` header, the stream's

@@ -10,6 +10,10 @@
 //! - [`guard`]: the guard stage: flood windows, duplicates, loops and budgets over the
 //!   calls that may run, and what `guard.on_flood` does with a refusal.
 //! - [`tools`]: the compiled tools of a request, cached.
+//! - [`server_tools`]: the tools the gateway runs itself (`[[tools]]`, `[[mcp]]`), through
+//!   the core's tool node: `POST /v1/tools/execute` and the round trip.
+//! - [`round_trip`]: an answer that calls server-side tools: they run, their results are
+//!   appended, the model is asked again, bounded by `[round_trip]`.
 //! - [`report`]: the counts behind the `x-toolmend-*` headers and the metrics.
 //!
 //! Works on `toolmend::protocol` messages only: no wire format, no HTTP. It never imports
@@ -20,6 +24,8 @@ pub(crate) mod plan;
 pub(crate) mod report;
 pub(crate) mod request;
 pub(crate) mod resolve;
+pub(crate) mod round_trip;
+pub(crate) mod server_tools;
 pub(crate) mod tools;
 
 use std::time::Duration;
@@ -47,6 +53,11 @@ pub(crate) struct Pipeline {
     pub(crate) limits: config::Limits,
     /// The guard (`[guard]`), when a rule is set; installed by the gateway's start.
     pub(crate) guard: Option<guard::GatewayGuard>,
+    /// The tools the gateway runs itself, when any are configured; installed by the
+    /// gateway's start.
+    pub(crate) server_tools: Option<server_tools::ServerTools>,
+    /// `[round_trip]`.
+    pub(crate) round_trip: config::RoundTrip,
     /// `correction.max_retries`.
     correction_retries: u32,
     /// `correction.timeout_secs`: how long one correction attempt may take.
@@ -95,6 +106,8 @@ impl Pipeline {
             calls: config.calls.clone(),
             limits: config.limits.clone(),
             guard: None,
+            server_tools: None,
+            round_trip: config.round_trip.clone(),
             correction_retries: config.correction.max_retries,
             correction_timeout: Duration::from_secs_f64(config.correction.timeout_secs.max(0.001)),
         })

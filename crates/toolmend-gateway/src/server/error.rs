@@ -70,6 +70,15 @@ pub(crate) enum GatewayError {
     /// 503 `too_many_connections`.
     #[error("the gateway is at its connection limit (limits.max_connections); retry shortly")]
     TooManyConnections,
+    /// 404 `invalid_request_error` with `code`: the route has nothing to serve here
+    /// (`toolmend_no_tools`: `/v1/tools/execute` without configured tools).
+    #[error("{message}")]
+    NotFound { code: &'static str, message: String },
+    /// 504 `toolmend_round_trip_limit`: the round trip through server-side tools reached
+    /// `round_trip.max_rounds` or `round_trip.max_secs` with calls still to run (`message`
+    /// names the bound and the rounds).
+    #[error("{0}")]
+    RoundTripLimit(String),
     /// 429 `toolmend_tool_flood` (with `Retry-After`), or 400 `toolmend_tool_loop` when
     /// the rule ends the run: the guard refused the model's calls (`guard.on_flood =
     /// "reject"`, or feedback re-asks that did not help).
@@ -98,9 +107,10 @@ impl GatewayError {
             }
             GatewayError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             GatewayError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            GatewayError::UpstreamTimeout | GatewayError::UpstreamDeadline => {
-                StatusCode::GATEWAY_TIMEOUT
-            }
+            GatewayError::UpstreamTimeout
+            | GatewayError::UpstreamDeadline
+            | GatewayError::RoundTripLimit(_) => StatusCode::GATEWAY_TIMEOUT,
+            GatewayError::NotFound { .. } => StatusCode::NOT_FOUND,
             GatewayError::UpstreamUnreachable(_)
             | GatewayError::UpstreamTooLarge(_)
             | GatewayError::UpstreamRedirect(_)
@@ -120,7 +130,9 @@ impl GatewayError {
             GatewayError::InvalidRequest { .. }
             | GatewayError::LimitExceeded(_)
             | GatewayError::BodyTooLarge { .. }
-            | GatewayError::BodyTimeout { .. } => "invalid_request_error",
+            | GatewayError::BodyTimeout { .. }
+            | GatewayError::NotFound { .. } => "invalid_request_error",
+            GatewayError::RoundTripLimit(_) => "server_error",
             GatewayError::UpstreamTimeout
             | GatewayError::UpstreamUnreachable(_)
             | GatewayError::UpstreamDeadline
@@ -139,7 +151,10 @@ impl GatewayError {
     /// OpenAI's `error.code`: stable, documented in docs/gateway.md.
     pub(crate) fn code(&self) -> &'static str {
         match self {
-            GatewayError::InvalidRequest { code, .. } | GatewayError::Internal { code, .. } => code,
+            GatewayError::InvalidRequest { code, .. }
+            | GatewayError::Internal { code, .. }
+            | GatewayError::NotFound { code, .. } => code,
+            GatewayError::RoundTripLimit(_) => "toolmend_round_trip_limit",
             GatewayError::LimitExceeded(_) => "toolmend_limit_exceeded",
             GatewayError::BodyTooLarge { .. } => "body_too_large",
             GatewayError::BodyTimeout { .. } => "body_timeout",
@@ -209,6 +224,11 @@ mod tests {
             GatewayError::UpstreamDeadline,
             GatewayError::UpstreamStream("x".into()),
             GatewayError::TooManyConnections,
+            GatewayError::RoundTripLimit("x".into()),
+            GatewayError::NotFound {
+                code: "toolmend_no_tools",
+                message: "x".into(),
+            },
             GatewayError::Flooded {
                 message: "x".into(),
                 retry_after: None,

@@ -1,5 +1,7 @@
 //! [`Exchange`]: one chat-completions request on its way, what both answer paths need;
-//! and how it re-asks the upstream (the pipeline's [`ReAsk`], in this wire).
+//! and how it re-asks the upstream (the pipeline's [`ReAsk`], in this wire). In a round
+//! trip its `request` and `history` grow by each round's answer and results, so a
+//! re-ask in a later round carries them too.
 
 use std::{sync::Arc, time::Instant};
 
@@ -32,6 +34,8 @@ pub(crate) struct Exchange {
     pub(crate) started: Instant,
     /// The guard's session (by `guard.session_from`) and where it came from.
     pub(crate) session: Option<(String, crate::config::SessionSource)>,
+    /// The request id (`x-request-id`): the trace id of every round of a round trip.
+    pub(crate) request_id: String,
 }
 
 impl Exchange {

@@ -1,8 +1,14 @@
 //! The JSON answer (`stream` off): the completion fetched whole, each choice's message
-//! planned by the pipeline (choice 0 also through the resolve chain), written back only
-//! where something changed; the upstream's own bytes go out when nothing did.
+//! planned by the pipeline (choice 0 also through the resolve chain, the guard and the
+//! round trip), written back only where something changed; the upstream's own bytes go
+//! out when nothing did. With server-side tools, an answer that calls them is answered
+//! by the gateway and the upstream asked again (each round a request of this wire),
+//! until the answer calls none: the client gets only that one.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use axum::{
     body::Bytes,
@@ -10,14 +16,34 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
-use toolmend::protocol::AssistantMessage;
+use toolmend::{Toolbox, protocol::AssistantMessage};
 
 use crate::{
     fronts::chat_completions::{exchange::Exchange, wire},
     metrics as m,
-    pipeline::{plan::plan_message, report::Summary},
+    pipeline::{
+        guard::GuardSummary,
+        plan::{Mended, plan_message},
+        report::Summary,
+        round_trip::Round,
+    },
     server::{error::GatewayError, http},
 };
+
+/// The final answer to a request, before it is written (as JSON by [`respond`], as SSE
+/// by `sse::replay`).
+pub(crate) struct Answer {
+    /// The completion as the upstream sent it (what goes out when nothing changed).
+    pub(crate) raw: Bytes,
+    /// The completion, mended.
+    pub(crate) response: Value,
+    /// True when `response` differs from `raw`.
+    pub(crate) changed: bool,
+    /// The `x-toolmend-*` headers.
+    pub(crate) headers: Vec<(&'static str, String)>,
+    /// The same counts as JSON (the report at the end of a stream).
+    pub(crate) report: Value,
+}
 
 /// The JSON answer to `ex`. `unchanged`: the client's body when the request path changed
 /// nothing in it (sent as it came, no second serialization).
@@ -25,90 +51,183 @@ pub(crate) async fn respond(
     ex: Exchange,
     unchanged: Option<Bytes>,
 ) -> Result<Response, GatewayError> {
-    let gw = &ex.gw;
+    let a = answer(ex, unchanged).await?;
+    // Nothing mended: the upstream's own bytes go out (no second serialization).
+    let mut out = if a.changed {
+        axum::Json(a.response).into_response()
+    } else {
+        ([(header::CONTENT_TYPE, "application/json")], a.raw).into_response()
+    };
+    http::set_headers(out.headers_mut(), a.headers);
+    Ok(out)
+}
+
+/// The final answer to `ex`: the upstream asked, its answer planned, and with
+/// server-side tools as many rounds as it takes.
+pub(crate) async fn answer(
+    mut ex: Exchange,
+    mut unchanged: Option<Bytes>,
+) -> Result<Answer, GatewayError> {
+    let gw = Arc::clone(&ex.gw);
     let pipeline = &gw.pipeline;
     let mut upstream_time = Duration::ZERO;
-    let t = Instant::now();
-    let outgoing = match unchanged {
-        Some(body) => gw.upstream.post_bytes(wire::PATH, &ex.headers, body),
-        None => gw.upstream.post(wire::PATH, &ex.headers, &ex.request),
-    };
-    let raw = gw.upstream.fetch(outgoing).await?;
-    let mut response: Value = serde_json::from_slice(&raw)
-        .map_err(|e| GatewayError::UpstreamInvalidJson(e.to_string()))?;
-    let mut response_changed = false;
-    upstream_time += t.elapsed();
-    let mut summary = Summary::default();
+    let mut trip = pipeline.round_trip(&ex.request_id, ex.started);
+    // What the guard did, over every round.
+    let mut guard = GuardSummary::default();
+    loop {
+        let t = Instant::now();
+        let outgoing = match unchanged.take() {
+            Some(body) => gw.upstream.post_bytes(wire::PATH, &ex.headers, body),
+            None => gw.upstream.post(wire::PATH, &ex.headers, &ex.request),
+        };
+        let raw = match trip.as_mut() {
+            // A later round: within what is left of round_trip.max_secs.
+            Some(trip) if trip.rounds > 0 => trip.bounded(gw.upstream.fetch(outgoing)).await?,
+            _ => gw.upstream.fetch(outgoing).await?,
+        };
+        upstream_time += t.elapsed();
+        let mut response: Value = serde_json::from_slice(&raw)
+            .map_err(|e| GatewayError::UpstreamInvalidJson(e.to_string()))?;
+        let mut summary = Summary {
+            guard: std::mem::take(&mut guard),
+            ..Summary::default()
+        };
+        let mut changed = false;
+        let mut first = plan_choices(
+            &ex,
+            &mut response,
+            &mut summary,
+            &mut upstream_time,
+            &mut changed,
+        )
+        .await?;
+        if let (Some(trip), Some(toolbox)) = (trip.as_mut(), ex.toolbox.clone())
+            && let Some(mended) = first.take()
+        {
+            match pipeline.round(trip, &ex.history, &toolbox, mended).await? {
+                Round::Final(mended) => first = Some(*mended),
+                Round::Again(history) => {
+                    wire::next_round(&mut ex.request, &history);
+                    ex.history = history;
+                    guard = summary.guard;
+                    continue;
+                }
+            }
+        }
+        if let (Some(mended), Some(toolbox)) = (&first, &ex.toolbox) {
+            changed |= write_choice(
+                &mut response["choices"][0],
+                mended,
+                &mut summary,
+                toolbox,
+                &ex,
+            );
+        }
+        let tool_time = trip.as_ref().map_or(Duration::ZERO, |t| t.tool_time);
+        m::request(
+            "ok",
+            ex.started
+                .elapsed()
+                .saturating_sub(upstream_time + tool_time),
+            upstream_time,
+        );
+        let mut headers = summary.headers(&ex.notes);
+        let mut report = summary.to_json(&ex.notes);
+        if let Some(trip) = &trip {
+            headers.push(trip.header());
+            report["round_trip"] = trip.to_json();
+        }
+        return Ok(Answer {
+            raw,
+            response,
+            changed,
+            headers,
+            report,
+        });
+    }
+}
+
+/// Plans every choice of `response`: choices after the first are written back (and
+/// counted) here; choice 0 is planned, resolved and guarded, and returned for the round
+/// trip to decide on (`None` when the answer is not mended).
+async fn plan_choices(
+    ex: &Exchange,
+    response: &mut Value,
+    summary: &mut Summary,
+    upstream_time: &mut Duration,
+    changed: &mut bool,
+) -> Result<Option<Mended>, GatewayError> {
+    let pipeline = &ex.gw.pipeline;
     // Only a completion's `choices` list is mended; any other JSON passes as it came (an
     // array or a string at the top used to panic on the way back).
-    if let Some(toolbox) = &ex.toolbox
-        && let Some(choices) = response
-            .get_mut("choices")
-            .and_then(Value::as_array_mut)
-            .map(std::mem::take)
-    {
-        let mut mended_choices = Vec::with_capacity(choices.len());
-        for (i, mut choice) in choices.into_iter().enumerate() {
-            let Ok(message) = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
-            else {
-                mended_choices.push(choice);
-                continue;
-            };
-            let finish = choice["finish_reason"].as_str();
-            let mut mended = plan_message(&message, &ex.history, toolbox, &pipeline.plan, finish);
-            if i == 0 {
-                let (m2, took) = pipeline.resolve(&ex.history, toolbox, mended, &ex).await;
-                let t = Instant::now();
-                mended = pipeline
-                    .guard(
-                        ex.session(),
-                        &ex.history,
-                        toolbox,
-                        m2,
-                        &ex,
-                        &mut summary.guard,
-                    )
-                    .await?;
-                // A guard re-ask is time upstream (the check itself is ours).
-                if summary.guard.re_asks > 0 {
-                    upstream_time += t.elapsed();
-                }
-                upstream_time += took;
-            }
-            summary.add(&mended, toolbox, &pipeline.labels);
-            if mended.changed {
-                choice["message"] = serde_json::to_value(&mended.message).unwrap_or(Value::Null);
-                response_changed = true;
-            }
-            let finish_before = choice["finish_reason"].clone();
-            let has_calls = mended
-                .message
-                .tool_calls
-                .as_ref()
-                .is_some_and(|c| !c.is_empty());
-            if let Some(f) = wire::finish_reason(
-                choice["finish_reason"].as_str(),
-                has_calls,
-                mended.calls.iter().any(|c| c.from_text),
-            ) {
-                choice["finish_reason"] = json!(f);
-            }
-            response_changed |= choice["finish_reason"] != finish_before;
-            mended_choices.push(choice);
-        }
-        response["choices"] = Value::Array(mended_choices);
-    }
-    m::request(
-        "ok",
-        ex.started.elapsed().saturating_sub(upstream_time),
-        upstream_time,
-    );
-    // Nothing mended: the upstream's own bytes go out (no second serialization).
-    let mut out = if response_changed {
-        axum::Json(response).into_response()
-    } else {
-        ([(header::CONTENT_TYPE, "application/json")], raw).into_response()
+    let Some(toolbox) = &ex.toolbox else {
+        return Ok(None);
     };
-    http::set_headers(out.headers_mut(), summary.headers(&ex.notes));
-    Ok(out)
+    let Some(choices) = response.get_mut("choices").and_then(Value::as_array_mut) else {
+        return Ok(None);
+    };
+    let mut first = None;
+    for (i, choice) in choices.iter_mut().enumerate() {
+        let Ok(message) = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
+        else {
+            continue;
+        };
+        let finish = choice["finish_reason"].as_str();
+        let mended = plan_message(&message, &ex.history, toolbox, &pipeline.plan, finish);
+        if i > 0 {
+            *changed |= write_choice(choice, &mended, summary, toolbox, ex);
+            continue;
+        }
+        let (m2, took) = pipeline.resolve(&ex.history, toolbox, mended, ex).await;
+        let t = Instant::now();
+        let re_asks = summary.guard.re_asks;
+        let guarded = pipeline
+            .guard(
+                ex.session(),
+                &ex.history,
+                toolbox,
+                m2,
+                ex,
+                &mut summary.guard,
+            )
+            .await?;
+        // A guard re-ask is time upstream (the check itself is ours).
+        if summary.guard.re_asks > re_asks {
+            *upstream_time += t.elapsed();
+        }
+        *upstream_time += took;
+        first = Some(guarded);
+    }
+    Ok(first)
+}
+
+/// Writes `mended` into `choice` (its message where it changed, the `finish_reason` the
+/// client gets) and counts it. True when the choice changed.
+fn write_choice(
+    choice: &mut Value,
+    mended: &Mended,
+    summary: &mut Summary,
+    toolbox: &Toolbox,
+    ex: &Exchange,
+) -> bool {
+    summary.add(mended, toolbox, &ex.gw.pipeline.labels);
+    let mut changed = false;
+    if mended.changed {
+        choice["message"] = serde_json::to_value(&mended.message).unwrap_or(Value::Null);
+        changed = true;
+    }
+    let finish_before = choice["finish_reason"].clone();
+    let has_calls = mended
+        .message
+        .tool_calls
+        .as_ref()
+        .is_some_and(|c| !c.is_empty());
+    if let Some(f) = wire::finish_reason(
+        choice["finish_reason"].as_str(),
+        has_calls,
+        mended.calls.iter().any(|c| c.from_text),
+    ) {
+        choice["finish_reason"] = json!(f);
+    }
+    changed | (choice["finish_reason"] != finish_before)
 }

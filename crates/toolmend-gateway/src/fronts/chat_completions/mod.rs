@@ -1,6 +1,9 @@
 //! The OpenAI chat-completions front: `POST /v1/chat/completions`, JSON ([`json`]) and
-//! SSE ([`sse`]), over the wire helpers in [`wire`]. The request path and the plan of
-//! every answer are the pipeline's; this front only converts.
+//! SSE ([`sse`]), over the wire helpers in [`wire`]. The request path, the plan of every
+//! answer and the round trip through server-side tools are the pipeline's; this front
+//! only converts (and asks the upstream again for each round). With server-side tools a
+//! stream is read round by round as JSON and its final answer written as SSE
+//! ([`sse::replay`]).
 
 pub(crate) mod exchange;
 mod json;
@@ -37,7 +40,7 @@ async fn chat(State(gw): State<Arc<Gateway>>, mut headers: HeaderMap, body: Body
     // A body declared over the limit is not kept: it is read and discarded (see
     // read_body), then answered 413.
     let mut out = match http::read_body(&gw.config.limits, &headers, body).await {
-        Ok(body) => match chat_inner(gw, headers, body).await {
+        Ok(body) => match chat_inner(gw, headers, body, &id).await {
             Ok(r) => r,
             Err(e) => e.into_response(),
         },
@@ -61,6 +64,7 @@ async fn chat_inner(
     gw: Arc<Gateway>,
     headers: HeaderMap,
     body: Bytes,
+    request_id: &str,
 ) -> Result<Response, GatewayError> {
     let started = Instant::now();
     let mut request: Value = match serde_json::from_slice(&body) {
@@ -79,6 +83,17 @@ async fn chat_inner(
         }
     };
     let (history, notes) = wire::prepare(&gw.pipeline, &mut request)?;
+    // The round trip: the server-side tools' definitions go upstream (the client does not
+    // know them), and a stream is read whole, round by round, then written as SSE.
+    let round_trip = gw
+        .pipeline
+        .server_tools
+        .as_ref()
+        .filter(|s| s.any_server_side());
+    let injected = match round_trip {
+        Some(st) if gw.config.round_trip.inject => st.inject(&mut request),
+        _ => false,
+    };
     let toolbox = match request.get("tools").filter(|t| t.is_array()) {
         Some(tools) if gw.config.calls.mend => Some(
             gw.pipeline
@@ -89,7 +104,9 @@ async fn chat_inner(
         _ => None,
     };
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
-    let unchanged = (!notes.changed).then_some(body);
+    let replay = stream && round_trip.is_some();
+    let include_usage = replay && wire::unstream(&mut request);
+    let unchanged = (!notes.changed && !injected && !replay).then_some(body);
     let session = gw
         .pipeline
         .guard
@@ -104,7 +121,12 @@ async fn chat_inner(
         notes,
         started,
         session,
+        request_id: request_id.to_owned(),
     };
+    if replay {
+        let answer = json::answer(exchange, None).await?;
+        return Ok(sse::replay(answer, include_usage));
+    }
     if stream {
         return Ok(sse::respond(exchange).await);
     }

@@ -4,6 +4,9 @@
 //! (`<tool_call>`, `[TOOL_CALLS]`, a leading `{` …) is held from there on and becomes
 //! real `tool_calls`. A client that goes away drops the body stream, which drops (and so
 //! cancels) the upstream request.
+//!
+//! With server-side tools ([`replay`]) the stream is not passed through: every round is
+//! read whole, and the final answer is written as chunks of the same format.
 
 use std::{collections::VecDeque, time::Instant};
 
@@ -15,12 +18,12 @@ use axum::{
 use futures::{Stream, StreamExt, stream};
 use serde_json::{Map, Value, json};
 use toolmend::{
-    protocol::AssistantMessage,
+    protocol::{AssistantMessage, ToolCall},
     stream::{AssembleOptions, Assembler, CallDelta, ContentMode, StreamError, Thinking},
 };
 
 use crate::{
-    fronts::chat_completions::{exchange::Exchange, wire},
+    fronts::chat_completions::{exchange::Exchange, json::Answer, wire},
     metrics as m,
     pipeline::{
         plan::{Mended, plan_message},
@@ -214,15 +217,7 @@ impl Transformer {
             None => held_text,
         };
         text.push_str(rest.as_deref().unwrap_or_default());
-        if !text.is_empty() {
-            out.push(self.chunk(json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null})));
-        }
-        for (i, c) in calls.iter().enumerate() {
-            out.push(self.chunk(json!({"index": 0, "delta": {"tool_calls": [{
-                "index": i, "id": c.id, "type": "function",
-                "function": {"name": c.function.name, "arguments": c.function.arguments}}]},
-                "logprobs": null, "finish_reason": null})));
-        }
+        out.extend(self.message_chunks(0, &text, &calls));
         let mut finish = finish;
         if let Some(f) = wire::finish_reason(
             finish["choices"][0]["finish_reason"].as_str(),
@@ -237,6 +232,106 @@ impl Transformer {
         }
         out
     }
+}
+
+impl Transformer {
+    /// The chunks of one choice's whole message: its text in one content chunk (none when
+    /// empty), then one chunk per call with its whole arguments, in OpenAI's format
+    /// (`index`, `id`, `type`, `function.name`, `function.arguments`).
+    fn message_chunks(&self, choice: usize, text: &str, calls: &[ToolCall]) -> Vec<Value> {
+        let mut out = Vec::with_capacity(calls.len() + 1);
+        if !text.is_empty() {
+            out.push(self.chunk(json!({"index": choice, "delta": {"content": text}, "logprobs": null, "finish_reason": null})));
+        }
+        for (i, c) in calls.iter().enumerate() {
+            out.push(
+                self.chunk(json!({"index": choice, "delta": {"tool_calls": [{
+                "index": i, "id": c.id, "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments}}]},
+                "logprobs": null, "finish_reason": null})),
+            );
+        }
+        out
+    }
+}
+
+/// A whole answer written as a stream (the round trip: every round was read as JSON, so
+/// the first event waits for the last round): per choice a role chunk, its content, its
+/// calls and its finish chunk, in OpenAI's chunk format; the usage chunk when the client
+/// asked for it (`stream_options.include_usage`); the closing `: toolmend {…}` report;
+/// `data: [DONE]`. Every `x-toolmend-*` header of the answer is set: it is known before
+/// the first byte.
+pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
+    let Answer {
+        response,
+        headers,
+        report,
+        ..
+    } = answer;
+    let mut t = Transformer::new(None, usize::MAX, usize::MAX);
+    for key in [
+        "id",
+        "created",
+        "model",
+        "service_tier",
+        "system_fingerprint",
+    ] {
+        if let Some(v) = response.get(key) {
+            t.meta.insert(key.to_owned(), v.clone());
+        }
+    }
+    t.meta
+        .insert("object".to_owned(), json!("chat.completion.chunk"));
+    let mut chunks = Vec::new();
+    for (i, choice) in response["choices"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let index = choice["index"].as_u64().map_or(i, |n| n as usize);
+        let message = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
+            .unwrap_or_default();
+        chunks.push(t.chunk(
+            json!({"index": index, "delta": {"role": "assistant", "content": ""},
+            "logprobs": null, "finish_reason": null}),
+        ));
+        let text = message.text().unwrap_or_default();
+        chunks.extend(t.message_chunks(
+            index,
+            &text,
+            message.tool_calls.as_deref().unwrap_or_default(),
+        ));
+        chunks.push(
+            t.chunk(json!({"index": index, "delta": {}, "logprobs": null,
+            "finish_reason": choice["finish_reason"]})),
+        );
+    }
+    if include_usage && let Some(usage) = response.get("usage").filter(|u| !u.is_null()) {
+        let mut c = t.meta.clone();
+        c.insert("choices".to_owned(), json!([]));
+        c.insert("usage".to_owned(), usage.clone());
+        chunks.push(Value::Object(c));
+    }
+    let mut frames: Vec<Bytes> = chunks.iter().map(frame).collect();
+    frames.push(Bytes::from(format!(": toolmend {report}\n\n")));
+    frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    let body = stream::iter(frames.into_iter().map(Ok::<_, std::convert::Infallible>));
+    let mut out = Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| {
+            GatewayError::Internal {
+                code: "stream",
+                message: "stream setup failed".to_owned(),
+            }
+            .into_response()
+        });
+    crate::server::http::set_headers(out.headers_mut(), headers);
+    out
 }
 
 fn frame(v: &Value) -> Bytes {

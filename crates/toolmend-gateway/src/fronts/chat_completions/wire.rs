@@ -72,6 +72,30 @@ pub(crate) fn re_ask_body(
     body
 }
 
+/// The next round's request (the round trip): `request` with `messages` replaced by the
+/// round's (the answer and the server-side results appended), one choice.
+pub(crate) fn next_round(request: &mut Value, messages: &[Message]) {
+    request["messages"] = serde_json::to_value(messages).unwrap_or(Value::Null);
+    if let Some(o) = request.as_object_mut() {
+        o.remove("n");
+    }
+}
+
+/// A streamed request read whole instead (the round trip reads every round as JSON and
+/// writes the final answer as SSE): `stream` off, `stream_options` removed (providers
+/// refuse it without `stream`). Returns `stream_options.include_usage`.
+pub(crate) fn unstream(request: &mut Value) -> bool {
+    let include_usage = request
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        == Some(true);
+    request["stream"] = json!(false);
+    if let Some(o) = request.as_object_mut() {
+        o.remove("stream_options");
+    }
+    include_usage
+}
+
 /// The first choice of a chat completion: its message and `finish_reason`.
 pub(crate) fn first_choice(answer: &Value) -> Option<(AssistantMessage, Option<String>)> {
     let message =

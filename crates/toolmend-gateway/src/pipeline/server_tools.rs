@@ -1,0 +1,330 @@
+//! The tools the gateway runs itself: `[[tools]]` and `[[mcp]]`, loaded by
+//! `toolmend-tools` into a [`ToolSet`], run by the core's tool node (mend, validate,
+//! guard, execute; exactly one result per call id) for `POST /v1/tools/execute` and for
+//! the round trip of the chat path. Every call it answers is a metric,
+//! `toolmend_server_tool_calls_total{tool,outcome}`, labelled only with configured tool
+//! names.
+//!
+//! Two nodes over the same tools: the round trip's has no guard of its own (the model's
+//! answer passed the pipeline's guard stage before its server-side calls get here: a
+//! second check would count every call twice); `/v1/tools/execute`'s has the gateway's
+//! [`RuleGuard`] itself, the same rules and the same store as the chat path, with the
+//! tools' own `[tools.limits]` merged in at start.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use serde_json::Value;
+use toolmend::{
+    future::BoxFuture,
+    guard::{Guard, GuardContext, GuardRequest, RuleGuard, Verdict},
+    message::CallOutcome,
+    node::{InvokeOptions, NodeError, NodeOutput, ResultStatus, ToolNode},
+    protocol::Message,
+};
+use toolmend_tools::ToolSet;
+
+use crate::{metrics as m, server::error::GatewayError};
+
+/// Restricted nodes kept (`"tools": [...]` lists seen).
+const RESTRICTED_NODES: usize = 64;
+
+/// Restricted nodes by their sorted tool names, and the names in insertion order.
+type NodeCache = (HashMap<String, Arc<ToolNode>>, VecDeque<String>);
+
+/// The server's tools and the nodes that run them.
+#[derive(Debug)]
+pub(crate) struct ServerTools {
+    set: ToolSet,
+    /// The round trip's node: no guard (see the module's docs).
+    trip: ToolNode,
+    /// `/v1/tools/execute`'s node: the gateway's guard.
+    execute: ToolNode,
+    /// The gateway's guard, for restricted nodes.
+    guard: Option<Arc<RuleGuard>>,
+    /// Nodes that run only some tools, by their sorted names.
+    restricted: Mutex<NodeCache>,
+    /// The server-side tools' definitions, as a request's `tools` holds them.
+    definitions: Vec<Value>,
+}
+
+impl ServerTools {
+    /// The nodes over `set`; `guard`: the gateway's, when a rule is set.
+    pub(crate) fn new(set: ToolSet, guard: Option<Arc<RuleGuard>>) -> Result<Self, String> {
+        let registry = || {
+            set.registry()
+                .map_err(|e| format!("the tools' registry: {e}"))
+        };
+        let trip = ToolNode::builder(registry()?).name("gateway").build();
+        let mut execute = ToolNode::builder(registry()?).name("gateway");
+        if let Some(g) = &guard {
+            execute = execute.guard(Arc::clone(g));
+        }
+        let definitions = set
+            .definitions(true)
+            .iter()
+            .filter_map(|d| serde_json::to_value(d).ok())
+            .collect();
+        let server_side: Vec<&str> = set
+            .tools()
+            .iter()
+            .filter(|t| t.server_side())
+            .map(|t| t.name())
+            .collect();
+        tracing::info!(
+            tools = set.tools().len(),
+            server_side = %server_side.join(","),
+            guard = guard.is_some(),
+            "server tools loaded"
+        );
+        Ok(ServerTools {
+            trip,
+            execute: execute.build(),
+            guard,
+            restricted: Mutex::new((HashMap::new(), VecDeque::new())),
+            definitions,
+            set,
+        })
+    }
+
+    /// True when the gateway runs `name` itself in the round trip.
+    pub(crate) fn is_server_side(&self, name: &str) -> bool {
+        self.set.is_server_side(name)
+    }
+
+    /// True when any tool is server-side (the round trip is on).
+    pub(crate) fn any_server_side(&self) -> bool {
+        !self.definitions.is_empty()
+    }
+
+    /// The configured tools' names, in file order.
+    pub(crate) fn names(&self) -> Vec<&str> {
+        self.set.tools().iter().map(|t| t.name()).collect()
+    }
+
+    /// Adds the server-side tools' definitions to a chat request's `tools` (replacing a
+    /// client tool of the same name: the gateway runs that name). True when it changed.
+    pub(crate) fn inject(&self, request: &mut Value) -> bool {
+        if self.definitions.is_empty() {
+            return false;
+        }
+        let Some(obj) = request.as_object_mut() else {
+            return false;
+        };
+        let mut tools = match obj.remove("tools") {
+            Some(Value::Array(t)) => t,
+            _ => Vec::new(),
+        };
+        tools.retain(|t| {
+            !t.pointer("/function/name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| self.set.is_server_side(n))
+        });
+        tools.extend(self.definitions.iter().cloned());
+        obj.insert("tools".to_owned(), Value::Array(tools));
+        true
+    }
+
+    /// Runs the round trip's server-side calls: the last message of `messages` is the
+    /// assistant message holding only them. One result per call id.
+    pub(crate) async fn run_round(
+        &self,
+        messages: &[Message],
+        trace_id: &Arc<str>,
+        deadline: Instant,
+    ) -> Result<NodeOutput, GatewayError> {
+        let opts = InvokeOptions {
+            deadline: Some(deadline),
+            trace_id: Some(Arc::clone(trace_id)),
+            ..InvokeOptions::default()
+        };
+        let out = self
+            .trip
+            .invoke_with(messages, &opts)
+            .await
+            .map_err(node_error)?;
+        self.record(&out);
+        Ok(out)
+    }
+
+    /// `POST /v1/tools/execute`: the last assistant message of `messages` answered, by
+    /// every tool or only those of `only` (a call to another is refused, never run).
+    ///
+    /// # Errors
+    ///
+    /// A name in `only` that is not a configured tool (400); no assistant message (400);
+    /// a guard budget with `exit_behavior = "error"` (429).
+    pub(crate) async fn execute(
+        &self,
+        messages: &[Message],
+        only: Option<&[String]>,
+        session: Option<String>,
+        trace_id: &Arc<str>,
+        deadline: Instant,
+    ) -> Result<NodeOutput, GatewayError> {
+        let opts = InvokeOptions {
+            session,
+            deadline: Some(deadline),
+            trace_id: Some(Arc::clone(trace_id)),
+            ..InvokeOptions::default()
+        };
+        let out = match only {
+            None => self.execute.invoke_with(messages, &opts).await,
+            Some(names) => {
+                let node = self.restricted(names)?;
+                node.invoke_with(messages, &opts).await
+            }
+        }
+        .map_err(node_error)?;
+        self.record(&out);
+        Ok(out)
+    }
+
+    /// The node that runs only `names` (built once per distinct list, a few kept).
+    fn restricted(&self, names: &[String]) -> Result<Arc<ToolNode>, GatewayError> {
+        let mut sorted: Vec<&str> = names.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let unknown: Vec<&str> = sorted
+            .iter()
+            .copied()
+            .filter(|n| self.set.get(n).is_none())
+            .collect();
+        if !unknown.is_empty() {
+            return Err(GatewayError::invalid(
+                "invalid_tools",
+                format!(
+                    "'tools' names tools the gateway does not serve: {}; it serves: {}",
+                    unknown.join(", "),
+                    self.names().join(", ")
+                ),
+            ));
+        }
+        let key = sorted.join(",");
+        if let Ok(cache) = self.restricted.lock()
+            && let Some(node) = cache.0.get(&key)
+        {
+            return Ok(Arc::clone(node));
+        }
+        let registry = self.set.registry().map_err(|e| GatewayError::Internal {
+            code: "toolmend_internal_error",
+            message: format!("the tools' registry: {e}"),
+        })?;
+        let only = Only {
+            allowed: sorted.iter().map(|s| (*s).to_owned()).collect(),
+            listed: key.clone(),
+            inner: self.guard.clone(),
+        };
+        let node = Arc::new(
+            ToolNode::builder(registry)
+                .name("gateway")
+                .guard(only)
+                .build(),
+        );
+        if let Ok(mut cache) = self.restricted.lock() {
+            let (map, order) = &mut *cache;
+            if map.len() >= RESTRICTED_NODES
+                && let Some(old) = order.pop_front()
+            {
+                map.remove(&old);
+            }
+            map.insert(key.clone(), Arc::clone(&node));
+            order.push_back(key);
+        }
+        Ok(node)
+    }
+
+    /// `toolmend_server_tool_calls_total{tool,outcome}` for every answered call:
+    /// `success`, `error` (it ran and failed: the service's error, a timeout, a dirty
+    /// answer), `feedback` (invalid: not run), `flooded` (refused: not run).
+    fn record(&self, out: &NodeOutput) {
+        for r in &out.results {
+            let tool = if self.set.get(&r.tool).is_some() {
+                r.tool.clone()
+            } else {
+                m::UNDECLARED.to_owned()
+            };
+            m::server_tool_call(tool, outcome_label(r.outcome, r.status));
+        }
+    }
+}
+
+/// The `outcome` label of one answered call.
+pub(crate) fn outcome_label(outcome: CallOutcome, status: ResultStatus) -> &'static str {
+    match (outcome, status) {
+        (CallOutcome::Feedback, _) => "feedback",
+        (CallOutcome::Flooded, _) => "flooded",
+        (CallOutcome::Dropped, _) => "dropped",
+        (_, ResultStatus::Success) => "success",
+        (_, ResultStatus::Error) => "error",
+    }
+}
+
+fn node_error(e: NodeError) -> GatewayError {
+    match e {
+        NodeError::NoAssistantMessage => GatewayError::invalid(
+            "invalid_messages",
+            "the messages hold no assistant message: the last assistant message's tool \
+             calls are the ones answered",
+        ),
+        NodeError::LimitExceeded { reason } => GatewayError::Flooded {
+            message: reason,
+            retry_after: None,
+            ends_run: false,
+        },
+        // The node answers every failure (`ToolErrorPolicy::All`) and never raises on an
+        // invalid call (`OnUnresolved::Feedback`): these would be a bug.
+        other => GatewayError::Internal {
+            code: "toolmend_internal_error",
+            message: other.to_string(),
+        },
+    }
+}
+
+/// The guard of a restricted node: a call to a tool outside the list is refused (never
+/// run, answered with the reason); the others go to the gateway's guard.
+struct Only {
+    allowed: HashSet<String>,
+    /// The list, for the reason.
+    listed: String,
+    inner: Option<Arc<RuleGuard>>,
+}
+
+impl Guard for Only {
+    fn check<'a>(
+        &'a self,
+        ctx: GuardContext<'a>,
+        calls: &'a [GuardRequest<'a>],
+    ) -> BoxFuture<'a, Vec<Verdict>> {
+        Box::pin(async move {
+            let passed: Vec<GuardRequest<'a>> = calls
+                .iter()
+                .filter(|c| self.allowed.contains(c.tool))
+                .cloned()
+                .collect();
+            let mut inner = match &self.inner {
+                Some(g) if !passed.is_empty() => g.check(ctx, &passed).await.into_iter(),
+                _ => vec![Verdict::allow(); passed.len()].into_iter(),
+            };
+            calls
+                .iter()
+                .map(|c| {
+                    if self.allowed.contains(c.tool) {
+                        inner.next().unwrap_or_else(|| {
+                            Verdict::deny("the guard gave no verdict for this call")
+                        })
+                    } else {
+                        Verdict::deny(format!(
+                            "Not run: the tool {:?} is not among the tools this request \
+                             allows ({}). Use one of those.",
+                            c.tool, self.listed
+                        ))
+                    }
+                })
+                .collect()
+        })
+    }
+}
