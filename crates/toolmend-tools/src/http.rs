@@ -199,13 +199,17 @@ impl HttpTransport {
             } else {
                 format!("{}-retry{attempt}", req.call_id)
             };
-            match self.attempt(req, &attempt_id, body.clone(), &mut notes).await {
+            match self
+                .attempt(req, &attempt_id, body.clone(), &mut notes)
+                .await
+            {
                 Ok(reply) => return Ok((reply, notes)),
                 Err(e) if e.retryable() && attempt < self.retries => {
                     tracing::debug!(call_id = req.call_id, error = %e, attempt, "tool service: retrying");
                     // A short, growing pause: a busy service gets room, a dead one costs
                     // little (50, 100, 200 … ms, at most 1 s).
-                    let pause = Duration::from_millis(50u64 << attempt.min(4)).min(Duration::from_secs(1));
+                    let pause =
+                        Duration::from_millis(50u64 << attempt.min(4)).min(Duration::from_secs(1));
                     tokio::time::sleep(pause).await;
                     attempt += 1;
                 }
@@ -266,8 +270,7 @@ impl HttpTransport {
             // else is the service failing.
             if let Ok(v) = &parsed
                 && self.adapter.is_none()
-                && let Ok(reply @ Reply::Failed { .. }) =
-                    read_envelope(v, attempt_id, req.call_id)
+                && let Ok(reply @ Reply::Failed { .. }) = read_envelope(v, attempt_id, req.call_id)
             {
                 return Ok(reply);
             }
@@ -277,9 +280,8 @@ impl HttpTransport {
                 body: text.chars().take(200).collect(),
             });
         }
-        let value = parsed.map_err(|e| {
-            TransportError::Protocol(format!("the answer is not JSON ({e})"))
-        })?;
+        let value = parsed
+            .map_err(|e| TransportError::Protocol(format!("the answer is not JSON ({e})")))?;
         let reply = match &self.adapter {
             Some(a) => read_adapted(&value, a, attempt_id, req.call_id)?,
             None => {
@@ -359,7 +361,10 @@ pub fn read_envelope(v: &Value, attempt_id: &str, call_id: &str) -> Result<Reply
         }
     };
     check_id(obj.get("call_id"), attempt_id, call_id)?;
-    let message = obj.get("message").and_then(Value::as_str).map(str::to_owned);
+    let message = obj
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let data = obj.get("data").cloned().unwrap_or(Value::Null);
     match status {
         "success" => Ok(Reply::Success { data, message }),
@@ -395,14 +400,18 @@ fn read_adapted(
         && let Some(e) = pointer(v, p)
         && !matches!(e, Value::Null | Value::Bool(false))
     {
-        let text = message.unwrap_or_else(|| e.as_str().map_or_else(|| e.to_string(), str::to_owned));
+        let text =
+            message.unwrap_or_else(|| e.as_str().map_or_else(|| e.to_string(), str::to_owned));
         return Ok(Reply::Failed {
             message: text,
             data: Some(v.clone()),
         });
     }
     let data = pointer(v, &a.data).cloned().ok_or_else(|| {
-        TransportError::Protocol(format!("the answer has nothing at {:?} (adapter.data)", a.data))
+        TransportError::Protocol(format!(
+            "the answer has nothing at {:?} (adapter.data)",
+            a.data
+        ))
     })?;
     Ok(Reply::Success { data, message })
 }
@@ -418,7 +427,10 @@ mod tests {
         let ok = json!({"status": "success", "data": [1], "call_id": "c1", "timestamp": 5});
         assert_eq!(
             read_envelope(&ok, "c1", "c1"),
-            Ok(Reply::Success { data: json!([1]), message: None })
+            Ok(Reply::Success {
+                data: json!([1]),
+                message: None
+            })
         );
         // A retry's answer may name the attempt or the original.
         assert!(read_envelope(&ok, "c1-retry1", "c1").is_ok());
@@ -428,14 +440,25 @@ mod tests {
             Err(TransportError::Dirty { got: "c9".into() })
         );
         let no_status = json!({"data": 1, "call_id": "c1"});
-        assert!(matches!(read_envelope(&no_status, "c1", "c1"), Err(TransportError::Protocol(m)) if m.contains("no `status`")));
+        assert!(
+            matches!(read_envelope(&no_status, "c1", "c1"), Err(TransportError::Protocol(m)) if m.contains("no `status`"))
+        );
         let err = json!({"status": "error", "message": "user not found", "call_id": "c1"});
         assert_eq!(
             read_envelope(&err, "c1", "c1"),
-            Ok(Reply::Failed { message: "user not found".into(), data: None })
+            Ok(Reply::Failed {
+                message: "user not found".into(),
+                data: None
+            })
         );
-        assert!(matches!(read_envelope(&json!([1]), "c1", "c1"), Err(TransportError::Protocol(_))));
-        assert!(matches!(read_envelope(&json!({"status": "ok", "call_id": "c1"}), "c1", "c1"), Err(TransportError::Protocol(_))));
+        assert!(matches!(
+            read_envelope(&json!([1]), "c1", "c1"),
+            Err(TransportError::Protocol(_))
+        ));
+        assert!(matches!(
+            read_envelope(&json!({"status": "ok", "call_id": "c1"}), "c1", "c1"),
+            Err(TransportError::Protocol(_))
+        ));
     }
 
     #[test]
@@ -449,12 +472,20 @@ mod tests {
         let v = json!({"result": {"t": 21}, "note": "fine", "error": null});
         assert_eq!(
             read_adapted(&v, &a, "c", "c"),
-            Ok(Reply::Success { data: json!({"t": 21}), message: Some("fine".into()) })
+            Ok(Reply::Success {
+                data: json!({"t": 21}),
+                message: Some("fine".into())
+            })
         );
         let v = json!({"error": "no such city"});
-        assert!(matches!(read_adapted(&v, &a, "c", "c"), Ok(Reply::Failed { message, .. }) if message == "no such city"));
+        assert!(
+            matches!(read_adapted(&v, &a, "c", "c"), Ok(Reply::Failed { message, .. }) if message == "no such city")
+        );
         let v = json!({"other": 1});
-        assert!(matches!(read_adapted(&v, &a, "c", "c"), Err(TransportError::Protocol(_))));
+        assert!(matches!(
+            read_adapted(&v, &a, "c", "c"),
+            Err(TransportError::Protocol(_))
+        ));
     }
 
     #[test]

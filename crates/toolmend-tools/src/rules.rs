@@ -66,7 +66,20 @@ fn parse_date(s: &str) -> Option<i64> {
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
     let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days_in = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let days_in = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
     if !(1..=12).contains(&m) || d < 1 || d > days_in[(m - 1) as usize] {
         return None;
     }
@@ -113,15 +126,33 @@ impl BusinessRules {
                 let Some(day) = parse_date(s) else { return };
                 for r in rules {
                     let broken = match r {
-                        Rule::MinDate(min) if day < *min => Some(format!("{s:?} is before the earliest allowed date, {}", show(*min))),
-                        Rule::MaxDate(max) if day > *max => Some(format!("{s:?} is after the latest allowed date, {}", show(*max))),
-                        Rule::MaxDaysFromNow(n) if day > today + n => Some(format!("{s:?} is more than {n} days from today ({}); the latest allowed is {}", show(today), show(today + n))),
-                        Rule::MinDaysFromNow(n) if day < today + n => Some(format!("{s:?} is less than {n} days from today ({}); the earliest allowed is {}", show(today), show(today + n))),
-                        Rule::NotInPast if day < today => Some(format!("{s:?} is in the past (today is {})", show(today))),
+                        Rule::MinDate(min) if day < *min => Some(format!(
+                            "{s:?} is before the earliest allowed date, {}",
+                            show(*min)
+                        )),
+                        Rule::MaxDate(max) if day > *max => Some(format!(
+                            "{s:?} is after the latest allowed date, {}",
+                            show(*max)
+                        )),
+                        Rule::MaxDaysFromNow(n) if day > today + n => Some(format!(
+                            "{s:?} is more than {n} days from today ({}); the latest allowed is {}",
+                            show(today),
+                            show(today + n)
+                        )),
+                        Rule::MinDaysFromNow(n) if day < today + n => Some(format!(
+                            "{s:?} is less than {n} days from today ({}); the earliest allowed is {}",
+                            show(today),
+                            show(today + n)
+                        )),
+                        Rule::NotInPast if day < today => {
+                            Some(format!("{s:?} is in the past (today is {})", show(today)))
+                        }
                         _ => None,
                     };
                     if let Some(message) = broken {
-                        issues.push(Issue::new(IssueKind::Custom, path.clone(), message).got(v.clone()));
+                        issues.push(
+                            Issue::new(IssueKind::Custom, path.clone(), message).got(v.clone()),
+                        );
                     }
                 }
             });
@@ -157,7 +188,12 @@ fn visit(v: &Value, steps: &[Step], path: String, f: &mut impl FnMut(String, &Va
         None => f(path, v),
         Some((Step::Key(k), rest)) => {
             if let Some(child) = v.get(k) {
-                visit(child, rest, format!("{path}/{}", k.replace('~', "~0").replace('/', "~1")), f);
+                visit(
+                    child,
+                    rest,
+                    format!("{path}/{}", k.replace('~', "~0").replace('/', "~1")),
+                    f,
+                );
             }
         }
         Some((Step::Items, rest)) => {
@@ -179,7 +215,9 @@ fn collect(
     if depth > 32 {
         return Ok(());
     }
-    let Some(obj) = schema.as_object() else { return Ok(()) };
+    let Some(obj) = schema.as_object() else {
+        return Ok(());
+    };
     let here = || {
         let mut p = String::new();
         for s in steps.iter() {
@@ -195,17 +233,27 @@ fn collect(
     };
     if let Some(rules) = obj.get("x-business-rules") {
         let Some(map) = rules.as_object() else {
-            return Err(format!("x-business-rules at {} must be a table of rules", here()));
+            return Err(format!(
+                "x-business-rules at {} must be a table of rules",
+                here()
+            ));
         };
         let mut parsed = Vec::new();
         for (name, v) in map {
             let int = || {
-                v.as_i64()
-                    .ok_or_else(|| format!("x-business-rules.{name} at {} must be an integer number of days", here()))
+                v.as_i64().ok_or_else(|| {
+                    format!(
+                        "x-business-rules.{name} at {} must be an integer number of days",
+                        here()
+                    )
+                })
             };
             let date = || {
                 v.as_str().and_then(parse_date).ok_or_else(|| {
-                    format!("x-business-rules.{name} at {} must be a date, YYYY-MM-DD", here())
+                    format!(
+                        "x-business-rules.{name} at {} must be a date, YYYY-MM-DD",
+                        here()
+                    )
                 })
             };
             parsed.push(match name.as_str() {
@@ -262,7 +310,13 @@ mod tests {
 
     #[test]
     fn dates_round_trip() {
-        for s in ["1970-01-01", "2000-02-29", "2026-12-02", "2020-01-01", "1999-12-31"] {
+        for s in [
+            "1970-01-01",
+            "2000-02-29",
+            "2026-12-02",
+            "2020-01-01",
+            "1999-12-31",
+        ] {
             assert_eq!(show(parse_date(s).unwrap()), s);
         }
         assert_eq!(parse_date("2026-02-30"), None);
@@ -273,12 +327,18 @@ mod tests {
     #[test]
     fn rules_check_dates_against_today() {
         let today = parse_date("2026-12-02").unwrap();
-        let r = BusinessRules::from_schema(&schema()).unwrap().with_today(today);
+        let r = BusinessRules::from_schema(&schema())
+            .unwrap()
+            .with_today(today);
         assert!(r.check(&json!({"start": "2026-12-20"})).is_empty());
         let far = r.check(&json!({"start": "2027-03-01"}));
         assert_eq!(far.len(), 1);
         assert_eq!(far[0].path, "/start");
-        assert!(far[0].message.contains("more than 30 days"), "{}", far[0].message);
+        assert!(
+            far[0].message.contains("more than 30 days"),
+            "{}",
+            far[0].message
+        );
         let old = r.check(&json!({"start": "2019-05-01T10:00:00Z"}));
         assert!(old[0].message.contains("earliest allowed date, 2020-01-01"));
         let legs = r.check(&json!({"legs": [{"day": "2026-12-05"}, {"day": "2026-11-30"}]}));
@@ -292,9 +352,20 @@ mod tests {
     fn unknown_rules_fail_at_load() {
         let bad = json!({"properties": {"d": {"x-business-rules": {"max_days": 3}}}});
         let e = BusinessRules::from_schema(&bad).unwrap_err();
-        assert!(e.contains("unknown business rule \"max_days\" at /d"), "{e}");
+        assert!(
+            e.contains("unknown business rule \"max_days\" at /d"),
+            "{e}"
+        );
         let bad = json!({"properties": {"d": {"x-business-rules": {"min_date": "soon"}}}});
-        assert!(BusinessRules::from_schema(&bad).unwrap_err().contains("must be a date"));
-        assert!(BusinessRules::from_schema(&json!({"type": "object"})).unwrap().is_empty());
+        assert!(
+            BusinessRules::from_schema(&bad)
+                .unwrap_err()
+                .contains("must be a date")
+        );
+        assert!(
+            BusinessRules::from_schema(&json!({"type": "object"}))
+                .unwrap()
+                .is_empty()
+        );
     }
 }

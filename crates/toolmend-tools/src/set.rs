@@ -72,19 +72,32 @@ impl ToolSet {
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (line, t) in &file.tools {
             if !toolmend::history::is_valid_function_name(&t.name) {
-                return Err(file.error(*line, &t.name, "a tool name must match ^[a-zA-Z0-9_-]{1,64}$"));
+                return Err(file.error(
+                    *line,
+                    &t.name,
+                    "a tool name must match ^[a-zA-Z0-9_-]{1,64}$",
+                ));
             }
             if let Some(first) = names.insert(&t.name, *line) {
-                return Err(file.error(*line, &t.name, format!("declared twice (first at line {first})")));
+                return Err(file.error(
+                    *line,
+                    &t.name,
+                    format!("declared twice (first at line {first})"),
+                ));
             }
         }
         // MCP servers: connected concurrently, each listed once.
-        let mut by_server: HashMap<&str, (usize, Arc<McpConnection>, Vec<McpToolDef>)> = HashMap::new();
+        let mut by_server: HashMap<&str, (usize, Arc<McpConnection>, Vec<McpToolDef>)> =
+            HashMap::new();
         {
             let mut seen: HashMap<&str, usize> = HashMap::new();
             for (line, m) in &file.mcp {
                 if let Some(first) = seen.insert(&m.name, *line) {
-                    return Err(file.error(*line, &m.name, format!("MCP server declared twice (first at line {first})")));
+                    return Err(file.error(
+                        *line,
+                        &m.name,
+                        format!("MCP server declared twice (first at line {first})"),
+                    ));
                 }
                 if m.url.is_some() == m.command.is_some() {
                     return Err(file.error(*line, &m.name, "an [[mcp]] server needs exactly one of `url` (streamable HTTP) or `command` (stdio)"));
@@ -93,14 +106,16 @@ impl ToolSet {
                     parse_endpoint(url).map_err(|e| file.error(*line, &m.name, e))?;
                 }
             }
-            let connected = futures::future::join_all(file.mcp.iter().map(|(line, m)| async move {
-                let conn = McpConnection::connect(m, env).await?;
-                let tools = conn.list_tools().await?;
-                Ok::<_, String>((*line, m, conn, tools))
-            }))
-            .await;
+            let connected =
+                futures::future::join_all(file.mcp.iter().map(|(line, m)| async move {
+                    let conn = McpConnection::connect(m, env).await?;
+                    let tools = conn.list_tools().await?;
+                    Ok::<_, String>((*line, m, conn, tools))
+                }))
+                .await;
             for (r, (line, m)) in connected.into_iter().zip(&file.mcp) {
-                let (line, m, conn, tools) = r.map_err(|e| file.error(*line, &m.name, format!("MCP server: {e}")))?;
+                let (line, m, conn, tools) =
+                    r.map_err(|e| file.error(*line, &m.name, format!("MCP server: {e}")))?;
                 let conn = Arc::new(conn);
                 set.servers.push(Arc::clone(&conn));
                 by_server.insert(&m.name, (line, conn, tools));
@@ -116,12 +131,21 @@ impl ToolSet {
         }
         // The rest of each server's tools, with the server's defaults.
         for (line, m) in &file.mcp {
-            let Some((_, conn, listed)) = by_server.get(m.name.as_str()) else { continue };
+            let Some((_, conn, listed)) = by_server.get(m.name.as_str()) else {
+                continue;
+            };
             if let Some(wanted) = &m.tools {
                 for w in wanted {
                     if !listed.iter().any(|d| &d.name == w) {
                         let have: Vec<&str> = listed.iter().map(|d| d.name.as_str()).collect();
-                        return Err(file.error(*line, &m.name, format!("the server lists no tool {w:?} (it lists: {})", have.join(", "))));
+                        return Err(file.error(
+                            *line,
+                            &m.name,
+                            format!(
+                                "the server lists no tool {w:?} (it lists: {})",
+                                have.join(", ")
+                            ),
+                        ));
                     }
                 }
             }
@@ -131,16 +155,26 @@ impl ToolSet {
                 {
                     continue;
                 }
-                if names.contains_key(def.name.as_str()) || set.tools.iter().any(|t| t.name == def.name) {
+                if names.contains_key(def.name.as_str())
+                    || set.tools.iter().any(|t| t.name == def.name)
+                {
                     set.problems.push(format!("MCP server {:?}: tool {:?} has the name of another tool; left out (declare it in [[tools]] with another name and remote_name)", m.name, def.name));
                     continue;
                 }
                 if !toolmend::history::is_valid_function_name(&def.name) {
-                    set.problems.push(format!("MCP server {:?}: tool {:?} has a name models cannot call; left out", m.name, def.name));
+                    set.problems.push(format!(
+                        "MCP server {:?}: tool {:?} has a name models cannot call; left out",
+                        m.name, def.name
+                    ));
                     continue;
                 }
-                if let Err(e) = CompiledTool::compile(&def.name, &def.description, &def.input_schema) {
-                    let p = format!("MCP server {:?}: the inputSchema of tool {:?} does not compile ({e}); left out, not trusted", m.name, def.name);
+                if let Err(e) =
+                    CompiledTool::compile(&def.name, &def.description, &def.input_schema)
+                {
+                    let p = format!(
+                        "MCP server {:?}: the inputSchema of tool {:?} does not compile ({e}); left out, not trusted",
+                        m.name, def.name
+                    );
                     tracing::warn!("{p}");
                     set.problems.push(p);
                     continue;
@@ -148,7 +182,10 @@ impl ToolSet {
                 let rules = match BusinessRules::from_schema(&def.input_schema) {
                     Ok(r) => r,
                     Err(e) => {
-                        set.problems.push(format!("MCP server {:?}: tool {:?}: {e}; left out", m.name, def.name));
+                        set.problems.push(format!(
+                            "MCP server {:?}: tool {:?}: {e}; left out",
+                            m.name, def.name
+                        ));
                         continue;
                     }
                 };
@@ -162,9 +199,14 @@ impl ToolSet {
                     name: def.name.clone(),
                     description: def.description.clone(),
                     parameters: def.input_schema.clone(),
-                    target: Target::Mcp { conn: Arc::clone(conn), remote: def.name.clone() },
+                    target: Target::Mcp {
+                        conn: Arc::clone(conn),
+                        remote: def.name.clone(),
+                    },
                     shaper,
-                    timeout: Duration::from_millis(m.timeout_ms.unwrap_or(spec::DEFAULT_TIMEOUT_MS)),
+                    timeout: Duration::from_millis(
+                        m.timeout_ms.unwrap_or(spec::DEFAULT_TIMEOUT_MS),
+                    ),
                     retries: 0,
                     sla: None,
                     backup: std::sync::OnceLock::new(),
@@ -183,7 +225,11 @@ impl ToolSet {
                 return Err(file.error(*line, &t.name, "a tool cannot be its own backup"));
             }
             let Some(backup) = set.tools.iter().find(|x| &x.name == b).cloned() else {
-                return Err(file.error(*line, &t.name, format!("backup {b:?} is not a declared tool")));
+                return Err(file.error(
+                    *line,
+                    &t.name,
+                    format!("backup {b:?} is not a declared tool"),
+                ));
             };
             if let Some(me) = set.tools.iter().find(|x| x.name == t.name) {
                 let _ = me.backup.set(backup);
@@ -271,12 +317,15 @@ fn build_declared(
 ) -> Result<NetTool, LoadError> {
     let err = |m: String| file.error(line, &t.name, m);
     if t.parameters.is_some() && t.parameters_json.is_some() {
-        return Err(err("give `parameters` or `parameters_json`, not both".into()));
+        return Err(err(
+            "give `parameters` or `parameters_json`, not both".into()
+        ));
     }
     let mut parameters = match (&t.parameters, &t.parameters_json) {
         (Some(p), _) => Some(p.clone()),
         (None, Some(j)) => Some(
-            serde_json::from_str(j).map_err(|e| err(format!("parameters_json is not JSON: {e}")))?,
+            serde_json::from_str(j)
+                .map_err(|e| err(format!("parameters_json is not JSON: {e}")))?,
         ),
         _ => None,
     };
@@ -284,10 +333,14 @@ fn build_declared(
     let target = match t.kind {
         ToolKind::Http => {
             if t.server.is_some() || t.remote_name.is_some() {
-                return Err(err("`server` and `remote_name` are for kind = \"mcp\"".into()));
+                return Err(err(
+                    "`server` and `remote_name` are for kind = \"mcp\"".into()
+                ));
             }
             let Some(endpoint) = &t.endpoint else {
-                return Err(err("an http tool needs `endpoint` (the URL its calls are POSTed to)".into()));
+                return Err(err(
+                    "an http tool needs `endpoint` (the URL its calls are POSTed to)".into(),
+                ));
             };
             let url = parse_endpoint(endpoint).map_err(err)?;
             if t.retries > 0 && !t.idempotent && !t.idempotency_key {
@@ -304,12 +357,17 @@ fn build_declared(
                     retries: t.retries,
                     idempotency_key: t.idempotency_key,
                     adapter: t.adapter.clone(),
-                    max_bytes: t.max_response_bytes.unwrap_or(spec::DEFAULT_MAX_RESPONSE_BYTES),
-                    skew_tolerance: Duration::from_millis(t.skew_tolerance_ms.unwrap_or(spec::DEFAULT_SKEW_TOLERANCE_MS)),
+                    max_bytes: t
+                        .max_response_bytes
+                        .unwrap_or(spec::DEFAULT_MAX_RESPONSE_BYTES),
+                    skew_tolerance: Duration::from_millis(
+                        t.skew_tolerance_ms
+                            .unwrap_or(spec::DEFAULT_SKEW_TOLERANCE_MS),
+                    ),
                 },
             )
             .map_err(err)?;
-            Target::Http(http)
+            Target::Http(Box::new(http))
         }
         ToolKind::Mcp => {
             if t.endpoint.is_some() || t.adapter.is_some() || !t.headers.is_empty() {
@@ -319,7 +377,9 @@ fn build_declared(
                 return Err(err("retries are not offered for mcp tools (a tools/call may have run); set retries = 0".into()));
             }
             let Some(server) = &t.server else {
-                return Err(err("an mcp tool needs `server` (the name of an [[mcp]] entry)".into()));
+                return Err(err(
+                    "an mcp tool needs `server` (the name of an [[mcp]] entry)".into(),
+                ));
             };
             let Some((_, conn, listed)) = servers.get(server.as_str()) else {
                 return Err(err(format!("server {server:?} is not an [[mcp]] entry")));
@@ -327,7 +387,10 @@ fn build_declared(
             let remote = t.remote_name.clone().unwrap_or_else(|| t.name.clone());
             let Some(def) = listed.iter().find(|d| d.name == remote) else {
                 let have: Vec<&str> = listed.iter().map(|d| d.name.as_str()).collect();
-                return Err(err(format!("MCP server {server:?} lists no tool {remote:?} (it lists: {})", have.join(", "))));
+                return Err(err(format!(
+                    "MCP server {server:?} lists no tool {remote:?} (it lists: {})",
+                    have.join(", ")
+                )));
             };
             if parameters.is_none() {
                 parameters = Some(def.input_schema.clone());
@@ -335,11 +398,16 @@ fn build_declared(
             if description.is_none() {
                 description = Some(def.description.clone());
             }
-            Target::Mcp { conn: Arc::clone(conn), remote }
+            Target::Mcp {
+                conn: Arc::clone(conn),
+                remote,
+            }
         }
     };
     let Some(parameters) = parameters else {
-        return Err(err("an http tool needs `parameters` (the JSON Schema of its arguments)".into()));
+        return Err(err(
+            "an http tool needs `parameters` (the JSON Schema of its arguments)".into(),
+        ));
     };
     let description = description.unwrap_or_default();
     CompiledTool::compile(&t.name, &description, &parameters)
@@ -362,7 +430,9 @@ fn build_declared(
         shaper,
         timeout: Duration::from_millis(t.timeout_ms.unwrap_or(spec::DEFAULT_TIMEOUT_MS).max(1)),
         retries: t.retries,
-        sla: t.sla_ms.map(|ms| Sla::new(SlaPolicy::new(Duration::from_millis(ms)))),
+        sla: t
+            .sla_ms
+            .map(|ms| Sla::new(SlaPolicy::new(Duration::from_millis(ms)))),
         backup: std::sync::OnceLock::new(),
         server_side: t.server_side,
         accept_truncated: t.accept_truncated,

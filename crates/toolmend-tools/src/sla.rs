@@ -189,7 +189,11 @@ mod tests {
         let sla = Sla::new(SlaPolicy::new(ms(100)));
         for _ in 0..4 {
             assert_eq!(sla.route(), Route::Primary);
-            assert_eq!(sla.record(Route::Primary, ms(300)), None, "no decision before 5 samples");
+            assert_eq!(
+                sla.record(Route::Primary, ms(300)),
+                None,
+                "no decision before 5 samples"
+            );
         }
         assert_eq!(
             sla.record(Route::Primary, ms(300)),
@@ -204,7 +208,10 @@ mod tests {
         assert_eq!(sla.record(Route::Probe, ms(500)), None);
         assert_eq!(sla.record(Route::Probe, ms(50)), None);
         assert_eq!(sla.record(Route::Probe, ms(50)), None);
-        assert_eq!(sla.record(Route::Probe, ms(50)), Some(Transition::Recovered));
+        assert_eq!(
+            sla.record(Route::Probe, ms(50)),
+            Some(Transition::Recovered)
+        );
         assert!(!sla.degraded());
         assert_eq!(sla.route(), Route::Primary);
     }

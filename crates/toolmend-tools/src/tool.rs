@@ -23,7 +23,7 @@ use crate::{
 /// How a tool is reached.
 #[derive(Debug)]
 pub(crate) enum Target {
-    Http(HttpTransport),
+    Http(Box<HttpTransport>),
     Mcp {
         conn: Arc<McpConnection>,
         remote: String,
@@ -191,7 +191,10 @@ impl NetTool {
                 metrics::counter!("toolmend_tool_calls_total", "tool" => self.name.clone(), "result" => "tool_error").increment(1);
                 let (clean, _) = crate::shape::clean_utf8(message.as_bytes());
                 let clean: String = clean.chars().take(2_000).collect();
-                Err(ToolError::Failed(format!("{} failed: {clean}", served_by.name)))
+                Err(ToolError::Failed(format!(
+                    "{} failed: {clean}",
+                    served_by.name
+                )))
             }
             Err(e) => {
                 metrics::counter!("toolmend_tool_calls_total", "tool" => self.name.clone(), "result" => e.kind()).increment(1);

@@ -4,7 +4,7 @@
 //! sends its calls to the backup, and back). Every call id is answered exactly once, and a
 //! dirty answer never reaches the model.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::{
     collections::HashMap,
@@ -39,7 +39,10 @@ struct Seen {
 }
 
 fn header(h: &HeaderMap, k: &str) -> String {
-    h.get(k).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned()
+    h.get(k)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
 }
 
 fn now_ms() -> u64 {
@@ -57,13 +60,21 @@ async fn service(
 ) -> Response {
     let n = seen.hits.fetch_add(1, Ordering::SeqCst);
     let mut h = HashMap::new();
-    for k in ["x-tool-call-id", "x-request-timestamp", "x-trace-id", "x-original-id", "idempotency-key", "authorization"] {
+    for k in [
+        "x-tool-call-id",
+        "x-request-timestamp",
+        "x-trace-id",
+        "x-original-id",
+        "idempotency-key",
+        "authorization",
+    ] {
         h.insert(k.to_owned(), header(&headers, k));
     }
     seen.headers.lock().unwrap().push(h);
     let id = header(&headers, "x-tool-call-id");
     let ok = |data: Value| {
-        Json(json!({"status": "success", "data": data, "call_id": id, "timestamp": now_ms()})).into_response()
+        Json(json!({"status": "success", "data": data, "call_id": id, "timestamp": now_ms()}))
+            .into_response()
     };
     match route.as_str() {
         "weather" => ok(json!({"city": body["arguments"]["city"], "temp": 21.5, "unit": "celsius"})),
@@ -203,7 +214,8 @@ fn assistant(calls: &[(&str, &str, &str)]) -> Vec<Message> {
         .collect();
     vec![
         serde_json::from_value(json!({"role": "user", "content": "go"})).unwrap(),
-        serde_json::from_value(json!({"role": "assistant", "content": null, "tool_calls": calls})).unwrap(),
+        serde_json::from_value(json!({"role": "assistant", "content": null, "tool_calls": calls}))
+            .unwrap(),
     ]
 }
 
@@ -234,13 +246,21 @@ async fn every_fault_is_answered_once_and_a_dirty_answer_never_reaches_the_model
     ];
     let out = node.invoke(&assistant(&calls)).await.unwrap();
     let ids: Vec<&str> = out.results.iter().map(|r| r.call_id.as_str()).collect();
-    assert_eq!(ids, calls.iter().map(|c| c.0).collect::<Vec<_>>(), "one result per call id, in order");
+    assert_eq!(
+        ids,
+        calls.iter().map(|c| c.0).collect::<Vec<_>>(),
+        "one result per call id, in order"
+    );
     let by = |id: &str| out.results.iter().find(|r| r.call_id == id).unwrap();
 
     let w = by("c1");
     assert_eq!(w.status, ResultStatus::Success);
     assert_eq!(text(&w.content), "Paris: 22.0 celsius");
-    assert_eq!(w.artifact.as_ref().unwrap()["temp"], json!(21.5), "the whole payload is the artifact");
+    assert_eq!(
+        w.artifact.as_ref().unwrap()["temp"],
+        json!(21.5),
+        "the whole payload is the artifact"
+    );
     let meta = w.metadata.as_ref().unwrap();
     assert_eq!(meta["shaped_by"], "template");
     assert!(meta["service_latency_ms"].as_f64().unwrap() >= 0.0);
@@ -248,24 +268,52 @@ async fn every_fault_is_answered_once_and_a_dirty_answer_never_reaches_the_model
 
     let d = by("c2");
     assert_eq!(d.status, ResultStatus::Error);
-    assert!(text(&d.content).contains("answered for call \"call_other\""), "{}", text(&d.content));
-    assert!(!text(&d.content).contains("someone else"), "a dirty answer's data never reaches the model");
+    assert!(
+        text(&d.content).contains("answered for call \"call_other\""),
+        "{}",
+        text(&d.content)
+    );
+    assert!(
+        !text(&d.content).contains("someone else"),
+        "a dirty answer's data never reaches the model"
+    );
     assert!(d.artifact.is_none());
 
     assert!(text(&by("c3").content).contains("no `status`"));
     assert!(text(&by("c4").content).contains("not JSON"));
     assert!(text(&by("c5").content).contains("exceeded 1048576 bytes"));
-    assert!(text(&by("c6").content).contains("within 150 ms"), "{}", text(&by("c6").content));
+    assert!(
+        text(&by("c6").content).contains("within 150 ms"),
+        "{}",
+        text(&by("c6").content)
+    );
     let e = by("c7");
     assert_eq!(e.status, ResultStatus::Error);
     assert!(text(&e.content).contains("user u9 not found"));
     let s = by("c8");
-    assert_eq!(s.status, ResultStatus::Success, "clock skew is recorded, not refused");
-    assert!(s.metadata.as_ref().unwrap()["clock_skew_ms"].as_i64().unwrap() < -1_000_000);
-    assert_eq!(by("c9").artifact, Some(json!({"temp": 3})), "the adapter maps a plain service");
+    assert_eq!(
+        s.status,
+        ResultStatus::Success,
+        "clock skew is recorded, not refused"
+    );
+    assert!(
+        s.metadata.as_ref().unwrap()["clock_skew_ms"]
+            .as_i64()
+            .unwrap()
+            < -1_000_000
+    );
+    assert_eq!(
+        by("c9").artifact,
+        Some(json!({"temp": 3})),
+        "the adapter maps a plain service"
+    );
     let r = by("c10");
     assert_eq!(r.status, ResultStatus::Error);
-    assert!(text(&r.content).contains("another host"), "{}", text(&r.content));
+    assert!(
+        text(&r.content).contains("another host"),
+        "{}",
+        text(&r.content)
+    );
     assert_eq!(text(&by("c11").content), "3 orders, total 100.0");
 
     // The envelope's headers, and the secret from the environment.
@@ -283,16 +331,31 @@ async fn a_retry_gets_a_new_id_and_names_the_original() {
     let (base, seen) = start().await;
     let set = load(&base).await;
     let node = ToolNode::builder(set.registry().unwrap()).build();
-    let out = node.invoke(&assistant(&[("call_r", "flaky", "{}")])).await.unwrap();
+    let out = node
+        .invoke(&assistant(&[("call_r", "flaky", "{}")]))
+        .await
+        .unwrap();
     assert_eq!(out.results.len(), 1);
-    assert_eq!(out.results[0].status, ResultStatus::Success, "{:?}", out.results[0].content);
+    assert_eq!(
+        out.results[0].status,
+        ResultStatus::Success,
+        "{:?}",
+        out.results[0].content
+    );
     assert_eq!(out.results[0].metadata.as_ref().unwrap()["attempts"], 3);
     let hs = seen.headers.lock().unwrap();
     let ids: Vec<(&str, &str)> = hs
         .iter()
         .map(|h| (h["x-tool-call-id"].as_str(), h["x-original-id"].as_str()))
         .collect();
-    assert_eq!(ids, [("call_r", ""), ("call_r-retry1", "call_r"), ("call_r-retry2", "call_r")]);
+    assert_eq!(
+        ids,
+        [
+            ("call_r", ""),
+            ("call_r-retry1", "call_r"),
+            ("call_r-retry2", "call_r")
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,17 +376,22 @@ endpoint = "{base}/backup"
 {ANY}
 "#
     );
-    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env).await.unwrap();
+    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
+        .await
+        .unwrap();
     let node = ToolNode::builder(set.registry().unwrap()).build();
     let mut served = Vec::new();
-    let mut call = async |i: usize| {
+    let call = async |i: usize| {
         let out = node
             .invoke(&assistant(&[(&format!("c{i}"), "search", "{}")]))
             .await
             .unwrap();
         let r = &out.results[0];
         assert_eq!(r.status, ResultStatus::Success);
-        r.artifact.as_ref().unwrap()["from"].as_str().unwrap().to_owned()
+        r.artifact.as_ref().unwrap()["from"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     };
     seen.delay_ms.store(80, Ordering::SeqCst);
     for i in 0..5 {
@@ -355,24 +423,60 @@ endpoint = "{base}/backup"
 #[tokio::test]
 async fn startup_errors_name_the_tool_and_the_line() {
     let cases: &[(&str, &str)] = &[
-        ("[[tools]]\nname = \"a\"\nendpoint = \"not a url\"\nparameters = { type = \"object\" }\n", "t.toml:1: tool \"a\": endpoint \"not a url\" is not a URL"),
-        ("\n\n[[tools]]\nname = \"b\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = 12 }\n", "t.toml:3: tool \"b\": the parameters schema does not compile"),
-        ("[[tools]]\nname = \"c\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = \"object\" }\ntemplate = \"{{ oops \"\n", "t.toml:1: tool \"c\": the template does not compile"),
-        ("[[tools]]\nname = \"d\"\nendpoint = \"http://127.0.0.1:1/x\"\nretries = 2\nparameters = { type = \"object\" }\n", "tool \"d\": retries = 2 on a tool that is neither idempotent"),
-        ("[[tools]]\nname = \"e\"\nendpoint = \"http://127.0.0.1:1/x\"\nbackup = \"nope\"\nparameters = { type = \"object\" }\n", "backup \"nope\" is not a declared tool"),
-        ("[[tools]]\nname = \"f\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = \"object\" }\nheaders = { Authorization = { env = \"TM_UNSET_VAR\" } }\n", "the environment variable TM_UNSET_VAR"),
-        ("[[tools]]\nname = \"g\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = \"object\", properties = { d = { type = \"string\", x-business-rules = { max_dayz = 3 } } } }\n", "unknown business rule \"max_dayz\" at /d"),
-        ("[[tools]]\nname = \"h\"\nendpint = \"http://127.0.0.1:1/x\"\n", "t.toml:3: unknown field `endpint`"),
-        ("[[tools]]\nname = \"i j\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = \"object\" }\n", "a tool name must match"),
-        ("[[tools]]\nname = \"k\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = \"object\" }\n[[tools]]\nname = \"k\"\nendpoint = \"http://127.0.0.1:1/y\"\nparameters = { type = \"object\" }\n", "t.toml:5: tool \"k\": declared twice (first at line 1)"),
-        ("[[tools]]\nname = \"m\"\nkind = \"mcp\"\nserver = \"nowhere\"\n", "server \"nowhere\" is not an [[mcp]] entry"),
+        (
+            "[[tools]]\nname = \"a\"\nendpoint = \"not a url\"\nparameters = { type = \"object\" }\n",
+            "t.toml:1: tool \"a\": endpoint \"not a url\" is not a URL",
+        ),
+        (
+            "\n\n[[tools]]\nname = \"b\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = 12 }\n",
+            "t.toml:3: tool \"b\": the parameters schema does not compile",
+        ),
+        (
+            "[[tools]]\nname = \"c\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = \"object\" }\ntemplate = \"{{ oops \"\n",
+            "t.toml:1: tool \"c\": the template does not compile",
+        ),
+        (
+            "[[tools]]\nname = \"d\"\nendpoint = \"http://127.0.0.1:1/x\"\nretries = 2\nparameters = { type = \"object\" }\n",
+            "tool \"d\": retries = 2 on a tool that is neither idempotent",
+        ),
+        (
+            "[[tools]]\nname = \"e\"\nendpoint = \"http://127.0.0.1:1/x\"\nbackup = \"nope\"\nparameters = { type = \"object\" }\n",
+            "backup \"nope\" is not a declared tool",
+        ),
+        (
+            "[[tools]]\nname = \"f\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = \"object\" }\nheaders = { Authorization = { env = \"TM_UNSET_VAR\" } }\n",
+            "the environment variable TM_UNSET_VAR",
+        ),
+        (
+            "[[tools]]\nname = \"g\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = \"object\", properties = { d = { type = \"string\", x-business-rules = { max_dayz = 3 } } } }\n",
+            "unknown business rule \"max_dayz\" at /d",
+        ),
+        (
+            "[[tools]]\nname = \"h\"\nendpint = \"http://127.0.0.1:1/x\"\n",
+            "t.toml:3: unknown field `endpint`",
+        ),
+        (
+            "[[tools]]\nname = \"i j\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = \"object\" }\n",
+            "a tool name must match",
+        ),
+        (
+            "[[tools]]\nname = \"k\"\nendpoint = \"http://127.0.0.1:1/x\"\nparameters = { type = \"object\" }\n[[tools]]\nname = \"k\"\nendpoint = \"http://127.0.0.1:1/y\"\nparameters = { type = \"object\" }\n",
+            "t.toml:5: tool \"k\": declared twice (first at line 1)",
+        ),
+        (
+            "[[tools]]\nname = \"m\"\nkind = \"mcp\"\nserver = \"nowhere\"\n",
+            "server \"nowhere\" is not an [[mcp]] entry",
+        ),
     ];
     for (toml, want) in cases {
         let err = match ToolsFile::parse(toml, "t.toml") {
             Err(e) => e,
             Ok(file) => ToolSet::load(&file, &|_| None).await.unwrap_err(),
         };
-        assert!(err.to_string().contains(want), "{toml}\n  got:  {err}\n  want: {want}");
+        assert!(
+            err.to_string().contains(want),
+            "{toml}\n  got:  {err}\n  want: {want}"
+        );
     }
 }
 
@@ -393,15 +497,28 @@ format = "date"
 x-business-rules = {{ min_date = "2020-01-01" }}
 "#
     );
-    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env).await.unwrap();
+    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
+        .await
+        .unwrap();
     let node = ToolNode::builder(set.registry().unwrap()).build();
     let out = node
-        .invoke(&assistant(&[("b1", "book", r#"{"start": "2019-03-01"}"#), ("b2", "book", r#"{"start": "2021-03-01"}"#)]))
+        .invoke(&assistant(&[
+            ("b1", "book", r#"{"start": "2019-03-01"}"#),
+            ("b2", "book", r#"{"start": "2021-03-01"}"#),
+        ]))
         .await
         .unwrap();
     assert_eq!(out.results.len(), 2);
     assert_eq!(out.results[0].status, ResultStatus::Error);
-    assert!(text(&out.results[0].content).contains("before the earliest allowed date, 2020-01-01"), "{}", text(&out.results[0].content));
+    assert!(
+        text(&out.results[0].content).contains("before the earliest allowed date, 2020-01-01"),
+        "{}",
+        text(&out.results[0].content)
+    );
     assert_eq!(out.results[1].status, ResultStatus::Success);
-    assert_eq!(seen.hits.load(Ordering::SeqCst), 1, "the call that broke a rule was not sent");
+    assert_eq!(
+        seen.hits.load(Ordering::SeqCst),
+        1,
+        "the call that broke a rule was not sent"
+    );
 }
