@@ -994,3 +994,50 @@ async fn inject_off_runs_only_what_the_client_declares() {
     assert_eq!(tool_names(&r.provider.requests()[0]), ["lookup"]);
     assert_provider_refused_nothing(&r, 2);
 }
+
+#[tokio::test]
+async fn the_guard_checks_every_round_and_a_refused_server_side_call_never_runs() {
+    // lookup: once per session. Round 2 calls it again: the guard refuses it, the model is
+    // re-asked with the guard's message (not a round), and answers.
+    let script = Script::new()
+        .then(calls(&[("c1", "lookup", r#"{"q": "Paris"}"#)]))
+        .then(calls(&[("c2", "lookup", r#"{"q": "Lyon"}"#)]))
+        .then(said(FINAL));
+    let r = start(
+        script,
+        "[guard.tools.lookup]\nsession = { limit = 1, window_secs = 60 }\n",
+    )
+    .await;
+    let resp = chat(
+        &r,
+        json!({"model": "m", "messages": ask(), "user": "alice"}),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        header(&resp, "x-toolmend-round-trip"),
+        "rounds=2; server_calls=1; errors=0"
+    );
+    let guard = header(&resp, "x-toolmend-guard");
+    assert!(guard.starts_with("checked=2 refused=1 "), "{guard}");
+    assert!(guard.contains("re_asks=1"), "{guard}");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["choices"][0]["message"]["content"], FINAL);
+    assert_provider_refused_nothing(&r, 3);
+    // The re-ask carries the refused call and the guard's answer to it.
+    let m3 = r.provider.requests()[2]["messages"].clone();
+    let last = m3.as_array().unwrap().last().unwrap();
+    assert_eq!(last["tool_call_id"], "c2");
+    assert!(
+        last["content"].as_str().unwrap().contains("session"),
+        "{last:#}"
+    );
+    let routes: Vec<String> = r
+        .hits
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| h.call_id.clone())
+        .collect();
+    assert_eq!(routes, ["c1"], "the refused call never ran");
+}
