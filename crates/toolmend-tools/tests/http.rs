@@ -522,3 +522,15 @@ x-business-rules = {{ min_date = "2020-01-01" }}
         "the call that broke a rule was not sent"
     );
 }
+
+#[test]
+fn the_docs_example_is_a_valid_tools_file() {
+    let doc = include_str!("../../../docs/tools.md");
+    let start = doc.find("```toml\n").unwrap() + "```toml\n".len();
+    let end = start + doc[start..].find("```").unwrap();
+    let file = ToolsFile::parse(&doc[start..end], "docs/tools.md").unwrap();
+    let names: Vec<&str> = file.tools.iter().map(|(_, t)| t.name.as_str()).collect();
+    assert_eq!(names, ["get_weather", "legacy_quote", "read"]);
+    assert_eq!(file.mcp.len(), 1);
+    assert_eq!(file.tools[0].1.limits.as_ref().unwrap().session.as_ref().unwrap().limit, 5);
+}
