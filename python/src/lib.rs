@@ -23,6 +23,7 @@ use std::{
 };
 
 mod guard;
+mod tools;
 
 use toolmend::{
     CompiledTool, Fix, Issue, MendOptions, MendedCall, RepairOptions,
@@ -1142,6 +1143,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Toolbox>()?;
     m.add_class::<guard::Guard>()?;
+    m.add_class::<tools::NetTools>()?;
+    m.add("ToolsLoadError", m.py().get_type::<tools::ToolsLoadError>())?;
     m.add_function(wrap_pyfunction!(repair, m)?)?;
     m.add_function(wrap_pyfunction!(strip_thinking, m)?)?;
     m.add_function(wrap_pyfunction!(rename_reused, m)?)?;

@@ -178,3 +178,48 @@ class Guard:
     def store(self) -> str | None: ...
     def store_stats(self) -> dict[str, int | bool] | None: ...
     def wait_connected(self, timeout_s: float = 2.0) -> bool: ...
+
+class ToolsLoadError(ToolmendError):
+    """A tools file that cannot be loaded; the message names the file, line and tool."""
+
+    origin: str
+    line: int | None
+    tool: str | None
+    reason: str
+
+class NetToolDefinition(TypedDict):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    kind: Literal["http", "mcp"]
+    server_side: bool
+
+class NetToolResult(TypedDict):
+    status: Literal["success", "error"]
+    content: str | list[dict[str, Any]] | None
+    artifact: Any
+    metadata: dict[str, Any] | None
+    error: str | None
+    error_kind: Literal["invalid_arguments", "failed", "timeout", "panicked"] | None
+
+class NetTools:
+    """The tools of a tools file (``[[tools]]``, ``[[mcp]]``), loaded on a runtime of
+    their own; ``call`` blocks with the GIL released."""
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        text: bool = False,
+        origin: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None: ...
+    @property
+    def origin(self) -> str: ...
+    def definitions(self) -> list[NetToolDefinition]: ...
+    def problems(self) -> list[str]: ...
+    def server_side(self, name: str) -> bool: ...
+    def call(
+        self, name: str, args: dict[str, Any] | None, call_id: str, trace_id: str | None = None
+    ) -> NetToolResult: ...
+    def close(self) -> None: ...
