@@ -10,19 +10,27 @@ The core (this module) is the Rust engine and imports neither LangGraph nor Lang
   histories with valid call/result pairing;
 - :class:`Guard`: flood control and loop detection (the ``[guard]`` rules), given to the
   node or the middleware as ``guard=``; :class:`ToolCallLimitExceededError` is what a
-  budget with ``exit_behavior="error"`` raises.
+  budget with ``exit_behavior="error"`` raises;
+- :class:`NetTools`: the tools of a tools file (``[[tools]]`` HTTP tool services,
+  ``[[mcp]]`` servers), called from Python; :class:`ToolsLoadError` names the line of a
+  file that cannot be loaded.
 
 Integrations, imported only when used:
 
 - ``toolmend.langgraph``: ``ToolNode``, a drop-in for ``langgraph.prebuilt.ToolNode``,
   and ``tools_condition``;
-- ``toolmend.langchain``: ``MendMiddleware`` for ``langchain.agents.create_agent``.
+- ``toolmend.langchain``: ``MendMiddleware`` for ``langchain.agents.create_agent``;
+- ``toolmend.tools`` (also as :func:`load_tools`): a tools file's tools as LangChain tools.
 """
+
+from typing import Any
 
 from toolmend._core import (
     Guard,
+    NetTools,
     Toolbox,
     ToolmendError,
+    ToolsLoadError,
     __version__,
     history_check,
     history_sanitize,
@@ -35,13 +43,26 @@ from toolmend._guard import FLOOD_PREFIX, ToolCallLimitExceededError
 __all__ = [
     "FLOOD_PREFIX",
     "Guard",
+    "NetTools",
     "ToolCallLimitExceededError",
     "Toolbox",
     "ToolmendError",
+    "ToolsLoadError",
     "__version__",
     "history_check",
     "history_sanitize",
     "history_trim",
+    "load_tools",
     "repair",
     "strip_thinking",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # `load_tools` makes LangChain tools: imported on first use, so that `import toolmend`
+    # stays free of langchain-core.
+    if name == "load_tools":
+        from toolmend.tools import load_tools
+
+        return load_tools
+    raise AttributeError(f"module 'toolmend' has no attribute {name!r}")
