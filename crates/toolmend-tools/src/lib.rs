@@ -16,12 +16,12 @@
 //!   redirects to other hosts). [`mcp`]: MCP (`tools/list`, `tools/call`).
 //! - [`shape`]: templates (minijinja, sandboxed, fuel-limited), summaries, budgets.
 //! - [`sla`]: latency histograms, degrade to the backup tool and recover.
-//! - [`rules`]: `x-business-rules` in a schema, run by the node's validator seam.
+//! - Business rules (`x-business-rules` in a schema) are the core's
+//!   ([`toolmend::schema::BusinessRules`]): every front that compiles the schema runs them.
 //! - `tool.rs` ([`NetTool`]) and `set.rs` ([`ToolSet`]): what the fronts use.
 
 pub mod http;
 pub mod mcp;
-pub mod rules;
 pub mod set;
 pub mod shape;
 pub mod sla;

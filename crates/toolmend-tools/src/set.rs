@@ -16,7 +16,6 @@ use crate::{
     LoadError, NetTool, ToolsFile,
     http::{HttpOptions, HttpTransport, parse_endpoint},
     mcp::{McpConnection, McpToolDef},
-    rules::BusinessRules,
     shape::{ShapeSpec, Shaper},
     sla::{Sla, SlaPolicy},
     spec::{self, ToolKind, ToolSpec},
@@ -179,16 +178,6 @@ impl ToolSet {
                     set.problems.push(p);
                     continue;
                 }
-                let rules = match BusinessRules::from_schema(&def.input_schema) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        set.problems.push(format!(
-                            "MCP server {:?}: tool {:?}: {e}; left out",
-                            m.name, def.name
-                        ));
-                        continue;
-                    }
-                };
                 let shaper = Shaper::new(&ShapeSpec {
                     template: None,
                     budget_bytes: m.budget_bytes.unwrap_or(spec::DEFAULT_BUDGET_BYTES),
@@ -213,7 +202,6 @@ impl ToolSet {
                     server_side: m.server_side,
                     accept_truncated: false,
                     limits: None,
-                    rules,
                     kind: "mcp",
                 }));
             }
@@ -284,9 +272,6 @@ impl ToolSet {
             let mut opts = ToolOptions::default().timeout(t.total_timeout());
             if t.accept_truncated {
                 opts = opts.accept_truncated();
-            }
-            if !t.rules.is_empty() {
-                opts = opts.validator(t.rules.clone());
             }
             if let Some(l) = &t.limits {
                 opts = opts.guard(l.clone());
@@ -412,7 +397,6 @@ fn build_declared(
     let description = description.unwrap_or_default();
     CompiledTool::compile(&t.name, &description, &parameters)
         .map_err(|e| err(format!("the parameters schema does not compile: {e}")))?;
-    let rules = BusinessRules::from_schema(&parameters).map_err(err)?;
     let shaper = Shaper::new(&ShapeSpec {
         template: t.template.clone(),
         budget_bytes: t.budget_bytes.unwrap_or(spec::DEFAULT_BUDGET_BYTES),
@@ -437,7 +421,6 @@ fn build_declared(
         server_side: t.server_side,
         accept_truncated: t.accept_truncated,
         limits: t.limits.clone(),
-        rules,
         kind: match t.kind {
             ToolKind::Http => "http",
             ToolKind::Mcp => "mcp",

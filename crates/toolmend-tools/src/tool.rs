@@ -46,7 +46,6 @@ pub struct NetTool {
     pub(crate) server_side: bool,
     pub(crate) accept_truncated: bool,
     pub(crate) limits: Option<toolmend::guard::ToolRules>,
-    pub(crate) rules: crate::rules::BusinessRules,
     /// `http` or `mcp`, for metadata and docs.
     pub(crate) kind: &'static str,
 }

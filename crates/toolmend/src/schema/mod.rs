@@ -39,6 +39,7 @@
 //! - Validation errors become [`Issue`]s (see `issues.rs` for the mapping), sorted by
 //!   [`crate::issue::sort_issues`].
 
+mod business;
 mod coerce;
 mod compile;
 mod dates;
@@ -51,6 +52,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use serde_json::Value;
 
 use crate::{Error, Fix, Issue, IssueKind};
+
+pub use business::BusinessRules;
 
 /// Which safe coercions run (lax mode). All on by default; [`Coercions::none`] is strict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,6 +245,11 @@ impl CompiledTool {
         let schema = compile::effective_schema(parameters);
         let draft = compile::draft_of(&schema);
         let validator = compile::build(name, &schema, draft)?;
+        let rules =
+            BusinessRules::from_schema(parameters).map_err(|reason| Error::InvalidSchema {
+                tool: name.to_owned(),
+                reason,
+            })?;
         let needs_branches = compile::needs_branch_validators(&schema);
         let root = compile::flatten(&schema, compile::Node::root(&schema));
         let open_root = if matches!(root.additional(), compile::Additional::Forbidden) {
@@ -264,7 +272,11 @@ impl CompiledTool {
             open_root,
             branch_validators: OnceLock::new(),
             candidates: Mutex::new(HashMap::new()),
-            validators: Vec::new(),
+            validators: if rules.is_empty() {
+                Vec::new()
+            } else {
+                vec![Arc::new(rules) as Arc<dyn CustomValidator>]
+            },
         })
     }
 

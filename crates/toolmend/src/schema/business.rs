@@ -14,14 +14,17 @@
 //! | `max_days_from_now`, `min_days_from_now` | at most / at least that many days after today (UTC; negative: before) |
 //! | `not_in_past` | today or later |
 //!
-//! They run through the node's custom-validator seam after the schema passes, so a
-//! breach is an issue (`custom`) the model gets back as feedback, like any other. An
-//! unknown rule name, or a rule whose value has the wrong type, fails at load, naming it.
+//! [`CompiledTool::compile`](super::CompiledTool::compile) finds them wherever a tool's
+//! schema comes from (a tools file, a request's `tools`, a Python tool) and runs them as a
+//! custom validator after the schema passes, so a breach is an issue (`custom`) the model
+//! gets back as feedback, like any other, in every front. An unknown rule name, or a rule
+//! whose value has the wrong type, makes the schema invalid, naming the rule and field.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use toolmend::{Issue, IssueKind, schema::ValidationContext};
+
+use crate::{Issue, IssueKind, schema::ValidationContext};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Rule {
@@ -162,7 +165,7 @@ impl BusinessRules {
     }
 }
 
-impl toolmend::schema::CustomValidator for BusinessRules {
+impl crate::schema::CustomValidator for BusinessRules {
     fn validate(&self, arguments: &Value, _ctx: &ValidationContext<'_>) -> Vec<Issue> {
         self.check(arguments)
     }
