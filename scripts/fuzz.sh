@@ -7,7 +7,7 @@
 #
 #   SECONDS   time per target (default 30)
 #   TARGET    any of: repair_no_panic repair_matches_serde repair_idempotent history_sanitize
-#             sse_assemble gateway_request (default: all six)
+#             sse_assemble gateway_request tool_answers (default: all seven)
 #
 # Environment:
 #   CARGO_FUZZ_VERSION  cargo-fuzz to install when `cargo fuzz` is missing (default 0.13.2);
@@ -27,7 +27,7 @@
 set -euo pipefail
 
 ALL_TARGETS=(repair_no_panic repair_matches_serde repair_idempotent history_sanitize sse_assemble
-  gateway_request)
+  gateway_request tool_answers)
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 

@@ -26,6 +26,8 @@ use crate::{
 #[derive(Debug, Default)]
 pub struct ToolSet {
     tools: Vec<Arc<NetTool>>,
+    /// Index into `tools` by name.
+    by_name: HashMap<String, usize>,
     problems: Vec<String>,
     servers: Vec<Arc<McpConnection>>,
 }
@@ -126,7 +128,7 @@ impl ToolSet {
             if let (ToolKind::Mcp, Some(server)) = (t.kind, t.server.as_deref()) {
                 declared_remote.insert((server, t.remote_name.as_deref().unwrap_or(&t.name)), ());
             }
-            set.tools.push(Arc::new(tool));
+            set.push(tool);
         }
         // The rest of each server's tools, with the server's defaults.
         for (line, m) in &file.mcp {
@@ -155,7 +157,7 @@ impl ToolSet {
                     continue;
                 }
                 if names.contains_key(def.name.as_str())
-                    || set.tools.iter().any(|t| t.name == def.name)
+                    || set.by_name.contains_key(def.name.as_str())
                 {
                     set.problems.push(format!("MCP server {:?}: tool {:?} has the name of another tool; left out (declare it in [[tools]] with another name and remote_name)", m.name, def.name));
                     continue;
@@ -184,7 +186,7 @@ impl ToolSet {
                     markdown: m.markdown,
                 })
                 .map_err(|e| file.error(*line, &m.name, e))?;
-                set.tools.push(Arc::new(NetTool {
+                set.push(NetTool {
                     name: def.name.clone(),
                     description: def.description.clone(),
                     parameters: def.input_schema.clone(),
@@ -203,7 +205,7 @@ impl ToolSet {
                     accept_truncated: false,
                     limits: None,
                     kind: "mcp",
-                }));
+                });
             }
         }
         // Backups, once every tool exists.
@@ -212,18 +214,23 @@ impl ToolSet {
             if b == &t.name {
                 return Err(file.error(*line, &t.name, "a tool cannot be its own backup"));
             }
-            let Some(backup) = set.tools.iter().find(|x| &x.name == b).cloned() else {
+            let Some(backup) = set.get(b).cloned() else {
                 return Err(file.error(
                     *line,
                     &t.name,
                     format!("backup {b:?} is not a declared tool"),
                 ));
             };
-            if let Some(me) = set.tools.iter().find(|x| x.name == t.name) {
+            if let Some(me) = set.get(&t.name) {
                 let _ = me.backup.set(backup);
             }
         }
         Ok(set)
+    }
+
+    fn push(&mut self, tool: NetTool) {
+        self.by_name.insert(tool.name.clone(), self.tools.len());
+        self.tools.push(Arc::new(tool));
     }
 
     /// The tools, in file order (declared tools first, then the rest of each MCP server's).
@@ -233,7 +240,7 @@ impl ToolSet {
 
     /// A tool by name.
     pub fn get(&self, name: &str) -> Option<&Arc<NetTool>> {
-        self.tools.iter().find(|t| t.name == name)
+        self.by_name.get(name).map(|&i| &self.tools[i])
     }
 
     /// What was left out, and why (MCP schemas that do not compile, names taken).
