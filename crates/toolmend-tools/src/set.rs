@@ -275,7 +275,22 @@ impl ToolSet {
     ///
     /// A name the registry already has.
     pub fn add_to(&self, registry: &mut Registry) -> Result<(), toolmend::Error> {
-        for t in &self.tools {
+        self.add_where(registry, |_| true)
+    }
+
+    /// [`add_to`](Self::add_to) for the tools `keep` names only (a request that allows a
+    /// few: a call to another is then an unknown tool, answered with feedback that lists
+    /// the allowed ones).
+    ///
+    /// # Errors
+    ///
+    /// As [`add_to`](Self::add_to).
+    pub fn add_where(
+        &self,
+        registry: &mut Registry,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<(), toolmend::Error> {
+        for t in self.tools.iter().filter(|t| keep(&t.name)) {
             let mut opts = ToolOptions::default().timeout(t.total_timeout());
             if t.accept_truncated {
                 opts = opts.accept_truncated();

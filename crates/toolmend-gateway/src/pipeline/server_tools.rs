@@ -12,15 +12,14 @@
 //! tools' own `[tools.limits]` merged in at start.
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque},
+    collections::{HashMap, VecDeque},
     sync::{Arc, Mutex},
     time::Instant,
 };
 
 use serde_json::Value;
 use toolmend::{
-    future::BoxFuture,
-    guard::{Guard, GuardContext, GuardRequest, RuleGuard, Verdict},
+    guard::RuleGuard,
     message::CallOutcome,
     node::{InvokeOptions, NodeError, NodeOutput, ResultStatus, ToolNode},
     protocol::Message,
@@ -151,7 +150,7 @@ impl ServerTools {
     }
 
     /// `POST /v1/tools/execute`: the last assistant message of `messages` answered, by
-    /// every tool or only those of `only` (a call to another is refused, never run).
+    /// every tool or only those of `only` (a call to another is an unknown tool: feedback, never run).
     ///
     /// # Errors
     ///
@@ -209,21 +208,20 @@ impl ServerTools {
         {
             return Ok(Arc::clone(node));
         }
-        let registry = self.set.registry().map_err(|e| GatewayError::Internal {
-            code: "toolmend_internal_error",
-            message: format!("the tools' registry: {e}"),
-        })?;
-        let only = Only {
-            allowed: sorted.iter().map(|s| (*s).to_owned()).collect(),
-            listed: key.clone(),
-            inner: self.guard.clone(),
-        };
-        let node = Arc::new(
-            ToolNode::builder(registry)
-                .name("gateway")
-                .guard(only)
-                .build(),
-        );
+        // Only the listed tools: a call to another is an unknown tool (feedback listing
+        // the allowed ones), as for any node.
+        let mut registry = toolmend::node::Registry::new();
+        self.set
+            .add_where(&mut registry, |n| sorted.contains(&n))
+            .map_err(|e| GatewayError::Internal {
+                code: "toolmend_internal_error",
+                message: format!("the tools' registry: {e}"),
+            })?;
+        let mut builder = ToolNode::builder(registry).name("gateway");
+        if let Some(g) = &self.guard {
+            builder = builder.guard(Arc::clone(g));
+        }
+        let node = Arc::new(builder.build());
         if let Ok(mut cache) = self.restricted.lock() {
             let (map, order) = &mut *cache;
             if map.len() >= RESTRICTED_NODES
@@ -281,50 +279,5 @@ fn node_error(e: NodeError) -> GatewayError {
             code: "toolmend_internal_error",
             message: other.to_string(),
         },
-    }
-}
-
-/// The guard of a restricted node: a call to a tool outside the list is refused (never
-/// run, answered with the reason); the others go to the gateway's guard.
-struct Only {
-    allowed: HashSet<String>,
-    /// The list, for the reason.
-    listed: String,
-    inner: Option<Arc<RuleGuard>>,
-}
-
-impl Guard for Only {
-    fn check<'a>(
-        &'a self,
-        ctx: GuardContext<'a>,
-        calls: &'a [GuardRequest<'a>],
-    ) -> BoxFuture<'a, Vec<Verdict>> {
-        Box::pin(async move {
-            let passed: Vec<GuardRequest<'a>> = calls
-                .iter()
-                .filter(|c| self.allowed.contains(c.tool))
-                .cloned()
-                .collect();
-            let mut inner = match &self.inner {
-                Some(g) if !passed.is_empty() => g.check(ctx, &passed).await.into_iter(),
-                _ => vec![Verdict::allow(); passed.len()].into_iter(),
-            };
-            calls
-                .iter()
-                .map(|c| {
-                    if self.allowed.contains(c.tool) {
-                        inner.next().unwrap_or_else(|| {
-                            Verdict::deny("the guard gave no verdict for this call")
-                        })
-                    } else {
-                        Verdict::deny(format!(
-                            "Not run: the tool {:?} is not among the tools this request \
-                             allows ({}). Use one of those.",
-                            c.tool, self.listed
-                        ))
-                    }
-                })
-                .collect()
-        })
     }
 }
