@@ -802,3 +802,108 @@ async fn python_http_server() {
     drop(conn);
     drop(child);
 }
+
+// ---------------------------------------------------------------------------------
+// Through a tools file and the tool node: MCP tools are mended like any other, each call
+// id answered once, a schema the server sends that does not compile reported, not trusted.
+
+#[tokio::test]
+async fn a_tools_file_runs_mcp_tools_through_the_node() {
+    use toolmend::{
+        node::{ResultStatus, ToolNode},
+        protocol::{Content, Message},
+    };
+    use toolmend_tools::{ToolSet, ToolsFile};
+
+    let server = http_server().await;
+    let toml = format!(
+        r#"
+[[mcp]]
+name = "rust-http"
+url = "{url}"
+headers = {{ Authorization = {{ env = "MCP_TOKEN", prefix = "Bearer " }} }}
+
+[[tools]]
+name = "plus"
+kind = "mcp"
+server = "rust-http"
+remote_name = "add"
+template = "the sum is {{{{ sum }}}}"
+"#,
+        url = server.url
+    );
+    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
+        .await
+        .unwrap();
+    assert!(
+        set.get("plus").is_some() && set.get("add").is_none(),
+        "renamed, not twice"
+    );
+    assert!(set.get("echo").is_some(), "the rest of the server's tools");
+    assert!(set.get("bad_schema").is_none());
+    assert!(
+        set.problems()
+            .iter()
+            .any(|p| p.contains("\"bad_schema\"") && p.contains("not trusted")),
+        "{:?}",
+        set.problems()
+    );
+    let node = ToolNode::builder(set.registry().unwrap()).build();
+    let calls = [
+        ("m1", "plus", r#"{"a": "2", "b": 3}"#),
+        ("m2", "echo", r#"{"text": "hi"}"#),
+        ("m3", "fail", "{}"),
+        ("m4", "dirty", "{}"),
+        ("m5", "bad_schema", "{}"),
+        ("m6", "plus", r#"{"a": 1}"#),
+    ];
+    let calls_json: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+        .collect();
+    let messages: Vec<Message> = serde_json::from_value(json!([
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": calls_json}
+    ]))
+    .unwrap();
+    let out = node.invoke(&messages).await.unwrap();
+    let ids: Vec<&str> = out.results.iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["m1", "m2", "m3", "m4", "m5", "m6"],
+        "each call id answered once"
+    );
+    let text = |i: usize| match &out.results[i].content {
+        Content::Text(t) => t.clone(),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(out.results[0].status, ResultStatus::Success);
+    assert_eq!(
+        text(0),
+        "the sum is 5",
+        "\"2\" coerced to 2 before the server saw it"
+    );
+    assert_eq!(out.results[0].artifact, Some(json!({"sum": 5})));
+    assert_eq!(out.results[0].metadata.as_ref().unwrap()["kind"], "mcp");
+    assert_eq!(text(1), "hi");
+    assert_eq!(out.results[2].status, ResultStatus::Error);
+    assert!(text(2).contains("it failed"), "{}", text(2));
+    assert_eq!(out.results[3].status, ResultStatus::Error);
+    assert!(
+        !text(3).contains("someone else"),
+        "a dirty answer never reaches the model"
+    );
+    // Not trusted: an unknown tool to the node, feedback naming the tools.
+    assert_eq!(out.results[4].status, ResultStatus::Error);
+    assert!(
+        text(4).contains("bad_schema") && text(4).contains("plus"),
+        "{}",
+        text(4)
+    );
+    // A required field missing: feedback, not sent.
+    assert!(text(5).contains("b"), "{}", text(5));
+    assert_eq!(
+        out.stats.calls[5].outcome,
+        toolmend::message::CallOutcome::Feedback
+    );
+}
