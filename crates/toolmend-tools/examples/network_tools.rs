@@ -5,7 +5,12 @@
 //! given to the model).
 //!
 //! `cargo run -p toolmend-tools --example network_tools`
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::disallowed_methods)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::disallowed_methods
+)]
 
 use axum::{Json, Router, http::HeaderMap, routing::post};
 use serde_json::{Value, json};
@@ -15,9 +20,14 @@ use toolmend_tools::{ToolSet, ToolsFile};
 /// The tool service: `/weather` answers the envelope for the call it was sent; `/stale`
 /// answers with another call's id, as a service mixing up its queue would.
 async fn weather(headers: HeaderMap, Json(body): Json<Value>) -> Json<Value> {
-    let id = headers.get("x-tool-call-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let id = headers
+        .get("x-tool-call-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let days = body["arguments"]["days"].as_u64().unwrap_or(1);
-    let forecast: Vec<Value> = (1..=days).map(|d| json!({"day": d, "high": 18 + d, "sky": "clear"})).collect();
+    let forecast: Vec<Value> = (1..=days)
+        .map(|d| json!({"day": d, "high": 18 + d, "sky": "clear"}))
+        .collect();
     Json(json!({
         "status": "success",
         "data": {"city": body["arguments"]["city"], "temp": 21.46, "unit": "celsius", "forecast": forecast},
@@ -27,14 +37,18 @@ async fn weather(headers: HeaderMap, Json(body): Json<Value>) -> Json<Value> {
 }
 
 async fn stale() -> Json<Value> {
-    Json(json!({"status": "success", "data": {"account": "someone else's"}, "call_id": "call_from_yesterday"}))
+    Json(
+        json!({"status": "success", "data": {"account": "someone else's"}, "call_id": "call_from_yesterday"}),
+    )
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = Router::new().route("/weather", post(weather)).route("/stale", post(stale));
+    let app = Router::new()
+        .route("/weather", post(weather))
+        .route("/stale", post(stale));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let tools = format!(
@@ -56,7 +70,9 @@ endpoint = "http://{addr}/stale"
 parameters = {{ type = "object" }}
 "#
     );
-    let set = ToolSet::load(&ToolsFile::parse(&tools, "tools.toml").unwrap(), &|_| None).await.unwrap();
+    let set = ToolSet::load(&ToolsFile::parse(&tools, "tools.toml").unwrap(), &|_| None)
+        .await
+        .unwrap();
     let node = ToolNode::builder(set.registry().unwrap()).build();
     let messages: Vec<Message> = serde_json::from_value(json!([
         {"role": "user", "content": "Weather in Paris and Lima, and my balance?"},
@@ -74,13 +90,19 @@ parameters = {{ type = "object" }}
             other => serde_json::to_string(other).unwrap(),
         };
         let fixes: Vec<&str> = s.fixes.iter().map(|f| f.kind.id()).collect();
-        println!("{} {:<11} {:?} fixes={fixes:?}", r.call_id, r.tool, r.status);
+        println!(
+            "{} {:<11} {:?} fixes={fixes:?}",
+            r.call_id, r.tool, r.status
+        );
         println!("  model reads: {content}");
         if let Some(a) = &r.artifact {
             println!("  artifact:    {a}");
         }
         if let Some(m) = &r.metadata {
-            println!("  metadata:    shaped_by={} service_latency_ms={}", m["shaped_by"], m["service_latency_ms"]);
+            println!(
+                "  metadata:    shaped_by={} service_latency_ms={}",
+                m["shaped_by"], m["service_latency_ms"]
+            );
         }
     }
     println!("answered: {} of {} call ids", out.results.len(), 3);
