@@ -532,5 +532,16 @@ fn the_docs_example_is_a_valid_tools_file() {
     let names: Vec<&str> = file.tools.iter().map(|(_, t)| t.name.as_str()).collect();
     assert_eq!(names, ["get_weather", "legacy_quote", "read"]);
     assert_eq!(file.mcp.len(), 1);
-    assert_eq!(file.tools[0].1.limits.as_ref().unwrap().session.as_ref().unwrap().limit, 5);
+    assert_eq!(
+        file.tools[0]
+            .1
+            .limits
+            .as_ref()
+            .unwrap()
+            .session
+            .as_ref()
+            .unwrap()
+            .limit,
+        5
+    );
 }
