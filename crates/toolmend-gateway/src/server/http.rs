@@ -9,6 +9,34 @@ use axum::{
 
 use crate::{config::Limits, metrics as m, server::error::GatewayError};
 
+/// One request of a front, the part every front does alike: the request id (the
+/// client's `x-request-id`, or a new one), the body read within `limits`, the handler's
+/// answer or its error in OpenAI's shape, and `x-request-id` on whatever goes out.
+pub(crate) async fn handle<F, Fut>(
+    limits: &Limits,
+    mut headers: HeaderMap,
+    body: Body,
+    handler: F,
+) -> (Response, String)
+where
+    F: FnOnce(HeaderMap, Bytes, String) -> Fut,
+    Fut: std::future::Future<Output = Result<Response, GatewayError>>,
+{
+    let id = request_id(&mut headers);
+    // A body declared over the limit is not kept: it is read and discarded (see
+    // read_body), then answered 413.
+    let mut out = match read_body(limits, &headers, body).await {
+        Ok(body) => handler(headers, body, id.clone())
+            .await
+            .unwrap_or_else(IntoResponse::into_response),
+        Err(e) => e.into_response(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        out.headers_mut().insert("x-request-id", v);
+    }
+    (out, id)
+}
+
 /// A body over `limits.max_body_bytes` is read and discarded up to this many bytes (or
 /// the limit, when it is larger) before the 413; one declared larger is answered at once.
 const DRAIN_MAX: usize = 64 << 20;

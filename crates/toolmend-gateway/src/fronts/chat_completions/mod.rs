@@ -16,8 +16,8 @@ use axum::{
     Router,
     body::{Body, Bytes},
     extract::State,
-    http::{HeaderMap, HeaderValue},
-    response::{IntoResponse, Response},
+    http::HeaderMap,
+    response::Response,
     routing::post,
 };
 use serde_json::Value;
@@ -35,20 +35,15 @@ pub(crate) fn routes(gw: Arc<Gateway>) -> Router {
         .with_state(gw)
 }
 
-async fn chat(State(gw): State<Arc<Gateway>>, mut headers: HeaderMap, body: Body) -> Response {
-    let id = http::request_id(&mut headers);
-    // A body declared over the limit is not kept: it is read and discarded (see
-    // read_body), then answered 413.
-    let mut out = match http::read_body(&gw.config.limits, &headers, body).await {
-        Ok(body) => match chat_inner(gw, headers, body, &id).await {
-            Ok(r) => r,
-            Err(e) => e.into_response(),
-        },
-        Err(e) => e.into_response(),
-    };
-    if let Ok(v) = HeaderValue::from_str(&id) {
-        out.headers_mut().insert("x-request-id", v);
-    }
+async fn chat(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
+    let gw2 = Arc::clone(&gw);
+    let (out, id) = http::handle(
+        &gw.config.limits,
+        headers,
+        body,
+        |headers, body, id| async move { chat_inner(gw2, headers, body, &id).await },
+    )
+    .await;
     // Debug: at this rate a log line per request costs as much as the mending.
     tracing::debug!(
         request_id = %id,

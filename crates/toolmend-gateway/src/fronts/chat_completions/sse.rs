@@ -318,18 +318,7 @@ pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
     frames.push(Bytes::from(format!(": toolmend {report}\n\n")));
     frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
     let body = stream::iter(frames.into_iter().map(Ok::<_, std::convert::Infallible>));
-    let mut out = Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(body))
-        .unwrap_or_else(|_| {
-            GatewayError::Internal {
-                code: "stream",
-                message: "stream setup failed".to_owned(),
-            }
-            .into_response()
-        });
+    let mut out = event_stream(Body::from_stream(body));
     crate::server::http::set_headers(out.headers_mut(), headers);
     out
 }
@@ -576,22 +565,27 @@ pub(crate) async fn respond(ex: Exchange) -> Response {
             d.next_frames().await;
         }
     });
-    let mut out = Response::builder()
+    let mut out = event_stream(Body::from_stream(body));
+    if let Some(v) = history_header {
+        out.headers_mut().insert("x-toolmend-history", v);
+    }
+    out.into_response()
+}
+
+/// A `text/event-stream` answer of `body`.
+fn event_stream(body: Body) -> Response {
+    Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(body))
+        .body(body)
         .unwrap_or_else(|_| {
             GatewayError::Internal {
                 code: "stream",
                 message: "stream setup failed".to_owned(),
             }
             .into_response()
-        });
-    if let Some(v) = history_header {
-        out.headers_mut().insert("x-toolmend-history", v);
-    }
-    out.into_response()
+        })
 }
 
 #[cfg(test)]

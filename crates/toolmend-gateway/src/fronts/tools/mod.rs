@@ -25,7 +25,7 @@ use axum::{
     Router,
     body::{Body, Bytes},
     extract::State,
-    http::{HeaderMap, HeaderValue},
+    http::HeaderMap,
     response::{IntoResponse, Response},
     routing::post,
 };
@@ -47,18 +47,15 @@ pub(crate) fn routes(gw: Arc<Gateway>) -> Router {
         .with_state(gw)
 }
 
-async fn execute(State(gw): State<Arc<Gateway>>, mut headers: HeaderMap, body: Body) -> Response {
-    let id = http::request_id(&mut headers);
-    let mut out = match http::read_body(&gw.config.limits, &headers, body).await {
-        Ok(body) => match execute_inner(&gw, &headers, &body, &id).await {
-            Ok(r) => r,
-            Err(e) => e.into_response(),
-        },
-        Err(e) => e.into_response(),
-    };
-    if let Ok(v) = HeaderValue::from_str(&id) {
-        out.headers_mut().insert("x-request-id", v);
-    }
+async fn execute(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
+    let gw2 = Arc::clone(&gw);
+    let (out, id) = http::handle(
+        &gw.config.limits,
+        headers,
+        body,
+        |headers, body, id| async move { execute_inner(&gw2, &headers, &body, &id).await },
+    )
+    .await;
     tracing::debug!(
         request_id = %id,
         status = out.status().as_u16(),
