@@ -14,24 +14,17 @@ fails the tests; it does not skip them.
 from __future__ import annotations
 
 import json
-import os
-import queue
-import re
 import subprocess
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import openai
 import pytest
+from _servers import START_TIMEOUT, Server, binary, clean_env
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(os.environ.get("TOOLMEND_BIN") or ROOT / "target" / "release" / "toolmend")
-START_TIMEOUT = 60.0
 CLIENT_TIMEOUT = 30.0
 
 ASK = [{"role": "user", "content": "How many people live in Paris, and how warm is it?"}]
@@ -140,74 +133,6 @@ parameters_json = '{schema({"city": {"type": "string"}}, ["city"])}'
 # The subprocesses.
 
 
-def _binary() -> Path:
-    if not (BIN.is_file() and os.access(BIN, os.X_OK)):
-        pytest.fail(
-            f"the toolmend binary is missing: {BIN} is not an executable file. Build it with "
-            "`PYO3_BUILD_EXTENSION_MODULE=1 cargo build --release -p toolmend-cli` (from the "
-            "repository root), or point TOOLMEND_BIN at one.",
-            pytrace=False,
-        )
-    return BIN
-
-
-def _clean_env() -> dict[str, str]:
-    drop = ("TOOLMEND_", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
-    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-
-
-class Server:
-    """A subprocess that prints its base URL on its first stdout line."""
-
-    def __init__(self, name: str, argv: list[str], pattern: str):
-        self.stderr = tempfile.TemporaryFile(mode="w+", prefix=f"toolmend-{name}-")
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            text=True,
-            env=_clean_env(),
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._drain, daemon=True).start()
-        try:
-            first = self.lines.get(timeout=START_TIMEOUT)
-        except queue.Empty:
-            self.stop()
-            pytest.fail(f"{name} printed nothing in {START_TIMEOUT}s: {argv}", pytrace=False)
-        match = re.search(pattern, first or "")
-        if match is None:
-            code = self.proc.poll()
-            self.stop()
-            pytest.fail(
-                f"{name} did not start ({argv}; exit {code}); first line {first!r}; "
-                f"stderr:\n{self.stderr_text()}",
-                pytrace=False,
-            )
-        self.url = match.group(1)
-
-    def _drain(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def stderr_text(self) -> str:
-        self.stderr.seek(0)
-        return self.stderr.read()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.stderr.close()
-
-
 class Stack:
     def __init__(self, provider: Server, gateway: Server, services: ToolServices):
         self.provider = provider.url
@@ -243,18 +168,18 @@ def stack(tmp_path):
     started: list = []
 
     def start(steps: list[dict], inline: bool = False) -> Stack:
-        binary = _binary()
+        exe = binary()
         services = ToolServices()
         started.append(services)
         script = tmp_path / "script.jsonl"
         script.write_text("".join(json.dumps(s) + "\n" for s in steps))
         provider = Server(
             "scripted-provider",
-            [str(binary), "scripted-provider", str(script), "--port", "0"],
+            [str(exe), "scripted-provider", str(script), "--port", "0"],
             r"scripted provider: (http://\S+/v1)",
         )
         started.append(provider)
-        argv = [str(binary), "serve", "--listen", "127.0.0.1:0", "--upstream", provider.url]
+        argv = [str(exe), "serve", "--listen", "127.0.0.1:0", "--upstream", provider.url]
         if inline:
             config = tmp_path / "gateway.toml"
             config.write_text("[round_trip]\nmax_rounds = 4\nmax_secs = 30\n" + tools_toml(services.base))
@@ -330,15 +255,15 @@ def test_one_streamed_create_call_runs_a_three_round_agent(stack):
 
 
 def test_a_tools_file_that_does_not_load_stops_the_start_naming_the_line(tmp_path):
-    binary = _binary()
+    exe = binary()
     tools = tmp_path / "bad.toml"
     tools.write_text('[[tools]]\nname = "x"\nendpoint = "not a url"\nparameters = { type = "object" }\n')
     out = subprocess.run(
-        [str(binary), "serve", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:9/v1",
+        [str(exe), "serve", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:9/v1",
          "--tools", str(tools)],
         capture_output=True,
         text=True,
-        env=_clean_env(),
+        env=clean_env(),
         timeout=START_TIMEOUT,
     )
     assert out.returncode != 0
