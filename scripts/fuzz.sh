@@ -70,6 +70,8 @@ cd "$ROOT/fuzz"
 seed_corpus() { # seed_corpus DIR: hand-written seeds + (if present) the dev corpus' raw arguments
   local dir="$1"
   mkdir -p "$dir"
+  # Every target starts from the inputs of its past findings.
+  cp -n "$ROOT"/fuzz/regressions/"$(basename "$dir")"/* "$dir"/ 2>/dev/null || true
   if [[ "$dir" == */history_* ]]; then
     # Histories: the example conversation and the hand-written ones.
     cp -n "$ROOT"/examples/broken_history.json "$ROOT"/fuzz/seeds-history/* "$dir"/ 2>/dev/null || true

@@ -58,7 +58,8 @@
 //!
 //! # Always
 //!
-//! 1. C0 control characters other than `\n`, `\t`, `\r` are removed (NUL, ESC, …).
+//! 1. Control characters (C0, DEL, C1) other than `\n`, `\t`, `\r` are removed (NUL,
+//!    ESC, DEL, …).
 //! 2. `markdown`: the content is escaped (with `\`) for a Markdown renderer: the
 //!    backslash, the backtick, `*`, `{`, `}`, `[`, `]`, `<`, `>`, `|` everywhere; `_` at
 //!    a word edge (not in `order_id`); `!` before `[`; `(` after `]`; `#`, `+`, `-`, `=`
@@ -866,9 +867,9 @@ fn summarize(data: &Value) -> String {
 // ---------------------------------------------------------------------------------------
 // Cleaning, escaping, the budget
 
-/// Without C0 control characters other than `\n`, `\t`, `\r`.
+/// Without control characters (C0, DEL, C1) other than `\n`, `\t`, `\r`.
 fn strip_controls(s: String) -> String {
-    let bad = |c: char| c < ' ' && !matches!(c, '\n' | '\t' | '\r');
+    let bad = |c: char| c.is_control() && !matches!(c, '\n' | '\t' | '\r');
     if !s.contains(bad) {
         return s;
     }
@@ -1457,5 +1458,19 @@ mod tests {
             prop_assert!(!s.content.chars().any(|c| c < ' ' && !matches!(c, '\n' | '\t' | '\r')));
             prop_assert_eq!(&s, &sh.shape(&data, message.as_deref()));
         }
+    }
+
+    /// Found by the fuzz target `tool_answers`: DEL (and C1 controls) inside a string
+    /// payload reached the content.
+    #[test]
+    fn del_and_c1_controls_are_removed() {
+        let shaper = Shaper::new(&ShapeSpec {
+            template: None,
+            budget_bytes: 64,
+            markdown: false,
+        })
+        .unwrap();
+        let shaped = shaper.shape(&Value::String("fusion energ\u{7f}y \u{85}now".into()), None);
+        assert_eq!(shaped.content, "fusion energy now");
     }
 }
