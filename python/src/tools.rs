@@ -304,6 +304,12 @@ impl NetTools {
             d.set_item(intern!(py, "parameters"), from_value(py, t.parameters())?)?;
             d.set_item(intern!(py, "kind"), t.kind())?;
             d.set_item(intern!(py, "server_side"), t.server_side())?;
+            // `[tools.limits]`, in the form the Python guard reads from a tool's metadata.
+            let limits = match t.limits() {
+                Some(l) => serde_json::to_value(l).unwrap_or(serde_json::Value::Null),
+                None => serde_json::Value::Null,
+            };
+            d.set_item(intern!(py, "limits"), from_value(py, &limits)?)?;
             out.append(d)?;
         }
         Ok(out)

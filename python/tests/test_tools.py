@@ -385,3 +385,31 @@ def test_closed_tools_refuse_calls(port):
     with pytest.raises(RuntimeError, match="closed"):
         tool.net.call("get_weather", {"city": "Oslo"}, "call_closed")
     assert "closed" in repr(tool.net)
+
+
+def test_the_files_flood_limits_reach_the_tool_node(port):
+    """`[tools.limits]` in the file: the ToolNode's guard applies them per thread."""
+    base = f"http://127.0.0.1:{port}"
+    toml = f"""
+[[tools]]
+name = "get_weather"
+endpoint = "{base}/weather"
+{WEATHER_SCHEMA}
+[tools.limits]
+session = {{ limit = 1, window_secs = 60 }}
+"""
+    (weather,) = load_tools(toml, text=True)
+    session = weather.metadata["toolmend_guard"]["session"]
+    assert (session["limit"], session["window_secs"]) == (1, 60.0)
+    app = tool_graph([weather])
+
+    def ask(call_id: str, thread: str) -> ToolMessage:
+        msg = AIMessage("", tool_calls=[{"id": call_id, "name": "get_weather", "args": {"city": "Oslo"}}])
+        out = app.invoke({"messages": [HumanMessage("weather?"), msg]}, {"configurable": {"thread_id": thread}})
+        return [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+
+    assert ask("call_l1", "t1").status == "success"
+    second = ask("call_l2", "t1")
+    assert second.status == "error" and "flood" in second.content, second.content
+    assert ask("call_l3", "t2").status == "success", "another thread has its own count"
+    assert [r["headers"]["x-tool-call-id"] for r in Service.seen] == ["call_l1", "call_l3"]

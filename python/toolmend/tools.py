@@ -93,6 +93,13 @@ def _trace_id(config: RunnableConfig | Mapping[str, Any] | None) -> str | None:
     return None
 
 
+def _strip_nulls(value: Any) -> Any:
+    """The limits without the unset rules (serialized as nulls)."""
+    if isinstance(value, Mapping):
+        return {k: _strip_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
 def _new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
@@ -210,6 +217,9 @@ def load_tools(
             kind=d["kind"],
             server_side=d["server_side"],
             net=net,
+            # `[tools.limits]` of the file: the guard of a ToolNode or middleware given
+            # `guard=` merges them in, as for any tool that declares its own limits.
+            metadata={"toolmend_guard": _strip_nulls(d["limits"])} if d.get("limits") else None,
         )
         for d in net.definitions()
     ]

@@ -71,6 +71,11 @@ impl NetTool {
         self.server_side
     }
 
+    /// The flood limits the tools file declares on it (`[tools.limits]`).
+    pub fn limits(&self) -> Option<&toolmend::guard::ToolRules> {
+        self.limits.as_ref()
+    }
+
     /// `http` or `mcp`.
     pub fn kind(&self) -> &'static str {
         self.kind
