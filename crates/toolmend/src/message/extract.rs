@@ -1,8 +1,10 @@
 //! Extract: calls a model wrote into its text, the prose before them, and thinking
 //! leaked into the text.
 
+use serde_json::Value;
+
 use crate::{
-    Fix, RepairOptions,
+    Fix, FixKind, RepairOptions,
     mend::knows_tool,
     protocol::{AssistantMessage, Content, ToolCall},
     repair::{markers, repair},
@@ -46,46 +48,264 @@ pub fn read_calls_in_text(
     }
 }
 
-/// The calls written into `text`, each with the fixes its reading took; all or nothing
-/// (every call the text holds names a known tool, or none is read).
+/// The calls written into `text`, each with the fixes its reading took.
+///
+/// - A block of several calls (each begun by one of [`markers::CALL_OPENERS`]) is read
+///   call by call: a call that does not read stays a call (its text as its arguments,
+///   for feedback) when it names its tool, and the others go through.
+/// - The calls are taken when at least one names a known tool; a call to an unknown tool
+///   beside it stays a call (feedback: "no such tool"); a lone call to an unknown tool is
+///   text.
+/// - The false-positive guard: a call without a call marker (bare JSON, a fence, a
+///   pythonic or Gemma call at the start) counts only when it ends the text (template
+///   tokens aside) and every document the text holds is a call: an example with prose
+///   after it, or JSON quoted in an answer, stays text.
+/// - Parameters of XML-style calls (Qwen3 `<parameter=…>`, GLM `<arg_value>`, MiniMax
+///   `<parameter name=…>`) are text; each is read by its property's type in the tool's
+///   schema ([`typed_xml_value`]).
 pub fn read_calls_in_str(text: &str, tools: &Toolbox, opts: &RepairOptions) -> Vec<TextCall> {
     if text.trim().is_empty() {
         return Vec::new();
     }
-    let Ok(repaired) = repair(text, opts) else {
-        return Vec::new();
+    let openers = markers::call_openers(text);
+    let marked = !openers.is_empty() || has_call_marker(text);
+    let segments: Vec<&str> = if openers.is_empty() {
+        vec![text]
+    } else {
+        openers
+            .iter()
+            .zip(openers.iter().skip(1).chain([&text.len()]))
+            .map(|(&a, &b)| &text[a..b])
+            .collect()
     };
-    let total = repaired.calls.len();
-    let calls: Vec<TextCall> = repaired
-        .calls
-        .into_iter()
-        .filter_map(|c| {
-            // A call announced by its envelope (`<tool_call>`, `[TOOL_CALLS]`, `f(a=1)`), or
-            // a bare `{"name": …, "arguments"|"parameters": …}` object (Llama-style JSON
-            // calls in the text).
-            let (name, arguments) = match c.name.as_deref() {
-                Some(name) => (name.to_owned(), c.arguments.to_string()),
-                None => {
-                    let (name, args) = bare_call(&c.arguments)?;
-                    (name.to_owned(), args)
+    let mut calls = Vec::new();
+    for segment in segments {
+        match repair(segment, opts) {
+            Ok(repaired) => {
+                let total = repaired.calls.len();
+                let mut read = Vec::with_capacity(total);
+                for c in repaired.calls {
+                    if let Some(call) = text_call(c, tools) {
+                        read.push(call);
+                    }
                 }
-            };
-            knows_tool(&name, tools).then(|| {
-                let mut call = ToolCall::new("", name, arguments);
-                call.id = None;
-                TextCall {
-                    call,
-                    fixes: c.fixes,
+                if read.len() < total && !marked {
+                    // Bare text: a document that is no call makes the whole text prose.
+                    return Vec::new();
                 }
-            })
-        })
-        .collect();
-    // All or nothing: half a reading is not a plan.
-    if calls.len() == total {
+                calls.extend(read);
+            }
+            Err(_) if marked => {
+                if let Some(name) = named_in(segment) {
+                    let mut call = ToolCall::new("", name, segment.trim().to_owned());
+                    call.id = None;
+                    calls.push(TextCall {
+                        call,
+                        fixes: Vec::new(),
+                    });
+                }
+            }
+            Err(_) => return Vec::new(),
+        }
+    }
+    if !marked && !ends_with_call(text) {
+        return Vec::new();
+    }
+    if calls
+        .iter()
+        .any(|c| knows_tool(&c.call.function.name, tools))
+    {
         calls
     } else {
         Vec::new()
     }
+}
+
+/// A call read from the text, named by its envelope or by a `{"name", "arguments"}`
+/// object; its XML-style parameters typed by the tool's schema.
+fn text_call(c: crate::repair::RepairedCall, tools: &Toolbox) -> Option<TextCall> {
+    let (name, arguments) = match c.name.as_deref() {
+        Some(name) => {
+            let mut args = c.arguments;
+            if c.fixes.iter().any(|f| f.kind == FixKind::XmlParametersRead)
+                && let Some(tool) = find_tool(name, tools)
+            {
+                type_xml_parameters(&mut args, tool.parameters());
+            }
+            (name.to_owned(), args.to_string())
+        }
+        None => {
+            let (name, args) = bare_call(&c.arguments)?;
+            (name.to_owned(), args)
+        }
+    };
+    let mut call = ToolCall::new("", name, arguments);
+    call.id = None;
+    Some(TextCall {
+        call,
+        fixes: c.fixes,
+    })
+}
+
+/// True when a call marker stands anywhere in `text`.
+fn has_call_marker(text: &str) -> bool {
+    let b = text.as_bytes();
+    (0..b.len()).any(|i| matches!(b[i], b'<' | b'[') && markers::call_marker_at(text, i).is_some())
+}
+
+/// The tool a call that did not read names: its `"name": "…"`, or the word after
+/// `[TOOL_CALLS]`.
+fn named_in(segment: &str) -> Option<String> {
+    let head = &segment[..floor_boundary(segment, 512)];
+    if let Some(r) = head.strip_prefix(markers::MISTRAL_TOOL_CALLS) {
+        let n = r
+            .bytes()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
+            .count();
+        if n > 0 {
+            return Some(r[..n].to_owned());
+        }
+    }
+    let at = head.find("\"name\"")?;
+    let r = head[at + 6..].trim_start().strip_prefix(':')?.trim_start();
+    let r = r.strip_prefix('"')?;
+    let end = r.find('"')?;
+    (end > 0).then(|| r[..end].to_owned())
+}
+
+/// The largest char boundary at or below `n`.
+fn floor_boundary(s: &str, n: usize) -> usize {
+    let mut end = s.len().min(n);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
+}
+
+/// The guard for calls without a marker: the text ends where a call ends (`}`, `]`, a
+/// closing fence, or `)` of a leading pythonic call), chat-template tokens aside.
+fn ends_with_call(text: &str) -> bool {
+    let mut t = text.trim_end();
+    loop {
+        let before = t;
+        for tok in ["</s>", "<eos>", "<end_of_turn>", "<|eot_id|>", "<|eom_id|>"] {
+            t = t.strip_suffix(tok).unwrap_or(t).trim_end();
+        }
+        if t.ends_with("|>")
+            && let Some(i) = t.rfind("<|")
+        {
+            t = t[..i].trim_end();
+        }
+        if t.len() == before.len() {
+            break;
+        }
+    }
+    let leading_word = t
+        .trim_start()
+        .bytes()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_' || c == b'[');
+    t.ends_with('}')
+        || t.ends_with(']')
+        || t.ends_with(markers::FENCE)
+        || (leading_word && t.ends_with(')'))
+}
+
+/// The tool `name` resolves to: exactly, or up to case and separators (`functions.`
+/// dropped), as [`knows_tool`] resolves it.
+fn find_tool<'t>(name: &str, tools: &'t Toolbox) -> Option<&'t crate::schema::CompiledTool> {
+    if let Some(t) = tools.get(name) {
+        return Some(t);
+    }
+    let norm = |n: &str| -> String {
+        n.strip_prefix("functions.")
+            .unwrap_or(n)
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let want = norm(name);
+    let mut found = tools.tools().iter().filter(|t| norm(t.name()) == want);
+    match (found.next(), found.next()) {
+        (Some(t), None) => Some(t),
+        _ => None,
+    }
+}
+
+/// Types every string parameter of `args` by its property's schema (`parameters`).
+fn type_xml_parameters(args: &mut Value, parameters: &Value) {
+    let (Some(map), Some(props)) = (
+        args.as_object_mut(),
+        parameters.get("properties").and_then(Value::as_object),
+    ) else {
+        return;
+    };
+    for (key, value) in map.iter_mut() {
+        if let (Value::String(text), Some(prop)) = (&*value, props.get(key)) {
+            *value = typed_xml_value(text, prop);
+        }
+    }
+}
+
+/// An XML-style parameter's text read by its property's schema: `null` for a type that
+/// allows null (or any type but string); numbers, booleans, arrays and objects as JSON for
+/// those types; strings as they are. A text that does not read as its type stays text
+/// (the schema step then reports it). Without a type (or with `string` among the types
+/// and nothing else that fits) the text stays a string.
+pub fn typed_xml_value(text: &str, property: &Value) -> Value {
+    let types = schema_types(property);
+    let allows = |t: &str| types.iter().any(|x| x == t);
+    let t = text.trim();
+    if types.is_empty() || (allows("string") && !(allows("null") && t == "null")) {
+        return Value::String(text.to_owned());
+    }
+    if t.eq_ignore_ascii_case("null") || t.eq_ignore_ascii_case("none") {
+        return Value::Null;
+    }
+    if allows("boolean") {
+        if t.eq_ignore_ascii_case("true") {
+            return Value::Bool(true);
+        }
+        if t.eq_ignore_ascii_case("false") {
+            return Value::Bool(false);
+        }
+    }
+    let json_kind = |v: &Value| match v {
+        Value::Number(n) => allows("number") || (allows("integer") && (n.is_i64() || n.is_u64())),
+        Value::Array(_) => allows("array"),
+        Value::Object(_) => allows("object"),
+        Value::Bool(_) => allows("boolean"),
+        _ => false,
+    };
+    match serde_json::from_str::<Value>(t) {
+        Ok(v) if json_kind(&v) => v,
+        _ => Value::String(text.to_owned()),
+    }
+}
+
+/// The JSON types a property schema allows: its `type` (one or a list), or the types of
+/// its `anyOf` / `oneOf` branches.
+fn schema_types(property: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    match property.get("type") {
+        Some(Value::String(t)) => out.push(t.clone()),
+        Some(Value::Array(ts)) => {
+            out.extend(ts.iter().filter_map(Value::as_str).map(str::to_owned))
+        }
+        _ => {}
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = property.get(key) {
+            for b in branches {
+                out.extend(schema_types(b));
+            }
+        }
+    }
+    if out.is_empty() && property.get("enum").is_some() {
+        out.push("string".to_owned());
+    }
+    out
 }
 
 /// `{"name": "f", "arguments": {…}}` (or `"parameters"`, or the arguments as JSON text)
@@ -121,6 +341,12 @@ pub fn prose_before(text: &str, names: &[&str]) -> Option<String> {
         .chain(pythonic)
         .min()
         .unwrap_or(text.len());
+    // The gate holds from the same place: a `[` that opens the calls goes with them.
+    let cut = if cut < text.len() {
+        markers::hold_start(text, cut)
+    } else {
+        cut
+    };
     let prose = text[..cut].trim();
     (!prose.is_empty()).then(|| prose.to_owned())
 }

@@ -10,7 +10,11 @@ use serde_json::{Map, Value};
 
 use super::{
     RepairError, RepairOptions,
-    markers::{self, FENCE, MISTRAL_TOOL_CALLS, THINKING_TAGS, TOOL_CALL_TAGS, XML_FUNCTION},
+    markers::{
+        self, DEEPSEEK_CALL_BEGIN, DEEPSEEK_SEP, FENCE, GEMMA_CALL, GEMMA_CALL_START,
+        HARMONY_CHANNEL, HARMONY_MESSAGE, KIMI_ARGUMENT_BEGIN, MISTRAL_TOOL_CALLS, THINKING_TAGS,
+        TOOL_CALL_TAGS, XML_FUNCTION, XML_INVOKE,
+    },
     parser::{Ctx, ParseError, Parser, is_ident, utf8_len},
 };
 use crate::{Fix, FixKind};
@@ -46,6 +50,8 @@ const OTHER_TOKENS: &[&str] = &[
     "</function>",
     "<eos>",
     "<bos>",
+    "<end_function_call>",
+    "</invoke>",
 ];
 
 struct Walk<'a> {
@@ -231,6 +237,26 @@ impl<'a> Walk<'a> {
             }
         }
 
+        if let Some(begin) = DEEPSEEK_CALL_BEGIN.iter().find(|m| rest.starts_with(*m)) {
+            return self.read_deepseek(at + begin.len());
+        }
+        if rest.starts_with(HARMONY_CHANNEL) {
+            return self.read_harmony_header(at + HARMONY_CHANNEL.len());
+        }
+        if rest.starts_with("<｜")
+            && let Some(end) = prefix(rest, 96).find("｜>")
+        {
+            // DeepSeek's fullwidth template tokens (`<｜tool▁calls▁begin｜>`, `<｜end▁of▁sentence｜>`).
+            let token = &rest[..end + "｜>".len()];
+            if token.contains("tool▁call") {
+                self.out.envelope_call = true;
+                self.global(FixKind::ToolCallTagUnwrapped, at);
+            } else {
+                self.global(FixKind::SpecialTokensStripped, at);
+            }
+            self.pos = at + token.len();
+            return Ok(());
+        }
         if rest.starts_with("<|")
             && let Some(end) = rest.as_bytes().iter().take(64).position(|&c| c == b'>')
             && end >= 3
@@ -241,6 +267,9 @@ impl<'a> Walk<'a> {
             if markers::is_call_token(&rest[..=end]) {
                 self.out.envelope_call = true;
                 self.global(FixKind::PythonTagUnwrapped, at);
+                if token == "tool_call_begin" {
+                    self.read_kimi_id();
+                }
             } else {
                 self.global(FixKind::SpecialTokensStripped, at);
             }
@@ -254,6 +283,15 @@ impl<'a> Walk<'a> {
                 if i - r <= 12 {
                     self.pos = i;
                 }
+                // harmony: `<|start|>assistant to=functions.name<|channel|>…`.
+                if let Some(name) = self.raw[self.pos..].strip_prefix(" to=") {
+                    let n = name_len(name.as_bytes());
+                    if n > 0 {
+                        self.out.envelope_call = true;
+                        self.pending_name = Some(strip_namespace(&name[..n]).to_owned());
+                        self.pos += " to=".len() + n;
+                    }
+                }
             }
             return Ok(());
         }
@@ -262,8 +300,32 @@ impl<'a> Walk<'a> {
                 self.out.envelope_call = true;
                 self.global(FixKind::ToolCallTagUnwrapped, at);
                 self.pos = at + tag.len();
+                if *tag == "<tool_call>"
+                    && let Some(name_end) = glm_name(self.b, self.pos)
+                {
+                    return self.read_glm(name_end);
+                }
                 return Ok(());
             }
+        }
+        if rest.starts_with(XML_INVOKE) {
+            return self.read_invoke();
+        }
+        if rest.starts_with(GEMMA_CALL_START) {
+            self.out.envelope_call = true;
+            self.global(FixKind::ToolCallTagUnwrapped, at);
+            self.pos = at + GEMMA_CALL_START.len();
+            self.skip_ws();
+            if self.rest().starts_with(GEMMA_CALL) {
+                return self.read_gemma(self.pos);
+            }
+            return Ok(());
+        }
+        if rest.starts_with(GEMMA_CALL)
+            && (self.at_text_start() || self.out.envelope_call)
+            && gemma_head(self.b, at).is_some()
+        {
+            return self.read_gemma(at);
         }
         for tok in OTHER_TOKENS {
             if rest.starts_with(tok) {
@@ -285,6 +347,10 @@ impl<'a> Walk<'a> {
             if i > r && self.raw[i..].starts_with("[ARGS]") {
                 self.pending_name = Some(self.raw[r..i].to_owned());
                 self.pos = i + "[ARGS]".len();
+            } else if i > r && self.b.get(ws_after(self.b, i)) == Some(&b'{') {
+                // Mistral v11 without `[ARGS]`: `[TOOL_CALLS]name{…}`.
+                self.pending_name = Some(self.raw[r..i].to_owned());
+                self.pos = i;
             }
             return Ok(());
         }
@@ -619,6 +685,238 @@ impl<'a> Walk<'a> {
         Ok(())
     }
 
+    /// DeepSeek, after `<｜tool▁call▁begin｜>`: `function<｜tool▁sep｜>name\n```json…` (V3,
+    /// R1) or `name<｜tool▁sep｜>{…}` (V3.1). The name is kept for the document that follows.
+    fn read_deepseek(&mut self, from: usize) -> Result<(), ParseError> {
+        self.out.envelope_call = true;
+        self.global(FixKind::ToolCallTagUnwrapped, self.pos);
+        self.pos = from;
+        let head = prefix(&self.raw[from..], 256);
+        let Some((sep_at, sep)) = DEEPSEEK_SEP
+            .iter()
+            .filter_map(|s| head.find(s).map(|i| (i, *s)))
+            .min_by_key(|(i, _)| *i)
+        else {
+            return Ok(());
+        };
+        let kind = head[..sep_at].trim();
+        let after = from + sep_at + sep.len();
+        let (name, end) = if kind == "function" {
+            let line = prefix(&self.raw[after..], 256);
+            let e = line.find(['\n', '`', '{']).unwrap_or(line.len());
+            (line[..e].trim(), after + e)
+        } else {
+            (kind, after)
+        };
+        if !name.is_empty() {
+            self.pending_name = Some(strip_namespace(name).to_owned());
+        }
+        self.pos = end;
+        Ok(())
+    }
+
+    /// Kimi K2, after `<|tool_call_begin|>`: `functions.name:0<|tool_call_argument_begin|>`.
+    fn read_kimi_id(&mut self) {
+        let head = prefix(self.rest(), 256);
+        if let Some(i) = head.find(KIMI_ARGUMENT_BEGIN) {
+            let id = strip_namespace(head[..i].trim());
+            let name = match id.rsplit_once(':') {
+                Some((n, index)) if index.bytes().all(|c| c.is_ascii_digit()) => n,
+                _ => id,
+            };
+            if !name.is_empty() {
+                self.pending_name = Some(name.to_owned());
+            }
+            self.pos += i + KIMI_ARGUMENT_BEGIN.len();
+        }
+    }
+
+    /// gpt-oss harmony, after `<|channel|>`: the header up to `<|message|>`. `to=name`
+    /// makes the message a call's arguments; the `analysis` channel is reasoning (skipped
+    /// to its `<|end|>`); any other channel's message is text.
+    fn read_harmony_header(&mut self, from: usize) -> Result<(), ParseError> {
+        let at = self.pos;
+        let head = prefix(&self.raw[from..], 256);
+        let Some(m) = head.find(HARMONY_MESSAGE) else {
+            self.global(FixKind::SpecialTokensStripped, at);
+            self.pos = from;
+            return Ok(());
+        };
+        let header = &head[..m];
+        let body = from + m + HARMONY_MESSAGE.len();
+        self.pos = body;
+        if let Some(t) = header.find("to=") {
+            let name = &header[t + 3..];
+            let n = name_len(name.as_bytes());
+            self.out.envelope_call = true;
+            self.global(FixKind::ToolCallTagUnwrapped, at);
+            if n > 0 {
+                self.pending_name = Some(strip_namespace(&name[..n]).to_owned());
+            }
+        } else if header.trim_start().starts_with("analysis") {
+            self.global(FixKind::ThinkingStripped, at);
+            let b = self.b;
+            let end = (body..b.len())
+                .filter(|&i| b[i] == b'<' && b.get(i + 1) == Some(&b'|'))
+                .find_map(|i| {
+                    let r = &self.raw[i..];
+                    if r.starts_with("<|end|>") {
+                        Some(i + "<|end|>".len())
+                    } else if ["<|start|>", HARMONY_CHANNEL, "<|call|>", "<|return|>"]
+                        .iter()
+                        .any(|t| r.starts_with(t))
+                    {
+                        Some(i)
+                    } else {
+                        None
+                    }
+                });
+            self.pos = end.unwrap_or(b.len());
+        } else {
+            self.global(FixKind::SpecialTokensStripped, at);
+        }
+        Ok(())
+    }
+
+    /// GLM-4.5 / 4.6, after `<tool_call>`: `name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>`.
+    fn read_glm(&mut self, (name_start, name_end): (usize, usize)) -> Result<(), ParseError> {
+        let at = self.pos;
+        let name = self.raw[name_start..name_end].to_owned();
+        let rest = &self.raw[name_end..];
+        let next = rest.find("<tool_call>").unwrap_or(rest.len());
+        let close = rest[..next].find("</tool_call>");
+        let body = &rest[..close.unwrap_or(next)];
+        let truncated_call = close.is_none() && next == rest.len();
+        let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, at)];
+        let params = XmlParams {
+            start: "<arg_key>",
+            key_close: "</arg_key>",
+            value_open: Some("<arg_value>"),
+            close: "</arg_value>",
+        };
+        let args = self.read_params(&params, body, name_end, truncated_call, &mut fixes);
+        self.pos = name_end + body.len() + close.map_or(0, |_| "</tool_call>".len());
+        self.push(Value::Object(args), fixes, Some(name));
+        Ok(())
+    }
+
+    /// MiniMax M2: `<invoke name="n"><parameter name="k">v</parameter></invoke>`.
+    fn read_invoke(&mut self) -> Result<(), ParseError> {
+        let at = self.pos;
+        let rest = self.rest();
+        let head = prefix(rest, 256);
+        let head_end = head.find('>').ok_or_else(|| ParseError {
+            fatal: false,
+            offset: at + head.len(),
+            reason: "unterminated <invoke name=…> tag".to_owned(),
+        })?;
+        let name = unquote(&rest[XML_INVOKE.len()..head_end]).to_owned();
+        let body_start = head_end + 1;
+        let next = rest[body_start..]
+            .find(XML_INVOKE)
+            .map_or(rest.len(), |i| body_start + i);
+        let close = rest[body_start..next]
+            .find("</invoke>")
+            .map(|i| body_start + i);
+        let body = &rest[body_start..close.unwrap_or(next)];
+        let truncated_call = close.is_none() && next == rest.len();
+        let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, at)];
+        let params = XmlParams {
+            start: "<parameter name=",
+            key_close: ">",
+            value_open: None,
+            close: "</parameter>",
+        };
+        let args = self.read_params(&params, body, at + body_start, truncated_call, &mut fixes);
+        self.out.envelope_call = true;
+        self.pos = at + body_start + body.len() + close.map_or(0, |_| "</invoke>".len());
+        self.push(Value::Object(args), fixes, Some(name));
+        Ok(())
+    }
+
+    /// The parameters of an XML-style call body (`base`: the body's offset in the text).
+    /// Each value is bounded by the next parameter, so the read stays linear.
+    fn read_params(
+        &self,
+        p: &XmlParams,
+        body: &str,
+        base: usize,
+        truncated_call: bool,
+        fixes: &mut Vec<Fix>,
+    ) -> Map<String, Value> {
+        let mut args = Map::new();
+        let mut truncated = false;
+        let mut i = 0;
+        while let Some(pi) = body[i..].find(p.start) {
+            let k_start = i + pi + p.start.len();
+            let tag = prefix(&body[k_start..], 256);
+            let Some(ke) = tag.find(p.key_close) else {
+                truncated = true;
+                break;
+            };
+            let key = unquote(&tag[..ke]).to_owned();
+            let mut v_start = k_start + ke + p.key_close.len();
+            if let Some(open) = p.value_open {
+                let ws = body[v_start..].len() - body[v_start..].trim_start().len();
+                match body[v_start + ws..].strip_prefix(open) {
+                    Some(_) => v_start += ws + open.len(),
+                    None => {
+                        // A key without its value: nothing to read for it.
+                        fixes.push(Fix::at(FixKind::TruncatedMemberDropped, base + k_start));
+                        i = v_start;
+                        continue;
+                    }
+                }
+            }
+            let next_param = body[v_start..]
+                .find(p.start)
+                .map_or(body.len(), |e| v_start + e);
+            let (v_end, next) = match body[v_start..next_param].find(p.close) {
+                Some(e) => (v_start + e, v_start + e + p.close.len()),
+                None => {
+                    if next_param == body.len() && truncated_call {
+                        truncated = true;
+                        fixes.push(Fix::at(FixKind::TruncatedString, base + next_param));
+                    } else {
+                        fixes.push(Fix::at(FixKind::MissingCloseTag, base + next_param));
+                    }
+                    (next_param, next_param)
+                }
+            };
+            let raw = &body[v_start..v_end];
+            let raw = raw.strip_prefix('\n').unwrap_or(raw);
+            let raw = raw.strip_suffix('\n').unwrap_or(raw);
+            let value = self.xml_value(raw, base + v_start);
+            if args.insert(key.clone(), value).is_some() {
+                fixes.push(Fix::at(FixKind::DuplicateKey, base + k_start).with_detail(key));
+            }
+            i = next.max(i + 1);
+        }
+        if (truncated || truncated_call) && !fixes.iter().any(Fix::is_lossy) {
+            fixes.push(Fix::at(FixKind::UnclosedBrackets, base + body.len()));
+        }
+        args
+    }
+
+    /// Gemma / FunctionGemma: `call:name{key:<escape>text<escape>,n:5,list:[…],obj:{…}}`.
+    fn read_gemma(&mut self, at: usize) -> Result<(), ParseError> {
+        let fail = |offset: usize| ParseError {
+            fatal: false,
+            offset,
+            reason: "expected a Gemma call `call:name{key:value,…}`".to_owned(),
+        };
+        let (name_start, name_end) = gemma_head(self.b, at).ok_or_else(|| fail(at))?;
+        let name = self.raw[name_start..name_end].to_owned();
+        let mut pos = name_end;
+        let value =
+            gemma_value(self.raw, &mut pos, 0, self.opts.max_depth).ok_or_else(|| fail(pos))?;
+        self.out.envelope_call = true;
+        self.pos = pos;
+        let fixes = vec![Fix::at(FixKind::PythonicCallRead, at).with_detail("gemma call:name{…}")];
+        self.push(value, fixes, Some(name));
+        Ok(())
+    }
+
     /// A parameter's text: JSON when it is an object or array; otherwise the text
     /// itself, which the schema step types (`"5"` -> `5` for an integer).
     fn xml_value(&self, text: &str, base: usize) -> Value {
@@ -684,4 +982,166 @@ fn line_has_bracket(b: &[u8], from: usize) -> bool {
         .take(512)
         .take_while(|&&c| c != b'\n')
         .any(|&c| c == b'{' || c == b'[')
+}
+
+/// The tags of one XML-style parameter dialect.
+struct XmlParams {
+    /// What opens a parameter (its key follows).
+    start: &'static str,
+    /// What ends the key.
+    key_close: &'static str,
+    /// What opens the value after the key (GLM's `<arg_value>`), if anything.
+    value_open: Option<&'static str>,
+    /// What closes the value.
+    close: &'static str,
+}
+
+/// `"name"`, `'name'` or `name`, trimmed.
+fn unquote(s: &str) -> &str {
+    let t = s.trim();
+    t.strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .or_else(|| t.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')))
+        .unwrap_or(t)
+}
+
+/// OpenAI's `functions.` namespace, dropped from a name.
+fn strip_namespace(name: &str) -> &str {
+    name.strip_prefix("functions.").unwrap_or(name)
+}
+
+/// The length of the tool name at the start of `b` (letters, digits, `_`, `-`, `.`).
+fn name_len(b: &[u8]) -> usize {
+    b.iter()
+        .take(128)
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
+        .count()
+}
+
+/// GLM's call after `<tool_call>` at `from`: a tool name alone on its line, then
+/// `<arg_key>` or `</tool_call>`. The name's range.
+fn glm_name(b: &[u8], from: usize) -> Option<(usize, usize)> {
+    let start = ws_after(b, from);
+    let first = *b.get(start)?;
+    if !(first.is_ascii_alphabetic() || first == b'_') {
+        return None;
+    }
+    let end = start + name_len(&b[start..]);
+    if end - start > 64 {
+        return None;
+    }
+    let next = ws_after(b, end);
+    (b[next..].starts_with(b"<arg_key>") || b[next..].starts_with(b"</tool_call>"))
+        .then_some((start, end))
+}
+
+/// Gemma's `call:name{` at `at`: the name's range (the `{` at its end).
+fn gemma_head(b: &[u8], at: usize) -> Option<(usize, usize)> {
+    let start = at + markers::GEMMA_CALL.len();
+    if !b.get(start)?.is_ascii_alphabetic() && b[start] != b'_' {
+        return None;
+    }
+    let end = start + name_len(&b[start..]);
+    (end - start <= 64 && b.get(end) == Some(&b'{')).then_some((start, end))
+}
+
+/// One Gemma value at `*pos` of `raw`: `<escape>text<escape>` (a string as it is), an
+/// object `{key:value,…}`, a list `[…]`, or a bare word (a number, `true`, `false`,
+/// `null`, else a string). `None` when it does not read (or nests deeper than `max`).
+fn gemma_value(raw: &str, pos: &mut usize, depth: usize, max: usize) -> Option<Value> {
+    const ESCAPE: &str = "<escape>";
+    let b = raw.as_bytes();
+    *pos = ws_after(b, *pos);
+    if depth > max {
+        return None;
+    }
+    let rest = &raw[*pos..];
+    if let Some(r) = rest.strip_prefix(ESCAPE) {
+        let end = r.find(ESCAPE)?;
+        *pos += ESCAPE.len() + end + ESCAPE.len();
+        return Some(Value::String(r[..end].to_owned()));
+    }
+    match *b.get(*pos)? {
+        b'{' => {
+            *pos += 1;
+            let mut map = Map::new();
+            loop {
+                *pos = ws_after(b, *pos);
+                match *b.get(*pos)? {
+                    b'}' => {
+                        *pos += 1;
+                        return Some(Value::Object(map));
+                    }
+                    b',' => {
+                        *pos += 1;
+                        continue;
+                    }
+                    _ => {}
+                }
+                let key_len = b[*pos..]
+                    .iter()
+                    .take(256)
+                    .position(|&c| matches!(c, b':' | b'}' | b','))?;
+                if b[*pos + key_len] != b':' {
+                    return None;
+                }
+                let key = unquote(&raw[*pos..*pos + key_len]).to_owned();
+                *pos += key_len + 1;
+                let v = gemma_value(raw, pos, depth + 1, max)?;
+                map.insert(key, v);
+            }
+        }
+        b'[' => {
+            *pos += 1;
+            let mut list = Vec::new();
+            loop {
+                *pos = ws_after(b, *pos);
+                match *b.get(*pos)? {
+                    b']' => {
+                        *pos += 1;
+                        return Some(Value::Array(list));
+                    }
+                    b',' => {
+                        *pos += 1;
+                        continue;
+                    }
+                    _ => list.push(gemma_value(raw, pos, depth + 1, max)?),
+                }
+            }
+        }
+        _ => {
+            let len = b[*pos..]
+                .iter()
+                .position(|&c| matches!(c, b',' | b'}' | b']'))
+                .unwrap_or(b.len() - *pos);
+            let word = raw[*pos..*pos + len].trim();
+            *pos += len;
+            if word.is_empty() {
+                return None;
+            }
+            Some(bare_word(word))
+        }
+    }
+}
+
+/// A bare word as a JSON literal when it is one (`5`, `-2.5`, `true`, `null`), else the
+/// word as a string.
+fn bare_word(word: &str) -> Value {
+    match word {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        "null" => Value::Null,
+        _ => word
+            .parse::<i64>()
+            .map(Value::from)
+            .ok()
+            .or_else(|| {
+                word.parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite())
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+            })
+            .unwrap_or_else(|| Value::String(word.to_owned())),
+    }
 }

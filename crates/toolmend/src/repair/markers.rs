@@ -23,8 +23,9 @@ pub const THINKING_TAGS: &[(&str, &str)] = &[
     ("<|begin_of_thought|>", "<|end_of_thought|>"),
 ];
 
-/// Tool-call tags (Hermes, Qwen and their variants), openers and closers: the parser
-/// unwraps them; a `{"name", "arguments"}` object inside is a call.
+/// Tool-call tags (Hermes, Qwen, GLM-4.5, OLMo, MiniMax M2 and their variants), openers
+/// and closers: the parser unwraps them; a `{"name", "arguments"}` object inside is a call,
+/// and so is a pythonic call `f(a=1)` (OLMo's `<function_calls>`).
 pub const TOOL_CALL_TAGS: &[&str] = &[
     "<tool_call>",
     "</tool_call>",
@@ -36,17 +37,53 @@ pub const TOOL_CALL_TAGS: &[&str] = &[
     "</functioncall>",
     "<toolcall>",
     "</toolcall>",
+    "<function_calls>",
+    "</function_calls>",
+    "<minimax:tool_call>",
+    "</minimax:tool_call>",
 ];
 
-/// Chat-template tokens that open tool calls (`<|python_tag|>`: Llama 3.1; the others:
-/// Llama 4, Granite, Kimi-style templates). Any other `<|…|>` token is template noise.
+/// Chat-template tokens that open tool calls (`<|python_tag|>`: Llama 3.1;
+/// `<|tool_call_start|>`: LFM2; `<|tool_calls_section_begin|>` and `<|tool_call_begin|>`:
+/// Kimi K2; the others: Llama 4, Granite, Phi-4, Functionary-style templates). Any other
+/// `<|…|>` token is template noise.
 pub const CALL_TOKENS: &[&str] = &[
     "<|python_tag|>",
     "<|python_start|>",
     "<|tool_call|>",
+    "<|function_call|>",
     "<|tool_calls_begin|>",
     "<|tool_call_begin|>",
+    "<|tool_call_start|>",
+    "<|tool_calls_section_begin|>",
 ];
+
+/// Kimi K2: `<|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{…}`: the call
+/// id (the name, `functions.` before it, `:index` after it) ends at this token.
+pub const KIMI_ARGUMENT_BEGIN: &str = "<|tool_call_argument_begin|>";
+
+/// DeepSeek V3 / R1 / V3.1 tokens (fullwidth `｜` U+FF5C and `▁` U+2581; some servers
+/// write ASCII `|`): a call is `<｜tool▁call▁begin｜>function<｜tool▁sep｜>name` then a
+/// fenced JSON object (V3, R1), or `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}` (V3.1).
+pub const DEEPSEEK_CALL_BEGIN: [&str; 2] = ["<｜tool▁call▁begin｜>", "<|tool▁call▁begin|>"];
+/// DeepSeek's separator between a call's type (or name) and the rest.
+pub const DEEPSEEK_SEP: [&str; 2] = ["<｜tool▁sep｜>", "<|tool▁sep|>"];
+
+/// gpt-oss harmony: `<|channel|>commentary to=functions.name <|constrain|>json<|message|>{…}<|call|>`
+/// (or `to=` in the role: `<|start|>assistant to=functions.name<|channel|>commentary json<|message|>`).
+/// The `analysis` channel is reasoning.
+pub const HARMONY_CHANNEL: &str = "<|channel|>";
+/// Where a harmony header ends and its message begins.
+pub const HARMONY_MESSAGE: &str = "<|message|>";
+
+/// MiniMax M2 (and Anthropic-style XML): `<invoke name="n"><parameter name="k">v</parameter></invoke>`.
+pub const XML_INVOKE: &str = "<invoke name=";
+
+/// FunctionGemma: `<start_function_call>call:name{k:<escape>v<escape>}<end_function_call>`.
+pub const GEMMA_CALL_START: &str = "<start_function_call>";
+/// What opens a Gemma call (`call:name{…}`), after [`GEMMA_CALL_START`] or at the start
+/// of a text.
+pub const GEMMA_CALL: &str = "call:";
 
 /// Mistral's call marker (`[TOOL_CALLS][…]`, or `[TOOL_CALLS]name[ARGS]{…}`).
 pub const MISTRAL_TOOL_CALLS: &str = "[TOOL_CALLS]";
@@ -58,34 +95,58 @@ pub const XML_FUNCTION: &str = "<function=";
 pub const FENCE: &str = "```";
 
 /// Every marker that begins a call wherever it stands in a text: the openers of
-/// [`TOOL_CALL_TAGS`], the [`CALL_TOKENS`], [`MISTRAL_TOOL_CALLS`], [`XML_FUNCTION`], and
-/// DeepSeek's `<｜tool▁calls▁begin｜>` family (held back by the gate and cut by the
-/// extractor, though the parser does not read that format: its text is passed on as it
-/// came).
+/// [`TOOL_CALL_TAGS`], the [`CALL_TOKENS`], [`MISTRAL_TOOL_CALLS`], [`XML_FUNCTION`],
+/// [`XML_INVOKE`], [`GEMMA_CALL_START`], DeepSeek's `<｜tool▁calls▁begin｜>` family and
+/// harmony's channel (`<|channel|>`, `<|start|>assistant to=`).
 pub const CALL_MARKERS: &[&str] = &[
     "<tool_call>",
     "<tool_calls>",
     "<function_call>",
     "<functioncall>",
     "<toolcall>",
+    "<function_calls>",
+    "<minimax:tool_call>",
     "<|python_tag|>",
     "<|python_start|>",
     "<|tool_call|>",
+    "<|function_call|>",
     "<|tool_calls_begin|>",
     "<|tool_call_begin|>",
+    "<|tool_call_start|>",
+    "<|tool_calls_section_begin|>",
     "[TOOL_CALLS]",
     "<function=",
+    "<invoke name=",
+    "<start_function_call>",
     "<|tool▁calls▁begin|>",
     "<|tool▁call▁begin|>",
     "<｜tool▁calls▁begin｜>",
     "<｜tool▁call▁begin｜>",
+    "<|channel|>",
+    "<|start|>assistant to=",
+];
+
+/// The markers each of which begins one call of a block (its own segment: a block of
+/// several calls is read call by call, so a broken call fails alone). Markers that open a
+/// whole list (`[TOOL_CALLS][…]`, `<|tool_call_start|>[…]`, `<function_calls>`) are not
+/// among them.
+pub const CALL_OPENERS: &[&str] = &[
+    "<tool_call>",
+    "<function_call>",
+    "<|tool_call_begin|>",
+    "<invoke name=",
+    "<start_function_call>",
+    "<｜tool▁call▁begin｜>",
+    "<|tool▁call▁begin|>",
+    "<|start|>assistant",
+    "[TOOL_CALLS]",
 ];
 
 /// What begins a call only at the start of a text (after whitespace, chat-template
-/// envelope or a thinking block): a JSON object or list, a code fence. A pythonic call
+/// envelope or a thinking block): a JSON object or list, a code fence, Gemma's `call:`. A pythonic call
 /// `f(a=1)` counts there too ([`leading_call`]). Elsewhere they are everyday prose (code
 /// in an answer, `{}` in an explanation), and the streaming gate releases them.
-pub const LEADING_MARKERS: &[&str] = &["{", "[", FENCE];
+pub const LEADING_MARKERS: &[&str] = &["{", "[", FENCE, GEMMA_CALL];
 
 /// The longest tool name a pythonic leading call may have (OpenAI's limit on names).
 const MAX_NAME: usize = 64;
@@ -97,6 +158,39 @@ pub fn call_marker_at(text: &str, at: usize) -> Option<&'static str> {
         .iter()
         .copied()
         .find(|m| rest.starts_with(m.as_bytes()))
+}
+
+/// The byte offsets where each call of a block begins ([`CALL_OPENERS`]), in order.
+/// Linear in the text.
+pub fn call_openers(text: &str) -> Vec<usize> {
+    let b = text.as_bytes();
+    (0..b.len())
+        .filter(|&i| matches!(b[i], b'<' | b'['))
+        .filter(|&i| {
+            CALL_OPENERS
+                .iter()
+                .any(|m| b[i..].starts_with(m.as_bytes()))
+        })
+        .collect()
+}
+
+/// Where held text before a marker at `at` begins: the whitespace before it, and a `[`
+/// that opens a list of calls (`Sure! [{"name": …}]`) with its whitespace. The gate holds
+/// from here and the extractor cuts the prose here, so no lone `[` is left.
+pub fn hold_start(text: &str, at: usize) -> usize {
+    let b = text.as_bytes();
+    let mut i = at;
+    while i > 0 && b[i - 1].is_ascii_whitespace() {
+        i -= 1;
+    }
+    if i > 0 && b[i - 1] == b'[' && b.get(at) == Some(&b'{') {
+        // `[\n  {` as well as `[{`.
+        i -= 1;
+        while i > 0 && b[i - 1].is_ascii_whitespace() {
+            i -= 1;
+        }
+    }
+    i
 }
 
 /// True when `token` (a whole `<|…|>` chat-template token) opens tool calls.
@@ -250,6 +344,20 @@ mod tests {
         }
         assert!(CALL_MARKERS.contains(&MISTRAL_TOOL_CALLS));
         assert!(CALL_MARKERS.contains(&XML_FUNCTION));
+        for m in [XML_INVOKE, GEMMA_CALL_START, HARMONY_CHANNEL]
+            .into_iter()
+            .chain(DEEPSEEK_CALL_BEGIN)
+        {
+            assert!(CALL_MARKERS.contains(&m), "{m}");
+        }
+        for m in CALL_OPENERS {
+            assert!(
+                CALL_MARKERS
+                    .iter()
+                    .any(|c| m.starts_with(c) || c.starts_with(m)),
+                "{m}"
+            );
+        }
         assert!(LEADING_MARKERS.contains(&FENCE));
     }
 

@@ -17,7 +17,8 @@
 //!   parser reads such calls only for a known tool, so a first word that begins no tool's
 //!   name goes out at once).
 //! - A hold begins at the whitespace before its marker (a plan that trims the prose
-//!   before the calls drops it). Trailing whitespace is kept back until text follows, and
+//!   before the calls drops it), and at a `[` that opens a list of calls before it
+//!   ([`markers::hold_start`]: `Sure! [{"name": …}]` leaves `Sure!`, no lone `[`). Trailing whitespace is kept back until text follows, and
 //!   so is a tail that may still grow into a marker or a thinking tag (`<tool`, `[TOOL_`,
 //!   `` ` ``, `{"na`); at the end the tail is released.
 //! - Thinking ([`markers::THINKING_TAGS`], any ASCII case): with [`Thinking::Pass`] it is
@@ -251,12 +252,15 @@ impl ContentGate {
             }
             match self.scan() {
                 Scan::Marker(i) => {
-                    self.release(&mut out, ws_start(&self.buf, i));
+                    // From the whitespace before it, and a `[` that opens the calls.
+                    let from = ws_start(&self.buf, i).min(markers::hold_start(&self.buf, i));
+                    self.release(&mut out, from);
                     self.held = true;
                     return out;
                 }
                 Scan::Undecided(i) => {
-                    self.release(&mut out, ws_start(&self.buf, i));
+                    let from = ws_start(&self.buf, i).min(markers::hold_start(&self.buf, i));
+                    self.release(&mut out, from);
                     return out;
                 }
                 Scan::Tag(i, tag) => {
@@ -360,7 +364,15 @@ impl ContentGate {
                         return Scan::Tag(i, t);
                     }
                     if b[i] == b'[' {
-                        let rest = text[i + 1..].trim_start_matches([' ', '\t']);
+                        let after = &text[i + 1..];
+                        if !after.is_empty()
+                            && after.len() < MAX_KEPT_WS
+                            && after.bytes().all(|c| c.is_ascii_whitespace())
+                        {
+                            // `[` then a line break: a list of calls may open next.
+                            return Scan::Undecided(i);
+                        }
+                        let rest = after.trim_start_matches([' ', '\t']);
                         match self.pythonic(rest) {
                             Leading::Call => return Scan::Marker(i),
                             Leading::Maybe if rest.len() < MAX_UNDECIDED => {

@@ -461,7 +461,107 @@ fn parser_openers() -> Vec<(&'static str, String)> {
         XML_FUNCTION,
         format!("{XML_FUNCTION}get_weather><parameter=city>Paris</parameter></function>"),
     ));
+    // Issue 15: every family's own dialect, as its template writes it.
+    out.extend(family_calls());
     out
+}
+
+/// One call of each family issue 15 reads, by the marker that opens it.
+fn family_calls() -> Vec<(&'static str, String)> {
+    [
+        (
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        ),
+        (
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜>",
+        ),
+        (
+            "<|tool▁call▁begin|>",
+            "<|tool▁call▁begin|>get_weather<|tool▁sep|>{\"city\": \"Paris\"}<|tool▁call▁end|>",
+        ),
+        (
+            "<|tool_calls_section_begin|>",
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
+        ),
+        (
+            "<tool_call>",
+            "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+        ),
+        (
+            "<minimax:tool_call>",
+            "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>",
+        ),
+        (
+            "<invoke name=",
+            "<invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter></invoke>",
+        ),
+        (
+            "<|channel|>",
+            "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
+        ),
+        (
+            "<|start|>assistant to=",
+            "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|>",
+        ),
+        (
+            "<|tool_call_start|>",
+            "<|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>",
+        ),
+        (
+            "<function_calls>",
+            "<function_calls>\nget_weather(city=\"Paris\")\n</function_calls>",
+        ),
+        (
+            "<start_function_call>",
+            "<start_function_call>call:get_weather{city:<escape>Paris<escape>}<end_function_call>",
+        ),
+        ("[TOOL_CALLS]", "[TOOL_CALLS]get_weather{\"city\": \"Paris\"}"),
+        (
+            "<|function_call|>",
+            "<|function_call|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+        ),
+    ]
+    .into_iter()
+    .map(|(m, t)| (m, t.to_owned()))
+    .collect()
+}
+
+#[test]
+fn every_family_call_is_held_whole_split_at_every_byte() {
+    // Issue 15: split into three deltas at every position (char boundaries) and at every
+    // seventh position after it: nothing of the call reaches the client.
+    for (marker, text) in family_calls() {
+        assert!(
+            CALL_MARKERS.contains(&marker),
+            "{marker} is not in the table"
+        );
+        let whole = format!("Checking. {text}");
+        let cuts: Vec<usize> = (1..whole.len())
+            .filter(|&c| whole.is_char_boundary(c))
+            .collect();
+        for (k, &a) in cuts.iter().enumerate() {
+            for &b in cuts[k..].iter().step_by(7) {
+                let (out, held) = run(&[&whole[..a], &whole[a..b], &whole[b..]]);
+                assert_eq!(out, "Checking.", "{marker} cut at {a}, {b}");
+                assert_eq!(held.as_deref(), Some(format!(" {text}").as_str()));
+            }
+        }
+        // At the start of the text too.
+        for a in (1..text.len()).filter(|&a| text.is_char_boundary(a)) {
+            let (out, held) = run(&[&text[..a], &text[a..]]);
+            assert_eq!(out, "", "{marker} at the start cut at {a}");
+            assert_eq!(held.as_deref(), Some(text.as_str()));
+        }
+    }
+    // A `[` that opens a list of calls is held with it (the plan leaves no lone `[`).
+    let text = "Sure! [\n  {\"name\": \"get_weather\", \"arguments\": {}}]";
+    for cut in 1..text.len() {
+        let (out, held) = run(&[&text[..cut], &text[cut..]]);
+        assert_eq!(out, "Sure!", "cut at {cut}: {:?}", &text[..cut]);
+        assert!(held.unwrap().trim_start().starts_with('['));
+    }
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 mod agent;
 mod feedback;
+mod formats;
 mod guard;
 mod history;
 mod mend;

@@ -1,0 +1,438 @@
+//! Issue 15: every open-model family's tool-call dialect written into the text, read
+//! through the one plan (calls and the content left), a block of calls read call by call,
+//! XML-style parameters typed by the schema, and the false-positive guard. Streaming (the
+//! gate holds every marker, split anywhere) is tested in `stream::tests`.
+
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use toolmend::{
+    CompiledTool, RepairOptions, Toolbox,
+    message::{self, CallOutcome, PlanOptions},
+    protocol::{AssistantMessage, Content},
+    repair,
+    schema::{Phase, ValidationContext},
+};
+
+fn tools() -> Toolbox {
+    let weather = CompiledTool::compile(
+        "get_weather",
+        "Weather for a city.",
+        &json!({"type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "days": {"type": "integer"},
+                    "units": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                    "note": {"type": ["string", "null"]},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "detailed": {"type": "boolean"},
+                    "zip": {"type": "string"}},
+                "required": ["city"], "additionalProperties": false}),
+    )
+    .unwrap();
+    let time = CompiledTool::compile(
+        "get_time",
+        "Time in a zone.",
+        &json!({"type": "object", "properties": {"zone": {"type": "string"}},
+                "required": ["zone"], "additionalProperties": false}),
+    )
+    .unwrap();
+    Toolbox::from_tools([weather, time]).unwrap()
+}
+
+/// A call as planned: the tool, its arguments, its disposition.
+type Planned = (String, Option<Value>, &'static str);
+
+/// The plan of an assistant message with `text` as its content: the calls, and the
+/// content the sanitized message carries.
+fn plan(text: &str) -> (Vec<Planned>, Option<String>) {
+    let tools = tools();
+    let message = AssistantMessage {
+        content: Some(Some(Content::Text(text.to_owned()))),
+        ..AssistantMessage::default()
+    };
+    let ctx = ValidationContext::new("", Phase::Initial);
+    let p = message::plan_assistant(
+        &message,
+        &[],
+        &[],
+        false,
+        &tools,
+        &PlanOptions::default(),
+        &ctx,
+    );
+    let calls = p
+        .calls
+        .iter()
+        .map(|c| {
+            let d = match c.outcome {
+                CallOutcome::Executed => "executed",
+                CallOutcome::Feedback => "feedback",
+                _ => "other",
+            };
+            (c.call.tool.clone(), c.call.arguments.clone(), d)
+        })
+        .collect();
+    let content = match &p.shape.content {
+        Some(c) => c.clone(),
+        None => Some(text.to_owned()),
+    };
+    (calls, content)
+}
+
+fn ok(tool: &str, args: Value) -> Planned {
+    (tool.to_owned(), Some(args), "executed")
+}
+
+/// Asserts the calls and the content `text` plans to.
+#[track_caller]
+fn check(text: &str, calls: Vec<Planned>, content: Option<&str>) {
+    let (got, left) = plan(text);
+    assert_eq!(got, calls, "calls of {text:?}");
+    assert_eq!(left.as_deref(), content, "content of {text:?}");
+}
+
+// ---- the families ----
+
+#[test]
+fn deepseek_v3_calls_are_read() {
+    let text = "Let me check both.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\", \"days\": 2}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{\"zone\": \"CET\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>";
+    check(
+        text,
+        vec![
+            ok("get_weather", json!({"city": "Paris", "days": 2})),
+            ok("get_time", json!({"zone": "CET"})),
+        ],
+        Some("Let me check both."),
+    );
+}
+
+#[test]
+fn deepseek_v31_calls_are_read() {
+    let text = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Lima\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+    check(text, vec![ok("get_weather", json!({"city": "Lima"}))], None);
+    // Some servers write ASCII bars.
+    let ascii = "<|tool▁calls▁begin|><|tool▁call▁begin|>get_time<|tool▁sep|>{\"zone\": \"UTC\"}<|tool▁call▁end|><|tool▁calls▁end|>";
+    check(ascii, vec![ok("get_time", json!({"zone": "UTC"}))], None);
+}
+
+#[test]
+fn kimi_k2_calls_are_read() {
+    let text = "I'll look it up.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Oslo\"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{\"zone\": \"CET\"}<|tool_call_end|><|tool_calls_section_end|>";
+    check(
+        text,
+        vec![
+            ok("get_weather", json!({"city": "Oslo"})),
+            ok("get_time", json!({"zone": "CET"})),
+        ],
+        Some("I'll look it up."),
+    );
+}
+
+#[test]
+fn glm_calls_are_read_and_typed_by_the_schema() {
+    let text = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Rome</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n<arg_key>tags</arg_key>\n<arg_value>[\"a\", \"b\"]</arg_value>\n<arg_key>detailed</arg_key>\n<arg_value>true</arg_value>\n<arg_key>zip</arg_key>\n<arg_value>00184</arg_value>\n</tool_call>";
+    check(
+        text,
+        vec![ok(
+            "get_weather",
+            json!({"city": "Rome", "days": 3, "tags": ["a", "b"], "detailed": true, "zip": "00184"}),
+        )],
+        None,
+    );
+    // GLM-4.6 without line breaks, two calls, prose before.
+    let text = "Checking.\n<tool_call>get_time<arg_key>zone</arg_key><arg_value>CET</arg_value></tool_call><tool_call>get_weather<arg_key>city</arg_key><arg_value>Bern</arg_value></tool_call>";
+    check(
+        text,
+        vec![
+            ok("get_time", json!({"zone": "CET"})),
+            ok("get_weather", json!({"city": "Bern"})),
+        ],
+        Some("Checking."),
+    );
+}
+
+#[test]
+fn minimax_m2_calls_are_read_and_typed_by_the_schema() {
+    let text = "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Kyiv</parameter>\n<parameter name=\"days\">5</parameter>\n<parameter name=\"note\">null</parameter>\n</invoke>\n<invoke name=\"get_time\">\n<parameter name=\"zone\">EET</parameter>\n</invoke>\n</minimax:tool_call>";
+    check(
+        text,
+        vec![
+            ok(
+                "get_weather",
+                json!({"city": "Kyiv", "days": 5, "note": null}),
+            ),
+            ok("get_time", json!({"zone": "EET"})),
+        ],
+        None,
+    );
+}
+
+#[test]
+fn qwen3_xml_parameters_are_typed_by_the_schema() {
+    let text = "<tool_call>\n<function=get_weather>\n<parameter=city>\nnull\n</parameter>\n<parameter=note>\nnull\n</parameter>\n<parameter=days>\n4\n</parameter>\n</function>\n</tool_call>";
+    // `city` is a string: "null" stays the text; `note` may be null: it is null.
+    check(
+        text,
+        vec![ok(
+            "get_weather",
+            json!({"city": "null", "note": null, "days": 4}),
+        )],
+        None,
+    );
+}
+
+#[test]
+fn harmony_calls_are_read_and_analysis_is_reasoning() {
+    let text = "<|channel|>analysis<|message|>User wants weather. Maybe {\"city\": \"Nice\"}.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>";
+    check(
+        text,
+        vec![ok("get_weather", json!({"city": "Paris"}))],
+        None,
+    );
+    // `to=` in the role.
+    let text = "<|start|>assistant to=functions.get_time<|channel|>commentary json<|message|>{\"zone\": \"UTC\"}<|call|>";
+    check(text, vec![ok("get_time", json!({"zone": "UTC"}))], None);
+    // A final answer only: no call, the text as it came.
+    let text = "<|channel|>final<|message|>It is sunny.";
+    check(text, vec![], Some(text));
+}
+
+#[test]
+fn lfm2_calls_are_read() {
+    let text = "<|tool_call_start|>[get_weather(city=\"Quito\", days=2), get_time(zone=\"ECT\")]<|tool_call_end|>Checking now.";
+    check(
+        text,
+        vec![
+            ok("get_weather", json!({"city": "Quito", "days": 2})),
+            ok("get_time", json!({"zone": "ECT"})),
+        ],
+        None,
+    );
+}
+
+#[test]
+fn olmo_calls_are_read() {
+    let text = "Sure.\n<function_calls>\nget_weather(city=\"Accra\")\nget_time(zone=\"GMT\")\n</function_calls>";
+    check(
+        text,
+        vec![
+            ok("get_weather", json!({"city": "Accra"})),
+            ok("get_time", json!({"zone": "GMT"})),
+        ],
+        Some("Sure."),
+    );
+}
+
+#[test]
+fn gemma_calls_are_read() {
+    let text = "<start_function_call>call:get_weather{city:<escape>São Paulo, BR<escape>,days:3,detailed:false,tags:[<escape>x<escape>,<escape>y<escape>]}<end_function_call>";
+    check(
+        text,
+        vec![ok(
+            "get_weather",
+            json!({"city": "São Paulo, BR", "days": 3, "detailed": false, "tags": ["x", "y"]}),
+        )],
+        None,
+    );
+    check(
+        "call:get_time{zone:<escape>JST<escape>}",
+        vec![ok("get_time", json!({"zone": "JST"}))],
+        None,
+    );
+}
+
+#[test]
+fn mistral_variants_are_read() {
+    // v11: the name, then the arguments, no `[ARGS]`.
+    check(
+        "[TOOL_CALLS]get_weather{\"city\": \"Dakar\"}",
+        vec![ok("get_weather", json!({"city": "Dakar"}))],
+        None,
+    );
+    check(
+        "[TOOL_CALLS]get_weather{\"city\": \"Dakar\"}[TOOL_CALLS]get_time{\"zone\": \"GMT\"}",
+        vec![
+            ok("get_weather", json!({"city": "Dakar"})),
+            ok("get_time", json!({"zone": "GMT"})),
+        ],
+        None,
+    );
+    // Objects not in a list.
+    check(
+        "[TOOL_CALLS]{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Cairo\"}}{\"name\": \"get_time\", \"arguments\": {\"zone\": \"EET\"}}",
+        vec![
+            ok("get_weather", json!({"city": "Cairo"})),
+            ok("get_time", json!({"zone": "EET"})),
+        ],
+        None,
+    );
+}
+
+// ---- what the content keeps ----
+
+#[test]
+fn no_lone_bracket_or_marker_is_left_in_the_content() {
+    check(
+        "Sure! [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+        vec![ok("get_weather", json!({"city": "Paris"}))],
+        Some("Sure!"),
+    );
+    check(
+        "One moment.\n[\n  {\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}\n]",
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        Some("One moment."),
+    );
+    check(
+        "Checking.<|function_call|>{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}",
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        Some("Checking."),
+    );
+}
+
+// ---- partial extraction ----
+
+#[test]
+fn in_a_block_each_call_stands_alone() {
+    // The second call is cut off: it gets feedback; the first runs.
+    let text = "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}</tool_call>\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
+    let (calls, content) = plan(text);
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0], ok("get_time", json!({"zone": "CET"})));
+    assert_eq!(calls[1].0, "get_weather");
+    assert_eq!(calls[1].2, "feedback");
+    assert_eq!(content, None);
+    // A call missing its required value gets feedback; the other runs.
+    let text = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"days\": 2}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"zone\": \"CET\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+    let (calls, _) = plan(text);
+    assert_eq!(calls[0].2, "feedback");
+    assert_eq!(calls[1], ok("get_time", json!({"zone": "CET"})));
+}
+
+#[test]
+fn a_known_call_beside_an_unknown_one_goes_through() {
+    let text = "<tool_call>{\"name\": \"book_flight\", \"arguments\": {\"to\": \"Paris\"}}</tool_call><tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
+    let (calls, content) = plan(text);
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0].0, "book_flight");
+    assert_eq!(calls[0].2, "feedback", "no such tool: feedback");
+    assert_eq!(calls[1], ok("get_weather", json!({"city": "Paris"})));
+    assert_eq!(content, None);
+    // A lone call to an unknown tool stays text.
+    let lone =
+        "<tool_call>{\"name\": \"book_flight\", \"arguments\": {\"to\": \"Paris\"}}</tool_call>";
+    check(lone, vec![], Some(lone));
+}
+
+// ---- the false-positive guard ----
+
+#[test]
+fn prose_that_shows_a_call_is_no_call() {
+    let answers = [
+        "You can ask for the weather with a call like this:\n```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```\nThe tool then answers with the forecast.",
+        "The JSON `{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}` is what my last reply sent.",
+        "get_weather(city=\"Paris\") is the call I would make, but I need your city first.",
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}} is an example of a tool call; yours looks the same.",
+        "I used get_weather for Paris earlier: it said 21 degrees.",
+        "Here are the fields: {\"city\": \"Paris\", \"days\": 2}.",
+    ];
+    for a in answers {
+        check(a, vec![], Some(a));
+    }
+    // A call that ends the message is one, even after a lead-in.
+    check(
+        "Sure.\n```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```",
+        vec![ok("get_weather", json!({"city": "Paris"}))],
+        Some("Sure."),
+    );
+}
+
+// ---- no panic, linear time ----
+
+const FAMILY_SNIPPETS: &[&str] = &[
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+    "function<｜tool▁sep｜>get_weather\n```json\n",
+    "<｜tool▁sep｜>",
+    "<｜tool▁call▁end｜>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_call_begin|>functions.get_time:0",
+    "<|tool_call_argument_begin|>",
+    "<tool_call>get_weather\n",
+    "<arg_key>city</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "<minimax:tool_call>",
+    "<invoke name=\"get_weather\">",
+    "<parameter name=\"city\">",
+    "</parameter>",
+    "</invoke>",
+    "<|channel|>analysis<|message|>",
+    "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",
+    "<|start|>assistant",
+    " to=functions.x",
+    "<|end|>",
+    "<|call|>",
+    "<|tool_call_start|>[",
+    "<function_calls>",
+    "get_weather(city=",
+    "<start_function_call>call:get_weather{",
+    "<escape>",
+    "city:",
+    "[TOOL_CALLS]get_time",
+    "{\"zone\": \"CET\"}",
+    "}",
+    "]",
+    ",",
+    "\n",
+    "Paris",
+];
+
+fn snippets(idx: &[usize]) -> String {
+    idx.iter()
+        .map(|&i| FAMILY_SNIPPETS[i % FAMILY_SNIPPETS.len()])
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn family_readers_never_panic(idx in prop::collection::vec(0usize..64, 0..40)) {
+        let text = snippets(&idx);
+        let _ = repair(&text, &RepairOptions::default());
+        let _ = plan(&text);
+        let _ = message::prose_before_calls(&text);
+    }
+}
+
+#[test]
+fn family_readers_stay_linear() {
+    // Each family's opener repeated, unclosed: 10x the text may take ~10x, not ~100x.
+    let units = [
+        "<｜tool▁call▁begin｜>function<｜tool▁sep｜>",
+        "<|tool_call_begin|>functions.f:0",
+        "<tool_call>get_weather\n<arg_key>city</arg_key><arg_value>",
+        "<invoke name=\"get_weather\"><parameter name=\"city\">",
+        "<|channel|>analysis<|message|>",
+        "<start_function_call>call:get_weather{city:<escape>",
+        "[TOOL_CALLS]get_weather",
+        "<function_calls>get_weather(city=",
+    ];
+    let time = |text: &str| {
+        let t = Instant::now();
+        let _ = repair(text, &RepairOptions::default());
+        let _ = message::read_calls_in_str(text, &tools(), &RepairOptions::default());
+        t.elapsed()
+    };
+    for unit in units {
+        let small = unit.repeat(200);
+        let large = unit.repeat(2000);
+        let (a, b) = (time(&small), time(&large));
+        assert!(
+            b < a * 40 + Duration::from_millis(50),
+            "{unit:?}: 200 units {a:?}, 2000 units {b:?}"
+        );
+    }
+}
