@@ -141,6 +141,16 @@ fix_kinds! {
     MismatchedBracket = "mismatched_bracket", Safe;
     /// Text that is not JSON between members skipped.
     GarbageSkipped = "garbage_skipped", Unsafe;
+    /// A Python triple-quoted string (`"""…"""`, `'''…'''`) read as Python does: its content
+    /// verbatim, inner quotes and line breaks included.
+    TripleQuotedString = "triple_quoted_string", Safe;
+    /// A value without quotes ran past commas or line breaks; it was read as one string up
+    /// to the next key or closing bracket (no continuation could be a member).
+    UnquotedTextJoined = "unquoted_text_joined", Unsafe;
+    /// A value without quotes ran past a comma or line break followed by what could also be
+    /// a member without its colon (`, days 3`); it was kept as text, so that member, if one
+    /// was meant, is lost.
+    UnquotedTextAmbiguous = "unquoted_text_ambiguous", Lossy;
     /// The text ended right after a complete member with only `}` left to close; the
     /// braces were added (nothing was cut: no open string, array, key or `,`).
     ClosingBracesAdded = "closing_braces_added", Safe;

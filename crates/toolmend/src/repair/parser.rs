@@ -262,10 +262,7 @@ impl<'a> Parser<'a> {
             // The text ends inside the key: still a key (cut off).
             j >= self.b.len()
         } else {
-            let mut j = i;
-            while j < limit && is_ident(self.b[j]) {
-                j += 1;
-            }
+            let j = self.key_token_end(i, limit);
             if j == i {
                 return false;
             }
@@ -314,6 +311,12 @@ impl<'a> Parser<'a> {
             b'-' | b'+' | b'.' | b'0'..=b'9' => self.parse_number_or_word(ctx),
             _ => {
                 if let Some((q, n)) = self.quote_at(start) {
+                    if n == 1 && self.b.get(start + 1..start + 3) == Some(&[c, c]) {
+                        // `"""…"""`: valid JSON never has three quotes where a value starts.
+                        self.pos += 3;
+                        let (s, truncated) = self.parse_triple(c, start);
+                        return Ok(scalar(Value::String(s), truncated));
+                    }
                     self.pos += n;
                     let (s, truncated) = self.parse_string(q, ctx, start)?;
                     Ok(Parsed {
@@ -391,7 +394,7 @@ impl<'a> Parser<'a> {
                 }
                 k
             } else if is_ident(c) {
-                let end = self.ident_end(key_start);
+                let end = self.key_token_end(key_start, self.b.len());
                 let k = self.src[key_start..end].to_owned();
                 self.pos = end;
                 if self.at_end() {
@@ -572,6 +575,16 @@ impl<'a> Parser<'a> {
         self.pos = i;
     }
 
+    /// Where a bare key ends: an identifier, or a number or `null` written as a key
+    /// (`{5: "b", 2.17: "e", null: 1}`: JSON keys are strings, so they are read as the
+    /// text `"5"`, `"2.17"`, `"null"`). A `.` continues the key (`2.17`, `v1.2`, `a.b`).
+    fn key_token_end(&self, mut i: usize, limit: usize) -> usize {
+        while i < limit && (is_ident(self.b[i]) || self.b[i] == b'.') {
+            i += 1;
+        }
+        i
+    }
+
     fn ident_end(&self, mut i: usize) -> usize {
         while i < self.b.len() && is_ident(self.b[i]) {
             i += 1;
@@ -609,36 +622,8 @@ impl<'a> Parser<'a> {
             match c {
                 b'\\' => {
                     out.push_str(&self.src[run..self.pos]);
-                    let esc_at = self.pos;
-                    self.pos += 1;
-                    match self.peek() {
-                        None => {
-                            self.fix(FixKind::TruncatedString, esc_at);
-                            return Ok((out, true));
-                        }
-                        Some(e) => {
-                            self.pos += 1;
-                            match e {
-                                b'"' => out.push('"'),
-                                b'\\' => out.push('\\'),
-                                b'/' => out.push('/'),
-                                b'b' => out.push('\u{8}'),
-                                b'f' => out.push('\u{c}'),
-                                b'n' => out.push('\n'),
-                                b'r' => out.push('\r'),
-                                b't' => out.push('\t'),
-                                b'\'' => out.push('\''),
-                                b'u' => self.parse_unicode_escape(&mut out, esc_at),
-                                b'x' => self.parse_hex_escape(&mut out, esc_at),
-                                b'\n' => {} // line continuation
-                                _ => {
-                                    // `\w`, `\d`, a Windows path: the backslash was meant literally.
-                                    self.fix(FixKind::InvalidEscapeKept, esc_at);
-                                    out.push('\\');
-                                    self.pos -= 1; // re-read the character as content
-                                }
-                            }
-                        }
+                    if !self.read_escape(&mut out) {
+                        return Ok((out, true));
                     }
                     run = self.pos;
                 }
@@ -688,6 +673,85 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Reads the escape whose backslash is at `pos` into `out`; false (and a lossy fix)
+    /// when the text ends right after the backslash.
+    fn read_escape(&mut self, out: &mut String) -> bool {
+        let esc_at = self.pos;
+        self.pos += 1;
+        let Some(e) = self.peek() else {
+            self.fix(FixKind::TruncatedString, esc_at);
+            return false;
+        };
+        self.pos += 1;
+        match e {
+            b'"' => out.push('"'),
+            b'\\' => out.push('\\'),
+            b'/' => out.push('/'),
+            b'b' => out.push('\u{8}'),
+            b'f' => out.push('\u{c}'),
+            b'n' => out.push('\n'),
+            b'r' => out.push('\r'),
+            b't' => out.push('\t'),
+            b'\'' => out.push('\''),
+            b'u' => self.parse_unicode_escape(out, esc_at),
+            b'x' => self.parse_hex_escape(out, esc_at),
+            b'\n' => {} // line continuation (Python and JavaScript drop both)
+            _ => {
+                // `\w`, `\d`, a Windows path: the backslash was meant literally.
+                self.fix(FixKind::InvalidEscapeKept, esc_at);
+                out.push('\\');
+                self.pos -= 1; // re-read the character as content
+            }
+        }
+        true
+    }
+
+    /// Parses a Python triple-quoted string after its opening `"""` (or `'''`), as Python
+    /// reads it: everything up to the closing triple is content, inner quotes and raw line
+    /// breaks included (no fix for those: they are legal there); escapes mean what they
+    /// mean in a Python string. One linear scan; the text ending first is a truncation.
+    fn parse_triple(&mut self, qb: u8, open_at: usize) -> (String, bool) {
+        self.fix(FixKind::TripleQuotedString, open_at);
+        let mut out = String::new();
+        let mut run = self.pos;
+        loop {
+            self.pos += self.b[self.pos..]
+                .iter()
+                .position(|&c| c == qb || c == b'\\')
+                .unwrap_or(self.b.len() - self.pos);
+            let Some(c) = self.peek() else {
+                out.push_str(&self.src[run..]);
+                self.fix(FixKind::TruncatedString, self.pos);
+                return (out, true);
+            };
+            if c == b'\\' {
+                out.push_str(&self.src[run..self.pos]);
+                if !self.read_escape(&mut out) {
+                    return (out, true);
+                }
+                run = self.pos;
+                continue;
+            }
+            let first = self.pos;
+            let mut end = first;
+            while self.b.get(end) == Some(&qb) {
+                end += 1;
+            }
+            self.pos = end;
+            if end - first >= 3 {
+                // The last three close the string. Python would stop at the first three;
+                // a model writing `"""say "hi""""` meant the quote before the closer as
+                // content, so it is kept (a chosen reading: recorded).
+                let close = end - 3;
+                if close > first {
+                    self.fix(FixKind::InnerQuoteEscaped, first);
+                }
+                out.push_str(&self.src[run..close]);
+                return (out, false);
+            }
+        }
+    }
+
     /// For a `"` in a `"` string: true when what follows is plainly structural (`}` `]`,
     /// end of text; `:` after a key), the common case, decided without a lookahead.
     /// A `,` is not enough: `"She said "yes", and left"` needs the lookahead.
@@ -722,7 +786,10 @@ impl<'a> Parser<'a> {
                     let j = self.ws_from(i + 1);
                     j >= self.b.len() || matches!(self.b[j], b']') || self.value_start_at(j)
                 }
-                _ => false,
+                // A missing comma between two strings (`["a"\n  "b"]`, `["a" "b"]`): after
+                // whitespace, a whole string element starts. Two strings, not one with
+                // quotes inside (`["say "hi" now"]` has no whitespace-then-element).
+                _ => i > after && self.string_element_at(i),
             },
             Ctx::Call => match c {
                 b')' => true,
@@ -734,6 +801,36 @@ impl<'a> Parser<'a> {
             },
             Ctx::Top => matches!(c, b'}' | b']' | b',' | b'{' | b'<' | b'`') || i > after,
         }
+    }
+
+    /// Does a whole string element of an array start at `i`: a quoted string closed on
+    /// its line and followed by `,`, `]`, the end of the text, or (after whitespace)
+    /// another string? Bounded lookahead.
+    fn string_element_at(&self, i: usize) -> bool {
+        let Some((q, n)) = self.quote_at(i) else {
+            return false;
+        };
+        let limit = (i + LOOKAHEAD).min(self.b.len());
+        let mut j = i + n;
+        while j < limit {
+            match self.b[j] {
+                b'\\' => j += 2,
+                b'\n' => return false,
+                _ => {
+                    if let Some((q2, n2)) = self.quote_at(j)
+                        && closes(q, q2)
+                    {
+                        let k = self.ws_from(j + n2);
+                        return match self.b.get(k) {
+                            None | Some(b',' | b']') => true,
+                            Some(_) => k > j + n2 && self.quote_at(k).is_some(),
+                        };
+                    }
+                    j += 1;
+                }
+            }
+        }
+        false
     }
 
     /// Does a pythonic keyword argument `name=` start at `i`? Returns where the name
@@ -916,8 +1013,13 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        // A bare word: read it as a string up to the next structural character.
-        let end = self.token_end(start, ctx);
+        // A bare word: read it as a string up to the next structural character (in an
+        // object, up to the next member: see `bare_value_end`).
+        let (end, kind) = if ctx == Ctx::ObjectValue {
+            self.bare_value_end(start)
+        } else {
+            (self.token_end(start, ctx), FixKind::UnquotedString)
+        };
         let text = self.src[start..end].trim_end();
         if text.is_empty() {
             return Err(self.err(
@@ -926,8 +1028,85 @@ impl<'a> Parser<'a> {
             ));
         }
         self.pos = start + text.len();
-        self.fix_detail(FixKind::UnquotedString, start, text);
+        self.fix_detail(kind, start, text);
         Ok(scalar(Value::String(text.to_owned()), end == self.b.len()))
+    }
+
+    /// Where an object value without quotes ends, and the fix that reads it.
+    ///
+    /// The value runs until the next plausible member, not the first comma: it ends
+    /// - at a `}` or `]`;
+    /// - at a `,` or line break after which (whitespace and comments skipped) come a key
+    ///   with its colon (`"k":`, `'k':`, `k:`), a `}` or `]`, or the end of the text;
+    /// - at a `"` that starts a key with its colon (a missing comma: `auto "n": 1`);
+    /// - at a comment after whitespace: `//`, `/*`, or `#` followed by whitespace
+    ///   (`#42` is text).
+    ///
+    /// A `,` or line break followed by anything else is part of the text (`First part,
+    /// second part`), read as `unquoted_text_joined` (unsafe). The reading is ambiguous
+    /// when such a continuation could also be a member whose colon was forgotten: it starts
+    /// with a quoted token (`, "days" 3`), or with a bare key followed by `=` or, after
+    /// whitespace, by a value (`, days 3`, `, ok true`, `, tags [1]`). Then the member,
+    /// if one was meant, is lost inside the text: `unquoted_text_ambiguous` (lossy), never
+    /// safe. Nothing is dropped either way: every character up to the end stays in the value.
+    ///
+    /// Linear: each separator costs one bounded lookahead, and the scan resumes after the
+    /// whitespace that lookahead skipped.
+    fn bare_value_end(&self, start: usize) -> (usize, FixKind) {
+        let n = self.b.len();
+        let mut i = start;
+        let mut joined = false;
+        let mut ambiguous = false;
+        while i < n {
+            match self.b[i] {
+                b'}' | b']' => break,
+                b',' | b'\n' | b'\r' => {
+                    let next = self.ws_from(i + 1);
+                    if next >= n || matches!(self.b[next], b'}' | b']') || self.key_at(next) {
+                        break;
+                    }
+                    joined = true;
+                    ambiguous = ambiguous || self.member_without_colon_at(next);
+                    i = next;
+                }
+                b'"' if self.key_at(i) => break,
+                b'#' | b'/' if i > start && self.b[i - 1].is_ascii_whitespace() => {
+                    let comment = matches!(
+                        (self.b[i], self.b.get(i + 1)),
+                        (b'#', None | Some(b' ' | b'\t' | b'\n' | b'\r' | b'#'))
+                            | (b'/', Some(b'/' | b'*'))
+                    );
+                    if comment {
+                        break;
+                    }
+                    i += 1;
+                }
+                _ => i += 1,
+            }
+        }
+        let kind = match (joined, ambiguous) {
+            (_, true) => FixKind::UnquotedTextAmbiguous,
+            (true, false) => FixKind::UnquotedTextJoined,
+            (false, false) => FixKind::UnquotedString,
+        };
+        (i, kind)
+    }
+
+    /// Could a member without its colon start at `j`: a quoted token, or a bare key
+    /// followed by `=` or by whitespace and a value (`days 3`, `"days" 3`, `days=3`)?
+    /// Bounded lookahead.
+    fn member_without_colon_at(&self, j: usize) -> bool {
+        if self.quote_at(j).is_some() {
+            return true;
+        }
+        let limit = (j + LOOKAHEAD).min(self.b.len());
+        let k = self.key_token_end(j, limit);
+        if k == j || k >= limit {
+            return false;
+        }
+        let v = self.ws_from(k);
+        // `steep "priority": 2`: what follows is the next key, not this one's value.
+        self.b.get(v) == Some(&b'=') || (v > k && self.value_start_at(v) && !self.key_at(v))
     }
 
     fn char_at(&self, i: usize) -> char {

@@ -611,3 +611,163 @@ fn regression_xml_tags_cut_at_a_character_boundary() {
         let _ = repair(&raw, &RepairOptions::default());
     }
 }
+
+// ---- issue 15: repair never loses text silently ----
+
+/// The fixes of the single call, with their safety.
+fn kinds_and_lossy(raw: &str) -> (Value, Vec<FixKind>, bool) {
+    let r = ok(raw);
+    assert_eq!(r.calls.len(), 1, "expected one call from {raw:?}: {r:?}");
+    let c = &r.calls[0];
+    (
+        c.arguments.clone(),
+        c.fixes.iter().map(|f| f.kind).collect(),
+        c.is_lossy(),
+    )
+}
+
+#[test]
+fn i15_unquoted_value_runs_to_the_next_key_not_the_first_comma() {
+    // Commas and blank lines inside a value without quotes are text.
+    let (v, kinds, lossy) =
+        kinds_and_lossy("{\"summary\": Shipped late, crate dented\n\nrefund asked}");
+    assert_eq!(
+        v,
+        json!({"summary": "Shipped late, crate dented\n\nrefund asked"})
+    );
+    assert!(kinds.contains(&FixKind::UnquotedTextJoined), "{kinds:?}");
+    assert!(!kinds.contains(&FixKind::GarbageSkipped), "{kinds:?}");
+    assert!(!lossy);
+    assert_eq!(
+        FixKind::UnquotedTextJoined.safety(),
+        toolmend::Safety::Unsafe
+    );
+    // It ends at the next key, quoted or bare, after a comma or a line break.
+    assert_fixed(
+        "{\"remark\": wet roads, low sun, \"priority\": 2}",
+        json!({"remark": "wet roads, low sun", "priority": 2}),
+        FixKind::UnquotedTextJoined,
+    );
+    assert_fixed(
+        "{\n  remark: wet roads,\n  hail later\n  priority: 2\n}",
+        json!({"remark": "wet roads,\n  hail later", "priority": 2}),
+        FixKind::UnquotedTextJoined,
+    );
+    // A missing comma before a quoted key still ends it.
+    assert_fixed(
+        "{\"remark\": muddy, steep \"priority\": 2}",
+        json!({"remark": "muddy, steep", "priority": 2}),
+        FixKind::UnquotedTextJoined,
+    );
+    // One word is still an ordinary bare word (unchanged reading and fix).
+    assert_fixed(
+        "{\"lane\": left, \"width\": 3}",
+        json!({"lane": "left", "width": 3}),
+        FixKind::UnquotedString,
+    );
+    // Quotes, hashes and URLs inside the text are text.
+    assert_fixed(
+        "{\"memo\": ticket #318 says \"later\", see https://x.test/a, \"n\": 1}",
+        json!({"memo": "ticket #318 says \"later\", see https://x.test/a", "n": 1}),
+        FixKind::UnquotedTextJoined,
+    );
+    // A comment after the value is still a comment.
+    assert_fixed(
+        "{\"lane\": left  # for now\n, \"width\": 3}",
+        json!({"lane": "left", "width": 3}),
+        FixKind::CommentRemoved,
+    );
+}
+
+#[test]
+fn i15_unquoted_value_that_may_hide_a_member_is_lossy() {
+    // `, berth 4` could be the member `berth: 4` without its colon: kept as text, lossy.
+    let (v, kinds, lossy) = kinds_and_lossy("{\"cabin\": upper deck, berth 4}");
+    assert_eq!(v, json!({"cabin": "upper deck, berth 4"}));
+    assert!(kinds.contains(&FixKind::UnquotedTextAmbiguous), "{kinds:?}");
+    assert!(lossy);
+    for raw in [
+        "{\"cabin\": upper deck, \"berth\" 4}",
+        "{\"cabin\": upper deck\n  berth=4}",
+        "{\"cabin\": upper deck, window true}",
+    ] {
+        let (_, kinds, lossy) = kinds_and_lossy(raw);
+        assert!(
+            kinds.contains(&FixKind::UnquotedTextAmbiguous) && lossy,
+            "{raw:?}: {kinds:?}"
+        );
+    }
+}
+
+#[test]
+fn i15_triple_quoted_strings_read_as_python_does() {
+    assert_fixed(
+        "{\"snippet\": \"\"\"print(\"ok\")\nx = 'y'\"\"\", \"lang\": \"py\"}",
+        json!({"snippet": "print(\"ok\")\nx = 'y'", "lang": "py"}),
+        FixKind::TripleQuotedString,
+    );
+    assert_fixed(
+        "{'verse': '''Ode's \"first\"\nline''', 'n': 3}",
+        json!({"verse": "Ode's \"first\"\nline", "n": 3}),
+        FixKind::TripleQuotedString,
+    );
+    // Escapes mean what they mean in Python; an empty one is empty.
+    assert_fixed(
+        r#"{"t": """tab\there""", "e": """"""}"#,
+        json!({"t": "tab\there", "e": ""}),
+        FixKind::TripleQuotedString,
+    );
+    // In a pythonic call.
+    let (v, _) = one("<|python_tag|>draft(body=\"\"\"Dear \"Sam\",\nthanks\"\"\")");
+    assert_eq!(v, json!({"body": "Dear \"Sam\",\nthanks"}));
+    // Safe, and nothing else recorded for the inner quotes and line breaks.
+    let (_, kinds, lossy) = kinds_and_lossy("{\"q\": \"\"\"a \"b\"\nc\"\"\"}");
+    assert_eq!(kinds, vec![FixKind::TripleQuotedString]);
+    assert!(!lossy);
+    // Cut off inside: the prefix kept, lossy.
+    let (v, kinds, lossy) = kinds_and_lossy("{\"q\": \"\"\"half a tho");
+    assert_eq!(v, json!({"q": "half a tho"}));
+    assert!(kinds.contains(&FixKind::TruncatedString) && lossy);
+}
+
+#[test]
+fn i15_numbers_and_null_as_bare_keys() {
+    assert_fixed(
+        r#"{7: "north", 3.25: "east", null: 0, -4: "west"}"#,
+        json!({"7": "north", "3.25": "east", "null": 0, "-4": "west"}),
+        FixKind::UnquotedKey,
+    );
+    // A pythonic dict of scores keyed by floats.
+    assert_fixed(
+        "{'grid': {0.5: 'low', 1.75: 'high'}, 'on': True}",
+        json!({"grid": {"0.5": "low", "1.75": "high"}, "on": true}),
+        FixKind::SingleQuotes,
+    );
+}
+
+#[test]
+fn i15_strings_in_an_array_without_comma_are_split() {
+    assert_fixed(
+        "{\"plans\": [\"basic\"\n      \"premium\"\n      \"custom\"]}",
+        json!({"plans": ["basic", "premium", "custom"]}),
+        FixKind::MissingComma,
+    );
+    assert_fixed(
+        r#"{"plans": ["basic" "premium", "custom"]}"#,
+        json!({"plans": ["basic", "premium", "custom"]}),
+        FixKind::MissingComma,
+    );
+    assert_fixed(
+        "{'plans': ['basic'\n 'premium']}",
+        json!({"plans": ["basic", "premium"]}),
+        FixKind::MissingComma,
+    );
+    // Quotes inside one element are still read as inner quotes.
+    assert_fixed(
+        r#"{"lines": ["she said "go" now", "b"]}"#,
+        json!({"lines": ["she said \"go\" now", "b"]}),
+        FixKind::InnerQuoteEscaped,
+    );
+    let (_, kinds) = one("{\"plans\": [\"basic\"\n \"premium\"]}");
+    assert!(!kinds.contains(&FixKind::InnerQuoteEscaped), "{kinds:?}");
+}
