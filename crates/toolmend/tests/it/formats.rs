@@ -303,6 +303,14 @@ fn in_a_block_each_call_stands_alone() {
     assert_eq!(calls[1].0, "get_weather");
     assert_eq!(calls[1].2, "feedback");
     assert_eq!(content, None);
+    // Arguments that are no object: feedback for that call alone.
+    let text = "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}</tool_call><tool_call>{\"name\": \"get_weather\", \"arguments\": @@@}</tool_call>";
+    let (calls, _) = plan(text);
+    assert_eq!(calls[0], ok("get_time", json!({"zone": "CET"})));
+    assert_eq!(
+        (calls[1].0.as_str(), calls[1].2),
+        ("get_weather", "feedback")
+    );
     // A call missing its required value gets feedback; the other runs.
     let text = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"days\": 2}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"zone\": \"CET\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
     let (calls, _) = plan(text);
