@@ -185,10 +185,27 @@ fix_kinds! {
     CsvSplit = "csv_split", Unsafe;
     /// An enum value matched case- or separator-insensitively.
     EnumCaseFixed = "enum_case_fixed", Safe;
-    /// An unknown key mapped to the schema's key (case style, alias, edit distance).
+    /// An unknown key mapped to the schema's key by an alias: a synonym, an abbreviation, an
+    /// acronym, another word order, a qualifier left out.
     KeyRenamed = "key_renamed", Unsafe;
-    /// A key the schema does not allow (`additionalProperties: false`) was dropped.
-    UnknownKeyDropped = "unknown_key_dropped", Unsafe;
+    /// A key the schema does not allow (`additionalProperties: false`) was dropped: its
+    /// value is lost (no property of the schema could be its home).
+    UnknownKeyDropped = "unknown_key_dropped", Lossy;
+    /// A key in another case or separator style (`departDate` -> `depart_date`).
+    KeyCaseFixed = "key_case_fixed", Safe;
+    /// A misspelt key, at most two edits from the schema's (`adress` -> `address`).
+    KeySpellingFixed = "key_spelling_fixed", Safe;
+    /// A key naming the head word of the schema's key (`notes` -> `delivery_notes`).
+    KeyRenamedByTokens = "key_renamed_by_tokens", Unsafe;
+    /// A key whose words are in a property's description (`arrival_city` -> `dest`, "City
+    /// of arrival").
+    KeyRenamedByDescription = "key_renamed_by_description", Unsafe;
+    /// The one unknown key given the one missing required key, its value fitting that
+    /// key's type: the schema leaves no other reading.
+    KeyRenamedByStructure = "key_renamed_by_structure", Unsafe;
+    /// A list given for a scalar field, each element valid there, became one call per
+    /// element (`Coercions::split_merged_calls`).
+    MergedCallSplit = "merged_call_split", Unsafe;
     /// A JSON-encoded string given for an object/array field was decoded.
     JsonStringDecoded = "json_string_decoded", Safe;
     /// A date or date-time in another common format normalised to ISO 8601.
@@ -254,9 +271,15 @@ impl Fix {
         self.kind.safety()
     }
 
-    /// True when this fix lost information (the call was cut off).
+    /// True when this fix lost information (the call was cut off, or a key was dropped).
     pub fn is_lossy(&self) -> bool {
         self.kind.safety() == Safety::Lossy
+    }
+
+    /// True when this fix marks a call the model never finished (a lossy fix other than a
+    /// dropped key): what `refuse_lossy` refuses.
+    pub fn is_cut_off(&self) -> bool {
+        self.is_lossy() && self.kind != FixKind::UnknownKeyDropped
     }
 }
 

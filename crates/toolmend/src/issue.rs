@@ -41,6 +41,9 @@ pub enum IssueKind {
     NotAnObject,
     /// The text was cut off; running it would run a call the model never finished.
     Truncated,
+    /// A corrected or re-asked call carries fewer of the values the model first sent
+    /// (three symbols asked for, one left): running it would lose the others silently.
+    ValuesLost,
 }
 
 impl IssueKind {
@@ -60,6 +63,7 @@ impl IssueKind {
         IssueKind::Length,
         IssueKind::Composition,
         IssueKind::Custom,
+        IssueKind::ValuesLost,
     ];
 
     /// The stable snake_case id, as serialised.
@@ -75,6 +79,7 @@ impl IssueKind {
             IssueKind::Pattern => "pattern",
             IssueKind::Composition => "composition",
             IssueKind::Custom => "custom",
+            IssueKind::ValuesLost => "values_lost",
             IssueKind::UnknownTool => "unknown_tool",
             IssueKind::Unparseable => "unparseable",
             IssueKind::NotAnObject => "not_an_object",
@@ -171,6 +176,7 @@ impl Issue {
             IssueKind::Length => 11,
             IssueKind::Composition => 12,
             IssueKind::Custom => 13,
+            IssueKind::ValuesLost => 14,
         }
     }
 }

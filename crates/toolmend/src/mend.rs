@@ -74,9 +74,10 @@ pub struct MendedCall {
 }
 
 impl MendedCall {
-    /// True when a fix lost information (the model never finished the call).
+    /// True when the model never finished the call (a cut-off fix, [`Fix::is_cut_off`]). A
+    /// dropped key is lossy too but does not count here: see [`worst_safety`](Self::worst_safety).
     pub fn is_lossy(&self) -> bool {
-        self.fixes.iter().any(Fix::is_lossy)
+        self.fixes.iter().any(Fix::is_cut_off)
     }
 
     /// The least safe fix applied, if any.
@@ -114,7 +115,7 @@ pub fn mend_call(raw: &str, tool: &CompiledTool, opts: &MendOptions) -> Mended {
     if let Some(empty) = empty_arguments(raw, opts) {
         let ctx = ValidationContext::new(tool.name(), Phase::Initial);
         return Mended {
-            calls: vec![check_call(empty, tool, opts, &ctx)],
+            calls: check_call_split(empty, tool, opts, &ctx),
         };
     }
     let repaired = match repair(raw, &opts.repair) {
@@ -250,6 +251,7 @@ pub fn mend_value_named_in(
                 arguments,
                 fixes: name_fix.into_iter().collect(),
             };
+            // One call in, one call out: a merged call is feedback here (split needs a text).
             check_call(repaired, tool, opts, ctx)
         }
         Err(issue) => MendedCall {
@@ -345,9 +347,9 @@ fn best_reading<'t>(
     for reading in readings {
         let calls: Vec<MendedCall> = reading
             .into_iter()
-            .map(|c| match tool_for(&c) {
-                Ok(tool) => check_call(c, tool, opts, ctx),
-                Err(issue) => unknown_tool_call(c, *issue),
+            .flat_map(|c| match tool_for(&c) {
+                Ok(tool) => check_call_split(c, tool, opts, ctx),
+                Err(issue) => vec![unknown_tool_call(c, *issue)],
             })
             .collect();
         let cost = calls.iter().fold((0, 0, 0), |(i, u, f), c| {
@@ -376,6 +378,251 @@ fn unknown_tool_call(c: RepairedCall, issue: Issue) -> MendedCall {
         issues: vec![issue],
         outcome: Outcome::Feedback,
     }
+}
+
+/// Most calls one merged call is split into; a longer list is feedback.
+const MAX_SPLIT: usize = 32;
+
+/// [`check_call`], and a merged call (a list for a scalar field, each element valid there)
+/// split into one call per element when [`Coercions::split_merged_calls`] is on.
+fn check_call_split(
+    c: RepairedCall,
+    tool: &CompiledTool,
+    opts: &MendOptions,
+    ctx: &ValidationContext<'_>,
+) -> Vec<MendedCall> {
+    let prior = c.fixes.clone();
+    let mut call = check_call(c, tool, opts, ctx);
+    let Some((key, parts)) = merged_parts(&call, tool, opts, ctx) else {
+        return vec![call];
+    };
+    let n = parts.len();
+    if !opts.coercions.split_merged_calls {
+        let path = format!("/{}", crate::schema::escape_pointer(&key));
+        if let Some(issue) = call
+            .issues
+            .iter_mut()
+            .find(|i| i.kind == IssueKind::WrongType && i.path == path)
+        {
+            issue.message = format!(
+                "{} holds {n} values where the tool takes one: this is {n} calls merged into one",
+                issue.path.trim_start_matches('/')
+            );
+            issue.suggestion = Some(format!(
+                "make one call per value: {n} calls to {}, each with one {key}",
+                tool.name()
+            ));
+        }
+        return vec![call];
+    }
+    let whole = call
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get(&key))
+        .map(crate::schema::preview)
+        .unwrap_or_default();
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut part)| {
+            let detail = format!("{whole} -> call {} of {n}", i + 1);
+            let path = format!("/{}", crate::schema::escape_pointer(&key));
+            let mut fixes = prior.clone();
+            fixes.push(Fix::on(FixKind::MergedCallSplit, path, detail));
+            fixes.append(&mut part.fixes);
+            part.fixes = fixes;
+            part.outcome = Outcome::Repaired;
+            part
+        })
+        .collect()
+}
+
+/// When `call` failed only because one top-level field holds a list of distinct values
+/// for a field that takes one, and each value alone makes a valid call: that key and the
+/// calls (checked, without the repair fixes).
+fn merged_parts(
+    call: &MendedCall,
+    tool: &CompiledTool,
+    opts: &MendOptions,
+    ctx: &ValidationContext<'_>,
+) -> Option<(String, Vec<MendedCall>)> {
+    if call.outcome != Outcome::Feedback || call.issues.is_empty() {
+        return None;
+    }
+    let args = call.arguments.as_ref()?.as_object()?;
+    // Every issue is a wrong type on the same top-level list.
+    let first = &call.issues[0];
+    let key = first.path.strip_prefix('/')?;
+    if key.contains('/') || first.kind != IssueKind::WrongType {
+        return None;
+    }
+    let key = key.replace("~1", "/").replace("~0", "~");
+    let items = args.get(&key)?.as_array()?;
+    if items.len() < 2
+        || items.len() > MAX_SPLIT
+        || call
+            .issues
+            .iter()
+            .any(|i| i.path != first.path || i.kind != IssueKind::WrongType)
+    {
+        return None;
+    }
+    // Distinct values only: a repeated one is not another call.
+    for (i, v) in items.iter().enumerate() {
+        if items[..i].contains(v) {
+            return None;
+        }
+    }
+    let mut parts = Vec::with_capacity(items.len());
+    for item in items {
+        let mut one = args.clone();
+        one.insert(key.clone(), item.clone());
+        let part = check_call(
+            RepairedCall {
+                name: None,
+                arguments: Value::Object(one),
+                fixes: Vec::new(),
+            },
+            tool,
+            opts,
+            ctx,
+        );
+        if !part.outcome.is_runnable() {
+            return None;
+        }
+        parts.push(part);
+    }
+    Some((key, parts))
+}
+
+/// The values a first call sent that a corrected or re-asked answer no longer carries:
+/// JSON Pointers into `first`, in document order.
+///
+/// `corrected` is the new arguments, or an array of every new call's arguments (a re-ask
+/// may answer with one call per value). Only the elements of lists are compared: a list of
+/// which some elements survive anywhere in `corrected` and others do not was narrowed (three
+/// symbols asked for, one left), and the missing ones are lost. A list none of whose values
+/// survive was replaced, which is what a correction is for. Values compare by their text,
+/// case-insensitively (`"5"` ~ `5`, `"Oslo"` ~ `"oslo"`), wherever they stand, so renamed
+/// keys and coerced types are not losses. Linear in the size of both values.
+///
+/// ```
+/// use serde_json::json;
+/// use toolmend::mend::values_lost;
+/// let first = json!({"ticker": ["NVDA", "AMD", "INTC"]});
+/// assert_eq!(values_lost(&first, &json!({"ticker": "NVDA"})), ["/ticker/1", "/ticker/2"]);
+/// let split = json!([{"ticker": "NVDA"}, {"ticker": "AMD"}, {"ticker": "INTC"}]);
+/// assert!(values_lost(&first, &split).is_empty());
+/// ```
+pub fn values_lost(first: &Value, corrected: &Value) -> Vec<String> {
+    let mut kept = std::collections::HashSet::new();
+    collect_leaves(corrected, 0, &mut kept);
+    let mut out = Vec::new();
+    let mut path = String::new();
+    lost_in(first, &kept, &mut path, 0, &mut out);
+    out
+}
+
+/// Nesting followed by [`values_lost`] (deeper values are not compared).
+const MAX_LOST_DEPTH: usize = 64;
+
+fn leaf_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.trim().to_lowercase()),
+        Value::Number(n) => n
+            .as_f64()
+            .map(|f| f.to_string())
+            .or_else(|| Some(n.to_string())),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Null | Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
+fn collect_leaves(v: &Value, depth: usize, out: &mut std::collections::HashSet<String>) {
+    if depth > MAX_LOST_DEPTH {
+        return;
+    }
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| collect_leaves(i, depth + 1, out)),
+        Value::Object(m) => m.values().for_each(|i| collect_leaves(i, depth + 1, out)),
+        Value::String(s) => {
+            // A list may come back as one text (`"NVDA, AMD"`): its parts survive too.
+            if s.contains(',') {
+                for part in s.split(',') {
+                    out.insert(part.trim().to_lowercase());
+                }
+            }
+            out.extend(leaf_text(v));
+        }
+        _ => out.extend(leaf_text(v)),
+    }
+}
+
+fn lost_in(
+    v: &Value,
+    kept: &std::collections::HashSet<String>,
+    path: &mut String,
+    depth: usize,
+    out: &mut Vec<String>,
+) {
+    if depth > MAX_LOST_DEPTH {
+        return;
+    }
+    let len = path.len();
+    match v {
+        Value::Object(m) => {
+            for (k, item) in m {
+                path.push('/');
+                path.push_str(&crate::schema::escape_pointer(k));
+                lost_in(item, kept, path, depth + 1, out);
+                path.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            let texts: Vec<Option<String>> = items.iter().map(leaf_text).collect();
+            let survives = texts.iter().flatten().any(|t| kept.contains(t));
+            for (i, item) in items.iter().enumerate() {
+                path.push('/');
+                path.push_str(&i.to_string());
+                match &texts[i] {
+                    Some(t) if survives && !kept.contains(t) => out.push(path.clone()),
+                    Some(_) => {}
+                    None => lost_in(item, kept, path, depth + 1, out),
+                }
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Flags a corrected or re-asked call that lost values the first call sent
+/// ([`values_lost`] of `first` against `corrected`, the arguments of every call the answer
+/// gave): a `values_lost` issue per value, and the call becomes feedback. Returns true
+/// when it flagged something. Does nothing to a call whose answer kept every value.
+pub fn flag_values_lost(call: &mut MendedCall, first: &Value, corrected: &Value) -> bool {
+    let lost = values_lost(first, corrected);
+    if lost.is_empty() {
+        return false;
+    }
+    for p in lost {
+        let got = first.pointer(&p).cloned().unwrap_or(Value::Null);
+        call.issues.push(
+            Issue::new(
+                IssueKind::ValuesLost,
+                p,
+                format!(
+                    "the first call sent {}, the corrected call dropped it",
+                    crate::schema::preview(&got)
+                ),
+            )
+            .got(got)
+            .suggestion("make one call per value, keeping every value the user asked for"),
+        );
+    }
+    crate::issue::sort_issues(&mut call.issues);
+    call.outcome = Outcome::Feedback;
+    true
 }
 
 fn check_call(
@@ -447,7 +694,7 @@ pub fn cut_off_at_token_limit(call: &mut MendedCall) {
 /// Turns a call whose text was cut off into feedback: a `truncated` issue asking for the
 /// whole call again. Does nothing to a call with no lossy fix.
 pub fn refuse_lossy(call: &mut MendedCall) {
-    let Some(fix) = call.fixes.iter().find(|f| f.is_lossy()) else {
+    let Some(fix) = call.fixes.iter().find(|f| f.is_cut_off()) else {
         return;
     };
     let message = match fix.offset {

@@ -15,9 +15,11 @@ use super::compile::{
     push_escaped, value_mask,
 };
 use super::dates::{is_iso_date, is_rfc3339, normalize_date, normalize_date_time};
-use super::suggest::{Candidate, CandidateData, Key, plan_renames};
+use super::suggest::{
+    Candidate, CandidateData, Key, Via, contenders, key_suggestion, plan_renames,
+};
 use super::{Coercions, CompiledTool};
-use crate::{Fix, FixKind};
+use crate::{Fix, FixKind, Issue, IssueKind};
 
 /// Keys a model nests the arguments under (besides the tool's own name).
 const WRAPPER_KEYS: &[&str] = &[
@@ -50,6 +52,9 @@ pub(crate) struct Walker<'t> {
     tool: &'t CompiledTool,
     opts: &'t Coercions,
     pub(crate) fixes: Vec<Fix>,
+    /// Problems the walk found that validation cannot see (an unknown key an open schema
+    /// accepts but gives two homes).
+    pub(crate) issues: Vec<Issue>,
     /// How deep in the value the walk is.
     depth: usize,
     /// Branch tries nested on the current value.
@@ -66,6 +71,7 @@ impl<'t> Walker<'t> {
             tool,
             opts,
             fixes: Vec::new(),
+            issues: Vec::new(),
             depth: 0,
             hops: 0,
             steps: Rc::new(Cell::new(MAX_STEPS)),
@@ -78,6 +84,7 @@ impl<'t> Walker<'t> {
             tool: self.tool,
             opts: self.opts,
             fixes: Vec::new(),
+            issues: Vec::new(),
             depth: self.depth,
             hops: self.hops + 1,
             steps: Rc::clone(&self.steps),
@@ -437,10 +444,12 @@ impl<'t> Walker<'t> {
                 let drop: Vec<String> = remaining
                     .into_iter()
                     .filter(|k| {
-                        // Keep a key that could have been a missing required value: the agent
-                        // gets "unknown key" next to "missing", not a silent loss.
+                        // Keep a key that could have been a missing required value, or that
+                        // some free property could be (by name or description): the agent
+                        // gets "unknown key" with the candidates, not a silent loss.
                         let v = &map[k.as_str()];
                         !missing.iter().any(|r| self.fits(v, &flat.property(r)))
+                            && !self.has_home(map, flat, &props, k)
                     })
                     .collect();
                 if !drop.is_empty() {
@@ -544,20 +553,77 @@ impl<'t> Walker<'t> {
             .collect();
         let available: Vec<bool> = props.iter().map(|p| !map.contains_key(*p)).collect();
         let keys: Vec<&str> = unknown.iter().map(String::as_str).collect();
-        let renames = plan_renames(&keys, &cands, &available, |u, c| {
+        let mut renames = plan_renames(&keys, &cands, &available, |u, c| {
             self.fits(&map[keys[u]], &flat.property(props[c]))
         });
+        // The structural reading: one required key missing, one unknown key left beside it
+        // (chatter aside), its value fitting: the schema leaves no other home for it.
+        let left: Vec<usize> = (0..keys.len())
+            .filter(|u| !renames.iter().any(|(r, _, _)| r == u))
+            .filter(|&u| !Key::new(keys[u]).is_chatter())
+            .collect();
+        // A key too short to name anything (`xyz`, `v`) is no evidence: the agent or the
+        // corrector says what it meant.
+        let named = |u: usize| keys[u].chars().filter(char::is_ascii_alphabetic).count() >= 4;
+        let required = flat.required();
+        let missing: Vec<usize> = (0..props.len())
+            .filter(|&c| available[c] && required.contains(&props[c]))
+            .filter(|c| !renames.iter().any(|(_, r, _)| r == c))
+            .collect();
+        // The value must fit as sent: a reading this weak takes no coercion on top.
+        if let ([u], [c]) = (left.as_slice(), missing.as_slice())
+            && named(*u)
+            && let nodes = flat.property(props[*c])
+            && !nodes.is_empty()
+            && nodes
+                .iter()
+                .all(|n| loosely_fits(self.root(), &map[keys[*u]], n))
+        {
+            renames.push((*u, *c, Via::Structure));
+        }
+        if self.opts_open_ambiguity(flat) {
+            let taken: Vec<usize> = renames.iter().map(|(_, c, _)| *c).collect();
+            for &u in &left {
+                if renames.iter().any(|(r, _, _)| *r == u) {
+                    continue;
+                }
+                let tied = contenders(&Key::new(keys[u]), &cands, |c| {
+                    available[c] && !taken.contains(&c)
+                });
+                if tied.len() >= 2 {
+                    let names: Vec<Value> = tied
+                        .iter()
+                        .map(|&c| Value::String(props[c].to_owned()))
+                        .collect();
+                    let suggestion = key_suggestion(keys[u], &cands).unwrap_or_default();
+                    self.issues.push(
+                        Issue::new(
+                            IssueKind::UnknownKey,
+                            child_path(path, keys[u]),
+                            format!(
+                                "\"{}\" is not a known key, and the schema has more than one \
+                                 key it could be",
+                                keys[u]
+                            ),
+                        )
+                        .got(map[keys[u]].clone())
+                        .allowed(names)
+                        .suggestion(suggestion),
+                    );
+                }
+            }
+        }
         if renames.is_empty() {
             return unknown;
         }
-        let mut new_names: Vec<(&str, &str)> = Vec::new();
-        for &(u, c) in &renames {
-            new_names.push((keys[u], props[c]));
+        let mut new_names: Vec<(&str, &str, Via)> = Vec::new();
+        for &(u, c, v) in &renames {
+            new_names.push((keys[u], props[c], v));
         }
         let old = std::mem::take(map);
         for (k, v) in old {
-            match new_names.iter().find(|(from, _)| *from == k) {
-                Some((_, to)) => {
+            match new_names.iter().find(|(from, _, _)| *from == k) {
+                Some((_, to, _)) => {
                     map.insert((*to).to_owned(), v);
                 }
                 None => {
@@ -565,19 +631,57 @@ impl<'t> Walker<'t> {
                 }
             }
         }
-        for (from, to) in &new_names {
+        for (from, to, via) in &new_names {
             let p = child_path(path, to);
-            self.fix(
-                FixKind::KeyRenamed,
-                &p,
-                format!("{} -> {}", quote(from), quote(to)),
-            );
+            let kind = match via {
+                Via::Case => FixKind::KeyCaseFixed,
+                Via::Spelling => FixKind::KeySpellingFixed,
+                Via::Alias => FixKind::KeyRenamed,
+                Via::Tokens => FixKind::KeyRenamedByTokens,
+                Via::Description => FixKind::KeyRenamedByDescription,
+                Via::Structure => FixKind::KeyRenamedByStructure,
+            };
+            self.fix(kind, &p, format!("{} -> {}", quote(from), quote(to)));
         }
         unknown
             .iter()
-            .filter(|k| !new_names.iter().any(|(from, _)| from == k))
+            .filter(|k| !new_names.iter().any(|(from, _, _)| from == k))
             .cloned()
             .collect()
+    }
+
+    /// An open object (other keys allowed) reports an unknown key the schema gives two
+    /// homes (validation would accept it, and the value would reach no property); a
+    /// closed one leaves that to validation's `unknown_key` issue.
+    fn opts_open_ambiguity(&self, flat: &Flat<'t>) -> bool {
+        !matches!(flat.additional(), Additional::Forbidden)
+    }
+
+    /// True when some property not present in `map` could be `key`'s home (a reading of
+    /// any strength): the key is not dropped, the agent is told instead.
+    fn has_home(
+        &self,
+        map: &Map<String, Value>,
+        flat: &Flat<'t>,
+        props: &[&'t str],
+        key: &str,
+    ) -> bool {
+        let k = Key::new(key);
+        if k.is_chatter() {
+            return false;
+        }
+        let free: Vec<Candidate<'_>> = props
+            .iter()
+            .filter(|p| !map.contains_key(**p))
+            .map(|p| {
+                let desc = flat
+                    .property(p)
+                    .into_iter()
+                    .find_map(|n| flatten(self.root(), n).description());
+                Candidate::new(p, desc)
+            })
+            .collect();
+        !contenders(&k, &free, |_| true).is_empty()
     }
 
     /// True when `value` could be the first element of the array `flat` describes.

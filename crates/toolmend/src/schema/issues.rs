@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::CompiledTool;
 use super::compile::{Node, escape, flatten, mask_names};
-use super::suggest::{Candidate, CandidateData, did_you_mean};
+use super::suggest::{Candidate, CandidateData, key_suggestion};
 use crate::issue::sort_issues;
 use crate::{Issue, IssueKind};
 
@@ -230,8 +230,8 @@ fn map_error(tool: &CompiledTool, e: ValidationError<'_>, out: &mut Vec<Issue>) 
                 if let Some(v) = present.and_then(|m| m.get(&key)) {
                     issue = issue.got(v.clone());
                 }
-                if let Some(s) = did_you_mean(&key, &free) {
-                    issue = issue.suggestion(format!("did you mean \"{s}\"?"));
+                if let Some(s) = key_suggestion(&key, &free) {
+                    issue = issue.suggestion(s);
                 }
                 out.push(issue);
             }

@@ -54,6 +54,8 @@ use serde_json::Value;
 use crate::{Error, Fix, Issue, IssueKind};
 
 pub use business::BusinessRules;
+pub(crate) use coerce::preview;
+pub(crate) use compile::escape as escape_pointer;
 
 /// Which safe coercions run (lax mode). All on by default; [`Coercions::none`] is strict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +93,12 @@ pub struct Coercions {
     pub null_omitted: bool,
     /// `{"input"|"arguments"|"parameters"|<tool name>: {...}}` unwrapped.
     pub unwrap_arguments: bool,
+    /// A list given for a scalar field (`{"symbol": ["AAPL", "MSFT"]}` for `symbol:
+    /// string`), each element alone making a valid call: one call per element (a
+    /// `merged_call_split` fix; `toolmend::mend` splits, [`CompiledTool::check`] does not).
+    /// Off by default, in lax mode too: the call is feedback that asks for one call per
+    /// value (see `docs/issue-kinds.md`, "Merged calls").
+    pub split_merged_calls: bool,
 }
 
 impl Default for Coercions {
@@ -108,6 +116,7 @@ impl Default for Coercions {
             dates: true,
             null_omitted: true,
             unwrap_arguments: true,
+            split_merged_calls: false,
         }
     }
 }
@@ -128,6 +137,7 @@ impl Coercions {
             dates: false,
             null_omitted: false,
             unwrap_arguments: false,
+            split_merged_calls: false,
         }
     }
 }
@@ -361,14 +371,20 @@ impl CompiledTool {
         }
         let mut value = arguments;
         let mut fixes = Vec::new();
+        let mut walk_issues = Vec::new();
         if *coercions != Coercions::none() {
             let mut walker = coerce::Walker::new(self, coercions);
             walker.run(&mut value);
             fixes = walker.fixes;
+            walk_issues = walker.issues;
         }
         let mut issues = self.validate(&value);
-        if issues.is_empty() {
+        if issues.is_empty() && walk_issues.is_empty() {
             issues = self.run_validators(&value, ctx);
+        }
+        if !walk_issues.is_empty() {
+            issues.extend(walk_issues);
+            crate::issue::sort_issues(&mut issues);
         }
         Checked {
             value,

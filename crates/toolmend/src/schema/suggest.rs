@@ -103,6 +103,42 @@ const STOPWORDS: &[&str] = &[
 
 const _: () = assert!(SYNONYMS.len() <= 32);
 
+/// Words of a description read for matching (its opening, where the property is named).
+const MAX_DESCRIPTION_WORDS: usize = 40;
+
+/// How a key was matched to a property; decides the fix recorded and its safety.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Via {
+    /// The same tokens in another case or separator style (`departDate` -> `depart_date`).
+    Case,
+    /// A typo: at most two edits (`adress` -> `address`).
+    Spelling,
+    /// A synonym, abbreviation, acronym, reordering, or a qualifier left out.
+    Alias,
+    /// The key names the property's head word, the rest of the name qualifying it
+    /// (`notes` -> `delivery_notes`, `label` -> `shipping_label`).
+    Tokens,
+    /// The key's words are in the property's description (`arrival_city` -> `dest`,
+    /// "City of arrival").
+    Description,
+    /// The one required field missing, the one unknown key beside it, its value fitting.
+    Structure,
+}
+
+/// A light stem: plural endings off (`requests` -> `request`, `cities` -> `city`), so that
+/// the singular and the plural of a word compare equal. Short words and `-ss` stay.
+pub(crate) fn stem(t: &str) -> String {
+    if t.len() > 4
+        && let Some(base) = t.strip_suffix("ies")
+    {
+        return format!("{base}y");
+    }
+    if t.len() > 3 && t.ends_with('s') && !t.ends_with("ss") && !t.ends_with("us") {
+        return t[..t.len() - 1].to_owned();
+    }
+    t.to_owned()
+}
+
 /// Splits a key into lower-case tokens at `_`, `-`, spaces, dots and camelCase boundaries.
 pub(crate) fn tokens(key: &str) -> Vec<String> {
     let chars: Vec<char> = key.chars().collect();
@@ -141,6 +177,11 @@ pub(crate) struct Candidate<'a> {
 #[derive(Debug, Clone)]
 pub(crate) struct CandidateData {
     tokens: Vec<String>,
+    /// `tokens` stemmed ([`stem`]).
+    stems: Vec<String>,
+    /// The stemmed content words of the description (stopwords left out), at most
+    /// [`MAX_DESCRIPTION_WORDS`].
+    described: Vec<String>,
     norm: String,
     acronyms: Vec<String>,
     /// The [`SYNONYMS`] groups `norm` belongs to, one bit per group.
@@ -175,8 +216,23 @@ impl CandidateData {
             }
         }
         let synonyms = synonym_groups(&norm);
+        let stems = tokens.iter().map(|t| stem(t)).collect();
+        let mut described: Vec<String> = Vec::new();
+        for w in description
+            .unwrap_or("")
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .take(MAX_DESCRIPTION_WORDS)
+        {
+            let w = stem(&w.to_lowercase());
+            if !STOPWORDS.contains(&w.as_str()) && !described.contains(&w) {
+                described.push(w);
+            }
+        }
         CandidateData {
             tokens,
+            stems,
+            described,
             norm,
             acronyms,
             synonyms,
@@ -223,6 +279,8 @@ fn initials<'w>(words: impl Iterator<Item = &'w str>) -> String {
 #[derive(Debug, Clone)]
 pub(crate) struct Key {
     tokens: Vec<String>,
+    /// `tokens` stemmed ([`stem`]).
+    stems: Vec<String>,
     norm: String,
     /// The [`SYNONYMS`] groups `norm` belongs to, one bit per group.
     synonyms: u32,
@@ -236,8 +294,10 @@ impl Key {
         let norm = tokens.join("_");
         let synonyms = synonym_groups(&norm);
         let chatter = CHATTER.contains(&norm.as_str());
+        let stems = tokens.iter().map(|t| stem(t)).collect();
         Key {
             tokens,
+            stems,
             norm,
             synonyms,
             chatter,
@@ -252,6 +312,12 @@ impl Key {
     /// True when the key names `cand` in another case style.
     pub(crate) fn same_as(&self, cand: &Candidate<'_>) -> bool {
         !self.norm.is_empty() && self.norm == cand.data.norm
+    }
+
+    /// True for a key models add to talk about the call ([`CHATTER`]): never given a
+    /// property by anything but its exact name.
+    pub(crate) fn is_chatter(&self) -> bool {
+        self.chatter
     }
 }
 
@@ -362,6 +428,100 @@ fn is_subsequence(k: &str, p: &str) -> bool {
     k.chars().all(|c| it.any(|x| x == c))
 }
 
+/// How a match of `key` to `cand` by [`score`] was made: a case style, a typo, or an alias.
+pub(crate) fn via(key: &Key, cand: &Candidate<'_>) -> Via {
+    let c = &*cand.data;
+    if key.norm == c.norm {
+        return Via::Case;
+    }
+    let same_words = key.tokens.len() == c.tokens.len()
+        && key
+            .tokens
+            .iter()
+            .zip(&c.tokens)
+            .filter(|(a, b)| a != b)
+            .count()
+            == 1;
+    // A typo: every word but one the same (or one word), that one two edits away at most,
+    // and long enough that two edits do not make another word.
+    if key.synonyms & c.synonyms == 0
+        && (same_words || key.tokens.len() == 1 && c.tokens.len() == 1)
+        && key.norm.len() >= 5
+        && strsim::levenshtein(&key.norm, &c.norm) <= 2
+        && !key.stems.iter().all(|t| c.stems.contains(t))
+    {
+        return Via::Spelling;
+    }
+    Via::Alias
+}
+
+/// The weaker readings, tried only when [`score`] finds nothing: the key names the head
+/// word of the property ([`Via::Tokens`]), or its words are in the property's description
+/// ([`Via::Description`]). Words compare stemmed. `0.0` is no match.
+pub(crate) fn weak_score(key: &Key, cand: &Candidate<'_>) -> (f64, Via) {
+    let c = &*cand.data;
+    if key.chatter || key.stems.is_empty() || c.stems.is_empty() {
+        return (0.0, Via::Tokens);
+    }
+    let ks = &key.stems;
+    // Head word: the property's last word is the key's last word, and every key word is in
+    // the name (`requests` -> `special_requests`); `page` is not `page_size`.
+    if ks.len() < c.stems.len()
+        && ks.iter().all(|t| c.stems.contains(t))
+        && ks.last() == c.stems.last()
+    {
+        #[allow(clippy::cast_precision_loss)]
+        let coverage = ks.len() as f64 / c.stems.len() as f64;
+        return (0.6 + 0.1 * coverage, Via::Tokens);
+    }
+    // Description: every word of the key in the name or the description, one at least in
+    // the description, and one that is not a mere qualifier.
+    let in_desc = ks.iter().filter(|t| c.described.contains(t)).count();
+    let all_known = ks
+        .iter()
+        .all(|t| c.described.contains(t) || c.stems.contains(t));
+    let distinctive = ks
+        .iter()
+        .any(|t| c.described.contains(t) && !QUALIFIERS.contains(&t.as_str()));
+    if in_desc > 0 && all_known && distinctive {
+        #[allow(clippy::cast_precision_loss)]
+        let share = in_desc as f64 / ks.len() as f64;
+        return (0.4 + 0.1 * share, Via::Description);
+    }
+    (0.0, Via::Tokens)
+}
+
+/// The candidates tied for the best score (strong, else weak) among the eligible ones;
+/// one name is a clear reading, two or more a choice to put back to the model.
+pub(crate) fn contenders(
+    key: &Key,
+    cands: &[Candidate<'_>],
+    mut eligible: impl FnMut(usize) -> bool,
+) -> Vec<usize> {
+    let mut strong: Vec<(usize, f64)> = Vec::new();
+    let mut weak: Vec<(usize, f64)> = Vec::new();
+    for (i, c) in cands.iter().enumerate() {
+        if !eligible(i) {
+            continue;
+        }
+        let s = score(key, c);
+        if s > 0.0 {
+            strong.push((i, s));
+        } else {
+            let (w, _) = weak_score(key, c);
+            if w > 0.0 {
+                weak.push((i, w));
+            }
+        }
+    }
+    let pool = if strong.is_empty() { weak } else { strong };
+    let best = pool.iter().map(|(_, s)| *s).fold(0.0_f64, f64::max);
+    pool.into_iter()
+        .filter(|(_, s)| best - *s < 1e-9)
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// The index of the single best candidate (score > 0, strictly above the runner-up).
 pub(crate) fn best_unique(
     key: &Key,
@@ -385,6 +545,32 @@ pub(crate) fn best_unique(
         }
     }
     best.filter(|(_, b)| *b > runner_up)
+}
+
+/// [`best_unique`] by [`weak_score`].
+fn best_unique_weak(
+    key: &Key,
+    cands: &[Candidate<'_>],
+    mut eligible: impl FnMut(usize) -> bool,
+) -> Option<(usize, Via)> {
+    let mut best: Option<(usize, f64, Via)> = None;
+    let mut runner_up = 0.0_f64;
+    for (i, cand) in cands.iter().enumerate() {
+        let (s, v) = weak_score(key, cand);
+        if s <= 0.0 || !eligible(i) {
+            continue;
+        }
+        match best {
+            Some((_, b, _)) if s > b => {
+                runner_up = b;
+                best = Some((i, s, v));
+            }
+            Some(_) => runner_up = runner_up.max(s),
+            None => best = Some((i, s, v)),
+        }
+    }
+    best.filter(|(_, b, _)| *b > runner_up)
+        .map(|(i, _, v)| (i, v))
 }
 
 /// A display-only did-you-mean: the best unique candidate, or a close spelling.
@@ -414,35 +600,59 @@ pub(crate) fn did_you_mean<'c>(key: &str, cands: &'c [Candidate<'c>]) -> Option<
             None => best = Some((c.name, jw)),
         }
     }
-    if tie { None } else { best.map(|(n, _)| n) }
+    if tie {
+        return None;
+    }
+    best.map(|(n, _)| n)
+        .or_else(|| best_unique_weak(&k, cands, |_| true).map(|(i, _)| cands[i].name))
+}
+
+/// The suggestion of an `unknown_key` issue: `did you mean "city"?`, or, when the schema
+/// leaves two readings, both (`did you mean "first_name" or "last_name"? …`).
+pub(crate) fn key_suggestion(key: &str, cands: &[Candidate<'_>]) -> Option<String> {
+    let k = Key::new(key);
+    let tied = contenders(&k, cands, |_| true);
+    if tied.len() >= 2 {
+        let names: Vec<String> = tied
+            .iter()
+            .map(|&i| format!("\"{}\"", cands[i].name))
+            .collect();
+        let (last, rest) = names.split_last()?;
+        return Some(format!(
+            "did you mean {} or {last}? send the value under the key it is for",
+            rest.join(", ")
+        ));
+    }
+    did_you_mean(key, cands).map(|s| format!("did you mean \"{s}\"?"))
 }
 
 /// Plans renames for `unknown` keys onto `cands`. `available[i]` says whether property `i`
 /// may receive a key (it is not present yet); `fits(u, c)` whether unknown key `u`'s value
 /// fits (or can be coerced to) candidate `c`. Returns `(unknown index, candidate index)`.
 ///
-/// Case-style matches are resolved first, then aliases against what is still free. A
-/// candidate two keys claim at the same stage is given to neither.
+/// Case-style matches are resolved first, then aliases against what is still free, then
+/// the weaker readings ([`weak_score`]: head word, description). A candidate two keys
+/// claim at the same stage is given to neither.
 pub(crate) fn plan_renames(
     unknown: &[&str],
     cands: &[Candidate<'_>],
     available: &[bool],
     mut fits: impl FnMut(usize, usize) -> bool,
-) -> Vec<(usize, usize)> {
+) -> Vec<(usize, usize, Via)> {
     let keys: Vec<Key> = unknown.iter().map(|k| Key::new(k)).collect();
     let mut taken: Vec<bool> = available.iter().map(|a| !a).collect();
     let mut done = vec![false; keys.len()];
     let mut out = Vec::new();
 
     // Stage 1: the same tokens in another case style.
-    let mut claims: Vec<(usize, usize)> = Vec::new();
+    let mut claims: Vec<(usize, usize, Via)> = Vec::new();
     for (u, key) in keys.iter().enumerate() {
         if let Some(c) = cands
             .iter()
             .position(|c| key.same_as(c))
             .filter(|&c| !taken[c] && fits(u, c))
         {
-            claims.push((u, c));
+            claims.push((u, c, Via::Case));
         }
     }
     settle(&claims, &mut taken, &mut done, &mut out);
@@ -454,7 +664,20 @@ pub(crate) fn plan_renames(
             continue;
         }
         if let Some((c, _)) = best_unique(key, cands, |c| !taken[c] && fits(u, c)) {
-            claims.push((u, c));
+            claims.push((u, c, via(key, &cands[c])));
+        }
+    }
+    settle(&claims, &mut taken, &mut done, &mut out);
+
+    // Stage 3: the head word, the description (a key no stronger reading took, and with
+    // no strong reading of its own anywhere: a tie there is a choice, not a weak match).
+    claims.clear();
+    for (u, key) in keys.iter().enumerate() {
+        if done[u] || cands.iter().any(|c| score(key, c) > 0.0) {
+            continue;
+        }
+        if let Some((c, v)) = best_unique_weak(key, cands, |c| !taken[c] && fits(u, c)) {
+            claims.push((u, c, v));
         }
     }
     settle(&claims, &mut taken, &mut done, &mut out);
@@ -463,16 +686,16 @@ pub(crate) fn plan_renames(
 }
 
 fn settle(
-    claims: &[(usize, usize)],
+    claims: &[(usize, usize, Via)],
     taken: &mut [bool],
     done: &mut [bool],
-    out: &mut Vec<(usize, usize)>,
+    out: &mut Vec<(usize, usize, Via)>,
 ) {
-    for &(u, c) in claims {
-        if claims.iter().filter(|(_, c2)| *c2 == c).count() == 1 {
+    for &(u, c, v) in claims {
+        if claims.iter().filter(|(_, c2, _)| *c2 == c).count() == 1 {
             taken[c] = true;
             done[u] = true;
-            out.push((u, c));
+            out.push((u, c, v));
         }
     }
 }
@@ -501,7 +724,7 @@ mod tests {
         let cands: Vec<Candidate<'_>> = props.iter().map(|(n, d)| Candidate::new(n, *d)).collect();
         let avail = vec![true; cands.len()];
         let r = plan_renames(&[key], &cands, &avail, |_, _| true);
-        r.first().map(|&(_, c)| cands[c].name.to_owned())
+        r.first().map(|&(_, c, _)| cands[c].name.to_owned())
     }
 
     #[test]
@@ -542,6 +765,25 @@ mod tests {
         let paging = [("query", None), ("page_size", None), ("user_agent", None)];
         assert_eq!(pick("page", &paging), None);
         assert_eq!(pick("user", &paging), None);
+    }
+
+    #[test]
+    fn stems_and_weak_readings() {
+        assert_eq!(stem("requests"), "request");
+        assert_eq!(stem("cities"), "city");
+        assert_eq!(stem("address"), "address");
+        assert_eq!(stem("status"), "status");
+        assert_eq!(stem("bus"), "bus");
+        let cargo = [
+            ("crate_count", None),
+            ("handling_notes", None),
+            ("port", Some("Port of loading")),
+        ];
+        assert_eq!(pick("note", &cargo), None); // chatter never takes a weak reading
+        assert_eq!(pick("notes", &cargo).as_deref(), Some("handling_notes"));
+        assert_eq!(pick("loading_port", &cargo).as_deref(), Some("port"));
+        // `handling` is the modifier of `handling_notes`, not its head.
+        assert_eq!(pick("handling", &cargo), None);
     }
 
     #[test]

@@ -288,3 +288,200 @@ fn empty_arguments_are_an_empty_object_and_the_schema_decides() {
     let m = mend_call("", &now, &MendOptions::strict());
     assert_eq!(m.calls[0].issues[0].kind, IssueKind::Unparseable);
 }
+
+// ---- merged calls and lost values (issue 15, deliver 6) ----
+
+/// A fx-rate tool, with names unlike the corpus's.
+fn fx_rate() -> CompiledTool {
+    CompiledTool::compile(
+        "fx_rate",
+        "The exchange rate of a currency pair.",
+        &json!({"type": "object", "properties": {
+            "pair": {"type": "string", "pattern": "^[A-Z]{3}/[A-Z]{3}$"},
+            "at": {"type": "string", "format": "date"}},
+            "required": ["pair"], "additionalProperties": false}),
+    )
+    .unwrap()
+}
+
+fn splitting() -> MendOptions {
+    let mut o = MendOptions::default();
+    o.coercions.split_merged_calls = true;
+    o
+}
+
+#[test]
+fn a_merged_call_is_feedback_asking_for_one_call_per_value_by_default() {
+    let raw = r#"{"pair": ["EUR/CHF", "GBP/JPY", "USD/SEK"], "at": "2026-02-03"}"#;
+    let m = mend_call(raw, &fx_rate(), &MendOptions::default());
+    assert_eq!(m.calls.len(), 1);
+    let c = &m.calls[0];
+    assert_eq!(c.outcome, Outcome::Feedback);
+    let issue = c.issues.iter().find(|i| i.path == "/pair").unwrap();
+    assert_eq!(issue.kind, IssueKind::WrongType);
+    let s = issue.suggestion.as_deref().unwrap();
+    assert!(
+        s.starts_with("make one call per value: 3 calls to fx_rate"),
+        "{s}"
+    );
+    let text = toolmend::feedback::render("fx_rate", &c.issues).text;
+    assert!(
+        text.to_lowercase().contains("make one call per value"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_merged_call_splits_into_one_call_per_value_when_asked() {
+    let raw = r#"{"pair": ["EUR/CHF", "GBP/JPY", "USD/SEK"], "at": "2026-02-03"}"#;
+    let m = mend_call(raw, &fx_rate(), &splitting());
+    assert_eq!(m.calls.len(), 3);
+    assert!(m.is_runnable());
+    let pairs: Vec<_> = m
+        .calls
+        .iter()
+        .map(|c| c.arguments.as_ref().unwrap()["pair"].clone())
+        .collect();
+    assert_eq!(
+        pairs,
+        [json!("EUR/CHF"), json!("GBP/JPY"), json!("USD/SEK")]
+    );
+    for (i, c) in m.calls.iter().enumerate() {
+        assert_eq!(c.outcome, Outcome::Repaired);
+        assert_eq!(c.arguments.as_ref().unwrap()["at"], json!("2026-02-03"));
+        let f = c
+            .fixes
+            .iter()
+            .find(|f| f.kind == FixKind::MergedCallSplit)
+            .unwrap();
+        assert_eq!(f.safety(), toolmend::Safety::Unsafe);
+        assert_eq!(f.path, "/pair");
+        assert!(
+            f.detail.ends_with(&format!("call {} of 3", i + 1)),
+            "{}",
+            f.detail
+        );
+    }
+    // Through a toolbox too (the path the message plan takes: the extra calls get their
+    // ids as glued calls do).
+    let tools = Toolbox::from_tools([fx_rate()]).unwrap();
+    assert_eq!(
+        mend_named("fx_rate", raw, &tools, &splitting()).calls.len(),
+        3
+    );
+}
+
+#[test]
+fn a_list_is_not_split_when_an_element_alone_is_not_a_valid_call() {
+    // One element breaks the pattern; another problem beside the list; a repeated value;
+    // a list for a field that takes lists. None is a merged call.
+    for raw in [
+        r#"{"pair": ["EUR/CHF", "euro"]}"#,
+        r#"{"pair": ["EUR/CHF", "GBP/JPY"], "at": "soon"}"#,
+        r#"{"pair": ["EUR/CHF", "EUR/CHF"]}"#,
+    ] {
+        let m = mend_call(raw, &fx_rate(), &splitting());
+        assert_eq!(m.calls.len(), 1, "{raw}");
+        assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{raw}");
+        assert!(
+            !m.calls[0]
+                .fixes
+                .iter()
+                .any(|f| f.kind == FixKind::MergedCallSplit)
+        );
+    }
+}
+
+#[test]
+fn a_correction_that_drops_values_of_a_list_is_not_clean() {
+    use toolmend::mend::{flag_values_lost, mend_value_named_in, values_lost};
+    let first = json!({"pair": ["EUR/CHF", "GBP/JPY", "USD/SEK"]});
+    // The re-asked model kept one pair: valid for the schema, but two values are gone.
+    let corrected = json!({"pair": "EUR/CHF"});
+    assert_eq!(values_lost(&first, &corrected), ["/pair/1", "/pair/2"]);
+    let tools = Toolbox::from_tools([fx_rate()]).unwrap();
+    let ctx = toolmend::schema::ValidationContext::new("", toolmend::schema::Phase::Correction);
+    let mut call = mend_value_named_in(
+        "fx_rate",
+        corrected.clone(),
+        &tools,
+        &MendOptions::default(),
+        &ctx,
+    );
+    assert_eq!(call.outcome, Outcome::Valid);
+    assert!(flag_values_lost(&mut call, &first, &corrected));
+    assert_eq!(call.outcome, Outcome::Feedback);
+    let lost: Vec<_> = call
+        .issues
+        .iter()
+        .map(|i| (i.kind, i.path.as_str()))
+        .collect();
+    assert_eq!(
+        lost,
+        [
+            (IssueKind::ValuesLost, "/pair/1"),
+            (IssueKind::ValuesLost, "/pair/2")
+        ]
+    );
+    assert_eq!(call.issues[0].got, Some(json!("GBP/JPY")));
+
+    // One call per value, a renamed key, a coerced type, a case change: nothing lost.
+    let split = json!([{"pair": "EUR/CHF"}, {"pair": "gbp/jpy"}, {"currency_pair": "USD/SEK"}]);
+    assert!(values_lost(&first, &split).is_empty());
+    assert!(values_lost(&json!({"ids": ["7", 8]}), &json!({"ids": [7, "8"]})).is_empty());
+    assert!(values_lost(&first, &json!({"pair": "EUR/CHF, GBP/JPY, USD/SEK"})).is_empty());
+    // A list replaced as a whole is what a correction is for; not a narrowing.
+    assert!(values_lost(&first, &json!({"pair": "CHF/NOK"})).is_empty());
+    // Nested lists are followed.
+    let nested = json!({"legs": [{"stops": ["Ghent", "Liège", "Namur"]}]});
+    let narrowed = json!({"legs": [{"stops": ["Ghent"]}]});
+    assert_eq!(
+        values_lost(&nested, &narrowed),
+        ["/legs/0/stops/1", "/legs/0/stops/2"]
+    );
+    let mut clean = call.clone();
+    clean.issues.clear();
+    clean.outcome = Outcome::Valid;
+    assert!(!flag_values_lost(&mut clean, &first, &split));
+    assert_eq!(clean.outcome, Outcome::Valid);
+}
+
+#[test]
+fn values_lost_and_the_merged_call_check_scale_linearly() {
+    use std::time::{Duration, Instant};
+    use toolmend::mend::values_lost;
+    fn fastest(f: impl Fn()) -> Duration {
+        (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .min()
+            .unwrap()
+    }
+    let list = |n: usize| -> serde_json::Value {
+        json!({"pair": (0..n).map(|i| format!("V{i:06}")).collect::<Vec<_>>()})
+    };
+    let (small, large) = (list(2_000), list(20_000));
+    let kept_small = json!({"pair": "V000000"});
+    let t1 = fastest(|| assert_eq!(values_lost(&small, &kept_small).len(), 1_999));
+    let t10 = fastest(|| assert_eq!(values_lost(&large, &kept_small).len(), 19_999));
+    let ratio = t10.as_secs_f64() / t1.as_secs_f64().max(1e-6);
+    assert!(
+        ratio < 40.0,
+        "values_lost: 10x input took {ratio:.1}x the time"
+    );
+
+    // A long list for a scalar field: more than 32 values is never split (feedback), and
+    // the check does not look at every element, so the cost stays linear.
+    let raw = |n: usize| list(n).to_string();
+    let (r1, r10) = (raw(2_000), raw(20_000));
+    let m1 = fastest(|| assert_eq!(mend_call(&r1, &fx_rate(), &splitting()).calls.len(), 1));
+    let m10 = fastest(|| assert_eq!(mend_call(&r10, &fx_rate(), &splitting()).calls.len(), 1));
+    let ratio = m10.as_secs_f64() / m1.as_secs_f64().max(1e-6);
+    assert!(
+        ratio < 40.0,
+        "mend of a merged call: 10x input took {ratio:.1}x the time"
+    );
+}

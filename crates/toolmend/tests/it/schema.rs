@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolmend::schema::{Checked, Coercions, CompiledTool, Phase, Toolbox, ValidationContext};
-use toolmend::{Error, Fix, FixKind, Issue, IssueKind};
+use toolmend::{Error, Fix, FixKind, Issue, IssueKind, Safety};
 
 // ---- helpers ----
 
@@ -663,7 +663,8 @@ fn key_case_styles_are_renamed() {
         c.value,
         json!({"timeout_seconds": 30, "create_dirs": true, "max_price": 9.5})
     );
-    assert_eq!(kinds(&c.fixes), [FixKind::KeyRenamed; 3]);
+    assert_eq!(kinds(&c.fixes), [FixKind::KeyCaseFixed; 3]);
+    assert!(c.fixes.iter().all(|f| f.safety() == Safety::Safe));
     let details: Vec<&str> = c.fixes.iter().map(|f| f.detail.as_str()).collect();
     assert!(
         details.contains(&"\"timeoutSeconds\" -> \"timeout_seconds\""),
@@ -780,7 +781,12 @@ fn key_aliases_are_renamed() {
             "{from} -> {to}: {:?}",
             c.fixes
         );
-        assert_eq!(kinds(&c.fixes), [FixKind::KeyRenamed], "{from}");
+        let want = if from == "citty" {
+            FixKind::KeySpellingFixed
+        } else {
+            FixKind::KeyRenamed
+        };
+        assert_eq!(kinds(&c.fixes), [want], "{from}");
         assert_eq!(c.fixes[0].detail, format!("\"{from}\" -> \"{to}\""));
     }
 }
@@ -917,9 +923,10 @@ fn unknown_keys_are_kept_in_open_schemas() {
 
 #[test]
 fn a_key_that_may_be_a_missing_required_value_is_not_dropped() {
-    // `place` could be the missing `city`: keep it and say so, do not drop it silently.
-    let c = lax(&weather(), json!({"place": "Oslo", "days": 2}));
-    assert_eq!(c.value, json!({"place": "Oslo", "days": 2}));
+    // `place` could be the missing `city` (a number the string field would take): keep it
+    // and say so, do not drop it silently. (A string there would be the structural reading.)
+    let c = lax(&weather(), json!({"place": 7, "days": 2}));
+    assert_eq!(c.value, json!({"place": 7, "days": 2}));
     assert!(c.fixes.is_empty(), "{:?}", c.fixes);
     assert_eq!(
         issue_kinds(&c.issues),
@@ -1039,7 +1046,7 @@ fn a_wrapper_whose_contents_do_not_look_like_the_arguments_is_kept() {
     assert_eq!(c.value, json!({"query": "x"}));
     assert_eq!(
         kinds(&c.fixes),
-        [FixKind::ArgumentsUnwrapped, FixKind::KeyRenamed]
+        [FixKind::ArgumentsUnwrapped, FixKind::KeyCaseFixed]
     );
 }
 
@@ -1133,7 +1140,7 @@ fn refs_to_defs_and_definitions_are_followed() {
         kinds(&c.fixes),
         [
             FixKind::ScalarToString,
-            FixKind::KeyRenamed,
+            FixKind::KeyCaseFixed,
             FixKind::UnknownKeyDropped
         ]
     );
@@ -1438,4 +1445,179 @@ fn chatter_keys_are_dropped_not_renamed_into_a_near_property() {
     );
     let c = lax(&t, json!({"Note": "x"}));
     assert_eq!(c.value, json!({"note": "x"}));
+}
+
+// ---- keys the schema gives a home (issue 15, deliver 5) ----
+
+/// A parcel tool, with names unlike the ones the other tests use.
+fn parcel() -> CompiledTool {
+    CompiledTool::compile(
+        "ship_parcel",
+        "Ships a parcel.",
+        &json!({"type": "object", "properties": {
+            "parcel_ref": {"type": "string", "description": "The parcel's tracking reference"},
+            "courier_instructions": {"type": "string"},
+            "shipping_label": {"type": "string"},
+            "dest": {"type": "string", "description": "City of arrival"},
+            "weight_kg": {"type": "number"}},
+            "required": ["parcel_ref"], "additionalProperties": false}),
+    )
+    .unwrap()
+}
+
+fn fix_of(c: &Checked, kind: FixKind) -> &Fix {
+    c.fixes
+        .iter()
+        .find(|f| f.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind:?} in {:?}", c.fixes))
+}
+
+#[test]
+fn a_key_naming_the_head_word_is_renamed_and_marked_unsafe() {
+    // `instructions` for `courier_instructions`, `labels` (a plural) for `shipping_label`.
+    let c = lax(
+        &parcel(),
+        json!({"parcel_ref": "PX-9", "instructions": "ring twice", "labels": "fragile"}),
+    );
+    assert!(c.issues.is_empty(), "{:?}", c.issues);
+    assert_eq!(
+        c.value,
+        json!({"parcel_ref": "PX-9", "courier_instructions": "ring twice", "shipping_label": "fragile"})
+    );
+    assert_eq!(kinds(&c.fixes), [FixKind::KeyRenamedByTokens; 2]);
+    assert!(c.fixes.iter().all(|f| f.safety() == Safety::Unsafe));
+    assert_eq!(
+        fix_of(&c, FixKind::KeyRenamedByTokens).detail,
+        "\"instructions\" -> \"courier_instructions\""
+    );
+}
+
+#[test]
+fn a_key_found_in_a_description_is_renamed_and_marked_unsafe() {
+    let c = lax(
+        &parcel(),
+        json!({"parcel_ref": "PX-9", "arrival_city": "Lyon"}),
+    );
+    assert!(c.issues.is_empty(), "{:?}", c.issues);
+    assert_eq!(c.value, json!({"parcel_ref": "PX-9", "dest": "Lyon"}));
+    let f = fix_of(&c, FixKind::KeyRenamedByDescription);
+    assert_eq!(f.path, "/dest");
+    assert_eq!(f.safety(), Safety::Unsafe);
+}
+
+#[test]
+fn the_one_missing_required_key_takes_the_one_unknown_key_of_its_type() {
+    // `tracking_id` shares no word with `parcel_ref`, but it is the one unknown key and
+    // `parcel_ref` the one required key missing; the value is a string, as it must be.
+    let c = lax(&parcel(), json!({"tracking_id": "PX-10", "weight_kg": 2.5}));
+    assert!(c.issues.is_empty(), "{:?}", c.issues);
+    assert_eq!(c.value, json!({"parcel_ref": "PX-10", "weight_kg": 2.5}));
+    let f = fix_of(&c, FixKind::KeyRenamedByStructure);
+    assert_eq!(f.safety(), Safety::Unsafe);
+    assert_eq!(f.detail, "\"tracking_id\" -> \"parcel_ref\"");
+
+    // Not when the value is of another type (it would take a coercion on top).
+    let c = lax(&parcel(), json!({"tracking_id": 10}));
+    assert!(
+        !c.fixes
+            .iter()
+            .any(|f| f.kind == FixKind::KeyRenamedByStructure)
+    );
+    assert!(issue_kinds(&c.issues).contains(&(IssueKind::MissingRequired, "/parcel_ref")));
+
+    // Not with two unknown keys left, nor two required keys missing: no single reading.
+    let c = lax(&parcel(), json!({"tracking_id": "PX-10", "colour": "red"}));
+    assert!(
+        !c.fixes
+            .iter()
+            .any(|f| f.kind == FixKind::KeyRenamedByStructure)
+    );
+    let two = tool(json!({"type": "object", "properties": {
+        "origin_iata": {"type": "string"}, "target_iata": {"type": "string"}},
+        "required": ["origin_iata", "target_iata"], "additionalProperties": false}));
+    let c = lax(&two, json!({"start_port": "LHR"}));
+    assert_eq!(c.value, json!({"start_port": "LHR"}));
+    assert!(c.fixes.is_empty(), "{:?}", c.fixes);
+
+    // Nor for a key that only talks about the call.
+    let c = lax(&parcel(), json!({"reasoning": "the user wants it shipped"}));
+    assert!(
+        !c.fixes
+            .iter()
+            .any(|f| f.kind == FixKind::KeyRenamedByStructure)
+    );
+}
+
+#[test]
+fn two_homes_for_a_key_is_feedback_naming_both() {
+    let closed = tool(json!({"type": "object", "properties": {
+        "billing_street": {"type": "string"}, "delivery_street": {"type": "string"},
+        "customer": {"type": "string"}},
+        "required": ["customer"], "additionalProperties": false}));
+    let c = lax(&closed, json!({"customer": "Ada", "street": "Elm Row 4"}));
+    // Kept and reported, never dropped.
+    assert_eq!(c.value, json!({"customer": "Ada", "street": "Elm Row 4"}));
+    assert!(c.fixes.is_empty(), "{:?}", c.fixes);
+    let issue = c.issues.iter().find(|i| i.path == "/street").unwrap();
+    assert_eq!(issue.kind, IssueKind::UnknownKey);
+    let s = issue.suggestion.as_deref().unwrap();
+    assert!(
+        s.contains("\"billing_street\"") && s.contains("\"delivery_street\""),
+        "{s}"
+    );
+
+    // An open schema would accept the key and the value would reach neither: an issue too.
+    let open = tool(json!({"type": "object", "properties": {
+        "billing_street": {"type": "string"}, "delivery_street": {"type": "string"}}}));
+    let c = lax(&open, json!({"street": "Elm Row 4"}));
+    let issue = c.issues.iter().find(|i| i.path == "/street").unwrap();
+    assert_eq!(issue.kind, IssueKind::UnknownKey);
+    assert_eq!(
+        issue.allowed,
+        [json!("billing_street"), json!("delivery_street")]
+    );
+}
+
+#[test]
+fn an_unknown_key_with_a_home_is_not_dropped_and_a_dropped_key_is_lossy() {
+    // `shipping` could be `shipping_label` only by a weak reading whose type does not fit
+    // (a number for a string would take a coercion): kept and reported, not dropped.
+    let c = lax(
+        &parcel(),
+        json!({"parcel_ref": "PX-9", "label": {"text": "x"}}),
+    );
+    assert!(
+        !c.fixes.iter().any(|f| f.kind == FixKind::UnknownKeyDropped),
+        "{:?}",
+        c.fixes
+    );
+    let issue = c.issues.iter().find(|i| i.path == "/label").unwrap();
+    assert_eq!(
+        issue.suggestion.as_deref(),
+        Some("did you mean \"shipping_label\"?")
+    );
+
+    // A key no property could be is dropped, and that is recorded as a loss.
+    let c = lax(
+        &parcel(),
+        json!({"parcel_ref": "PX-9", "debug_trace": true}),
+    );
+    assert!(c.issues.is_empty());
+    assert_eq!(kinds(&c.fixes), [FixKind::UnknownKeyDropped]);
+    assert_eq!(c.fixes[0].safety(), Safety::Lossy);
+}
+
+#[test]
+fn case_and_spelling_fixes_of_keys_are_safe() {
+    let c = lax(&parcel(), json!({"ParcelRef": "PX-9", "wieght_kg": 1.0}));
+    assert!(c.issues.is_empty(), "{:?}", c.issues);
+    assert_eq!(
+        kinds(&c.fixes),
+        [FixKind::KeyCaseFixed, FixKind::KeySpellingFixed]
+    );
+    assert!(c.fixes.iter().all(|f| f.safety() == Safety::Safe));
+    // A synonym is an alias, not a spelling: unsafe.
+    let c = lax(&weather(), json!({"town": "Oslo"}));
+    assert_eq!(kinds(&c.fixes), [FixKind::KeyRenamed]);
+    assert_eq!(c.fixes[0].safety(), Safety::Unsafe);
 }
