@@ -393,7 +393,7 @@ impl<'a> Parser<'a> {
                     return Ok(self.truncated_object(map));
                 }
                 k
-            } else if is_ident(c) {
+            } else if is_ident(c) || c == b'@' {
                 let end = self.key_token_end(key_start, self.b.len());
                 let k = self.src[key_start..end].to_owned();
                 self.pos = end;
@@ -448,8 +448,10 @@ impl<'a> Parser<'a> {
                 }
                 serde_json::map::Entry::Occupied(mut e) => {
                     let k = e.key().clone();
-                    e.insert(parsed.value);
-                    self.fix_detail(FixKind::DuplicateKey, key_start, k);
+                    let first = e.insert(parsed.value);
+                    // The first value is replaced: named in the detail, not lost silently.
+                    let was = cut(&first.to_string(), 40);
+                    self.fix_detail(FixKind::DuplicateKey, key_start, format!("{k} (was {was})"));
                 }
             }
             if parsed.truncated {
@@ -562,24 +564,27 @@ impl<'a> Parser<'a> {
     }
 
     /// Skips one run of characters that cannot continue the container, and records it.
+    /// The skipped text is the fix's detail (cut to 40 characters): dropped, not silently.
     fn skip_garbage(&mut self, from: usize) {
-        self.fix(FixKind::GarbageSkipped, from);
         let mut i = from;
         // Always make progress by at least one character.
-        i += utf8_len(self.b[i]);
+        i += utf8_len(self.b[i]).min(self.b.len() - i);
         while i < self.b.len()
             && !matches!(self.b[i], b',' | b'}' | b']' | b'{' | b'[' | b'"' | b'\n')
         {
             i += 1;
         }
+        let skipped = self.src.get(from..i).unwrap_or("").trim_end();
+        self.fix_detail(FixKind::GarbageSkipped, from, cut(skipped, 40));
         self.pos = i;
     }
 
     /// Where a bare key ends: an identifier, or a number or `null` written as a key
     /// (`{5: "b", 2.17: "e", null: 1}`: JSON keys are strings, so they are read as the
-    /// text `"5"`, `"2.17"`, `"null"`). A `.` continues the key (`2.17`, `v1.2`, `a.b`).
+    /// text `"5"`, `"2.17"`, `"null"`). A `.` continues the key (`2.17`, `v1.2`, `a.b`);
+    /// an `@` may start it (JSON-LD's `@type`, `@id`).
     fn key_token_end(&self, mut i: usize, limit: usize) -> usize {
-        while i < limit && (is_ident(self.b[i]) || self.b[i] == b'.') {
+        while i < limit && (is_ident(self.b[i]) || matches!(self.b[i], b'.' | b'@')) {
             i += 1;
         }
         i
@@ -622,7 +627,7 @@ impl<'a> Parser<'a> {
             match c {
                 b'\\' => {
                     out.push_str(&self.src[run..self.pos]);
-                    if !self.read_escape(&mut out) {
+                    if !self.read_escape(&mut out, false) {
                         return Ok((out, true));
                     }
                     run = self.pos;
@@ -675,7 +680,7 @@ impl<'a> Parser<'a> {
 
     /// Reads the escape whose backslash is at `pos` into `out`; false (and a lossy fix)
     /// when the text ends right after the backslash.
-    fn read_escape(&mut self, out: &mut String) -> bool {
+    fn read_escape(&mut self, out: &mut String, python: bool) -> bool {
         let esc_at = self.pos;
         self.pos += 1;
         let Some(e) = self.peek() else {
@@ -695,7 +700,16 @@ impl<'a> Parser<'a> {
             b'\'' => out.push('\''),
             b'u' => self.parse_unicode_escape(out, esc_at),
             b'x' => self.parse_hex_escape(out, esc_at),
-            b'\n' => {} // line continuation (Python and JavaScript drop both)
+            // A backslash before a raw line break: Python and JavaScript read a line
+            // continuation and drop both, JSON has no such escape. In a triple-quoted
+            // (Python) string Python's reading holds; elsewhere both are kept as written
+            // (a shell command's `\` at a line end), never dropped silently.
+            b'\n' if python => {}
+            b'\n' => {
+                self.fix(FixKind::InvalidEscapeKept, esc_at);
+                self.fix(FixKind::ControlCharEscaped, esc_at + 1);
+                out.push_str("\\\n");
+            }
             _ => {
                 // `\w`, `\d`, a Windows path: the backslash was meant literally.
                 self.fix(FixKind::InvalidEscapeKept, esc_at);
@@ -726,7 +740,7 @@ impl<'a> Parser<'a> {
             };
             if c == b'\\' {
                 out.push_str(&self.src[run..self.pos]);
-                if !self.read_escape(&mut out) {
+                if !self.read_escape(&mut out, true) {
                     return (out, true);
                 }
                 run = self.pos;
@@ -864,13 +878,15 @@ impl<'a> Parser<'a> {
                 out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
                 return;
             }
+            // A lone surrogate has no character: the escape is kept as written
+            // (`\ud83d`), not replaced by U+FFFD, so no text the model sent is lost.
             self.fix(FixKind::InvalidEscapeKept, esc_at);
-            out.push('\u{FFFD}');
+            out.push_str(&self.src[esc_at..self.pos]);
             return;
         }
         if (0xDC00..0xE000).contains(&hi) {
             self.fix(FixKind::InvalidEscapeKept, esc_at);
-            out.push('\u{FFFD}');
+            out.push_str(&self.src[esc_at..self.pos]);
             return;
         }
         out.push(char::from_u32(hi).unwrap_or('\u{FFFD}'));
@@ -954,10 +970,15 @@ impl<'a> Parser<'a> {
                 b':' => ctx == Ctx::ObjectKey,
                 b'"' => true,
                 // A comment after a bare token: `12  # optional`.
+                // `#` only before whitespace: `#42` in `[see #42, x]` is text.
                 b'#' | b'/' => {
                     i > start
                         && self.b[i - 1].is_ascii_whitespace()
-                        && (c == b'#' || matches!(self.b.get(i + 1), Some(b'/' | b'*')))
+                        && matches!(
+                            (c, self.b.get(i + 1)),
+                            (b'#', None | Some(b' ' | b'\t' | b'\n' | b'\r' | b'#'))
+                                | (b'/', Some(b'/' | b'*'))
+                        )
                 }
                 _ => false,
             };
@@ -1035,12 +1056,13 @@ impl<'a> Parser<'a> {
     /// Where an object value without quotes ends, and the fix that reads it.
     ///
     /// The value runs until the next plausible member, not the first comma: it ends
-    /// - at a `}` or `]`;
+    /// - at a `}` or `]` that closes no bracket opened inside the text (`see [1]`);
     /// - at a `,` or line break after which (whitespace and comments skipped) come a key
     ///   with its colon (`"k":`, `'k':`, `k:`), a `}` or `]`, or the end of the text;
     /// - at a `"` that starts a key with its colon (a missing comma: `auto "n": 1`);
     /// - at a comment after whitespace: `//`, `/*`, or `#` followed by whitespace
-    ///   (`#42` is text).
+    ///   (`#42` is text), unless the rest of its line holds a `"`, `}` or `]`: a comment
+    ///   runs to the line's end, so `done # see PR, "n": 1}` is text followed by a member.
     ///
     /// A `,` or line break followed by anything else is part of the text (`First part,
     /// second part`), read as `unquoted_text_joined` (unsafe). The reading is ambiguous
@@ -1057,8 +1079,18 @@ impl<'a> Parser<'a> {
         let mut i = start;
         let mut joined = false;
         let mut ambiguous = false;
+        // Brackets opened inside the text (`see [1]`) close inside it.
+        let mut open = 0usize;
         while i < n {
             match self.b[i] {
+                b'{' | b'[' => {
+                    open += 1;
+                    i += 1;
+                }
+                b'}' | b']' if open > 0 => {
+                    open -= 1;
+                    i += 1;
+                }
                 b'}' | b']' => break,
                 b',' | b'\n' | b'\r' => {
                     let next = self.ws_from(i + 1);
@@ -1076,7 +1108,7 @@ impl<'a> Parser<'a> {
                         (b'#', None | Some(b' ' | b'\t' | b'\n' | b'\r' | b'#'))
                             | (b'/', Some(b'/' | b'*'))
                     );
-                    if comment {
+                    if comment && !self.structure_on_line(i) {
                         break;
                     }
                     i += 1;
@@ -1090,6 +1122,15 @@ impl<'a> Parser<'a> {
             (false, false) => FixKind::UnquotedString,
         };
         (i, kind)
+    }
+
+    /// Does the rest of the line from `i` hold a `"`, `}` or `]` (bounded)?
+    fn structure_on_line(&self, i: usize) -> bool {
+        let limit = (i + LOOKAHEAD).min(self.b.len());
+        self.b[i..limit]
+            .iter()
+            .take_while(|&&c| c != b'\n')
+            .any(|&c| matches!(c, b'"' | b'}' | b']'))
     }
 
     /// Could a member without its colon start at `j`: a quoted token, or a bare key
@@ -1262,4 +1303,12 @@ fn json_number(tok: &str) -> Option<Value> {
         return None;
     }
     serde_json::from_str::<Number>(tok).ok().map(Value::Number)
+}
+
+/// `s` cut to `max` characters (with `…`), for a fix's detail.
+fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
 }

@@ -771,3 +771,231 @@ fn i15_strings_in_an_array_without_comma_are_split() {
     let (_, kinds) = one("{\"plans\": [\"basic\"\n \"premium\"]}");
     assert!(!kinds.contains(&FixKind::InnerQuoteEscaped), "{kinds:?}");
 }
+
+#[test]
+fn i15_audit_text_is_kept_or_named_in_the_fix() {
+    // `#` before a word is text, in objects and in arrays (it used to start a comment
+    // that ate the rest of the line, the next members included, reported as safe).
+    assert_fixed(
+        "{\"memo\": blocked by #77, \"owner\": \"kim\"}",
+        json!({"memo": "blocked by #77", "owner": "kim"}),
+        FixKind::UnquotedString,
+    );
+    let (v, _) = one("{\"refs\": [see #77, later], \"n\": 2}");
+    assert_eq!(v, json!({"refs": ["see #77", "later"], "n": 2}));
+    // `# word` with more members after it on the line is not a comment either.
+    let (v, _) = one("{\"memo\": merged # after review, \"owner\": \"kim\"}");
+    assert_eq!(v, json!({"memo": "merged # after review", "owner": "kim"}));
+    // A backslash at a line end inside an ordinary string is kept, not dropped silently.
+    let (v, kinds) = one("{\"run\": \"tar -czf out.tgz \\\n  ./src\", \"n\": 1}");
+    assert_eq!(v, json!({"run": "tar -czf out.tgz \\\n  ./src", "n": 1}));
+    assert!(kinds.contains(&FixKind::InvalidEscapeKept), "{kinds:?}");
+    // A lone surrogate escape is kept as written, not replaced by U+FFFD.
+    let (v, kinds) = one(r#"{"glyph": "a\udc05b", "n": 1}"#);
+    assert_eq!(v, json!({"glyph": "a\\udc05b", "n": 1}));
+    assert!(kinds.contains(&FixKind::InvalidEscapeKept), "{kinds:?}");
+    // JSON-LD keys.
+    assert_fixed(
+        "{@id: \"urn:x:9\", @type: \"Event\", \"when\": \"noon\"}",
+        json!({"@id": "urn:x:9", "@type": "Event", "when": "noon"}),
+        FixKind::UnquotedKey,
+    );
+    // A replaced duplicate and skipped garbage say what was lost.
+    let r = ok("{\"lvl\": 3, \"lvl\": 4, 'x': 1}");
+    let dup = r.calls[0]
+        .fixes
+        .iter()
+        .find(|f| f.kind == FixKind::DuplicateKey)
+        .unwrap();
+    assert!(
+        dup.detail.contains("lvl") && dup.detail.contains('3'),
+        "{dup}"
+    );
+    let r = ok("{\"a\": \"x\" ;; oops \"b\": 2}");
+    let g = r.calls[0]
+        .fixes
+        .iter()
+        .find(|f| f.kind == FixKind::GarbageSkipped);
+    if let Some(g) = g {
+        assert!(g.detail.contains(";;"), "{g}");
+    }
+}
+
+#[test]
+fn i15_new_readers_stay_linear() {
+    // Scanning ahead for the next key must not be quadratic on long values.
+    let n = 60_000;
+    let cases = [
+        // A long unquoted value with many commas and line breaks, and quotes after them.
+        format!(
+            "{{\"note\": {}, \"z\": 1}}",
+            "part one, two\n three, \"four".repeat(n / 4)
+        ),
+        format!("{{\"note\": {}}}", "w, ".repeat(n)),
+        format!("{{\"note\": x{}}}", ", \"y".repeat(n)),
+        format!("{{\"note\": x{}}}", " # c".repeat(n)),
+        // A long triple-quoted string full of quotes.
+        format!(
+            "{{\"t\": \"\"\"{}\"\"\"}}",
+            "a \"b\" ''c'' \"\"\n".repeat(n / 2)
+        ),
+        // Many strings without commas, one line and many.
+        format!("[{}]", "\"ab\" \n".repeat(n)),
+        format!("{{\"l\": [{}]}}", "\"a\" \"b c".repeat(n / 2)),
+        // Many numeric keys.
+        format!(
+            "{{{}}}",
+            (0..n / 4)
+                .map(|i| format!("{i}.5: \"v\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ];
+    let opts = RepairOptions {
+        max_len: 64 << 20,
+        ..RepairOptions::default()
+    };
+    for raw in &cases {
+        let time = |s: &str| {
+            (0..3)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    let _ = repair(s, &opts);
+                    t.elapsed()
+                })
+                .min()
+                .unwrap()
+        };
+        let quarter = &raw[..raw.floor_char_boundary(raw.len() / 4)];
+        let (small, big) = (time(quarter), time(raw));
+        assert!(big.as_secs() < 5, "{} bytes took {big:?}", raw.len());
+        // Linear is about 4x; quadratic about 16x. Generous for a loaded machine.
+        assert!(
+            big < small * 10 + std::time::Duration::from_millis(30),
+            "{}…: {small:?} for a quarter, {big:?} for all",
+            &raw[..40]
+        );
+    }
+}
+
+mod i15_properties {
+    use proptest::prelude::*;
+    use serde_json::Value;
+    use toolmend::{FixKind, RepairOptions, repair::repair};
+
+    /// Every string value (not key) in `v`, concatenated.
+    fn value_strings(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) => out.push_str(s),
+            Value::Array(a) => a.iter().for_each(|x| value_strings(x, out)),
+            Value::Object(m) => m.values().for_each(|x| value_strings(x, out)),
+            _ => {}
+        }
+    }
+
+    fn alnum_counts(s: &str) -> std::collections::BTreeMap<char, usize> {
+        let mut m = std::collections::BTreeMap::new();
+        for c in s.chars().filter(char::is_ascii_alphanumeric) {
+            *m.entry(c).or_default() += 1;
+        }
+        m
+    }
+
+    /// Text a model writes where a quoted value belongs: words, numbers, literals, quoted
+    /// bits, `=`, joined by commas, spaces and line breaks.
+    fn unquoted_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            "[a-z][a-z0-9]{0,6}",
+            "[0-9]{1,3}",
+            Just("true".to_owned()),
+            Just("\"q\"".to_owned()),
+            Just("=".to_owned()),
+            Just("[1]".to_owned()),
+        ];
+        let sep = prop_oneof![
+            Just(", ".to_owned()),
+            Just(",\n  ".to_owned()),
+            Just("\n\n".to_owned()),
+            Just(" ".to_owned()),
+        ];
+        ("w[a-z]{0,5}", prop::collection::vec((sep, piece), 0..12)).prop_map(|(first, rest)| {
+            let mut s = first;
+            for (sep, p) in rest {
+                s.push_str(&sep);
+                s.push_str(&p);
+            }
+            s
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// No new fix loses characters silently: the value's strings keep every letter and
+        /// digit of the unquoted text, or a fix says it is lossy; the next member survives.
+        #[test]
+        fn unquoted_text_loses_no_character_silently(text in unquoted_text()) {
+            let raw = format!("{{\"note\": {text}, \"zz\": 7}}");
+            let r = repair(&raw, &RepairOptions::default()).unwrap();
+            let call = &r.calls[0];
+            let mut got = String::new();
+            value_strings(&call.arguments, &mut got);
+            let lossy = call.is_lossy();
+            let want = alnum_counts(&text);
+            let have = alnum_counts(&got);
+            let kept = want.iter().all(|(c, n)| have.get(c).copied().unwrap_or(0) >= *n);
+            prop_assert!(kept || lossy, "{raw:?} -> {} {:?}", call.arguments, call.fixes);
+            prop_assert_eq!(&call.arguments["zz"], &Value::from(7), "{:?}", raw);
+            prop_assert!(
+                !call.fixes.iter().any(|f| f.kind == FixKind::GarbageSkipped),
+                "{:?}: {:?}", raw, call.fixes
+            );
+        }
+
+        /// Triple-quoted content comes back verbatim.
+        #[test]
+        fn triple_quoted_content_is_verbatim(
+            content in "[a-z \"'\n,:{}\\[\\]#]{0,30}".prop_filter("no closer inside", |s| !s.contains("\"\"\"")),
+        ) {
+            let raw = format!("{{\"t\": \"\"\"{content}\"\"\", \"n\": 1}}");
+            let r = repair(&raw, &RepairOptions::default()).unwrap();
+            prop_assert_eq!(&r.calls[0].arguments["t"], &Value::String(content), "{:?}", raw);
+            prop_assert_eq!(&r.calls[0].arguments["n"], &Value::from(1));
+        }
+
+        /// Strings in an array separated by whitespace only are the same strings.
+        #[test]
+        fn strings_without_commas_stay_apart(
+            items in prop::collection::vec(("[a-z][a-z ]{0,7}", prop_oneof![Just(" "), Just("\n    "), Just(", ")]), 1..8),
+        ) {
+            let mut raw = String::from("{\"l\": [");
+            for (k, (s, sep)) in items.iter().enumerate() {
+                if k > 0 {
+                    raw.push_str(sep);
+                }
+                raw.push('"');
+                raw.push_str(s);
+                raw.push('"');
+            }
+            raw.push_str("]}");
+            let r = repair(&raw, &RepairOptions::default()).unwrap();
+            let want: Vec<Value> = items.iter().map(|(s, _)| Value::String(s.clone())).collect();
+            prop_assert_eq!(&r.calls[0].arguments["l"], &Value::Array(want), "{:?}", raw);
+        }
+
+        /// Numbers and `null` as bare keys are those keys, and the values stay whole.
+        #[test]
+        fn numeric_bare_keys_read_as_written(
+            keys in prop::collection::btree_set(prop_oneof!["-?[1-9][0-9]{0,3}", "[0-9]\\.[0-9]{1,3}", Just("null".to_owned())], 1..6),
+        ) {
+            let members: Vec<String> = keys.iter().map(|k| format!("{k}: \"v {k}\"")).collect();
+            let raw = format!("{{{}}}", members.join(", "));
+            let r = repair(&raw, &RepairOptions::default()).unwrap();
+            let obj = r.calls[0].arguments.as_object().unwrap();
+            prop_assert_eq!(obj.len(), keys.len(), "{:?}", raw);
+            for k in &keys {
+                prop_assert_eq!(&obj[k.as_str()], &Value::String(format!("v {k}")));
+            }
+        }
+    }
+}
