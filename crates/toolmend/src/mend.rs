@@ -596,18 +596,15 @@ fn lost_in(
     }
 }
 
-/// Flags a corrected or re-asked call that lost values the first call sent
-/// ([`values_lost`] of `first` against `corrected`, the arguments of every call the answer
-/// gave): a `values_lost` issue per value, and the call becomes feedback. Returns true
-/// when it flagged something. Does nothing to a call whose answer kept every value.
-pub fn flag_values_lost(call: &mut MendedCall, first: &Value, corrected: &Value) -> bool {
-    let lost = values_lost(first, corrected);
-    if lost.is_empty() {
-        return false;
-    }
-    for p in lost {
-        let got = first.pointer(&p).cloned().unwrap_or(Value::Null);
-        call.issues.push(
+/// The `values_lost` issues of a corrected or re-asked answer: one per value of `first`
+/// that `corrected` dropped ([`values_lost`]); empty when every value was kept. For a
+/// correction loop that re-validates an answer: a valid answer with these issues is not
+/// clean (`checked.issues.extend(values_lost_issues(first, &checked.value))`).
+pub fn values_lost_issues(first: &Value, corrected: &Value) -> Vec<Issue> {
+    values_lost(first, corrected)
+        .into_iter()
+        .map(|p| {
+            let got = first.pointer(&p).cloned().unwrap_or(Value::Null);
             Issue::new(
                 IssueKind::ValuesLost,
                 p,
@@ -617,9 +614,21 @@ pub fn flag_values_lost(call: &mut MendedCall, first: &Value, corrected: &Value)
                 ),
             )
             .got(got)
-            .suggestion("make one call per value, keeping every value the user asked for"),
-        );
+            .suggestion("make one call per value, keeping every value the user asked for")
+        })
+        .collect()
+}
+
+/// Flags a corrected or re-asked call that lost values the first call sent
+/// ([`values_lost_issues`] of `first` against `corrected`, the arguments of every call the
+/// answer gave): the issues are added and the call becomes feedback. Returns true when it
+/// flagged something; a call whose answer kept every value is left as it is.
+pub fn flag_values_lost(call: &mut MendedCall, first: &Value, corrected: &Value) -> bool {
+    let lost = values_lost_issues(first, corrected);
+    if lost.is_empty() {
+        return false;
     }
+    call.issues.extend(lost);
     crate::issue::sort_issues(&mut call.issues);
     call.outcome = Outcome::Feedback;
     true

@@ -485,3 +485,62 @@ fn values_lost_and_the_merged_call_check_scale_linearly() {
         "mend of a merged call: 10x input took {ratio:.1}x the time"
     );
 }
+
+#[test]
+fn a_split_merged_call_gets_its_ids_in_the_message_plan_as_glued_calls_do() {
+    use toolmend::message::{self, CallSource, PlanOptions};
+    use toolmend::protocol::{AssistantMessage, ToolCall};
+    let tools = Toolbox::from_tools([fx_rate()]).unwrap();
+    let message = AssistantMessage {
+        tool_calls: Some(vec![ToolCall::new(
+            "call_fx",
+            "fx_rate",
+            r#"{"pair": ["EUR/CHF", "GBP/JPY"]}"#,
+        )]),
+        ..AssistantMessage::default()
+    };
+    let ctx = toolmend::schema::ValidationContext::new("", toolmend::schema::Phase::Initial);
+    let opts = PlanOptions {
+        mend: splitting(),
+        ..PlanOptions::default()
+    };
+    let p = message::plan_assistant(&message, &[], &[], false, &tools, &opts, &ctx);
+    let got: Vec<_> = p
+        .calls
+        .iter()
+        .map(|c| {
+            (
+                c.id.clone().unwrap(),
+                c.source,
+                c.call.arguments.clone().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "call_fx".to_owned(),
+                CallSource::ToolCalls,
+                json!({"pair": "EUR/CHF"})
+            ),
+            (
+                "call_fx_2".to_owned(),
+                CallSource::Glued,
+                json!({"pair": "GBP/JPY"})
+            ),
+        ]
+    );
+    // By default: one call, feedback.
+    let p = message::plan_assistant(
+        &message,
+        &[],
+        &[],
+        false,
+        &tools,
+        &PlanOptions::default(),
+        &ctx,
+    );
+    assert_eq!(p.calls.len(), 1);
+    assert_eq!(p.calls[0].call.outcome, Outcome::Feedback);
+}
