@@ -294,6 +294,30 @@ async fn what_stays_invalid_after_the_re_asks_is_passed_and_flagged() {
     assert_eq!(r.provider.requests().len(), 1);
 }
 
+/// Three cities merged into one call, re-asked, "fixed" by keeping one: the narrowed call
+/// is not reported clean (the client would silently lose two cities); it goes out flagged.
+#[tokio::test]
+async fn a_re_ask_that_drops_values_the_model_sent_is_flagged() {
+    let r = start(
+        Script::new()
+            .then(calls(vec![ToolCall::new(
+                "c1",
+                "get_weather",
+                r#"{"city": ["Lima", "Quito", "Bogota"]}"#,
+            )]))
+            .then(calls(vec![ToolCall::new(
+                "c2",
+                "get_weather",
+                r#"{"city": "Lima"}"#,
+            )])),
+        "",
+    )
+    .await;
+    let resp = post(&r, &request(ask(), false)).await;
+    assert_eq!(header(&resp, "x-toolmend-unresolved"), "c2");
+    assert_eq!(r.provider.requests().len(), 2, "one re-ask");
+}
+
 async fn sse(resp: reqwest::Response) -> (Vec<Value>, String) {
     let text = resp.text().await.unwrap();
     let mut chunks = Vec::new();

@@ -209,7 +209,8 @@ impl Pipeline {
                 .map(|c| (c.id.clone(), c.feedback.clone().unwrap_or_default()))
                 .collect();
             let t = Instant::now();
-            let Some((message, finish)) = reask.re_ask(calls, feedback.clone()).await else {
+            let Some((message, finish)) = reask.re_ask(calls.clone(), feedback.clone()).await
+            else {
                 break;
             };
             took += t.elapsed();
@@ -224,10 +225,47 @@ impl Pipeline {
                     extra: Default::default(),
                 })
             }));
-            let again = plan_message(&message, &before, toolbox, &self.plan, finish.as_deref());
+            let mut again = plan_message(&message, &before, toolbox, &self.plan, finish.as_deref());
+            flag_values_lost(&calls, &mut again);
             mended = merge(mended, again);
         }
         (mended, took)
+    }
+}
+
+/// A re-asked answer that keeps fewer of the values the model first sent (three symbols
+/// merged into one call, "fixed" by keeping one) is not clean: its calls of that tool go
+/// back as feedback naming what was lost (asked again, or flagged at the end).
+fn flag_values_lost(asked: &[ToolCall], again: &mut Mended) {
+    let args_of = |c: &ToolCall| serde_json::from_str::<Value>(&c.function.arguments).ok();
+    let new_calls = again.message.tool_calls.as_deref().unwrap_or_default();
+    for first in asked {
+        let Some(first_args) = args_of(first) else {
+            continue;
+        };
+        let tool = first.function.name.as_str();
+        let answers: Vec<Value> = new_calls
+            .iter()
+            .filter(|c| c.function.name == tool)
+            .filter_map(args_of)
+            .collect();
+        if answers.is_empty() {
+            continue;
+        }
+        let lost = toolmend::mend::values_lost_issues(&first_args, &Value::Array(answers));
+        if lost.is_empty() {
+            continue;
+        }
+        for report in again
+            .calls
+            .iter_mut()
+            .filter(|r| r.tool == tool && r.outcome == CallOutcome::Executed)
+        {
+            report.issues.extend(lost.iter().cloned());
+            report.outcome = CallOutcome::Feedback;
+            report.mend = Outcome::Feedback;
+            report.feedback = Some(toolmend::feedback::render(&report.tool, &report.issues).text);
+        }
     }
 }
 

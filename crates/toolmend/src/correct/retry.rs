@@ -60,6 +60,14 @@ pub async fn correct_call(
     let tool = call.tool;
     let mut issues = call.issues.to_vec();
     let mut arguments = call.arguments.cloned();
+    // The model's own reading: an answer that keeps fewer of its values (a list it sent
+    // narrowed to one element) is not clean, whatever the schema says.
+    let first: Value = arguments.clone().unwrap_or_else(|| {
+        crate::repair::repair(call.raw_arguments, &crate::repair::RepairOptions::default())
+            .ok()
+            .and_then(|r| r.calls.into_iter().next())
+            .map_or(Value::Null, |c| c.arguments)
+    });
     while out.attempts < attempts.max.max(1) {
         out.attempts += 1;
         let request = CorrectionRequest {
@@ -99,7 +107,10 @@ pub async fn correct_call(
                     phase: Phase::Correction,
                     ..attempts.ctx
                 };
-                let checked = tool.check(value, attempts.coercions, &ctx);
+                let mut checked = tool.check(value, attempts.coercions, &ctx);
+                checked
+                    .issues
+                    .extend(crate::mend::values_lost_issues(&first, &checked.value));
                 if checked.is_valid() {
                     out.value = Some((checked.value, checked.fixes));
                     break;

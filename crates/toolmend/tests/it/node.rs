@@ -842,6 +842,39 @@ fn scripted_node(corrector: &Arc<Scripted>, n: &Arc<AtomicUsize>) -> ToolNode {
         .build()
 }
 
+/// A corrected call that keeps fewer of the values the model sent (three cities merged
+/// into one call, "corrected" to one) is never reported clean: the loop asks again with
+/// the loss named, and what stays narrowed goes back as feedback, not run.
+#[tokio::test]
+async fn a_correction_that_drops_values_the_model_sent_is_not_clean() {
+    let corrector = Arc::new(
+        Scripted::new()
+            .answer("get_weather", Ok(Some(json!({"city": "Lima"}))))
+            .answer("get_weather", Ok(Some(json!({"city": "Lima"})))),
+    );
+    let n = counter();
+    let node = scripted_node(&corrector, &n);
+    let messages = vec![
+        user("weather in Lima, Quito and Bogota"),
+        assistant(vec![call(
+            "c1",
+            "get_weather",
+            r#"{"city": ["Lima", "Quito", "Bogota"]}"#,
+        )]),
+    ];
+    let out = node.invoke(&messages).await.unwrap();
+    let r = result(&out, "c1");
+    assert_eq!(r.outcome, CallOutcome::Feedback, "{:?}", r.content);
+    assert_eq!(runs(&n), 0, "a narrowed call never runs");
+    let asked = corrector.asked();
+    assert_eq!(asked.len(), 2);
+    assert!(
+        asked[1].issues.contains(&IssueKind::ValuesLost),
+        "{:?}",
+        asked[1].issues
+    );
+}
+
 #[tokio::test]
 async fn a_corrector_fixes_invalid_calls() {
     let corrector = Arc::new(
