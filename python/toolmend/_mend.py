@@ -256,6 +256,21 @@ def wire_message(msg: BaseMessage) -> dict[str, Any]:
     return {"role": "user", "content": _text(msg)}
 
 
+def _args_dict(args: Any) -> dict[str, Any]:
+    """Arguments as LangChain keeps them (a dict): a call read from the text that no tool
+    mended (an unknown tool) still carries what the model wrote, as the core's sanitized
+    message does, when that text is a JSON object."""
+    if isinstance(args, dict):
+        return args
+    if isinstance(args, str):
+        try:
+            parsed = json.loads(args)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
 def guard_history(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """The history as the guard reads it: OpenAI-format dicts (calls with their mended
     arguments as JSON text, results as text). A refused call's answer begins with the
@@ -470,7 +485,7 @@ class Mender:
         work: list[dict[str, Any]] = []
         text_calls = planned["text_calls"]
         if text_calls:
-            sent = [{"name": name, "args": args, "id": None} for name, args in text_calls]
+            sent = [{"name": name, "args": _args_dict(args), "id": None} for name, args in text_calls]
             parsed = 0
         answered = planned["answered"]
         if answered:
@@ -515,14 +530,15 @@ class Mender:
             else:
                 args = c["arguments"] if "arguments" in c else raw.get("args")
                 call = {**raw, "args": args} if keep else {}
-                call.update(name=c["tool"], args=args if isinstance(args, dict) else {}, id=call_id, type="tool_call")
+                call.update(name=c["tool"], args=_args_dict(args), id=call_id, type="tool_call")
             plan.record_of.append(len(plan.records) - 1)
             plan.order.append(len(plan.calls))
             plan.calls.append(call)
             return
         m = {
             "tool": c["tool"],
-            "arguments": c["arguments"] if "arguments" in c else raw.get("args"),
+            # None: nothing mended it (an unknown tool): what the model sent stays.
+            "arguments": c["arguments"] if c.get("arguments") is not None else raw.get("args"),
             "fixes": c["fixes"],
             "issues": c["issues"],
             "outcome": mended,
@@ -543,7 +559,7 @@ class Mender:
         else:
             args = m["arguments"]
             call = dict(raw) if keep else {}
-            call.update(name=c["tool"], args=args if isinstance(args, dict) else {}, id=call_id, type="tool_call")
+            call.update(name=c["tool"], args=_args_dict(args), id=call_id, type="tool_call")
         work.append({
             "index": len(plan.calls),
             "record": rec,
