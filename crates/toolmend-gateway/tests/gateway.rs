@@ -2,6 +2,8 @@
 //! provider, all on 127.0.0.1.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+mod common;
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -24,13 +26,7 @@ async fn start(script: Script, extra_toml: &str) -> Running {
     let config = Config::from_toml_and_env(&toml, Vec::new()).unwrap();
     let metrics = toolmend_gateway::metrics::install().ok();
     let gateway = Arc::new(Gateway::new(config, metrics).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(
-        listener,
-        gateway,
-        std::future::pending(),
-    ));
+    let addr = common::serve(gateway).await;
     Running {
         url: format!("http://{addr}/v1"),
         provider,
@@ -748,13 +744,7 @@ async fn gateway_for(upstream: &str) -> String {
         Config::from_toml_and_env(&format!("upstream.base_url = \"{upstream}\""), Vec::new())
             .unwrap();
     let gateway = Arc::new(Gateway::new(config, None).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(
-        listener,
-        gateway,
-        std::future::pending(),
-    ));
+    let addr = common::serve(gateway).await;
     format!("http://{addr}/v1")
 }
 
@@ -874,13 +864,7 @@ async fn limits_body_size_trim_and_upstream_timeout() {
     )
     .unwrap();
     let gateway = Arc::new(Gateway::new(config, None).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let gw_addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(
-        listener,
-        gateway,
-        std::future::pending(),
-    ));
+    let gw_addr = common::serve(gateway).await;
     let resp = reqwest::Client::new()
         .post(format!("http://{gw_addr}/v1/chat/completions"))
         .json(&request(ask(), false))

@@ -3,6 +3,8 @@
 //! over the history, ids reused across turns, streaming.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+mod common;
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -28,13 +30,7 @@ async fn start(script: Script, guard_toml: &str, env: Vec<(String, String)>) -> 
     let config = Config::from_toml_and_env(&toml, env).unwrap();
     let metrics = toolmend_gateway::metrics::install().ok();
     let gateway = Arc::new(Gateway::new(config, metrics).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(
-        listener,
-        gateway,
-        std::future::pending(),
-    ));
+    let addr = common::serve(gateway).await;
     Running {
         url: format!("http://{addr}/v1"),
         provider,

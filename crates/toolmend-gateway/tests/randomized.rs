@@ -5,6 +5,8 @@
 //! `x-toolmend-unresolved` (the deliberate path, with `calls.invalid = "pass"`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+mod common;
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -188,13 +190,7 @@ async fn run(seed: u64, requests: usize, stream: bool) {
     let gateway = Arc::new(
         Gateway::new(Config::from_toml_and_env(&toml, Vec::new()).unwrap(), None).unwrap(),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(
-        listener,
-        gateway,
-        std::future::pending(),
-    ));
+    let addr = common::serve(gateway).await;
     let http = reqwest::Client::new();
     let schemas = compiled();
     let ctx = ValidationContext::new("", Phase::Initial);

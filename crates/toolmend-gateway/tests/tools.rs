@@ -5,6 +5,8 @@
 //! answers mixing server-side and client calls) and `POST /v1/tools/execute`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+mod common;
+
 use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
@@ -158,13 +160,7 @@ async fn start(script: Script, extra: &str) -> Running {
     let file = ToolsFile::parse_section(&toml, "gateway.toml").unwrap();
     let metrics = toolmend_gateway::metrics::install().ok();
     let gateway = Arc::new(Gateway::with_tools(config, metrics, &file).await.unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(
-        listener,
-        gateway,
-        std::future::pending(),
-    ));
+    let addr = common::serve(gateway).await;
     Running {
         url: format!("http://{addr}/v1"),
         base: format!("http://{addr}"),
@@ -807,13 +803,7 @@ limits = {{ session = {{ limit = 1, window_secs = 60 }} }}
     let config = Config::from_toml_and_env(&toml, Vec::new()).unwrap();
     let file = ToolsFile::parse_section(&toml, "gateway.toml").unwrap();
     let gateway = Arc::new(Gateway::with_tools(config, None, &file).await.unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(
-        listener,
-        gateway,
-        std::future::pending(),
-    ));
+    let addr = common::serve(gateway).await;
     let http = reqwest::Client::new();
     let run = |id: &'static str, session: &'static str| {
         let http = http.clone();
@@ -889,13 +879,7 @@ async fn execute_without_tools_is_a_clear_404() {
     )
     .unwrap();
     let gateway = Arc::new(Gateway::new(config, None).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(toolmend_gateway::serve(
-        listener,
-        gateway,
-        std::future::pending(),
-    ));
+    let addr = common::serve(gateway).await;
     let resp = reqwest::Client::new()
         .post(format!("http://{addr}/v1/tools/execute"))
         .json(&json!({"tool_calls": []}))
