@@ -601,12 +601,7 @@ impl<'a> Walk<'a> {
     fn read_xml_function(&mut self) -> Result<(), ParseError> {
         let at = self.pos;
         let rest = self.rest();
-        let head = prefix(rest, 256);
-        let head_end = head.find('>').ok_or_else(|| ParseError {
-            fatal: false,
-            offset: at + head.len(),
-            reason: "unterminated <function=…> tag".to_owned(),
-        })?;
+        let head_end = tag_end(rest, at, "<function=…>")?;
         let name = rest["<function=".len()..head_end].trim().to_owned();
         let body_start = head_end + 1;
         // The body ends at `</function>`, or at the next `<function=` when the close is missing.
@@ -804,12 +799,7 @@ impl<'a> Walk<'a> {
     fn read_invoke(&mut self) -> Result<(), ParseError> {
         let at = self.pos;
         let rest = self.rest();
-        let head = prefix(rest, 256);
-        let head_end = head.find('>').ok_or_else(|| ParseError {
-            fatal: false,
-            offset: at + head.len(),
-            reason: "unterminated <invoke name=…> tag".to_owned(),
-        })?;
+        let head_end = tag_end(rest, at, "<invoke name=…>")?;
         let name = unquote(&rest[XML_INVOKE.len()..head_end]).to_owned();
         let body_start = head_end + 1;
         let next = rest[body_start..]
@@ -1144,4 +1134,15 @@ fn bare_word(word: &str) -> Value {
             })
             .unwrap_or_else(|| Value::String(word.to_owned())),
     }
+}
+
+/// Where the opening tag at the start of `rest` (at `at` in the text) ends: its `>`, looked
+/// for in the first 256 bytes only (a tag head is short; the search stays bounded).
+fn tag_end(rest: &str, at: usize, tag: &str) -> Result<usize, ParseError> {
+    let head = prefix(rest, 256);
+    head.find('>').ok_or_else(|| ParseError {
+        fatal: false,
+        offset: at + head.len(),
+        reason: format!("unterminated {tag} tag"),
+    })
 }
