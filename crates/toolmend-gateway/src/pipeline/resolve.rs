@@ -237,35 +237,62 @@ impl Pipeline {
 /// merged into one call, "fixed" by keeping one) is not clean: its calls of that tool go
 /// back as feedback naming what was lost (asked again, or flagged at the end).
 fn flag_values_lost(asked: &[ToolCall], again: &mut Mended) {
+    /// Lost values named on each call of the tool (the first ones; a message may hold
+    /// 100,000 calls, and each does not need every loss of its siblings).
+    const NAMED: usize = 16;
     let args_of = |c: &ToolCall| serde_json::from_str::<Value>(&c.function.arguments).ok();
-    let new_calls = again.message.tool_calls.as_deref().unwrap_or_default();
-    for first in asked {
-        let Some(first_args) = args_of(first) else {
+    // Per tool, every first reading and every new answer, each gathered once: one
+    // comparison per tool, linear in the calls.
+    let mut firsts: HashMap<&str, Vec<Value>> = HashMap::new();
+    for c in asked {
+        if let Some(v) = args_of(c) {
+            firsts.entry(c.function.name.as_str()).or_default().push(v);
+        }
+    }
+    let mut answers: HashMap<&str, Vec<Value>> = HashMap::new();
+    for c in again.message.tool_calls.as_deref().unwrap_or_default() {
+        if firsts.contains_key(c.function.name.as_str())
+            && let Some(v) = args_of(c)
+        {
+            answers.entry(c.function.name.as_str()).or_default().push(v);
+        }
+    }
+    let mut lost_by_tool: HashMap<String, Vec<toolmend::Issue>> = HashMap::new();
+    for (tool, firsts) in firsts {
+        let Some(answers) = answers.remove(tool) else {
             continue;
         };
-        let tool = first.function.name.as_str();
-        let answers: Vec<Value> = new_calls
-            .iter()
-            .filter(|c| c.function.name == tool)
-            .filter_map(args_of)
-            .collect();
-        if answers.is_empty() {
+        let mut lost =
+            toolmend::mend::values_lost_issues(&Value::Array(firsts), &Value::Array(answers));
+        // Paths start with the first call's index in the list compared: drop it, so the
+        // path is the field's, as the model wrote it.
+        for issue in &mut lost {
+            let rest = issue
+                .path
+                .get(1..)
+                .and_then(|p| p.find('/'))
+                .map_or("", |i| &issue.path[i + 1..]);
+            issue.path = rest.to_owned();
+        }
+        lost.truncate(NAMED);
+        if !lost.is_empty() {
+            lost_by_tool.insert(tool.to_owned(), lost);
+        }
+    }
+    if lost_by_tool.is_empty() {
+        return;
+    }
+    for report in &mut again.calls {
+        let Some(lost) = lost_by_tool.get(&report.tool) else {
+            continue;
+        };
+        if report.outcome != CallOutcome::Executed {
             continue;
         }
-        let lost = toolmend::mend::values_lost_issues(&first_args, &Value::Array(answers));
-        if lost.is_empty() {
-            continue;
-        }
-        for report in again
-            .calls
-            .iter_mut()
-            .filter(|r| r.tool == tool && r.outcome == CallOutcome::Executed)
-        {
-            report.issues.extend(lost.iter().cloned());
-            report.outcome = CallOutcome::Feedback;
-            report.mend = Outcome::Feedback;
-            report.feedback = Some(toolmend::feedback::render(&report.tool, &report.issues).text);
-        }
+        report.issues.extend(lost.iter().cloned());
+        report.outcome = CallOutcome::Feedback;
+        report.mend = Outcome::Feedback;
+        report.feedback = Some(toolmend::feedback::render(&report.tool, &report.issues).text);
     }
 }
 
