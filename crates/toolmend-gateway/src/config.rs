@@ -27,6 +27,8 @@ pub struct Config {
     /// The round trip through server-side tools (`[[tools]]` / `[[mcp]]` with
     /// `server_side = true`, loaded by `toolmend-tools` from the same text).
     pub round_trip: RoundTrip,
+    /// The event log: one JSON line per mended call (off without `events.path`).
+    pub events: crate::events::EventsConfig,
 }
 
 impl Default for Config {
@@ -40,6 +42,7 @@ impl Default for Config {
             correction: Correction::default(),
             guard: Guard::default(),
             round_trip: RoundTrip::default(),
+            events: crate::events::EventsConfig::default(),
         }
     }
 }

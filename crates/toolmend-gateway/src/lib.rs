@@ -39,6 +39,8 @@
 //! import no front, `server` imports nothing of the pipeline. This file wires them.
 //!
 //! - [`config`]: the TOML configuration. [`metrics`]: the Prometheus series.
+//! - [`events`]: the event log (`[events]`): one JSON line per mended call, the input of
+//!   `toolmend report`.
 //! - `server/`: HTTP plumbing: the accept loop, the upstream client, request bodies and
 //!   ids, the one error type (`GatewayError`: status and OpenAI's error body), the routes
 //!   of no front (health, metrics, the model list).
@@ -51,6 +53,7 @@
 //! - `fronts/tools/`: `POST /v1/tools/execute`.
 
 pub mod config;
+pub mod events;
 mod fronts;
 #[doc(hidden)]
 pub mod fuzzing;

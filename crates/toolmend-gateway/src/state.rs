@@ -39,6 +39,9 @@ pub enum StartError {
     /// tool and what to do.
     #[error("tools: {0}")]
     Tools(String),
+    /// The event log (`[events]`) could not be opened: the key and the reason.
+    #[error("events: {0}")]
+    Events(String),
 }
 
 impl Gateway {
@@ -124,6 +127,8 @@ impl Gateway {
         let mut pipeline = Pipeline::new(&config)?;
         pipeline.guard = crate::pipeline::guard::GatewayGuard::new(&guard_config, store)
             .map_err(StartError::Guard)?;
+        pipeline.events = crate::events::EventLog::start(&config.events, |v| std::env::var(v).ok())
+            .map_err(StartError::Events)?;
         if !set.is_empty() {
             if !config.calls.mend && set.tools().iter().any(|t| t.server_side()) {
                 return Err(StartError::Tools(

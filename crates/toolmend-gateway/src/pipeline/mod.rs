@@ -58,6 +58,8 @@ pub(crate) struct Pipeline {
     pub(crate) server_tools: Option<server_tools::ServerTools>,
     /// `[round_trip]`.
     pub(crate) round_trip: config::RoundTrip,
+    /// The event log (`[events]`), when a path is set; installed by the gateway's start.
+    pub(crate) events: Option<crate::events::EventLog>,
     /// `correction.max_retries`.
     correction_retries: u32,
     /// `correction.timeout_secs`: how long one correction attempt may take.
@@ -108,6 +110,7 @@ impl Pipeline {
             guard: None,
             server_tools: None,
             round_trip: config.round_trip.clone(),
+            events: None,
             correction_retries: config.correction.max_retries,
             correction_timeout: Duration::from_secs_f64(config.correction.timeout_secs.max(0.001)),
         })

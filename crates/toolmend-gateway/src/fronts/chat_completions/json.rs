@@ -211,6 +211,16 @@ fn write_choice(
     ex: &Exchange,
 ) -> bool {
     summary.add(mended, toolbox, &ex.gw.pipeline.labels);
+    if let Some(log) = &ex.gw.pipeline.events {
+        log.chat_calls(
+            &ex.headers,
+            &ex.request,
+            ex.session().map(|s| s.0),
+            &ex.request_id,
+            mended,
+            toolbox,
+        );
+    }
     let mut changed = false;
     if mended.changed {
         choice["message"] = serde_json::to_value(&mended.message).unwrap_or(Value::Null);

@@ -464,6 +464,16 @@ impl Driver {
                         match guarded {
                             Ok(mended) => {
                                 self.summary.add(&mended, toolbox, &pipeline.labels);
+                                if let Some(log) = &pipeline.events {
+                                    log.chat_calls(
+                                        &ex.headers,
+                                        &ex.request,
+                                        ex.session().map(|s| s.0),
+                                        &ex.request_id,
+                                        &mended,
+                                        toolbox,
+                                    );
+                                }
                                 Some(mended)
                             }
                             Err(e) => {
