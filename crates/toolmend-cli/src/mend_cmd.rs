@@ -3,6 +3,7 @@
 use std::{
     fs::File,
     io::{self, BufRead, BufReader, Write},
+    process::ExitCode,
 };
 
 use anyhow::{Context, Result};
@@ -19,9 +20,25 @@ use crate::{
     Format, MendArgs,
     input::{Record, ToolCache, parse_line},
     report::{Summary, outcome_id},
+    report_cmd::EventsFile,
 };
 
-pub fn run(args: &MendArgs) -> Result<()> {
+/// Exit status when some input line could not be read as a record (the others were
+/// mended and reported): a script can tell a clean batch from one with bad lines.
+const EXIT_MALFORMED: u8 = 1;
+
+pub fn run(args: &MendArgs) -> Result<ExitCode> {
+    if args.refuse_truncated {
+        // Not eprintln!: it panics when standard error is closed.
+        let _ = writeln!(
+            io::stderr(),
+            "toolmend: --refuse-truncated is deprecated: refusing cut-off calls is the \
+             default now (--accept-truncated runs their salvage)"
+        );
+    }
+    // A call cut off mid-text is refused (feedback asking for the whole call) unless
+    // --accept-truncated: the default of the tool node, the Python fronts and the gateway.
+    let refuse_truncated = !args.accept_truncated || args.strict;
     let opts = MendOptions {
         repair: RepairOptions {
             strict: args.strict,
@@ -34,7 +51,7 @@ pub fn run(args: &MendArgs) -> Result<()> {
         } else {
             Coercions::default()
         },
-        refuse_lossy: args.refuse_truncated || args.strict,
+        refuse_lossy: refuse_truncated,
     };
     let mut reader: Box<dyn BufRead> = match &args.input {
         Some(p) if p.as_os_str() != "-" => Box::new(BufReader::new(
@@ -46,6 +63,7 @@ pub fn run(args: &MendArgs) -> Result<()> {
     let mut out = stdout.lock();
     let mut summary = Summary::default();
     let mut cache = ToolCache::default();
+    let mut events = EventsFile::create(args.events.as_ref(), args.events_model.as_deref())?;
     let mut buf = Vec::new();
     let mut n = 0;
     loop {
@@ -94,6 +112,7 @@ pub fn run(args: &MendArgs) -> Result<()> {
                 raw_arguments,
             } => {
                 let mended = mend_call(&raw_arguments, &tool, &opts);
+                events.calls(n, &mended.calls, tool.parameters())?;
                 for c in &mended.calls {
                     summary.add(c);
                 }
@@ -113,7 +132,7 @@ pub fn run(args: &MendArgs) -> Result<()> {
                 let plan_opts = PlanOptions {
                     mend: opts.clone(),
                     strip_thinking: !args.keep_thinking,
-                    accept_truncated: if opts.refuse_lossy {
+                    accept_truncated: if refuse_truncated {
                         AcceptTruncated::None
                     } else {
                         AcceptTruncated::All
@@ -134,6 +153,7 @@ pub fn run(args: &MendArgs) -> Result<()> {
                     &ctx,
                 );
                 let sanitized = message::sanitize_assistant(&message, &plan.shape, &plan.calls);
+                events.planned(n, &plan.calls, &tools)?;
                 for c in &plan.calls {
                     if c.id.is_some() {
                         summary.add(&c.call);
@@ -155,7 +175,12 @@ pub fn run(args: &MendArgs) -> Result<()> {
         }
     }
     out.flush()?;
-    Ok(())
+    events.finish()?;
+    Ok(if summary.malformed_lines > 0 {
+        ExitCode::from(EXIT_MALFORMED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Says that input line `n` could not be read, in the output's format; the batch goes on.
@@ -216,10 +241,11 @@ fn write_call_report(
     match format {
         Format::Json => {
             let fb = feedback_for(m);
+            let calls: Vec<Value> = m.calls.iter().map(call_json).collect();
             writeln!(
                 out,
                 "{}",
-                json!({"line": n, "id": id, "calls": m.calls, "feedback": fb})
+                json!({"line": n, "id": id, "calls": calls, "feedback": fb})
             )?;
         }
         Format::Text => {
@@ -293,10 +319,20 @@ fn write_message_report(
     Ok(())
 }
 
-/// One planned call as the JSON report shows it: the mended call, its id and source, and
-/// what becomes of it (`executed`: it may run; `feedback`; `dropped`).
+/// One mended call as the JSON report shows it: the call, and `lossy` (its text was cut
+/// off: refused, or with --accept-truncated its salvaged prefix ran).
+fn call_json(c: &toolmend::MendedCall) -> Value {
+    let mut v = serde_json::to_value(c).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut v {
+        map.insert("lossy".to_owned(), json!(c.is_lossy()));
+    }
+    v
+}
+
+/// One planned call as the JSON report shows it: the mended call (with `lossy`), its id
+/// and source, and what becomes of it (`executed`: it may run; `feedback`; `dropped`).
 fn planned_json(c: &PlannedCall) -> Value {
-    let mut v = serde_json::to_value(&c.call).unwrap_or(Value::Null);
+    let mut v = call_json(&c.call);
     if let Value::Object(map) = &mut v {
         map.insert("id".to_owned(), json!(c.id));
         if let Some(orig) = &c.original_id {

@@ -7,18 +7,10 @@ use std::{
     process::{Command, Stdio},
 };
 
-fn mend(args: &[&str], stdin: &[u8]) -> (String, bool) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolmend"))
-        .arg("mend")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (String::from_utf8(out.stdout).unwrap(), out.status.success())
+/// Runs `toolmend mend <args>` on `stdin`; returns (stdout, exit code).
+fn mend(args: &[&str], stdin: &[u8]) -> (String, i32) {
+    let (code, out, _) = toolmend(&[&["mend"], args].concat(), stdin);
+    (out, code)
 }
 
 const TOOL: &str = r#"{"name": "get_weather", "parameters": {"type": "object",
@@ -45,8 +37,9 @@ fn lines_answers_every_input_line_exactly_once() {
     }
     input.extend_from_slice(b"\xff\xfe\n");
     input.extend_from_slice(record(r#"{"city": "Lima"}"#).as_bytes());
-    let (out, ok) = mend(&["--lines"], &input);
-    assert!(ok);
+    let (out, code) = mend(&["--lines"], &input);
+    // Lines 2 and 6 are malformed: every line is answered, and the status says so.
+    assert_eq!(code, 1, "{out}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 7, "{out}");
     assert_eq!(lines[0], r#"{"city":"Oslo","days":2}"#);
@@ -69,8 +62,8 @@ fn lines_answers_every_input_line_exactly_once() {
 #[test]
 fn json_report_ends_with_a_summary_and_names_bad_lines() {
     let input = format!("{}\n{{\"tool\": 1}}\n", record("{'city': 'Oslo'}"));
-    let (out, ok) = mend(&["--format", "json"], input.as_bytes());
-    assert!(ok);
+    let (out, code) = mend(&["--format", "json"], input.as_bytes());
+    assert_eq!(code, 1, "a malformed line: exit 1\n{out}");
     let lines: Vec<serde_json::Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -86,12 +79,127 @@ fn json_report_ends_with_a_summary_and_names_bad_lines() {
 
 #[test]
 fn strict_repairs_nothing() {
-    let (out, ok) = mend(
+    let (out, code) = mend(
         &["--lines", "--strict"],
         format!("{}\n", record("{'city': 'Oslo'}")).as_bytes(),
     );
-    assert!(ok);
+    // Feedback is an answer, not a malformed line.
+    assert_eq!(code, 0);
     assert!(out.starts_with("ERROR "), "{out}");
+}
+
+/// A call cut off mid-string, as a call record and as the last call of a message.
+fn cut_off_input() -> String {
+    let tool = r#"{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}"#;
+    let message = serde_json::json!({"message": {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Lis"}}
+    ]}, "tools": [serde_json::from_str::<serde_json::Value>(tool).unwrap()]});
+    format!("{}\n{message}\n", record(r#"{"city": "San Franc"#))
+}
+
+#[test]
+fn a_cut_off_call_is_refused_by_default_as_every_front_refuses_it() {
+    let (out, code) = mend(&["--format", "json"], cut_off_input().as_bytes());
+    assert_eq!(code, 0, "{out}");
+    let lines = json_lines(&out);
+    let call = &lines[0]["calls"][0];
+    assert_eq!(call["outcome"], "feedback", "{call}");
+    assert_eq!(call["lossy"], true, "{call}");
+    assert_eq!(call["issues"][0]["kind"], "truncated", "{call}");
+    assert!(
+        lines[0]["feedback"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cut off"),
+        "{}",
+        lines[0]
+    );
+    let planned = &lines[1]["calls"][0];
+    assert_eq!(planned["disposition"], "feedback", "{planned}");
+    assert_eq!(planned["lossy"], true, "{planned}");
+    assert_eq!(lines[2]["summary"]["lossy"], 2);
+
+    // --lines: the cut-off call is an ERROR answer, never its prefix.
+    let (out, _) = mend(&["--lines"], cut_off_input().as_bytes());
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.starts_with("ERROR ") && first.contains("cut off"),
+        "{first}"
+    );
+
+    // The old flag still runs (it is the default now) and says so on stderr.
+    let (default, _) = mend(&["--format", "json"], cut_off_input().as_bytes());
+    let (code, same, err) = toolmend(
+        &["mend", "--format", "json", "--refuse-truncated"],
+        cut_off_input().as_bytes(),
+    );
+    assert_eq!((code, same), (0, default));
+    assert!(err.contains("--refuse-truncated is deprecated"), "{err}");
+}
+
+#[test]
+fn accept_truncated_runs_the_salvage_and_marks_it_lossy() {
+    let (out, code) = mend(
+        &["--format", "json", "--accept-truncated"],
+        cut_off_input().as_bytes(),
+    );
+    assert_eq!(code, 0, "{out}");
+    let lines = json_lines(&out);
+    let call = &lines[0]["calls"][0];
+    assert_eq!(call["outcome"], "repaired", "{call}");
+    assert_eq!(call["lossy"], true, "{call}");
+    assert_eq!(call["arguments"], serde_json::json!({"city": "San Franc"}));
+    let planned = &lines[1]["calls"][0];
+    assert_eq!(planned["disposition"], "executed", "{planned}");
+    assert_eq!(planned["lossy"], true, "{planned}");
+    // A call that was not cut off is not lossy.
+    let (out, _) = mend(
+        &["--format", "json"],
+        format!("{}\n", record("{'city': 'Oslo'}")).as_bytes(),
+    );
+    assert_eq!(json_lines(&out)[0]["calls"][0]["lossy"], false, "{out}");
+    // The text report says the same.
+    let (out, _) = mend(&["--accept-truncated"], cut_off_input().as_bytes());
+    assert!(out.contains("repaired (cut off: salvaged prefix)"), "{out}");
+    let (out, _) = mend(&[], cut_off_input().as_bytes());
+    assert!(out.contains("feedback (cut off)"), "{out}");
+}
+
+#[test]
+fn mend_exit_status_tells_a_clean_batch_from_one_with_malformed_lines() {
+    let good = format!(
+        "{}\n\n{}\n",
+        record("{'city': 'Oslo'}"),
+        record(r#"{"days": 3}"#)
+    );
+    // Feedback and blank lines are not malformed: 0.
+    for format in ["text", "json"] {
+        let (out, code) = mend(&["--format", format], good.as_bytes());
+        assert_eq!(code, 0, "{format}: {out}");
+    }
+    assert_eq!(mend(&["--lines"], good.as_bytes()).1, 0);
+    // Not JSON, not UTF-8, not a record: 1, in every format, the other lines reported.
+    for bad in [&b"not json\n"[..], b"\xff\n", b"{\"tool\": 1}\n", b"[1]\n"] {
+        let input = [good.as_bytes(), bad].concat();
+        for args in [
+            &["--format", "text"][..],
+            &["--format", "json"],
+            &["--lines"],
+        ] {
+            let (out, code) = mend(args, &input);
+            assert_eq!(code, 1, "{args:?} {bad:?}: {out}");
+            assert!(out.contains(r#""city":"Oslo""#), "{args:?}: {out}");
+        }
+    }
+    // Usage and input errors: 2.
+    let (code, _, err) = toolmend(&["mend", "/no/such/file.jsonl"], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot open /no/such/file.jsonl"), "{err}");
+    let (code, _, err) = toolmend(&["mend", "--no-such-flag"], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("--no-such-flag"), "{err}");
+    let (code, _, err) = toolmend(&["mend", "--strict", "--accept-truncated"], b"");
+    assert_eq!(code, 2, "{err}");
 }
 
 // `toolmend history`: check, sanitize, trim.
@@ -508,8 +616,8 @@ fn a_message_record_is_planned_as_every_front_plans_it() {
     let line = format!(
         r#"{{"message": {{"role": "assistant", "content": "{content}"}}, "tools": [{tool}], "history": {history}}}"#
     );
-    let (out, ok) = mend(&["--format", "json"], line.as_bytes());
-    assert!(ok, "{out}");
+    let (out, code) = mend(&["--format", "json"], line.as_bytes());
+    assert_eq!(code, 0, "{out}");
     let report: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     let calls = report["message"]["tool_calls"].as_array().unwrap();
     assert_eq!(calls.len(), 1, "{report}");
@@ -529,8 +637,8 @@ fn a_message_record_is_planned_as_every_front_plans_it() {
         ]}}, "tools": [{tool}]}}"#
     )
     .replace('\n', " ");
-    let (out, ok) = mend(&["--format", "json"], line.as_bytes());
-    assert!(ok, "{out}");
+    let (out, code) = mend(&["--format", "json"], line.as_bytes());
+    assert_eq!(code, 0, "{out}");
     let report: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     let ids: Vec<&str> = report["message"]["tool_calls"]
         .as_array()

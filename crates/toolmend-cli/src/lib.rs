@@ -1,0 +1,672 @@
+//! The `toolmend` command line as a library: `run(args)` parses the arguments, runs the
+//! command and returns its exit status. Wiring only; the work is in the `toolmend` library.
+//!
+//! Two front ends call [`run`]: the `toolmend` binary (`src/main.rs`, `cargo install`) and
+//! the Python wheel's `toolmend` command (`toolmend._core.run_cli`, a console script), so
+//! both are the same command, option for option.
+
+mod history_cmd;
+mod history_io;
+mod input;
+mod mend_cmd;
+mod report;
+mod report_cmd;
+
+use std::{ffi::OsString, io::Write, path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Mend the tool calls language models emit.
+///
+/// toolmend repairs broken argument text (quotes, commas, truncation, think
+/// leaks, chat-template tags, wrappers …), validates it against the tool's JSON
+/// Schema with safe coercions ("5" -> 5, "Celsius" -> "celsius", town -> city),
+/// and says precisely what is still wrong, so an agent's loop keeps running.
+/// `toolmend history` checks, sanitizes and trims the conversation that carries
+/// the calls, so a provider accepts it.
+///
+/// Exit status: 0 on success, 1 when `mend` met a malformed input line or
+/// `history check` finds violations, 2 on a usage or input error (a missing
+/// file, JSON that cannot be read).
+#[derive(Debug, Parser)]
+#[command(name = "toolmend", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Mend tool calls read from JSONL and report what was done.
+    ///
+    /// Each input line is one of:
+    ///   {"tool": {"name", "description", "parameters"}, "raw_arguments": "...", "id": "..."}
+    ///   {"message": <OpenAI assistant message>, "tools": [<OpenAI tool definitions>]}
+    ///
+    /// A malformed line gets an error naming its line number and the batch goes on.
+    /// A call cut off mid-text is answered with feedback asking for the whole call
+    /// (as the tool node, the Python package and the gateway answer it), unless
+    /// --accept-truncated; `lossy` marks it in the JSON output either way.
+    ///
+    /// Exit status: 0 when every line was read as a record (whatever became of its
+    /// calls), 1 when some line was malformed (not JSON, not UTF-8, not a record),
+    /// 2 on a usage error or when the input cannot be opened or read.
+    ///
+    /// Examples:
+    ///   toolmend mend examples/broken_calls.jsonl
+    ///   toolmend mend --format json calls.jsonl > mended.jsonl
+    ///   some-producer | toolmend mend --lines     # one output line per input line, flushed
+    #[command(verbatim_doc_comment)]
+    Mend(MendArgs),
+
+    /// Check, sanitize or trim a conversation history (a request's `messages`).
+    ///
+    /// Providers reject a history where a tool call has no result, a result answers
+    /// no call or sits after a user message, a call id repeats, or a past call's
+    /// arguments are not a JSON object, and one broken message fails every later
+    /// request of the conversation.
+    ///
+    /// A history is a JSON file: an array of OpenAI chat messages, or a whole
+    /// chat-completions request with a `messages` key (the output then keeps every
+    /// other key of the request as it was). `-` or no file reads standard input.
+    ///
+    /// Examples:
+    ///   toolmend history check examples/broken_history.json
+    ///   toolmend history sanitize examples/broken_history.json | toolmend history check
+    ///   toolmend history sanitize request.json > mended.json 2> actions.txt
+    ///   toolmend history trim --tokens 8000 request.json > trimmed.json
+    #[command(verbatim_doc_comment)]
+    History(HistoryArgs),
+
+    /// Serve a scripted OpenAI-compatible provider on 127.0.0.1 (tests and demos).
+    ///
+    /// Answers POST /v1/chat/completions from a script, as JSON or as SSE chunks in
+    /// OpenAI's format, and refuses a request whose history breaks the tool-call
+    /// contract with HTTP 400 and OpenAI's error body and wording (an unanswered call,
+    /// an orphan result, a duplicate id, a result after a user message, an invalid
+    /// function name). Point any OpenAI client's base URL at the printed address.
+    ///
+    /// The script is JSON Lines, one step per request:
+    ///   {"content": "text", "tool_calls": [{"id": "c1", "type": "function",
+    ///     "function": {"name": "get_weather", "arguments": "{'city': 'Paris',}"}}]}
+    ///   {"error": {"status": 429, "body": {"error": {"message": "Rate limit", ...}}}}
+    /// Lines starting with # are comments. Past the last step: HTTP 500.
+    ///
+    /// Examples:
+    ///   toolmend scripted-provider examples/script.jsonl
+    ///   toolmend scripted-provider --port 8089 --strictness all script.jsonl
+    #[command(verbatim_doc_comment)]
+    ScriptedProvider(ProviderArgs),
+
+    /// Serve the gateway: an OpenAI-compatible endpoint that mends tool calls.
+    ///
+    /// Point any OpenAI client's base URL at it (http://LISTEN/v1). Each request's
+    /// history is checked before it goes upstream (sanitized by default, the actions
+    /// named in `x-toolmend-history`); each response's tool calls are repaired,
+    /// coerced and validated against the request's `tools`, calls written into the
+    /// text become real `tool_calls`, and a call that stays invalid is sent back to
+    /// the model with its feedback (`calls.invalid = "re_ask"`), invisible to the
+    /// client. Streaming included. `x-toolmend-calls`, `x-toolmend-fixes` and
+    /// `x-toolmend-unresolved` say what was done; /metrics serves Prometheus metrics,
+    /// /healthz and /readyz the probes.
+    ///
+    /// Configuration: a TOML file (--config), every key overridable from the
+    /// environment as TOOLMEND_<SECTION>__<KEY>, then --listen / --upstream:
+    ///   listen = "127.0.0.1:8790"
+    ///   [upstream]  base_url = "https://api.openai.com/v1"   api_key_env = "OPENAI_API_KEY"
+    ///               timeout_secs = 120 (idle)   deadline_secs = 600 (a whole answer)
+    ///               redirects = "none" | "same_origin"         (no key: the client's is passed on)
+    ///               api_key_header = "authorization" | "api-key"
+    ///   [history]   policy = "sanitize" | "reject" | "pass"   orphans = "drop" | "rehome"
+    ///               max_tokens = 8000                         encoding = "o200k_base"
+    ///   [calls]     mend = true   calls_in_content = true      accept_truncated = false
+    ///               strip_thinking = true
+    ///               invalid = "re_ask" | "correct" | "pass" | ["re_ask", "correct"]   max_re_asks = 1
+    ///   [limits]    max_body_bytes = 8388608   max_header_bytes = 65536   tool_cache = 256
+    ///               header_timeout_secs = 30   body_timeout_secs = 60   max_connections = 4096
+    ///               max_messages = 100000   max_calls_per_message = 100000   max_tools = 1024
+    ///               max_argument_bytes = 4194304   max_schema_bytes = 262144
+    ///               max_upstream_bytes = 33554432   max_tool_labels = 500
+    ///               shutdown_grace_secs = 30   (docs/gateway.md, "Limits": what each answers)
+    ///   [guard]     (off until a rule is set; docs/guard.md)
+    ///               on_flood = "feedback" | "reject" (429) | "flag"   store = "memory" | "redis"
+    ///               redis_url = "redis://127.0.0.1:6379/"   timeout_ms = 20   fail = "open" | "closed"
+    ///               session_from = ["header", "user", "metadata", "api_key"]   (x-toolmend-session)
+    ///     rules:    session = {limit = 5, window_secs = 60}   duplicate = {window_secs = 60}
+    ///               tools.send_email.session / .global = {limit, window_secs}
+    ///               repeat = {observe = 2, block = 3, stop = 6}   ping_pong = {cycles = 3}
+    ///               no_progress = {block = 3}   (each rule: shadow = true to only report)
+    ///               limits = {thread_limit, run_limit, exit_behavior = "continue" | "error" | "end"}
+    ///   [[tools]]   tools behind the network, also in a file of their own (--tools FILE):
+    ///               name = "get_weather"   description = "..."   endpoint = "http://127.0.0.1:9000/weather"
+    ///               parameters = {type = "object", ...} (or parameters_json = '...')
+    ///               server_side = true (the gateway runs it: the round trip)   timeout_ms = 10000
+    ///               retries (idempotent = true | idempotency_key = true)   template   budget_bytes
+    ///               limits = {session = {limit, window_secs}, ...}   backup   sla_ms   adapter
+    ///   [[mcp]]     name = "files"   url = "http://127.0.0.1:8000/mcp" | command = "..." args = [...]
+    ///               server_side = true   tools = ["read"]   timeout_ms = 10000
+    ///   [round_trip] (server-side tools) max_rounds = 4 (model answers per request)   max_secs = 60
+    ///               inject = true (their definitions go upstream; the client does not know them)
+    ///   Configured tools are served at POST /v1/tools/execute (an assistant message in, one
+    ///   tool message per call id out); calls to server-side ones are run by the gateway,
+    ///   the model asked again until it answers, x-toolmend-round-trip says how many rounds.
+    ///
+    /// Examples:
+    ///   toolmend serve --upstream https://api.openai.com/v1
+    ///   TOOLMEND_HISTORY__POLICY=reject toolmend serve --config gateway.toml
+    ///   TOOLMEND_GUARD__SESSION__LIMIT=5 TOOLMEND_GUARD__SESSION__WINDOW_SECS=60 \
+    ///     TOOLMEND_GUARD__STORE=redis TOOLMEND_GUARD__REDIS_URL=redis://127.0.0.1:6379/ toolmend serve ...
+    ///   toolmend serve --upstream https://api.openai.com/v1 --tools tools.toml
+    ///   toolmend scripted-provider examples/script.jsonl &   # then
+    ///   toolmend serve --listen 127.0.0.1:8790 --upstream http://127.0.0.1:PORT/v1
+    #[command(verbatim_doc_comment)]
+    Serve(ServeArgs),
+
+    /// Build one HTML page from event logs: which tools, fields and fix kinds the
+    /// models get wrong, the worst first, by model and over time.
+    Report(report_cmd::ReportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// A TOML configuration file (optional: embedded defaults otherwise).
+    #[arg(long, env = "TOOLMEND_CONFIG")]
+    config: Option<std::path::PathBuf>,
+    /// Where to listen (overrides `listen`).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// A tools file (`[[tools]]`, `[[mcp]]` only), instead of those tables in --config.
+    #[arg(long, env = "TOOLMEND_TOOLS")]
+    tools: Option<std::path::PathBuf>,
+    /// The upstream base URL, up to /v1 (overrides `upstream.base_url`).
+    #[arg(long)]
+    upstream: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct ProviderArgs {
+    /// The script (JSON Lines); `-` reads standard input.
+    script: std::path::PathBuf,
+    /// The port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 0, env = "TOOLMEND_PROVIDER_PORT")]
+    port: u16,
+    /// Which rules to enforce: OpenAI's, or also vLLM's and Anthropic's (argument text
+    /// that is not a JSON object, empty tool results).
+    #[arg(long, value_enum, default_value_t = ProviderStrictness::Openai)]
+    strictness: ProviderStrictness,
+    /// Play the script in a loop instead of answering 500 past its last step
+    /// (benchmarks, long demos).
+    #[arg(long)]
+    repeat: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProviderStrictness {
+    /// What OpenAI refuses.
+    Openai,
+    /// Every rule `toolmend history check` knows.
+    All,
+}
+
+#[derive(Debug, clap::Args)]
+struct HistoryArgs {
+    #[command(subcommand)]
+    action: HistoryAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum HistoryAction {
+    /// List every rule the history breaks, with the error each provider answers.
+    ///
+    /// Each violation names the message (and call) by index and input line, the
+    /// ids involved, and the provider's error text, with other providers' wording
+    /// where it differs. Kinds: unanswered_call, orphan_result, duplicate_call_id,
+    /// duplicate_result, result_out_of_place, missing_call_id, call_id_too_long,
+    /// arguments_not_object, empty_tool_content, invalid_function_name.
+    ///
+    /// Exit status: 0 when the history is valid, 1 when violations were found,
+    /// 2 when the input cannot be read.
+    ///
+    /// Examples:
+    ///   toolmend history check examples/broken_history.json
+    ///   toolmend history check --format json request.json | jq -r '.kind // empty'
+    ///   jq .messages request.json | toolmend history check > /dev/null && echo valid
+    #[command(verbatim_doc_comment)]
+    Check(CheckArgs),
+
+    /// Write a history every provider accepts, and list what was changed.
+    ///
+    /// The history goes to standard output, in the input's shape (an array, or
+    /// the request with only `messages` replaced). The actions go to standard
+    /// error (or --report FILE), one line each: where, the call id, the kind, what
+    /// was done. A missing result gets an error result saying why; orphan results
+    /// are dropped; repeated ids are renamed and their results follow; broken
+    /// arguments are repaired (the original text is kept in the JSON report).
+    /// A valid history comes back unchanged. Exit status: 0, or 2 on an input error.
+    ///
+    /// Examples:
+    ///   toolmend history sanitize examples/broken_history.json > mended.json
+    ///   toolmend history sanitize --orphans rehome --report actions.jsonl \
+    ///       --report-format json request.json > mended.json
+    #[command(verbatim_doc_comment)]
+    Sanitize(SanitizeArgs),
+
+    /// Drop the oldest turns until the history fits a budget, never splitting a group.
+    ///
+    /// Always kept: system and developer messages, the first user message, and the
+    /// last turn (even when they alone exceed the budget; the summary then says
+    /// "over budget"). An assistant message with tool calls and its results are
+    /// kept or dropped together, and the kept part never starts with a tool
+    /// result. Run `history sanitize` first on a history that `check` rejects.
+    ///
+    /// The trimmed history goes to standard output, in the input's shape; a
+    /// one-line summary (kept, dropped, size, budget) goes to standard error.
+    /// Exit status: 0, or 2 on an input error.
+    ///
+    /// Examples:
+    ///   toolmend history trim --messages 20 history.json
+    ///   toolmend history trim --tokens 8000 request.json > trimmed.json
+    ///   toolmend history trim --tokens 8000 --model gpt-4.1 request.json
+    ///   toolmend history sanitize request.json | toolmend history trim --tokens 8000
+    #[command(verbatim_doc_comment)]
+    Trim(TrimArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    /// History file (JSON array of messages, or a request with `messages`); `-` or nothing reads standard input.
+    input: Option<PathBuf>,
+
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+struct SanitizeArgs {
+    /// History file (JSON array of messages, or a request with `messages`); `-` or nothing reads standard input.
+    input: Option<PathBuf>,
+
+    /// What to do with a result that answers an earlier call but sits out of place
+    /// (after a user message, in another call's results). A result that answers no
+    /// earlier call is always dropped.
+    #[arg(long, value_enum, default_value_t = Orphans::Drop)]
+    orphans: Orphans,
+
+    /// What to do with a call that has no id.
+    #[arg(long, value_enum, default_value_t = MissingIds::Mint)]
+    missing_ids: MissingIds,
+
+    /// Write the actions to this file instead of standard error.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+
+    /// Format of the actions.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    report_format: Format,
+
+    /// Write the history as one line of JSON instead of indented.
+    #[arg(long)]
+    compact: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct TrimArgs {
+    /// History file (JSON array of messages, or a request with `messages`); `-` or nothing reads standard input.
+    input: Option<PathBuf>,
+
+    #[command(flatten)]
+    budget: BudgetArgs,
+
+    /// How to count tokens for --tokens [default: o200k_base]: an OpenAI tokenizer,
+    /// or `bytes` (a rough estimate for any model).
+    #[arg(long, value_enum, conflicts_with = "model")]
+    encoding: Option<Encoding>,
+
+    /// Count tokens for --tokens with this OpenAI model's encoding (gpt-4o, gpt-4.1,
+    /// gpt-4, o3 …).
+    #[arg(long)]
+    model: Option<String>,
+
+    /// Write the history as one line of JSON instead of indented.
+    #[arg(long)]
+    compact: bool,
+}
+
+/// The budget: exactly one of --messages and --tokens.
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+struct BudgetArgs {
+    /// Keep at most N messages.
+    #[arg(long, value_name = "N")]
+    messages: Option<usize>,
+
+    /// Keep at most N tokens (counted with --encoding or --model).
+    #[arg(long, value_name = "N")]
+    tokens: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Orphans {
+    /// Drop it; its call gets an error result saying the result was removed.
+    Drop,
+    /// Move it back into its call's group.
+    Rehome,
+}
+
+impl From<Orphans> for toolmend::history::OrphanPolicy {
+    fn from(o: Orphans) -> Self {
+        match o {
+            Orphans::Drop => Self::Drop,
+            Orphans::Rehome => Self::Rehome,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MissingIds {
+    /// Give the call an id (`call_tm_<message>_<call>`) and pair it with its result.
+    Mint,
+    /// Remove the call.
+    Remove,
+}
+
+impl From<MissingIds> for toolmend::history::MissingIdPolicy {
+    fn from(m: MissingIds) -> Self {
+        match m {
+            MissingIds::Mint => Self::Mint,
+            MissingIds::Remove => Self::Remove,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Encoding {
+    /// GPT-4o, GPT-4.1, GPT-5, o-series.
+    #[value(name = "o200k_base")]
+    O200kBase,
+    /// GPT-4, GPT-3.5-turbo.
+    #[value(name = "cl100k_base")]
+    Cl100kBase,
+    /// One token per 4 bytes: fast, no tables to build.
+    Bytes,
+}
+
+#[derive(Debug, clap::Args)]
+struct MendArgs {
+    /// JSONL file to read; `-` or nothing reads standard input.
+    input: Option<PathBuf>,
+
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+
+    /// Line protocol for scripts: exactly one flushed output line per input line:
+    /// the mended arguments as JSON (a JSON array when the text held several calls),
+    /// or `ERROR <reason>` when no faithful repair exists. No summary.
+    #[arg(long)]
+    lines: bool,
+
+    /// Strict mode: repair nothing, coerce nothing; report what is wrong.
+    #[arg(long)]
+    strict: bool,
+
+    /// Keep `<think>` blocks (then a call holding one is an error).
+    #[arg(long)]
+    keep_thinking: bool,
+
+    /// Run a call cut off mid-text on its salvaged prefix (marked lossy) instead of
+    /// answering it with feedback. The same opt-in as the gateway's
+    /// `calls.accept_truncated` and the Python package's `accept_truncated`.
+    #[arg(long, conflicts_with = "strict")]
+    accept_truncated: bool,
+
+    /// Deprecated: refusing cut-off calls is the default now (a no-op, kept so that
+    /// old scripts still run).
+    #[arg(long, hide = true, conflicts_with = "accept_truncated")]
+    refuse_truncated: bool,
+
+    /// Also write the event log of the batch to FILE (created or replaced): one JSON
+    /// line per call, the gateway's `[events]` format (tool, outcome, fields, fix and
+    /// issue kinds; never values). `toolmend report FILE` turns it into a page.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+
+    /// The model the calls came from, written into each event (`--events`).
+    #[arg(long, value_name = "NAME", requires = "events")]
+    events_model: Option<String>,
+
+    /// Deepest nesting accepted (1 to 1000).
+    #[arg(long, default_value_t = 128, env = "TOOLMEND_MAX_DEPTH",
+          value_parser = clap::builder::TypedValueParser::map(
+              clap::value_parser!(u16).range(1..=1000), usize::from))]
+    max_depth: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Human-readable lines and a summary.
+    Text,
+    /// One JSON object per line (per input line for `mend`, per violation or action
+    /// for `history`), then a `{"summary": …}` line.
+    Json,
+}
+
+/// Exit status for a usage or input error, as clap uses for usage errors.
+const EXIT_ERROR: u8 = 2;
+
+/// Runs the command line `args` (the program name first, as `std::env::args_os` gives
+/// it) and returns the exit status: 0 on success, 1 when `mend` met a malformed line or
+/// `history check` found violations, 2 on a usage or input error. `--help` and
+/// `--version` print and return 0. Never exits the process: the Python wheel calls this
+/// inside the interpreter.
+pub fn run<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let status = match Cli::try_parse_from(args) {
+        Ok(cli) => run_command(&cli.command),
+        Err(e) => {
+            // Usage errors to stderr, --help and --version to stdout, as clap's `exit` does.
+            let _ = e.print();
+            u8::try_from(e.exit_code()).unwrap_or(EXIT_ERROR)
+        }
+    };
+    // A binary's stdout is flushed when `main` returns; inside Python nothing would.
+    let _ = std::io::stdout().flush();
+    status
+}
+
+fn run_command(command: &Command) -> u8 {
+    let result = match command {
+        Command::Mend(args) => mend_cmd::run(args),
+        Command::History(args) => history_cmd::run(&args.action),
+        Command::ScriptedProvider(args) => provider_cmd(args),
+        Command::Serve(args) => serve_cmd(args),
+        Command::Report(args) => report_cmd::run(args),
+    };
+    match result {
+        Ok(code) => status_of(code),
+        // A closed pipe (`toolmend mend … | head`) is the reader's choice, not an error.
+        Err(e) if is_broken_pipe(&e) => 0,
+        Err(e) => {
+            // Not eprintln!: it panics when standard error is closed.
+            let _ = writeln!(std::io::stderr(), "toolmend: {e:#}");
+            EXIT_ERROR
+        }
+    }
+}
+
+/// The number an `ExitCode` stands for (std gives no accessor; it compares).
+fn status_of(code: ExitCode) -> u8 {
+    (0..=u8::MAX)
+        .find(|n| ExitCode::from(*n) == code)
+        .unwrap_or(1)
+}
+
+/// Serves the scripted provider until interrupted.
+fn provider_cmd(args: &ProviderArgs) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    let text = if args.script.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading the script from stdin")?
+    } else {
+        std::fs::read_to_string(&args.script)
+            .with_context(|| format!("reading the script {}", args.script.display()))?
+    };
+    let mut script = toolmend_scripted::Script::from_jsonl(&text)?;
+    if args.repeat {
+        script = script.repeating();
+    }
+    let steps = script.len();
+    let strictness = match args.strictness {
+        ProviderStrictness::Openai => toolmend::agent::Strictness::OpenAi,
+        ProviderStrictness::All => toolmend::agent::Strictness::All,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let provider =
+            // Nothing reads the request bodies here: keep none (a long run would hold them all).
+            toolmend_scripted::ScriptedProvider::start_keeping(script, strictness, args.port, 0)
+                .await
+                .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
+        let mut out = std::io::stdout();
+        writeln!(
+            out,
+            "scripted provider: {} ({steps} step(s)); Ctrl-C stops it",
+            provider.base_url()
+        )?;
+        out.flush()?;
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Serves the gateway until Ctrl-C or SIGTERM, then drains requests in flight.
+fn serve_cmd(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    let text = match &args.config {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the configuration {}", path.display()))?,
+        None => String::new(),
+    };
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| {
+            k != "TOOLMEND_CONFIG" && k != "TOOLMEND_PROVIDER_PORT" && k != "TOOLMEND_TOOLS"
+        })
+        .collect();
+    if let Some(listen) = args.listen {
+        env.push(("TOOLMEND_LISTEN".to_owned(), format!("\"{listen}\"")));
+    }
+    if let Some(upstream) = &args.upstream {
+        env.push((
+            "TOOLMEND_UPSTREAM__BASE_URL".to_owned(),
+            format!("\"{upstream}\""),
+        ));
+    }
+    let config = toolmend_gateway::Config::from_toml_and_env(&text, env)?;
+    let tools = serve_tools(args, &text)?;
+    // JSON logs, one object per line, on standard error (RUST_LOG sets the level).
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let metrics = toolmend_gateway::metrics::install().ok();
+        let listen = config.listen;
+        // Never the credentials a URL may carry (`http://user:key@host/v1`).
+        let upstream = toolmend_gateway::redact_url(&config.upstream.base_url);
+        // Tools are loaded here: MCP servers are connected and listed before the first
+        // request; any problem stops the start, naming the file, the line and the tool.
+        let gateway = std::sync::Arc::new(
+            toolmend_gateway::Gateway::with_tools(config, metrics, &tools).await?,
+        );
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        let mut out = std::io::stdout();
+        writeln!(
+            out,
+            "toolmend gateway: http://{}/v1 -> {upstream}; Ctrl-C stops it",
+            listener.local_addr()?
+        )?;
+        out.flush()?;
+        toolmend_gateway::serve(listener, gateway, shutdown())
+            .await
+            .context("serving")?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The tools `serve` runs: the `[[tools]]` and `[[mcp]]` tables of the configuration,
+/// or the `--tools` file (not both: one place declares them).
+fn serve_tools(
+    args: &ServeArgs,
+    config_text: &str,
+) -> anyhow::Result<toolmend_gateway::toolmend_tools::ToolsFile> {
+    use anyhow::Context;
+    use toolmend_gateway::toolmend_tools::ToolsFile;
+    let origin = args
+        .config
+        .as_ref()
+        .map_or_else(|| "<config>".to_owned(), |p| p.display().to_string());
+    let inline = ToolsFile::parse_section(config_text, &origin)?;
+    let Some(path) = &args.tools else {
+        return Ok(inline);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the tools file {}", path.display()))?;
+    let file = ToolsFile::parse(&text, &path.display().to_string())?;
+    if !inline.is_empty() {
+        anyhow::bail!(
+            "tools are declared in both {origin} ([[tools]] / [[mcp]]) and --tools {}: \
+             declare them in one place",
+            path.display()
+        );
+    }
+    Ok(file)
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                cause
+                    .downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            })
+            == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
