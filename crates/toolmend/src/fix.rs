@@ -79,6 +79,10 @@ fix_kinds! {
     ToolNameFixed = "tool_name_fixed", Unsafe;
     /// Two different calls were glued together; they were split.
     ConcatenatedCallsSplit = "concatenated_calls_split", Unsafe;
+    /// The text held several JSON candidates for one call (a draft, then the answer): the
+    /// last, which fits the schema better than reading every candidate as a call, was kept;
+    /// the earlier drafts were dropped (the detail says how many).
+    JsonCandidateChosen = "json_candidate_chosen", Unsafe;
     /// Empty argument text (some servers send `""` for a call without arguments) read as `{}`.
     EmptyArgumentsAsObject = "empty_arguments_as_object", Safe;
     /// A corrector rewrote the arguments (the detail holds both versions).

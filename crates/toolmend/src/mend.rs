@@ -343,7 +343,7 @@ fn best_reading<'t>(
     opts: &MendOptions,
     ctx: &ValidationContext<'_>,
 ) -> Mended {
-    let mut best: Option<((usize, usize, usize), Vec<MendedCall>)> = None;
+    let mut best: Option<((usize, bool, usize, usize), Vec<MendedCall>)> = None;
     for reading in readings {
         let calls: Vec<MendedCall> = reading
             .into_iter()
@@ -352,14 +352,30 @@ fn best_reading<'t>(
                 Err(issue) => vec![unknown_tool_call(c, *issue)],
             })
             .collect();
-        let cost = calls.iter().fold((0, 0, 0), |(i, u, f), c| {
+        // Fewest issues first; then a reading that keeps every candidate of the text
+        // over one that drops drafts; then the fewest unsafe fixes, the fewest fixes.
+        let cost = calls.iter().fold((0, false, 0, 0), |(i, d, u, f), c| {
             let unsafe_fixes = c
                 .fixes
                 .iter()
                 .filter(|x| x.safety() != Safety::Safe)
                 .count();
-            (i + c.issues.len(), u + unsafe_fixes, f + c.fixes.len())
+            let drops = c
+                .fixes
+                .iter()
+                .any(|x| x.kind == FixKind::JsonCandidateChosen);
+            (
+                i + c.issues.len(),
+                d || drops,
+                u + unsafe_fixes,
+                f + c.fixes.len(),
+            )
         });
+        // Drafts are dropped only for a reading that fits: never to trade feedback on
+        // several calls for feedback on one.
+        if cost.1 && cost.0 > 0 {
+            continue;
+        }
         if best.as_ref().is_none_or(|(b, _)| cost < *b) {
             best = Some((cost, calls));
         }

@@ -26,6 +26,9 @@ pub(crate) struct Doc {
     pub fixes: Vec<Fix>,
     /// The tool name when the document itself is a call (`f(a=1)`, `<function=f>`).
     pub name: Option<String>,
+    /// Prose or a code fence stood between this document and the one before it (a draft
+    /// and its correction are written apart; glued calls are not).
+    pub apart: bool,
 }
 
 /// Everything read from one text.
@@ -66,6 +69,8 @@ struct Walk<'a> {
     pending_name: Option<String>,
     /// Openers known to have no closer further on (each searched for once: linear).
     unclosed: Vec<&'static str>,
+    /// Prose or a fence seen since the last document.
+    gap: bool,
 }
 
 pub(crate) fn read_documents(raw: &str, opts: &RepairOptions) -> Result<Docs, RepairError> {
@@ -83,6 +88,7 @@ pub(crate) fn read_documents(raw: &str, opts: &RepairOptions) -> Result<Docs, Re
         fence_seen: false,
         pending_name: None,
         unclosed: Vec::new(),
+        gap: false,
     };
     let mut first_error: Option<ParseError> = None;
     while w.pos < w.b.len() {
@@ -161,6 +167,7 @@ impl<'a> Walk<'a> {
     }
 
     fn prose(&mut self, at: usize) {
+        self.gap = true;
         if self.prose_at.is_none() {
             self.prose_at = Some(at);
         }
@@ -358,6 +365,7 @@ impl<'a> Walk<'a> {
             return self.read_xml_function();
         }
         if rest.starts_with(FENCE) {
+            self.gap = true;
             if !self.fence_seen {
                 self.fence_seen = true;
                 self.global(FixKind::FenceStripped, at);
@@ -450,7 +458,13 @@ impl<'a> Walk<'a> {
 
     fn push(&mut self, value: Value, fixes: Vec<Fix>, name: Option<String>) {
         let name = name.or_else(|| self.pending_name.take());
-        self.out.docs.push(Doc { value, fixes, name });
+        let apart = std::mem::take(&mut self.gap) && !self.out.docs.is_empty();
+        self.out.docs.push(Doc {
+            value,
+            fixes,
+            name,
+            apart,
+        });
     }
 
     fn read_json(&mut self, at: usize) -> Result<(), ParseError> {

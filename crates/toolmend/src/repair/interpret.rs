@@ -43,9 +43,16 @@ pub(crate) fn interpret(
     let mut calls = Vec::new();
     let mut alternatives = Vec::new();
     let mut first_error = None;
+    // How many documents gave calls, and where the last one's start in `calls`.
+    let (mut candidates, mut last_start) = (0, 0);
+    let mut last_apart = false;
     for doc in docs {
+        let apart = doc.apart;
         match doc_calls(doc, envelope_call, opts, level) {
             Ok((pref, alt)) => {
+                candidates += 1;
+                last_apart = apart;
+                last_start = calls.len();
                 calls.extend(pref);
                 if single {
                     alternatives.extend(alt);
@@ -63,12 +70,20 @@ pub(crate) fn interpret(
             reason: "no call found in the text".to_owned(),
         }));
     }
+    // Several documents outside a call envelope, the last written apart (prose or a fence
+    // before it), may be drafts of one call ("first try: {…}. Corrected: {…}"): the last
+    // one alone is a second reading, which the schema
+    // takes only where it fits better than running every candidate. Only the last: a
+    // model's later text supersedes its earlier, and a fitting first call never hides
+    // a later one (that one gets feedback instead).
+    let last_alone = (candidates > 1 && last_apart && !envelope_call && same_tool(&calls))
+        .then(|| last_candidate(&calls[last_start..], candidates));
     let calls = drop_repeats(calls);
     if calls.len() > 1 {
         let calls = mark_split(calls);
         return Ok(Repaired {
             calls,
-            alternatives: Vec::new(),
+            alternatives: last_alone.into_iter().collect(),
         });
     }
     Ok(Repaired {
@@ -187,6 +202,7 @@ fn doc_calls(
                         value: item,
                         fixes: doc_fixes.take().unwrap_or_default(),
                         name: None,
+                        apart: false,
                     },
                     true,
                     opts,
@@ -319,6 +335,31 @@ fn prefix_of(part: &Value, full: &Value) -> bool {
         (Value::String(p), Value::String(f)) => f.starts_with(p.as_str()),
         _ => part == full,
     }
+}
+
+/// True when every call names the same tool, or none does.
+fn same_tool(calls: &[RepairedCall]) -> bool {
+    calls.windows(2).all(|w| w[0].name == w[1].name)
+}
+
+/// The last candidate's calls read alone, each with the fix that says so.
+fn last_candidate(calls: &[RepairedCall], candidates: usize) -> Vec<RepairedCall> {
+    let dropped = candidates - 1;
+    calls
+        .iter()
+        .cloned()
+        .map(|mut c| {
+            c.fixes.push(Fix::on(
+                FixKind::JsonCandidateChosen,
+                "",
+                format!(
+                    "the last of {candidates} JSON candidates kept; {dropped} earlier draft{} dropped",
+                    if dropped == 1 { "" } else { "s" }
+                ),
+            ));
+            c
+        })
+        .collect()
 }
 
 fn mark_split(calls: Vec<RepairedCall>) -> Vec<RepairedCall> {

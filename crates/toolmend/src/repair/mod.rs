@@ -164,6 +164,7 @@ fn repair_at(raw: &str, opts: &RepairOptions, level: usize) -> Result<Repaired, 
                     value,
                     fixes,
                     name: None,
+                    apart: false,
                 };
                 return interpret::interpret(vec![doc], false, opts, level);
             }

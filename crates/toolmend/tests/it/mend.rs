@@ -544,3 +544,72 @@ fn a_split_merged_call_gets_its_ids_in_the_message_plan_as_glued_calls_do() {
     assert_eq!(p.calls.len(), 1);
     assert_eq!(p.calls[0].call.outcome, Outcome::Feedback);
 }
+
+fn booking() -> CompiledTool {
+    CompiledTool::compile(
+        "book_room",
+        "",
+        &json!({"type": "object", "properties": {
+            "hotel": {"type": "string"}, "nights": {"type": "integer", "minimum": 1}},
+            "required": ["hotel", "nights"], "additionalProperties": false}),
+    )
+    .unwrap()
+}
+
+#[test]
+fn of_several_json_candidates_the_schema_keeps_the_last_when_only_it_fits() {
+    // A draft in one fence, the answer in the next; a draft with prose between.
+    for raw in [
+        "First try:\n```json\n{\"hotel\": \"Astoria\"}\n```\nCorrected:\n```json\n{\"hotel\": \"Astoria\", \"nights\": 4}\n```",
+        "{\"hotel\": \"Astoria\", \"nights\": 0} -- no, nights must be positive: {\"hotel\": \"Astoria\", \"nights\": 4}",
+        "{\"hotel\": 7} then {\"hotel\": \"X\"} and finally {\"hotel\": \"Astoria\", \"nights\": 4}",
+    ] {
+        let m = mend_call(raw, &booking(), &MendOptions::default());
+        assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");
+        let c = &m.calls[0];
+        assert_eq!(c.outcome, Outcome::Repaired, "{raw}");
+        assert_eq!(c.arguments, Some(json!({"hotel": "Astoria", "nights": 4})));
+        let f = c
+            .fixes
+            .iter()
+            .find(|f| f.kind == FixKind::JsonCandidateChosen)
+            .unwrap_or_else(|| panic!("{raw}: {:?}", kinds(c)));
+        assert_eq!(f.safety(), toolmend::Safety::Unsafe);
+        assert!(f.detail.contains("earlier draft"), "{}", f.detail);
+        assert!(!kinds(c).contains(&FixKind::ConcatenatedCallsSplit));
+    }
+}
+
+#[test]
+fn several_json_candidates_stay_several_calls_unless_only_the_last_fits() {
+    // Both fit: two calls. The first fits and the last does not: the last is not hidden
+    // behind the first, it gets feedback. Neither fits: both get feedback.
+    for (raw, outcomes) in [
+        (
+            "{\"hotel\": \"Astoria\", \"nights\": 4} {\"hotel\": \"Ritz\", \"nights\": 1}",
+            [Outcome::Repaired, Outcome::Repaired],
+        ),
+        (
+            "{\"hotel\": \"Astoria\", \"nights\": 4} and {\"hotel\": \"Ritz\"}",
+            [Outcome::Repaired, Outcome::Feedback],
+        ),
+        (
+            "{\"hotel\": \"Astoria\"} and {\"hotel\": \"Ritz\"}",
+            [Outcome::Feedback, Outcome::Feedback],
+        ),
+    ] {
+        let m = mend_call(raw, &booking(), &MendOptions::default());
+        let got: Vec<_> = m.calls.iter().map(|c| c.outcome).collect();
+        assert_eq!(got, outcomes, "{raw}");
+        for c in &m.calls {
+            assert!(kinds(c).contains(&FixKind::ConcatenatedCallsSplit), "{raw}");
+            assert!(!kinds(c).contains(&FixKind::JsonCandidateChosen), "{raw}");
+        }
+    }
+    // Inside a call envelope each candidate is a call of its own, never a draft.
+    let tools = Toolbox::from_tools([booking()]).unwrap();
+    let raw = "<tool_call>{\"name\": \"book_room\", \"arguments\": {\"hotel\": \"Ritz\"}}</tool_call>\n<tool_call>{\"name\": \"book_room\", \"arguments\": {\"hotel\": \"Astoria\", \"nights\": 4}}</tool_call>";
+    let m = mend_named("book_room", raw, &tools, &MendOptions::default());
+    let got: Vec<_> = m.calls.iter().map(|c| c.outcome).collect();
+    assert_eq!(got, [Outcome::Feedback, Outcome::Repaired]);
+}
