@@ -343,7 +343,9 @@ fn best_reading<'t>(
     opts: &MendOptions,
     ctx: &ValidationContext<'_>,
 ) -> Mended {
-    let mut best: Option<((usize, bool, usize, usize), Vec<MendedCall>)> = None;
+    /// Issues, drafts dropped, unsafe fixes, fixes: compared in that order.
+    type Cost = (usize, bool, usize, usize);
+    let mut best: Option<(Cost, Vec<MendedCall>)> = None;
     for reading in readings {
         let calls: Vec<MendedCall> = reading
             .into_iter()
