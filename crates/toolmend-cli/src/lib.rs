@@ -162,8 +162,7 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Serve(ServeArgs),
 
-    /// Build one HTML page from event logs: which tools, fields and fix kinds the
-    /// models get wrong, the worst first, by model and over time.
+    // No doc comment here: the help (`toolmend report --help`) is `ReportArgs`'s.
     Report(report_cmd::ReportArgs),
 }
 

@@ -697,7 +697,7 @@ fn bar_chart(out: &mut String, chart: &str, caption: &str, rows: &[Row]) {
                 "<text class=\"note\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
                 LABEL_W - 8,
                 mid + 11,
-                esc(&cut(&r.note, 50))
+                esc(&cut(&r.note, 46))
             );
         }
         let mut x = LABEL_W as f64;
