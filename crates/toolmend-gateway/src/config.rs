@@ -394,14 +394,46 @@ pub struct Calls {
     pub calls_in_content: bool,
     /// Run a cut-off call on what could be read (off: it stays invalid).
     pub accept_truncated: bool,
-    /// Remove reasoning (`<think>…</think>` and the other tags of
-    /// `toolmend::repair::markers::THINKING_TAGS`) leaked into the content, as every
-    /// front of toolmend does (off: it reaches the client as text).
+    /// The older switch for reasoning in the content: `false` is `reasoning = "keep"`
+    /// (and wins over `reasoning`); `true` leaves the choice to `reasoning`.
     pub strip_thinking: bool,
+    /// Reasoning written into the content (`<think>…</think>` and the other tags of
+    /// `toolmend::repair::markers::THINKING_TAGS`): `move` (default) to the message's
+    /// `reasoning_content` (a stream's `delta.reasoning_content`), `drop`, or `keep` in
+    /// the content.
+    pub reasoning: ReasoningPolicy,
+    /// The `toolmend` object in every chat completion (and a stream's last chunk): what
+    /// the gateway did, where SDKs keep it. Off: only the headers and the SSE comment.
+    pub account: bool,
     /// `re_ask` (default), `correct`, `pass`, or a chain (`["re_ask", "correct"]`).
     pub invalid: Policies,
     /// Most re-asks per request.
     pub max_re_asks: u32,
+}
+
+/// What the response path does with reasoning a model wrote into its content.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningPolicy {
+    /// Out of the content, into `reasoning_content` (the field vLLM, SGLang and DeepSeek
+    /// use).
+    #[default]
+    Move,
+    /// Out of the content, gone.
+    Drop,
+    /// Left in the content as the model wrote it.
+    Keep,
+}
+
+impl Calls {
+    /// The reasoning policy in force (`strip_thinking = false` is `keep`).
+    pub fn reasoning_policy(&self) -> ReasoningPolicy {
+        if self.strip_thinking {
+            self.reasoning
+        } else {
+            ReasoningPolicy::Keep
+        }
+    }
 }
 
 impl Default for Calls {
@@ -411,6 +443,8 @@ impl Default for Calls {
             calls_in_content: true,
             accept_truncated: false,
             strip_thinking: true,
+            reasoning: ReasoningPolicy::Move,
+            account: true,
             invalid: Policies::One(InvalidPolicy::ReAsk),
             max_re_asks: 1,
         }

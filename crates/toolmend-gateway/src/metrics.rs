@@ -1,14 +1,19 @@
 //! Prometheus metrics through the `metrics` facade: requests, call outcomes per tool,
-//! fixes and issue kinds, history actions, re-asks, upstream errors, upstream latency and
+//! fixes and issue kinds (also per tool and field path, bounded), history actions, re-asks, upstream errors, upstream latency and
 //! the gateway's own overhead; the round trip through server-side tools (its rounds,
 //! its time, each server-side call). The tools' own series (`toolmend_tool_*`: the four
 //! SLA histograms, calls, dirty answers, SLA changes) are recorded by `toolmend-tools`
 //! through the same facade and rendered here.
 
-use std::{sync::OnceLock, time::Duration};
+use std::{
+    collections::HashSet,
+    sync::{Mutex, OnceLock},
+    time::Duration,
+};
 
 use metrics::{counter, histogram};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+use serde_json::Value;
 use toolmend::{
     Fix, Issue,
     message::{CallOutcome, CallSource},
@@ -87,21 +92,55 @@ pub(crate) const UNDECLARED: &str = "undeclared";
 /// The `tool` label once `limits.max_tool_labels` names are in use.
 pub(crate) const OTHER: &str = "other";
 
+/// Segments of a field path kept in the `field` label (`/a/b/c` of `/a/b/c/d`).
+pub(crate) const FIELD_DEPTH: usize = 3;
+/// Distinct `toolmend_field_fixes_total` and `toolmend_field_issues_total` series; past
+/// it a new one counts as `field="other"` (its tool and kind kept).
+pub(crate) const MAX_FIELD_SERIES: usize = 2000;
+/// The `field` of a fix to the argument text itself (quotes, commas, a fence): no field.
+pub(crate) const TEXT_FIELD: &str = "(text)";
+/// A path segment the tool's schema does not declare (a key the model made up, a map's
+/// key): never the key itself.
+pub(crate) const UNDECLARED_FIELD: &str = "?";
+
 /// The tool names that have a series of their own: at most `max`, first come first
 /// served; the rest count as [`OTHER`]. Clients declare the tools, so without a cap a
-/// client could make as many series (and as much memory) as it likes.
+/// client could make as many series (and as much memory) as it likes. Likewise the
+/// per-field series, at most [`MAX_FIELD_SERIES`].
 #[derive(Debug)]
 pub(crate) struct ToolLabels {
     max: usize,
-    names: std::sync::Mutex<std::collections::HashSet<String>>,
+    names: Mutex<HashSet<String>>,
+    /// (metric, tool, field, kind) of the per-field series handed out.
+    fields: Mutex<HashSet<(&'static str, String, String, &'static str)>>,
+    max_fields: usize,
 }
 
 impl ToolLabels {
     pub(crate) fn new(max: usize) -> Self {
         ToolLabels {
             max,
-            names: std::sync::Mutex::new(std::collections::HashSet::new()),
+            names: Mutex::new(HashSet::new()),
+            fields: Mutex::new(HashSet::new()),
+            max_fields: MAX_FIELD_SERIES,
         }
+    }
+
+    /// The `field` label of one series, [`OTHER`] once [`MAX_FIELD_SERIES`] are in use.
+    fn field(&self, metric: &'static str, tool: &str, field: String, kind: &'static str) -> String {
+        let Ok(mut seen) = self.fields.lock() else {
+            return OTHER.to_owned();
+        };
+        let key = (metric, tool.to_owned(), field, kind);
+        if seen.contains(&key) {
+            return key.2;
+        }
+        if seen.len() < self.max_fields {
+            let field = key.2.clone();
+            seen.insert(key);
+            return field;
+        }
+        OTHER.to_owned()
     }
 
     /// The label for `tool`.
@@ -139,6 +178,119 @@ pub(crate) fn call(
     for i in issues {
         counter!("toolmend_issues_total", "kind" => i.kind.id()).increment(1);
     }
+}
+
+/// The fixes and issues of one call by tool and field: `tool` its label (a declared
+/// tool's name, [`OTHER`], [`UNDECLARED`]), `schema` the declared tool's parameters.
+/// `field` is the JSON Pointer cut to [`FIELD_DEPTH`] segments, array indexes as `*`, a
+/// segment the schema does not declare as [`UNDECLARED_FIELD`] (and the path cut there);
+/// a fix to the text itself is [`TEXT_FIELD`]. No value and no key the model made up ever
+/// becomes a label; a tool without its own series (`other`, `undeclared`) has
+/// `field="other"`.
+pub(crate) fn fields(
+    labels: &ToolLabels,
+    tool: &str,
+    schema: Option<&Value>,
+    fixes: &[Fix],
+    issues: &[Issue],
+) {
+    const FIXES: &str = "toolmend_field_fixes_total";
+    const ISSUES: &str = "toolmend_field_issues_total";
+    let field_of = |path: &str| match schema {
+        Some(s) => field_path(s, path),
+        None => OTHER.to_owned(),
+    };
+    for f in fixes {
+        let field = if f.offset.is_some() && schema.is_some() {
+            TEXT_FIELD.to_owned()
+        } else {
+            field_of(&f.path)
+        };
+        let kind = f.kind.id();
+        let field = labels.field(FIXES, tool, field, kind);
+        counter!(FIXES, "tool" => tool.to_owned(), "field" => field, "kind" => kind).increment(1);
+    }
+    for i in issues {
+        let kind = i.kind.id();
+        let field = labels.field(ISSUES, tool, field_of(&i.path), kind);
+        counter!(ISSUES, "tool" => tool.to_owned(), "field" => field, "kind" => kind).increment(1);
+    }
+}
+
+/// The `field` label of the JSON Pointer `pointer` into arguments of the tool whose
+/// parameters are `schema`: `/` for the whole arguments; each segment the schema declares
+/// (under `properties`, through local `$ref`s and `anyOf` / `oneOf` / `allOf`) kept, an
+/// array index as `*`, at most [`FIELD_DEPTH`] segments; an undeclared one as
+/// [`UNDECLARED_FIELD`], where the path ends.
+pub(crate) fn field_path(schema: &Value, pointer: &str) -> String {
+    let mut out = String::new();
+    let mut node = Some(resolve(schema, schema));
+    for seg in pointer.split('/').skip(1).take(FIELD_DEPTH) {
+        let seg = seg.replace("~1", "/").replace("~0", "~");
+        let index = !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit());
+        let found = node.and_then(|n| child(schema, n, &seg, index));
+        out.push('/');
+        match found {
+            Some(next) => {
+                out.push_str(if index { "*" } else { &seg });
+                node = next;
+            }
+            None if index => {
+                out.push('*');
+                node = None;
+            }
+            None => {
+                out.push_str(UNDECLARED_FIELD);
+                break;
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
+}
+
+/// `node`'s schema for the member `seg` (an array's items when `index`): `Some(None)` when
+/// declared but its schema is not an object to follow further; `None` when undeclared.
+fn child<'s>(
+    root: &'s Value,
+    node: &'s Value,
+    seg: &str,
+    index: bool,
+) -> Option<Option<&'s Value>> {
+    let branches = ["anyOf", "oneOf", "allOf"]
+        .iter()
+        .filter_map(|k| node.get(*k).and_then(Value::as_array))
+        .flatten()
+        .map(|b| resolve(root, b));
+    std::iter::once(node).chain(branches).find_map(|n| {
+        let next = if index {
+            n.get("items")
+                .or_else(|| n.pointer("/prefixItems/0"))
+                .filter(|v| v.is_object())
+        } else {
+            n.get("properties").and_then(|p| p.get(seg))
+        }?;
+        let next = resolve(root, next);
+        Some(next.is_object().then_some(next))
+    })
+}
+
+/// `node` with local `$ref`s (`#/$defs/…`, `#/definitions/…`) followed, at most 8 hops.
+fn resolve<'s>(root: &'s Value, mut node: &'s Value) -> &'s Value {
+    for _ in 0..8 {
+        let Some(target) = node
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix('#'))
+            .and_then(|p| root.pointer(p))
+        else {
+            break;
+        };
+        node = target;
+    }
+    node
 }
 
 /// One call the gateway ran itself (round trip or `/v1/tools/execute`): `tool` a

@@ -14,13 +14,17 @@
 //!   the core's tool node: `POST /v1/tools/execute` and the round trip.
 //! - [`round_trip`]: an answer that calls server-side tools: they run, their results are
 //!   appended, the model is asked again, bounded by `[round_trip]`.
-//! - [`report`]: the counts behind the `x-toolmend-*` headers and the metrics.
+//! - [`reasoning`]: reasoning written into the content, moved to `reasoning_content`,
+//!   dropped or kept (`calls.reasoning`).
+//! - [`report`]: the counts behind the `x-toolmend-*` headers, the response's `toolmend`
+//!   account and the metrics.
 //!
 //! Works on `toolmend::protocol` messages only: no wire format, no HTTP. It never imports
 //! a front; a front converts its wire format to these messages and back.
 
 pub(crate) mod guard;
 pub(crate) mod plan;
+pub(crate) mod reasoning;
 pub(crate) mod report;
 pub(crate) mod request;
 pub(crate) mod resolve;
@@ -71,7 +75,8 @@ impl Pipeline {
     /// `calls.invalid` lists `correct`.
     pub(crate) fn new(config: &Config) -> Result<Self, toolmend_openai::ClientError> {
         let plan = PlanOptions {
-            strip_thinking: config.calls.strip_thinking,
+            // `move` and `drop` both take it out of the content; the front moves it.
+            strip_thinking: config.calls.reasoning_policy() != config::ReasoningPolicy::Keep,
             ..MendConfig {
                 mend: MendOptions::default(),
                 calls_in_content: config.calls.calls_in_content,

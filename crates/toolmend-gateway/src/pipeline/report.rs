@@ -1,17 +1,70 @@
 //! What the response path did, counted: the `x-toolmend-*` header values, the body
-//! report (`: toolmend {…}` at the end of a stream) and the per-call metrics. Outcomes
-//! and sources are the core's words (`toolmend::message::{CallOutcome, CallSource}`),
-//! as the node's stats and the Python package's use them.
+//! report (`: toolmend {…}` at the end of a stream), the account (the `toolmend` object
+//! of the completion and of a stream's last chunk, where SDKs keep it) and the per-call
+//! metrics. Outcomes and sources are the core's words
+//! (`toolmend::message::{CallOutcome, CallSource}`), as the node's stats and the Python
+//! package's use them.
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
-use toolmend::{Toolbox, mend::Outcome, message::CallOutcome};
+use serde_json::{Map, Value, json};
+use toolmend::{
+    Toolbox,
+    mend::Outcome,
+    message::{CallOutcome, CallSource},
+};
 
 use crate::{
     metrics as m,
-    pipeline::{plan::Mended, request::RequestNotes},
+    pipeline::{plan::Mended, request::RequestNotes, resolve::Tally},
 };
+
+/// Issues listed per call in the account (the rest counted): a call may carry thousands.
+const ISSUES_LISTED: usize = 16;
+
+/// One call in the account.
+#[derive(Debug, Clone)]
+pub(crate) struct CallEntry {
+    /// The choice it belongs to.
+    choice: usize,
+    id: String,
+    tool: String,
+    /// `valid`, `repaired`, `unresolved`, `dropped`, `flooded`: the headers' words.
+    status: &'static str,
+    outcome: CallOutcome,
+    source: CallSource,
+    /// Fix kinds, each once.
+    fixes: Vec<&'static str>,
+    /// (kind, path) of the first [`ISSUES_LISTED`] issues.
+    issues: Vec<(&'static str, String)>,
+    /// Issues not listed.
+    more_issues: usize,
+}
+
+impl CallEntry {
+    fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        if self.choice > 0 {
+            o.insert("choice".into(), json!(self.choice));
+        }
+        o.insert("id".into(), json!(self.id));
+        o.insert("tool".into(), json!(self.tool));
+        o.insert("status".into(), json!(self.status));
+        o.insert("outcome".into(), json!(self.outcome.as_str()));
+        o.insert("source".into(), json!(self.source.as_str()));
+        o.insert("fixes".into(), json!(self.fixes));
+        let issues: Vec<Value> = self
+            .issues
+            .iter()
+            .map(|(kind, path)| json!({"kind": kind, "path": path}))
+            .collect();
+        o.insert("issues".into(), Value::Array(issues));
+        if self.more_issues > 0 {
+            o.insert("more_issues".into(), json!(self.more_issues));
+        }
+        Value::Object(o)
+    }
+}
 
 /// Counts for the `x-toolmend-*` headers and the metrics.
 #[derive(Debug, Default, Clone)]
@@ -32,6 +85,15 @@ pub(crate) struct Summary {
     pub sources: BTreeMap<&'static str, usize>,
     /// What the guard did.
     pub guard: crate::pipeline::guard::GuardSummary,
+    /// What the resolve chain cost (re-asks, corrections).
+    pub resolve: Tally,
+    /// Reasoning taken out of the content: `moved` (to `reasoning_content`) or
+    /// `dropped`.
+    pub reasoning: Option<&'static str>,
+    /// The choice the next [`add`](Self::add) counts.
+    pub choice: usize,
+    /// Every call, in order.
+    pub calls: Vec<CallEntry>,
 }
 
 impl Summary {
@@ -39,14 +101,49 @@ impl Summary {
     /// declared names a series, and only so many do).
     pub(crate) fn add(&mut self, mended: &Mended, tools: &Toolbox, labels: &m::ToolLabels) {
         for c in &mended.calls {
-            let label = if tools.get(&c.tool).is_some() {
+            let tool = tools.get(&c.tool);
+            let label = if tool.is_some() {
                 labels.label(&c.tool)
             } else {
                 m::UNDECLARED.to_owned()
             };
+            if !(c.fixes.is_empty() && c.issues.is_empty()) {
+                // Fields only of a tool with a series of its own (not `other`).
+                let schema = tool.filter(|_| label == c.tool).map(|t| t.parameters());
+                m::fields(labels, &label, schema, &c.fixes, &c.issues);
+            }
             m::call(label, c.outcome, c.source, &c.fixes, &c.issues);
             *self.outcomes.entry(c.outcome.as_str()).or_default() += 1;
             *self.sources.entry(c.source.as_str()).or_default() += 1;
+            let status = match c.outcome {
+                CallOutcome::Feedback => "unresolved",
+                CallOutcome::Dropped => "dropped",
+                CallOutcome::Flooded => "flooded",
+                CallOutcome::Executed if c.mend == Outcome::Valid => "valid",
+                _ => "repaired",
+            };
+            let mut fixes: Vec<&'static str> = Vec::new();
+            for f in &c.fixes {
+                if !fixes.contains(&f.kind.id()) {
+                    fixes.push(f.kind.id());
+                }
+            }
+            self.calls.push(CallEntry {
+                choice: self.choice,
+                id: c.id.clone(),
+                tool: c.tool.clone(),
+                status,
+                outcome: c.outcome,
+                source: c.source,
+                fixes,
+                issues: c
+                    .issues
+                    .iter()
+                    .take(ISSUES_LISTED)
+                    .map(|i| (i.kind.id(), i.path.clone()))
+                    .collect(),
+                more_issues: c.issues.len().saturating_sub(ISSUES_LISTED),
+            });
             match c.outcome {
                 CallOutcome::Feedback => self.unresolved.push(c.id.clone()),
                 CallOutcome::Dropped | CallOutcome::Flooded => continue,
@@ -119,7 +216,86 @@ impl Summary {
             "valid": self.valid, "repaired": self.repaired, "unresolved": self.unresolved,
             "fixes": self.fixes, "from_text": self.from_text, "history": notes.history,
             "outcomes": self.outcomes, "sources": self.sources,
+            "re_asks": self.resolve.re_asks,
             "guard": (!self.guard.policy.is_empty()).then(|| self.guard.to_json()),
         })
+    }
+
+    /// The account: the `toolmend` object of the completion (and of a stream's last
+    /// chunk). Every call with its id, tool, status (the headers' words), outcome and
+    /// source (the core's), fix kinds and issues (kind and path, never a value); the
+    /// counts; every fix kind; the re-asks made (each an upstream call the client never
+    /// saw) and the calls they asked about; the correction model's requests; the
+    /// reasoning taken out of the content; what the request path did to the history;
+    /// what the guard decided.
+    pub(crate) fn account(&self, notes: &RequestNotes) -> Value {
+        let n = |k: &str| self.outcomes.get(k).copied().unwrap_or(0);
+        json!({
+            "calls": self.calls.iter().map(CallEntry::to_json).collect::<Vec<_>>(),
+            "counts": {
+                "valid": self.valid, "repaired": self.repaired,
+                "unresolved": self.unresolved.len(), "dropped": n("dropped"),
+                "flooded": n("flooded"), "from_text": self.from_text,
+            },
+            "fixes": self.fixes,
+            "re_asks": {"made": self.resolve.re_asks, "calls": self.resolve.re_asked},
+            "corrections": self.resolve.corrections,
+            "reasoning": self.reasoning,
+            "history": notes.history.as_deref().map(history_json),
+            "guard": (!self.guard.policy.is_empty()).then(|| self.guard.to_json()),
+        })
+    }
+}
+
+/// The request path's note (`sanitized; actions=3; kinds=a,b; trimmed; dropped=2`) as
+/// JSON: `{"sanitized": {"actions": 3, "kinds": ["a", "b"]}, "trimmed": {"dropped": 2}}`.
+fn history_json(note: &str) -> Value {
+    let mut out = Map::new();
+    let mut current: Option<String> = None;
+    for part in note.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('=') {
+            None => {
+                out.insert(part.to_owned(), json!({}));
+                current = Some(part.to_owned());
+            }
+            Some((key, value)) => {
+                let value = if key == "kinds" {
+                    json!(
+                        value
+                            .split(',')
+                            .filter(|k| !k.is_empty())
+                            .collect::<Vec<_>>()
+                    )
+                } else {
+                    value
+                        .parse::<u64>()
+                        .map_or_else(|_| json!(value), |n| json!(n))
+                };
+                if let Some(Value::Object(o)) = current.as_ref().and_then(|c| out.get_mut(c)) {
+                    o.insert(key.to_owned(), value);
+                }
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn the_history_note_reads_as_json() {
+        assert_eq!(
+            super::history_json(
+                "sanitized; actions=3; kinds=id_renamed,result_synthesized; trimmed; dropped=2"
+            ),
+            json!({"sanitized": {"actions": 3, "kinds": ["id_renamed", "result_synthesized"]},
+                   "trimmed": {"dropped": 2}})
+        );
+        assert_eq!(
+            super::history_json("passed; violations=1"),
+            json!({"passed": {"violations": 1}})
+        );
     }
 }

@@ -40,16 +40,30 @@ pub(crate) trait ReAsk: Sync {
     ) -> BoxFuture<'a, Option<(AssistantMessage, Option<String>)>>;
 }
 
+/// What the chain cost, for the response's account: each re-ask is an upstream call the
+/// client never sees, each correction attempt a call to the correction model.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Tally {
+    /// Re-asks made (upstream requests).
+    pub re_asks: u32,
+    /// The ids of the calls sent back, in order (a call asked twice is listed twice).
+    pub re_asked: Vec<String>,
+    /// Requests to the correction model.
+    pub corrections: u32,
+}
+
 impl Pipeline {
     /// Runs the `calls.invalid` policies, in order, on the calls that stayed invalid; what
     /// is still invalid at the end goes out flagged. `history`: the request's messages
-    /// (the correction model's context). Returns the time spent upstream.
+    /// (the correction model's context). Returns the time spent upstream; what it cost is
+    /// added to `tally`.
     pub(crate) async fn resolve(
         &self,
         history: &[Message],
         toolbox: &Toolbox,
         mut mended: Mended,
         reask: &dyn ReAsk,
+        tally: &mut Tally,
     ) -> (Mended, Duration) {
         let mut took = Duration::ZERO;
         for policy in self.calls.invalid.list() {
@@ -58,13 +72,15 @@ impl Pipeline {
             }
             match policy {
                 InvalidPolicy::ReAsk => {
-                    let (m2, t) = self.re_ask(history, toolbox, mended, reask).await;
+                    let (m2, t) = self.re_ask(history, toolbox, mended, reask, tally).await;
                     mended = m2;
                     took += t;
                 }
                 InvalidPolicy::Correct => {
                     let t = Instant::now();
-                    mended = self.correct(history, toolbox, mended).await;
+                    let (m2, attempts) = self.correct(history, toolbox, mended).await;
+                    mended = m2;
+                    tally.corrections += attempts;
                     took += t.elapsed();
                 }
                 InvalidPolicy::Pass => break,
@@ -78,9 +94,14 @@ impl Pipeline {
     /// missing a required value with no unknown key that may be its misnaming, nor a
     /// cut-off one, nor one to an unknown tool: the model would invent what was never
     /// said).
-    async fn correct(&self, history: &[Message], toolbox: &Toolbox, mut mended: Mended) -> Mended {
+    async fn correct(
+        &self,
+        history: &[Message],
+        toolbox: &Toolbox,
+        mut mended: Mended,
+    ) -> (Mended, u32) {
         let Some(corrector) = &self.corrector else {
-            return mended;
+            return (mended, 0);
         };
         let assistant_text = mended.message.text();
         // Each call's place in the message, by id: looked up once per correctable call
@@ -138,13 +159,18 @@ impl Pipeline {
                 )
                 .await;
                 m::corrections(done.attempts);
-                done.value.map(|(value, _)| (*i, value))
+                Some((done.attempts, done.value.map(|(value, _)| (*i, value))))
             }
         });
+        let mut attempts = 0;
         let fixed: Vec<(usize, Value)> = futures::future::join_all(work)
             .await
             .into_iter()
             .flatten()
+            .filter_map(|(n, fixed)| {
+                attempts += n;
+                fixed
+            })
             .collect();
         for (i, value) in fixed {
             let text = value.to_string();
@@ -164,7 +190,7 @@ impl Pipeline {
             report.feedback = None;
             mended.changed = true;
         }
-        mended
+        (mended, attempts)
     }
 
     /// Re-asks the upstream model for the calls that stayed invalid (policy `re_ask`):
@@ -178,6 +204,7 @@ impl Pipeline {
         toolbox: &Toolbox,
         mut mended: Mended,
         reask: &dyn ReAsk,
+        tally: &mut Tally,
     ) -> (Mended, Duration) {
         let mut took = Duration::ZERO;
         let mut asked = 0;
@@ -208,6 +235,10 @@ impl Pipeline {
                 .iter()
                 .map(|c| (c.id.clone(), c.feedback.clone().unwrap_or_default()))
                 .collect();
+            tally.re_asks += 1;
+            tally
+                .re_asked
+                .extend(feedback.iter().map(|(id, _)| id.clone()));
             let t = Instant::now();
             let Some((message, finish)) = reask.re_ask(calls.clone(), feedback.clone()).await
             else {

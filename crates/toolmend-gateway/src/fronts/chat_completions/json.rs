@@ -16,15 +16,18 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
-use toolmend::{Toolbox, protocol::AssistantMessage};
+use toolmend::{FixKind, Toolbox, protocol::AssistantMessage};
 
 use crate::{
+    config::ReasoningPolicy,
     fronts::chat_completions::{exchange::Exchange, wire},
     metrics as m,
     pipeline::{
         guard::GuardSummary,
         plan::{Mended, plan_message},
+        reasoning,
         report::Summary,
+        resolve::Tally,
         round_trip::Round,
     },
     server::{error::GatewayError, http},
@@ -43,6 +46,8 @@ pub(crate) struct Answer {
     pub(crate) headers: Vec<(&'static str, String)>,
     /// The same counts as JSON (the report at the end of a stream).
     pub(crate) report: Value,
+    /// The `toolmend` object (`calls.account`), when on.
+    pub(crate) account: Option<Value>,
 }
 
 /// The JSON answer to `ex`. `unchanged`: the client's body when the request path changed
@@ -51,15 +56,53 @@ pub(crate) async fn respond(
     ex: Exchange,
     unchanged: Option<Bytes>,
 ) -> Result<Response, GatewayError> {
-    let a = answer(ex, unchanged).await?;
-    // Nothing mended: the upstream's own bytes go out (no second serialization).
-    let mut out = if a.changed {
-        axum::Json(a.response).into_response()
-    } else {
-        ([(header::CONTENT_TYPE, "application/json")], a.raw).into_response()
+    let mut a = answer(ex, unchanged).await?;
+    // Only a chat completion (a `choices` list) gets it; other JSON passes as it came.
+    let account = a
+        .account
+        .take()
+        .filter(|_| a.response.get("choices").is_some_and(Value::is_array));
+    // Nothing mended: the upstream's own bytes go out (no second serialization), the
+    // account added at their end.
+    let spliced = match &account {
+        Some(acc) if !a.changed && a.response.get(ACCOUNT_KEY).is_none() => splice(&a.raw, acc),
+        None if !a.changed => Some(a.raw.clone()),
+        _ => None,
+    };
+    let mut out = match spliced {
+        Some(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        None => {
+            if let Some(acc) = account {
+                a.response[ACCOUNT_KEY] = acc;
+            }
+            axum::Json(a.response).into_response()
+        }
     };
     http::set_headers(out.headers_mut(), a.headers);
     Ok(out)
+}
+
+/// The key of the account in a completion and in a stream's last chunk.
+pub(crate) const ACCOUNT_KEY: &str = "toolmend";
+
+/// `raw` (a JSON object) with `"toolmend": account` added as its last member, its other
+/// bytes as they came; `None` when `raw` does not end with the object's `}`.
+fn splice(raw: &Bytes, account: &Value) -> Option<Bytes> {
+    let end = raw.iter().rposition(|b| !b.is_ascii_whitespace())?;
+    if raw[end] != b'}' {
+        return None;
+    }
+    let start = raw.iter().position(|b| !b.is_ascii_whitespace())?;
+    let empty = raw[start + 1..end].iter().all(u8::is_ascii_whitespace);
+    let mut out = Vec::with_capacity(raw.len() + 512);
+    out.extend_from_slice(&raw[..end]);
+    if !empty {
+        out.push(b',');
+    }
+    out.extend_from_slice(format!("\"{ACCOUNT_KEY}\":").as_bytes());
+    serde_json::to_writer(&mut out, account).ok()?;
+    out.extend_from_slice(&raw[end..]);
+    Some(Bytes::from(out))
 }
 
 /// The final answer to `ex`: the upstream asked, its answer planned, and with
@@ -72,8 +115,9 @@ pub(crate) async fn answer(
     let pipeline = &gw.pipeline;
     let mut upstream_time = Duration::ZERO;
     let mut trip = pipeline.round_trip(&ex.request_id, ex.started);
-    // What the guard did, over every round.
+    // What the guard did and what the resolve chain cost, over every round.
     let mut guard = GuardSummary::default();
+    let mut tally = Tally::default();
     loop {
         let t = Instant::now();
         let outgoing = match unchanged.take() {
@@ -90,6 +134,7 @@ pub(crate) async fn answer(
             .map_err(|e| GatewayError::UpstreamInvalidJson(e.to_string()))?;
         let mut summary = Summary {
             guard: std::mem::take(&mut guard),
+            resolve: std::mem::take(&mut tally),
             ..Summary::default()
         };
         let mut changed = false;
@@ -110,11 +155,13 @@ pub(crate) async fn answer(
                     wire::next_round(&mut ex.request, &history);
                     ex.history = history;
                     guard = summary.guard;
+                    tally = summary.resolve;
                     continue;
                 }
             }
         }
         if let (Some(mended), Some(toolbox)) = (&first, &ex.toolbox) {
+            summary.choice = 0;
             changed |= write_choice(
                 &mut response["choices"][0],
                 mended,
@@ -133,9 +180,13 @@ pub(crate) async fn answer(
         );
         let mut headers = summary.headers(&ex.notes);
         let mut report = summary.to_json(&ex.notes);
+        let mut account = gw.config.calls.account.then(|| summary.account(&ex.notes));
         if let Some(trip) = &trip {
             headers.push(trip.header());
             report["round_trip"] = trip.to_json();
+            if let Some(a) = account.as_mut() {
+                a["round_trip"] = trip.to_json();
+            }
         }
         return Ok(Answer {
             raw,
@@ -143,6 +194,7 @@ pub(crate) async fn answer(
             changed,
             headers,
             report,
+            account,
         });
     }
 }
@@ -160,10 +212,17 @@ async fn plan_choices(
     let pipeline = &ex.gw.pipeline;
     // Only a completion's `choices` list is mended; any other JSON passes as it came (an
     // array or a string at the top used to panic on the way back).
-    let Some(toolbox) = &ex.toolbox else {
+    let Some(choices) = response.get_mut("choices").and_then(Value::as_array_mut) else {
         return Ok(None);
     };
-    let Some(choices) = response.get_mut("choices").and_then(Value::as_array_mut) else {
+    let Some(toolbox) = &ex.toolbox else {
+        // Nothing to plan (no tools): only the reasoning policy applies.
+        if ex.gw.config.calls.mend {
+            let policy = ex.gw.config.calls.reasoning_policy();
+            for message in choices.iter_mut().filter_map(|c| c.get_mut("message")) {
+                *changed |= reason_alone(message, policy, summary);
+            }
+        }
         return Ok(None);
     };
     let mut first = None;
@@ -175,10 +234,13 @@ async fn plan_choices(
         let finish = choice["finish_reason"].as_str();
         let mended = plan_message(&message, &ex.history, toolbox, &pipeline.plan, finish);
         if i > 0 {
+            summary.choice = i;
             *changed |= write_choice(choice, &mended, summary, toolbox, ex);
             continue;
         }
-        let (m2, took) = pipeline.resolve(&ex.history, toolbox, mended, ex).await;
+        let (m2, took) = pipeline
+            .resolve(&ex.history, toolbox, mended, ex, &mut summary.resolve)
+            .await;
         let t = Instant::now();
         let re_asks = summary.guard.re_asks;
         let guarded = pipeline
@@ -199,6 +261,25 @@ async fn plan_choices(
         first = Some(guarded);
     }
     Ok(first)
+}
+
+/// The reasoning policy on a message no plan runs on (a request without tools): its text
+/// content's thinking moved to `reasoning_content` or dropped. True when it changed.
+fn reason_alone(message: &mut Value, policy: ReasoningPolicy, summary: &mut Summary) -> bool {
+    if policy == ReasoningPolicy::Keep {
+        return false;
+    }
+    let Some((moved, content)) = message["content"].as_str().and_then(reasoning::split) else {
+        return false;
+    };
+    message["content"] = json!(content);
+    if policy == ReasoningPolicy::Move {
+        reasoning::put(message, &moved);
+        summary.reasoning = Some("moved");
+    } else {
+        summary.reasoning = Some("dropped");
+    }
+    true
 }
 
 /// Writes `mended` into `choice` (its message where it changed, the `finish_reason` the
@@ -223,7 +304,27 @@ fn write_choice(
     }
     let mut changed = false;
     if mended.changed {
+        // The plan took reasoning out of the content: moved, it is what the core strips.
+        let stripped = mended
+            .message_fixes
+            .iter()
+            .any(|f| f.kind == FixKind::ThinkingStripped);
+        let moved = match ex.gw.config.calls.reasoning_policy() {
+            ReasoningPolicy::Move if stripped => {
+                let text = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
+                    .ok()
+                    .and_then(|m| m.text());
+                text.and_then(|t| reasoning::split(&t)).map(|(r, _)| r)
+            }
+            _ => None,
+        };
         choice["message"] = serde_json::to_value(&mended.message).unwrap_or(Value::Null);
+        if stripped {
+            summary.reasoning = Some(if moved.is_some() { "moved" } else { "dropped" });
+        }
+        if let Some(r) = moved {
+            reasoning::put(&mut choice["message"], &r);
+        }
         changed = true;
     }
     let finish_before = choice["finish_reason"].clone();

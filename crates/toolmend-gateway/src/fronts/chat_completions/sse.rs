@@ -23,10 +23,16 @@ use toolmend::{
 };
 
 use crate::{
-    fronts::chat_completions::{exchange::Exchange, json::Answer, wire},
+    config::ReasoningPolicy,
+    fronts::chat_completions::{
+        exchange::Exchange,
+        json::{ACCOUNT_KEY, Answer},
+        wire,
+    },
     metrics as m,
     pipeline::{
         plan::{Mended, plan_message},
+        reasoning::{self, Tap},
         report::Summary,
     },
     server::error::GatewayError,
@@ -41,6 +47,11 @@ struct Transformer {
     gate_content: bool,
     /// `id`, `object`, `created`, `model` … of the first chunk, for the chunks we write.
     meta: Map<String, Value>,
+    /// Follows the content's reasoning (`calls.reasoning` `move`, or `drop` without a
+    /// gate).
+    tap: Option<Tap>,
+    /// The reasoning the tap finds goes out as `delta.reasoning_content`.
+    move_reasoning: bool,
 }
 
 /// What one upstream event turns into.
@@ -59,6 +70,8 @@ struct Finished {
     finish: Value,
     /// The gate dropped thinking (the plan never saw it).
     thinking_stripped: bool,
+    /// Reasoning still to send (`delta.reasoning_content`) before the content left.
+    reasoning: String,
 }
 
 impl Transformer {
@@ -76,7 +89,30 @@ impl Transformer {
             }),
             gate_content: gate.is_some(),
             meta: Map::new(),
+            tap: None,
+            move_reasoning: false,
         }
+    }
+
+    /// Follows the content's reasoning: `move` sends it as `delta.reasoning_content`;
+    /// without a gate (an answer no plan reads) the tap also takes it out of the content
+    /// (`move` and `drop`).
+    fn with_reasoning(mut self, policy: ReasoningPolicy) -> Self {
+        let needed = match policy {
+            ReasoningPolicy::Keep => false,
+            ReasoningPolicy::Move => true,
+            ReasoningPolicy::Drop => !self.gate_content,
+        };
+        if needed {
+            self.tap = Some(Tap::default());
+            self.move_reasoning = policy == ReasoningPolicy::Move;
+        }
+        self
+    }
+
+    /// True when reasoning was taken out of the content (by the tap or the gate).
+    fn saw_thinking(&self) -> bool {
+        self.tap.as_ref().is_some_and(Tap::saw_thinking)
     }
 
     /// True when choice 0 has something buffered that only its finish releases: tool-call
@@ -119,17 +155,32 @@ impl Transformer {
                     self.asm.push_call(CallDelta::from_value(p))?;
                 }
             }
-            if self.gate_content
-                && let Some(text) = delta
-                    .get("content")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
+            let text = delta
+                .get("content")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if let Some(text) = text
+                && (self.gate_content || self.tap.is_some())
             {
-                let now = self.asm.push_content(&text)?;
-                if now.is_empty() && !text.is_empty() {
-                    delta.remove("content");
-                } else {
-                    delta.insert("content".to_owned(), Value::String(now));
+                let parts = self.tap.as_mut().map(|t| t.push(&text));
+                let now = match (&parts, self.gate_content) {
+                    (_, true) => Some(self.asm.push_content(&text)?),
+                    (Some(p), false) => Some(p.content.clone()),
+                    (None, false) => None,
+                };
+                if let Some(now) = now {
+                    if now.is_empty() && !text.is_empty() {
+                        delta.remove("content");
+                    } else {
+                        delta.insert("content".to_owned(), Value::String(now));
+                    }
+                }
+                if let Some(p) = parts.filter(|_| self.move_reasoning) {
+                    let mut d = Value::Object(std::mem::take(delta));
+                    reasoning::put(&mut d, &p.reasoning);
+                    if let Value::Object(o) = d {
+                        *delta = o;
+                    }
                 }
             }
         }
@@ -148,6 +199,27 @@ impl Transformer {
                 .and_then(|d| d.remove("content"))
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default();
+            // Reasoning of the finishing delta goes out before the content left, with
+            // what the tap kept back.
+            let mut reasoning = String::new();
+            if self.tap.is_some()
+                && let Some(r) = finish_choice
+                    .get_mut("delta")
+                    .and_then(Value::as_object_mut)
+                    .and_then(|d| d.remove("reasoning_content"))
+            {
+                reasoning.push_str(r.as_str().unwrap_or_default());
+            }
+            let mut released = released;
+            if let Some(tap) = self.tap.as_mut() {
+                let rest = tap.finish();
+                if !self.gate_content {
+                    released.push_str(&rest.content);
+                }
+                if self.move_reasoning {
+                    reasoning.push_str(&rest.reasoning);
+                }
+            }
             let done = self.asm.finish();
             let thinking_stripped = done.thinking_stripped;
             let tail = released + &done.tail;
@@ -176,6 +248,7 @@ impl Transformer {
                 tail,
                 finish: step_finish,
                 thinking_stripped,
+                reasoning,
             })));
         }
         // Drop a chunk left with nothing to say (a tool-call fragment, held content).
@@ -200,8 +273,15 @@ impl Transformer {
         held_text: Option<String>,
         tail: String,
         finish: Value,
+        reasoning: &str,
     ) -> Vec<Value> {
         let mut out = Vec::new();
+        if !reasoning.is_empty() {
+            out.push(self.chunk(
+                json!({"index": 0, "delta": {"reasoning_content": reasoning},
+                "logprobs": null, "finish_reason": null}),
+            ));
+        }
         let (finish, also) = match finish.get("__finish") {
             Some(f) => (f.clone(), finish.get("__also").cloned()),
             None => (finish, None),
@@ -266,6 +346,7 @@ pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
         response,
         headers,
         report,
+        account,
         ..
     } = answer;
     let mut t = Transformer::new(None, usize::MAX, usize::MAX);
@@ -314,6 +395,9 @@ pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
         c.insert("usage".to_owned(), usage.clone());
         chunks.push(Value::Object(c));
     }
+    if let (Some(account), Some(last)) = (account, chunks.last_mut()) {
+        last[ACCOUNT_KEY] = account;
+    }
     let mut frames: Vec<Bytes> = chunks.iter().map(frame).collect();
     frames.push(Bytes::from(format!(": toolmend {report}\n\n")));
     frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
@@ -339,6 +423,10 @@ struct Driver {
     done: bool,
     /// Choice 0's `finish_reason` was seen.
     finished: bool,
+    /// With `calls.account`, from choice 0's finish on: the last chunk, kept back until
+    /// the next one (or the end, when the account joins it).
+    last: Option<Value>,
+    account: bool,
     /// The whole answer must have arrived by then (`upstream.deadline_secs`).
     deadline: Instant,
 }
@@ -395,6 +483,7 @@ impl Driver {
             return false;
         };
         if chunk.get("error").is_some() {
+            self.flush_last();
             self.queue.push_back(frame(&chunk));
             return true;
         }
@@ -418,7 +507,7 @@ impl Driver {
             }
         };
         match step {
-            Step::Emit(chunks) => self.queue.extend(chunks.iter().map(frame)),
+            Step::Emit(chunks) => self.send(chunks),
             Step::Finish(f) => {
                 self.finished = true;
                 let Finished {
@@ -427,6 +516,7 @@ impl Driver {
                     tail,
                     finish,
                     thinking_stripped: stripped,
+                    reasoning,
                 } = *f;
                 let upstream_finish = finish
                     .get("__finish")
@@ -445,12 +535,14 @@ impl Driver {
                             &pipeline.plan,
                             upstream_finish.as_deref(),
                         );
-                        if stripped {
+                        if stripped || self.t.saw_thinking() {
                             first
                                 .message_fixes
                                 .insert(0, toolmend::message::thinking_stripped());
                         }
-                        let (mended, _) = pipeline.resolve(&ex.history, toolbox, first, ex).await;
+                        let (mended, _) = pipeline
+                            .resolve(&ex.history, toolbox, first, ex, &mut self.summary.resolve)
+                            .await;
                         let guarded = pipeline
                             .guard(
                                 ex.session(),
@@ -486,16 +578,60 @@ impl Driver {
                     }
                     None => None,
                 };
-                let chunks =
-                    self.t
-                        .finish_chunks(mended.as_ref(), &message, held_text, tail, finish);
-                self.queue.extend(chunks.iter().map(frame));
+                let plan_stripped = mended.as_ref().is_some_and(|m| {
+                    m.message_fixes
+                        .iter()
+                        .any(|f| f.kind == toolmend::FixKind::ThinkingStripped)
+                });
+                if stripped || plan_stripped || self.t.saw_thinking() {
+                    self.summary.reasoning = Some(
+                        if self.ex.gw.config.calls.reasoning_policy() == ReasoningPolicy::Move {
+                            "moved"
+                        } else {
+                            "dropped"
+                        },
+                    );
+                }
+                let chunks = self.t.finish_chunks(
+                    mended.as_ref(),
+                    &message,
+                    held_text,
+                    tail,
+                    finish,
+                    &reasoning,
+                );
+                self.send(chunks);
             }
         }
         true
     }
 
+    /// Queues `chunks`; from choice 0's finish on (with the account) the last one is kept
+    /// back for the account to join.
+    fn send(&mut self, chunks: Vec<Value>) {
+        if !(self.finished && self.account) {
+            self.queue.extend(chunks.iter().map(frame));
+            return;
+        }
+        for c in chunks {
+            if let Some(prev) = self.last.replace(c) {
+                self.queue.push_back(frame(&prev));
+            }
+        }
+    }
+
+    /// Sends the chunk kept back as it is.
+    fn flush_last(&mut self) {
+        if let Some(prev) = self.last.take() {
+            self.queue.push_back(frame(&prev));
+        }
+    }
+
     fn end(&mut self) {
+        if let Some(mut last) = self.last.take() {
+            last[ACCOUNT_KEY] = self.summary.account(&self.ex.notes);
+            self.queue.push_back(frame(&last));
+        }
         let stats = self.summary.to_json(&self.ex.notes);
         // An SSE comment: clients ignore it; people and tests can read it.
         self.queue
@@ -513,6 +649,7 @@ impl Driver {
     /// Ends the stream with an error event in OpenAI's shape (the same `code` as the
     /// JSON path's answer to the same fault), then `[DONE]`.
     fn fail_with(&mut self, e: GatewayError) {
+        self.flush_last();
         self.queue.push_back(frame(&e.body()));
         self.queue
             .push_back(Bytes::from_static(b"data: [DONE]\n\n"));
@@ -537,11 +674,16 @@ pub(crate) async fn respond(ex: Exchange) -> Response {
     } else {
         Thinking::Pass
     };
+    let calls = &ex.gw.config.calls;
     let mut t = Transformer::new(
         gate.then_some(thinking),
         ex.gw.upstream.max_bytes(),
         ex.gw.config.limits.max_calls_per_message,
     );
+    if calls.mend {
+        t = t.with_reasoning(calls.reasoning_policy());
+    }
+    let account = calls.account;
     if gate && let Some(toolbox) = &ex.toolbox {
         // A leading pythonic call `get_weather(…)` is held only for a declared tool.
         t.asm = std::mem::take(&mut t.asm).with_call_names(toolbox.names());
@@ -562,6 +704,8 @@ pub(crate) async fn respond(ex: Exchange) -> Response {
         summary: Summary::default(),
         done: false,
         finished: false,
+        last: None,
+        account,
         deadline,
     };
     let body = stream::unfold(driver, |mut d| async move {
@@ -619,7 +763,7 @@ mod tests {
         let Step::Finish(f) = t.on_chunk(last).unwrap() else {
             panic!("no finish")
         };
-        let chunks = t.finish_chunks(None, &f.message, f.held_text, f.tail, f.finish);
+        let chunks = t.finish_chunks(None, &f.message, f.held_text, f.tail, f.finish, "");
         assert_eq!(chunks.last().unwrap()["usage"]["total_tokens"], 6);
         assert_eq!(
             chunks.last().unwrap()["choices"][0]["finish_reason"],
@@ -652,7 +796,7 @@ mod tests {
             let Step::Finish(f) = t.on_chunk(last).unwrap() else {
                 panic!("no finish")
             };
-            let out = t.finish_chunks(None, &f.message, f.held_text, f.tail, f.finish);
+            let out = t.finish_chunks(None, &f.message, f.held_text, f.tail, f.finish, "");
             assert!(!out.is_empty());
             best = best.min(started.elapsed());
         }
@@ -667,7 +811,14 @@ mod tests {
             match t.on_chunk(c.clone()).unwrap() {
                 Step::Emit(v) => out.extend(v),
                 Step::Finish(f) => {
-                    out.extend(t.finish_chunks(None, &f.message, f.held_text, f.tail, f.finish));
+                    out.extend(t.finish_chunks(
+                        None,
+                        &f.message,
+                        f.held_text,
+                        f.tail,
+                        f.finish,
+                        "",
+                    ));
                 }
             }
         }
