@@ -12,8 +12,8 @@ use super::{
     RepairError, RepairOptions,
     markers::{
         self, DEEPSEEK_CALL_BEGIN, DEEPSEEK_SEP, FENCE, GEMMA_CALL, GEMMA_CALL_START,
-        HARMONY_CHANNEL, HARMONY_MESSAGE, KIMI_ARGUMENT_BEGIN, MISTRAL_TOOL_CALLS, THINKING_TAGS,
-        TOOL_CALL_TAGS, XML_FUNCTION, XML_INVOKE,
+        HARMONY_CHANNEL, HARMONY_MESSAGE, KIMI_ARGUMENT_BEGIN, MISTRAL_TOOL_CALLS, STEP_CALL_BEGIN,
+        STEP_INVOKE, STEP_SEP, THINKING_TAGS, TOOL_CALL_TAGS, XML_FUNCTION, XML_INVOKE,
     },
     parser::{Ctx, ParseError, Parser, is_ident, utf8_len},
 };
@@ -250,12 +250,25 @@ impl<'a> Walk<'a> {
         if rest.starts_with(HARMONY_CHANNEL) {
             return self.read_harmony_header(at + HARMONY_CHANNEL.len());
         }
+        if let Some(after) = rest.strip_prefix(STEP_CALL_BEGIN) {
+            // Step-3: `function<｜tool_sep｜>` before the invoke.
+            self.out.envelope_call = true;
+            self.global(FixKind::ToolCallTagUnwrapped, at);
+            let t = after.trim_start();
+            let skip = t
+                .strip_prefix("function")
+                .map(str::trim_start)
+                .and_then(|r| r.strip_prefix(STEP_SEP))
+                .map_or(0, |r| after.len() - r.len());
+            self.pos = at + STEP_CALL_BEGIN.len() + skip;
+            return Ok(());
+        }
         if rest.starts_with("<｜")
             && let Some(end) = prefix(rest, 96).find("｜>")
         {
             // DeepSeek's fullwidth template tokens (`<｜tool▁calls▁begin｜>`, `<｜end▁of▁sentence｜>`).
             let token = &rest[..end + "｜>".len()];
-            if token.contains("tool▁call") {
+            if token.contains("tool▁call") || token.contains("tool_call") {
                 self.out.envelope_call = true;
                 self.global(FixKind::ToolCallTagUnwrapped, at);
             } else {
@@ -316,7 +329,10 @@ impl<'a> Walk<'a> {
             }
         }
         if rest.starts_with(XML_INVOKE) {
-            return self.read_invoke();
+            return self.read_invoke(&MINIMAX_INVOKE);
+        }
+        if rest.starts_with(STEP_INVOKE) {
+            return self.read_invoke(&STEP_XML_INVOKE);
         }
         if rest.starts_with(GEMMA_CALL_START) {
             self.out.envelope_call = true;
@@ -369,6 +385,11 @@ impl<'a> Walk<'a> {
             if !self.fence_seen {
                 self.fence_seen = true;
                 self.global(FixKind::FenceStripped, at);
+            }
+            if markers::is_tool_code_fence(rest) {
+                // Gemma 3's ```` ```tool_code ````: a call wherever it stands.
+                self.out.envelope_call = true;
+                self.global(FixKind::ToolCallTagUnwrapped, at);
             }
             let mut i = at + 3;
             while i < self.b.len() && (self.b[i].is_ascii_alphanumeric() || self.b[i] == b'_') {
@@ -809,31 +830,30 @@ impl<'a> Walk<'a> {
         Ok(())
     }
 
-    /// MiniMax M2: `<invoke name="n"><parameter name="k">v</parameter></invoke>`.
-    fn read_invoke(&mut self) -> Result<(), ParseError> {
+    /// MiniMax M2: `<invoke name="n"><parameter name="k">v</parameter></invoke>`; Step-3 the
+    /// same in the `steptml:` namespace.
+    fn read_invoke(&mut self, x: &InvokeTags) -> Result<(), ParseError> {
         let at = self.pos;
         let rest = self.rest();
-        let head_end = tag_end(rest, at, "<invoke name=…>")?;
-        let name = unquote(&rest[XML_INVOKE.len()..head_end]).to_owned();
+        let head_end = tag_end(rest, at, x.what)?;
+        let name = unquote(&rest[x.open.len()..head_end]).to_owned();
         let body_start = head_end + 1;
         let next = rest[body_start..]
-            .find(XML_INVOKE)
+            .find(x.open)
             .map_or(rest.len(), |i| body_start + i);
-        let close = rest[body_start..next]
-            .find("</invoke>")
-            .map(|i| body_start + i);
+        let close = rest[body_start..next].find(x.close).map(|i| body_start + i);
         let body = &rest[body_start..close.unwrap_or(next)];
         let truncated_call = close.is_none() && next == rest.len();
         let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, at)];
         let params = XmlParams {
-            start: "<parameter name=",
+            start: x.param,
             key_close: ">",
             value_open: None,
-            close: "</parameter>",
+            close: x.param_close,
         };
         let args = self.read_params(&params, body, at + body_start, truncated_call, &mut fixes);
         self.out.envelope_call = true;
-        self.pos = at + body_start + body.len() + close.map_or(0, |_| "</invoke>".len());
+        self.pos = at + body_start + body.len() + close.map_or(0, |_| x.close.len());
         self.push(Value::Object(args), fixes, Some(name));
         Ok(())
     }
@@ -987,6 +1007,32 @@ fn line_has_bracket(b: &[u8], from: usize) -> bool {
         .take_while(|&&c| c != b'\n')
         .any(|&c| c == b'{' || c == b'[')
 }
+
+/// The tags of an `<invoke>`-style call (MiniMax M2, Step-3).
+struct InvokeTags {
+    open: &'static str,
+    close: &'static str,
+    param: &'static str,
+    param_close: &'static str,
+    /// How an error names the tag.
+    what: &'static str,
+}
+
+const MINIMAX_INVOKE: InvokeTags = InvokeTags {
+    open: XML_INVOKE,
+    close: "</invoke>",
+    param: "<parameter name=",
+    param_close: "</parameter>",
+    what: "<invoke name=…>",
+};
+
+const STEP_XML_INVOKE: InvokeTags = InvokeTags {
+    open: STEP_INVOKE,
+    close: "</steptml:invoke>",
+    param: "<steptml:parameter name=",
+    param_close: "</steptml:parameter>",
+    what: "<steptml:invoke name=…>",
+};
 
 /// The tags of one XML-style parameter dialect.
 struct XmlParams {

@@ -79,6 +79,19 @@ pub const HARMONY_MESSAGE: &str = "<|message|>";
 /// MiniMax M2 (and Anthropic-style XML): `<invoke name="n"><parameter name="k">v</parameter></invoke>`.
 pub const XML_INVOKE: &str = "<invoke name=";
 
+/// Step-3: `<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke
+/// name="n"><steptml:parameter name="k">v</steptml:parameter></steptml:invoke><｜tool_call_end｜>`
+/// (fullwidth `｜`, underscores where DeepSeek writes `▁`).
+pub const STEP_CALL_BEGIN: &str = "<｜tool_call_begin｜>";
+/// Step-3's separator between the call's type (`function`) and its invoke.
+pub const STEP_SEP: &str = "<｜tool_sep｜>";
+/// Step-3's invoke: MiniMax's XML in the `steptml:` namespace.
+pub const STEP_INVOKE: &str = "<steptml:invoke name=";
+
+/// Code-fence languages that mark a call (Gemma 3: ```` ```tool_code\nf(a=1)\n``` ````):
+/// such a fence holds a pythonic call wherever it stands; any other fence is code.
+pub const TOOL_CODE_LANGS: &[&str] = &["tool_code"];
+
 /// FunctionGemma: `<start_function_call>call:name{k:<escape>v<escape>}<end_function_call>`.
 pub const GEMMA_CALL_START: &str = "<start_function_call>";
 /// What opens a Gemma call (`call:name{…}`), after [`GEMMA_CALL_START`] or at the start
@@ -96,8 +109,10 @@ pub const FENCE: &str = "```";
 
 /// Every marker that begins a call wherever it stands in a text: the openers of
 /// [`TOOL_CALL_TAGS`], the [`CALL_TOKENS`], [`MISTRAL_TOOL_CALLS`], [`XML_FUNCTION`],
-/// [`XML_INVOKE`], [`GEMMA_CALL_START`], DeepSeek's `<｜tool▁calls▁begin｜>` family and
-/// harmony's channel (`<|channel|>`, `<|start|>assistant to=`).
+/// [`XML_INVOKE`], [`GEMMA_CALL_START`], DeepSeek's `<｜tool▁calls▁begin｜>` family, Step-3's
+/// `<｜tool_calls_begin｜>` family and harmony's channel (`<|channel|>`, `<|start|>assistant
+/// to=`). A tool-code fence ([`TOOL_CODE_LANGS`]) begins a call too; it is told by
+/// [`is_tool_code_fence`] where fences are read.
 pub const CALL_MARKERS: &[&str] = &[
     "<tool_call>",
     "<tool_calls>",
@@ -122,6 +137,9 @@ pub const CALL_MARKERS: &[&str] = &[
     "<|tool▁call▁begin|>",
     "<｜tool▁calls▁begin｜>",
     "<｜tool▁call▁begin｜>",
+    "<｜tool_calls_begin｜>",
+    "<｜tool_call_begin｜>",
+    "<steptml:invoke name=",
     "<|channel|>",
     "<|start|>assistant to=",
 ];
@@ -138,6 +156,7 @@ pub const CALL_OPENERS: &[&str] = &[
     "<start_function_call>",
     "<｜tool▁call▁begin｜>",
     "<|tool▁call▁begin|>",
+    "<｜tool_call_begin｜>",
     "<|start|>assistant",
     "[TOOL_CALLS]",
 ];
@@ -191,6 +210,22 @@ pub fn hold_start(text: &str, at: usize) -> usize {
         }
     }
     i
+}
+
+/// The language named right after a code fence at the start of `rest` (```` ```json ````
+/// gives `json`), if `rest` starts with a fence.
+pub fn fence_lang(rest: &str) -> Option<&str> {
+    let after = rest.strip_prefix(FENCE)?;
+    let n = after
+        .bytes()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'+'))
+        .count();
+    Some(&after[..n])
+}
+
+/// True when `rest` starts with a fence whose language marks a call ([`TOOL_CODE_LANGS`]).
+pub fn is_tool_code_fence(rest: &str) -> bool {
+    fence_lang(rest).is_some_and(|l| TOOL_CODE_LANGS.contains(&l))
 }
 
 /// True when `token` (a whole `<|…|>` chat-template token) opens tool calls.
@@ -344,9 +379,15 @@ mod tests {
         }
         assert!(CALL_MARKERS.contains(&MISTRAL_TOOL_CALLS));
         assert!(CALL_MARKERS.contains(&XML_FUNCTION));
-        for m in [XML_INVOKE, GEMMA_CALL_START, HARMONY_CHANNEL]
-            .into_iter()
-            .chain(DEEPSEEK_CALL_BEGIN)
+        for m in [
+            XML_INVOKE,
+            GEMMA_CALL_START,
+            HARMONY_CHANNEL,
+            STEP_CALL_BEGIN,
+            STEP_INVOKE,
+        ]
+        .into_iter()
+        .chain(DEEPSEEK_CALL_BEGIN)
         {
             assert!(CALL_MARKERS.contains(&m), "{m}");
         }

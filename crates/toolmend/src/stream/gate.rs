@@ -452,7 +452,9 @@ fn opening(rest: &str) -> Option<bool> {
         if j >= b.len() {
             return undecided(j);
         }
-        return Some(matches!(b[j], b'{' | b'['));
+        // A tool-code fence (Gemma 3) holds a call whatever follows; another fence only
+        // when JSON opens in it.
+        return Some(markers::is_tool_code_fence(rest) || matches!(b[j], b'{' | b'['));
     }
     let mut j = 1;
     while j < b.len() && b[j].is_ascii_whitespace() {

@@ -519,6 +519,10 @@ fn family_calls() -> Vec<(&'static str, String)> {
         ),
         ("[TOOL_CALLS]", "[TOOL_CALLS]get_weather{\"city\": \"Paris\"}"),
         (
+            "<｜tool_calls_begin｜>",
+            "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\"><steptml:parameter name=\"city\">Paris</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>",
+        ),
+        (
             "<|function_call|>",
             "<|function_call|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
         ),
@@ -561,6 +565,27 @@ fn every_family_call_is_held_whole_split_at_every_byte() {
         let (out, held) = run(&[&text[..cut], &text[cut..]]);
         assert_eq!(out, "Sure!", "cut at {cut}: {:?}", &text[..cut]);
         assert!(held.unwrap().trim_start().starts_with('['));
+    }
+}
+
+#[test]
+fn a_tool_code_fence_is_held_split_anywhere_and_a_code_fence_is_not() {
+    // Gemma 3 writes its call in a ```` ```tool_code ```` fence, after prose too.
+    let text = "```tool_code\nget_weather(city=\"Paris\")\n```";
+    let whole = format!("Checking. {text}");
+    for a in 1..whole.len() {
+        for b in (a..whole.len()).step_by(5) {
+            let (out, held) = run(&[&whole[..a], &whole[a..b], &whole[b..]]);
+            assert_eq!(out, "Checking.", "cut at {a}, {b}");
+            assert_eq!(held.as_deref(), Some(format!(" {text}").as_str()));
+        }
+    }
+    // A python fence in an answer reaches the client as it is, however it is split.
+    let code = "Call it so:\n```python\nget_weather(city=\"Paris\")\n```\nDone.";
+    for a in 1..code.len() {
+        let (out, held) = run(&[&code[..a], &code[a..]]);
+        assert_eq!(out, code, "cut at {a}");
+        assert_eq!(held, None);
     }
 }
 

@@ -444,3 +444,55 @@ fn family_readers_stay_linear() {
         );
     }
 }
+
+#[test]
+fn step3_calls_are_read_and_typed_by_the_schema() {
+    let text = "Let me look.<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\"><steptml:parameter name=\"city\">Hanoi</steptml:parameter><steptml:parameter name=\"days\">3</steptml:parameter><steptml:parameter name=\"note\">null</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_time\"><steptml:parameter name=\"zone\">ICT</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>";
+    check(
+        text,
+        vec![
+            ok(
+                "get_weather",
+                json!({"city": "Hanoi", "days": 3, "note": null}),
+            ),
+            ok("get_time", json!({"zone": "ICT"})),
+        ],
+        Some("Let me look."),
+    );
+    // A broken call of the block gets feedback alone.
+    let text = "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\"><steptml:parameter name=\"days\">2</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_time\"><steptml:parameter name=\"zone\">UTC</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>";
+    let (calls, _) = plan(text);
+    let got: Vec<_> = calls.iter().map(|(t, _, d)| (t.as_str(), *d)).collect();
+    assert_eq!(got, [("get_weather", "feedback"), ("get_time", "executed")]);
+}
+
+#[test]
+fn gemma3_tool_code_fences_are_calls_and_other_fences_are_code() {
+    check(
+        "```tool_code\nget_weather(city=\"Lagos\", days=2)\n```",
+        vec![ok("get_weather", json!({"city": "Lagos", "days": 2}))],
+        None,
+    );
+    // After prose too: the fence's language marks the call.
+    check(
+        "I'll check the time there.\n```tool_code\nget_time(zone=\"WAT\")\n```",
+        vec![ok("get_time", json!({"zone": "WAT"}))],
+        Some("I'll check the time there."),
+    );
+    // A python fence in an answer is code, not a call.
+    let text = "You can call it like this:\n```python\nget_time(zone=\"WAT\")\n```";
+    check(text, vec![], Some(text));
+}
+
+#[test]
+fn minicpm_calls_are_read() {
+    // MiniCPM4: a python fence inside the call tokens.
+    check(
+        "<|tool_call_start|>\n```python\nget_weather(city=\"Chengdu\", units=\"celsius\")\n```\n<|tool_call_end|>",
+        vec![ok(
+            "get_weather",
+            json!({"city": "Chengdu", "units": "celsius"}),
+        )],
+        None,
+    );
+}
