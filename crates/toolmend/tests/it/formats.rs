@@ -386,6 +386,13 @@ const FAMILY_SNIPPETS: &[&str] = &[
     "<function_calls>",
     "get_weather(city=",
     "<start_function_call>call:get_weather{",
+    "<｜tool_calls_begin｜>",
+    "<｜tool_call_begin｜>function<｜tool_sep｜>",
+    "<steptml:invoke name=\"get_weather\">",
+    "<steptml:parameter name=\"city\">",
+    "</steptml:parameter>",
+    "```tool_code\n",
+    "get_time(zone=\"CET\")",
     "<escape>",
     "city:",
     "[TOOL_CALLS]get_time",
@@ -427,6 +434,9 @@ fn family_readers_stay_linear() {
         "<start_function_call>call:get_weather{city:<escape>",
         "[TOOL_CALLS]get_weather",
         "<function_calls>get_weather(city=",
+        "<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\"><steptml:parameter name=\"city\">",
+        "```tool_code\nget_weather(city=",
+        "draft {\"city\": 1} then ```json\n{\"city\": \"x\"}\n``` ",
     ];
     let time = |text: &str| {
         let t = Instant::now();
