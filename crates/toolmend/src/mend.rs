@@ -237,6 +237,10 @@ pub fn mend_named_in(
 /// Mends arguments that are already parsed (a framework parsed the JSON, e.g. LangChain's
 /// `tool_calls[].args`): the tool name is resolved as in [`mend_named_in`], then the value
 /// is coerced and validated. No text repair runs, so nothing can be lossy.
+///
+/// One call in, one call out: a merged call (a list for a scalar field) is feedback that
+/// says "make one call per value", whatever [`Coercions::split_merged_calls`] says;
+/// [`mend_value_named_split_in`] splits it where that option is on.
 pub fn mend_value_named_in(
     name: &str,
     arguments: Value,
@@ -244,6 +248,34 @@ pub fn mend_value_named_in(
     opts: &MendOptions,
     ctx: &ValidationContext<'_>,
 ) -> MendedCall {
+    let unsplit;
+    let opts = if opts.coercions.split_merged_calls {
+        unsplit = MendOptions {
+            coercions: Coercions {
+                split_merged_calls: false,
+                ..opts.coercions.clone()
+            },
+            ..opts.clone()
+        };
+        &unsplit
+    } else {
+        opts
+    };
+    let mut calls = mend_value_named_split_in(name, arguments, tools, opts, ctx);
+    // Without splitting, exactly one call comes back.
+    calls.swap_remove(0)
+}
+
+/// [`mend_value_named_in`], where a merged call becomes one call per value when
+/// [`Coercions::split_merged_calls`] is on (what the message plan uses: the extra calls
+/// get ids as glued calls do).
+pub fn mend_value_named_split_in(
+    name: &str,
+    arguments: Value,
+    tools: &Toolbox,
+    opts: &MendOptions,
+    ctx: &ValidationContext<'_>,
+) -> Vec<MendedCall> {
     match resolve_tool(name, tools) {
         Ok((tool, name_fix)) => {
             let repaired = RepairedCall {
@@ -251,16 +283,15 @@ pub fn mend_value_named_in(
                 arguments,
                 fixes: name_fix.into_iter().collect(),
             };
-            // One call in, one call out: a merged call is feedback here (split needs a text).
-            check_call(repaired, tool, opts, ctx)
+            check_call_split(repaired, tool, opts, ctx)
         }
-        Err(issue) => MendedCall {
+        Err(issue) => vec![MendedCall {
             tool: name.to_owned(),
             arguments: Some(arguments),
             fixes: Vec::new(),
             issues: vec![*issue],
             outcome: Outcome::Feedback,
-        },
+        }],
     }
 }
 

@@ -324,13 +324,9 @@ pub fn plan(
         };
         let parts = match sent.arguments {
             Args::Text(t) => mend::mend_named_in(sent.name, t, tools, &opts.mend, ctx).calls,
-            Args::Value(v) => vec![mend::mend_value_named_in(
-                sent.name,
-                v.clone(),
-                tools,
-                &opts.mend,
-                ctx,
-            )],
+            Args::Value(v) => {
+                mend::mend_value_named_split_in(sent.name, v.clone(), tools, &opts.mend, ctx)
+            }
         };
         let mend_time = t0.elapsed();
         let split = parts.len() > 1;

@@ -613,3 +613,78 @@ fn several_json_candidates_stay_several_calls_unless_only_the_last_fits() {
     let got: Vec<_> = m.calls.iter().map(|c| c.outcome).collect();
     assert_eq!(got, [Outcome::Feedback, Outcome::Repaired]);
 }
+
+#[test]
+fn a_merged_call_with_parsed_arguments_splits_in_the_plan_or_asks_for_one_call_per_value() {
+    use toolmend::message::{self, Args, Around, MessageInput, NoIds, PlanOptions, SentCall};
+    use toolmend::schema::{Phase, ValidationContext};
+    // LangChain hands over `args` already parsed: the same rule as for text.
+    let args = json!({"pair": ["EUR/CHF", "GBP/JPY"], "at": "2026-02-03"});
+    let tools = Toolbox::from_tools([fx_rate()]).unwrap();
+    let ctx = ValidationContext::new("", Phase::Initial);
+    let plan_with = |mend: MendOptions| {
+        let input = MessageInput {
+            text: None,
+            calls: vec![SentCall {
+                id: Some("call_1"),
+                name: "fx_rate",
+                arguments: Args::Value(&args),
+            }],
+            position: 1,
+            cut_off: false,
+        };
+        let opts = PlanOptions {
+            mend,
+            ..PlanOptions::default()
+        };
+        let around = Around {
+            earlier: &NoIds,
+            answered: &NoIds,
+        };
+        message::plan(&input, around, &tools, &opts, &ctx)
+    };
+    let split = plan_with(splitting());
+    let got: Vec<_> = split
+        .calls
+        .iter()
+        .map(|c| {
+            (
+                c.id.clone().unwrap(),
+                c.call.arguments.clone().unwrap()["pair"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(got.len(), 2, "{split:?}");
+    assert_eq!(got[0], ("call_1".to_owned(), json!("EUR/CHF")));
+    assert_eq!(got[1].1, json!("GBP/JPY"));
+    assert_ne!(got[1].0, "call_1");
+    assert!(split.calls.iter().all(|c| {
+        c.call
+            .fixes
+            .iter()
+            .any(|f| f.kind == FixKind::MergedCallSplit)
+    }));
+    // By default: one call, feedback that names the way out.
+    let one = plan_with(MendOptions::default());
+    assert_eq!(one.calls.len(), 1);
+    let issue = &one.calls[0].call.issues[0];
+    assert!(
+        issue
+            .suggestion
+            .as_deref()
+            .unwrap_or("")
+            .contains("make one call per value"),
+        "{issue:?}"
+    );
+    // The single-call entry point never splits, and says the same.
+    let c =
+        toolmend::mend::mend_value_named_in("fx_rate", args.clone(), &tools, &splitting(), &ctx);
+    assert_eq!(c.outcome, Outcome::Feedback);
+    assert!(
+        c.issues[0]
+            .suggestion
+            .as_deref()
+            .unwrap_or("")
+            .contains("one call per value")
+    );
+}
