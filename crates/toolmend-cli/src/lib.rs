@@ -11,6 +11,7 @@ mod input;
 mod mend_cmd;
 mod report;
 mod report_cmd;
+mod serve_cmd;
 
 use std::{ffi::OsString, io::Write, path::PathBuf, process::ExitCode};
 
@@ -98,88 +99,11 @@ enum Command {
     #[command(verbatim_doc_comment)]
     ScriptedProvider(ProviderArgs),
 
-    /// Serve the gateway: an OpenAI-compatible endpoint that mends tool calls.
-    ///
-    /// Point any OpenAI client's base URL at it (http://LISTEN/v1). Each request's
-    /// history is checked before it goes upstream (sanitized by default, the actions
-    /// named in `x-toolmend-history`); each response's tool calls are repaired,
-    /// coerced and validated against the request's `tools`, calls written into the
-    /// text become real `tool_calls`, and a call that stays invalid is sent back to
-    /// the model with its feedback (`calls.invalid = "re_ask"`), invisible to the
-    /// client. Streaming included. `x-toolmend-calls`, `x-toolmend-fixes` and
-    /// `x-toolmend-unresolved` say what was done; /metrics serves Prometheus metrics,
-    /// /healthz and /readyz the probes.
-    ///
-    /// Configuration: a TOML file (--config), every key overridable from the
-    /// environment as TOOLMEND_<SECTION>__<KEY>, then --listen / --upstream:
-    ///   listen = "127.0.0.1:8790"
-    ///   [upstream]  base_url = "https://api.openai.com/v1"   api_key_env = "OPENAI_API_KEY"
-    ///               timeout_secs = 120 (idle)   deadline_secs = 600 (a whole answer)
-    ///               redirects = "none" | "same_origin"         (no key: the client's is passed on)
-    ///               api_key_header = "authorization" | "api-key"
-    ///   [history]   policy = "sanitize" | "reject" | "pass"   orphans = "drop" | "rehome"
-    ///               max_tokens = 8000                         encoding = "o200k_base"
-    ///   [calls]     mend = true   calls_in_content = true      accept_truncated = false
-    ///               strip_thinking = true
-    ///               invalid = "re_ask" | "correct" | "pass" | ["re_ask", "correct"]   max_re_asks = 1
-    ///   [limits]    max_body_bytes = 8388608   max_header_bytes = 65536   tool_cache = 256
-    ///               header_timeout_secs = 30   body_timeout_secs = 60   max_connections = 4096
-    ///               max_messages = 100000   max_calls_per_message = 100000   max_tools = 1024
-    ///               max_argument_bytes = 4194304   max_schema_bytes = 262144
-    ///               max_upstream_bytes = 33554432   max_tool_labels = 500
-    ///               shutdown_grace_secs = 30   (docs/gateway.md, "Limits": what each answers)
-    ///   [guard]     (off until a rule is set; docs/guard.md)
-    ///               on_flood = "feedback" | "reject" (429) | "flag"   store = "memory" | "redis"
-    ///               redis_url = "redis://127.0.0.1:6379/"   timeout_ms = 20   fail = "open" | "closed"
-    ///               session_from = ["header", "user", "metadata", "api_key"]   (x-toolmend-session)
-    ///     rules:    session = {limit = 5, window_secs = 60}   duplicate = {window_secs = 60}
-    ///               tools.send_email.session / .global = {limit, window_secs}
-    ///               repeat = {observe = 2, block = 3, stop = 6}   ping_pong = {cycles = 3}
-    ///               no_progress = {block = 3}   (each rule: shadow = true to only report)
-    ///               limits = {thread_limit, run_limit, exit_behavior = "continue" | "error" | "end"}
-    ///   [[tools]]   tools behind the network, also in a file of their own (--tools FILE):
-    ///               name = "get_weather"   description = "..."   endpoint = "http://127.0.0.1:9000/weather"
-    ///               parameters = {type = "object", ...} (or parameters_json = '...')
-    ///               server_side = true (the gateway runs it: the round trip)   timeout_ms = 10000
-    ///               retries (idempotent = true | idempotency_key = true)   template   budget_bytes
-    ///               limits = {session = {limit, window_secs}, ...}   backup   sla_ms   adapter
-    ///   [[mcp]]     name = "files"   url = "http://127.0.0.1:8000/mcp" | command = "..." args = [...]
-    ///               server_side = true   tools = ["read"]   timeout_ms = 10000
-    ///   [round_trip] (server-side tools) max_rounds = 4 (model answers per request)   max_secs = 60
-    ///               inject = true (their definitions go upstream; the client does not know them)
-    ///   Configured tools are served at POST /v1/tools/execute (an assistant message in, one
-    ///   tool message per call id out); calls to server-side ones are run by the gateway,
-    ///   the model asked again until it answers, x-toolmend-round-trip says how many rounds.
-    ///
-    /// Examples:
-    ///   toolmend serve --upstream https://api.openai.com/v1
-    ///   TOOLMEND_HISTORY__POLICY=reject toolmend serve --config gateway.toml
-    ///   TOOLMEND_GUARD__SESSION__LIMIT=5 TOOLMEND_GUARD__SESSION__WINDOW_SECS=60 \
-    ///     TOOLMEND_GUARD__STORE=redis TOOLMEND_GUARD__REDIS_URL=redis://127.0.0.1:6379/ toolmend serve ...
-    ///   toolmend serve --upstream https://api.openai.com/v1 --tools tools.toml
-    ///   toolmend scripted-provider examples/script.jsonl &   # then
-    ///   toolmend serve --listen 127.0.0.1:8790 --upstream http://127.0.0.1:PORT/v1
-    #[command(verbatim_doc_comment)]
-    Serve(ServeArgs),
+    // No doc comment here: the help (`toolmend serve --help`) is `ServeArgs`'s.
+    Serve(serve_cmd::ServeArgs),
 
     // No doc comment here: the help (`toolmend report --help`) is `ReportArgs`'s.
     Report(report_cmd::ReportArgs),
-}
-
-#[derive(Debug, clap::Args)]
-struct ServeArgs {
-    /// A TOML configuration file (optional: embedded defaults otherwise).
-    #[arg(long, env = "TOOLMEND_CONFIG")]
-    config: Option<std::path::PathBuf>,
-    /// Where to listen (overrides `listen`).
-    #[arg(long)]
-    listen: Option<std::net::SocketAddr>,
-    /// A tools file (`[[tools]]`, `[[mcp]]` only), instead of those tables in --config.
-    #[arg(long, env = "TOOLMEND_TOOLS")]
-    tools: Option<std::path::PathBuf>,
-    /// The upstream base URL, up to /v1 (overrides `upstream.base_url`).
-    #[arg(long)]
-    upstream: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -482,7 +406,7 @@ fn run_command(command: &Command) -> u8 {
         Command::Mend(args) => mend_cmd::run(args),
         Command::History(args) => history_cmd::run(&args.action),
         Command::ScriptedProvider(args) => provider_cmd(args),
-        Command::Serve(args) => serve_cmd(args),
+        Command::Serve(args) => serve_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),
     };
     match result {
@@ -544,116 +468,6 @@ fn provider_cmd(args: &ProviderArgs) -> anyhow::Result<ExitCode> {
             .context("waiting for Ctrl-C")?;
         Ok(ExitCode::SUCCESS)
     })
-}
-
-/// Serves the gateway until Ctrl-C or SIGTERM, then drains requests in flight.
-fn serve_cmd(args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    use anyhow::Context;
-    let text = match &args.config {
-        Some(path) => std::fs::read_to_string(path)
-            .with_context(|| format!("reading the configuration {}", path.display()))?,
-        None => String::new(),
-    };
-    let mut env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| {
-            k != "TOOLMEND_CONFIG" && k != "TOOLMEND_PROVIDER_PORT" && k != "TOOLMEND_TOOLS"
-        })
-        .collect();
-    if let Some(listen) = args.listen {
-        env.push(("TOOLMEND_LISTEN".to_owned(), format!("\"{listen}\"")));
-    }
-    if let Some(upstream) = &args.upstream {
-        env.push((
-            "TOOLMEND_UPSTREAM__BASE_URL".to_owned(),
-            format!("\"{upstream}\""),
-        ));
-    }
-    let config = toolmend_gateway::Config::from_toml_and_env(&text, env)?;
-    let tools = serve_tools(args, &text)?;
-    // JSON logs, one object per line, on standard error (RUST_LOG sets the level).
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .try_init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(async {
-        let metrics = toolmend_gateway::metrics::install().ok();
-        let listen = config.listen;
-        // Never the credentials a URL may carry (`http://user:key@host/v1`).
-        let upstream = toolmend_gateway::redact_url(&config.upstream.base_url);
-        // Tools are loaded here: MCP servers are connected and listed before the first
-        // request; any problem stops the start, naming the file, the line and the tool.
-        let gateway = std::sync::Arc::new(
-            toolmend_gateway::Gateway::with_tools(config, metrics, &tools).await?,
-        );
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("binding {listen}"))?;
-        let mut out = std::io::stdout();
-        writeln!(
-            out,
-            "toolmend gateway: http://{}/v1 -> {upstream}; Ctrl-C stops it",
-            listener.local_addr()?
-        )?;
-        out.flush()?;
-        toolmend_gateway::serve(listener, gateway, shutdown())
-            .await
-            .context("serving")?;
-        Ok(ExitCode::SUCCESS)
-    })
-}
-
-/// The tools `serve` runs: the `[[tools]]` and `[[mcp]]` tables of the configuration,
-/// or the `--tools` file (not both: one place declares them).
-fn serve_tools(
-    args: &ServeArgs,
-    config_text: &str,
-) -> anyhow::Result<toolmend_gateway::toolmend_tools::ToolsFile> {
-    use anyhow::Context;
-    use toolmend_gateway::toolmend_tools::ToolsFile;
-    let origin = args
-        .config
-        .as_ref()
-        .map_or_else(|| "<config>".to_owned(), |p| p.display().to_string());
-    let inline = ToolsFile::parse_section(config_text, &origin)?;
-    let Some(path) = &args.tools else {
-        return Ok(inline);
-    };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the tools file {}", path.display()))?;
-    let file = ToolsFile::parse(&text, &path.display().to_string())?;
-    if !inline.is_empty() {
-        anyhow::bail!(
-            "tools are declared in both {origin} ([[tools]] / [[mcp]]) and --tools {}: \
-             declare them in one place",
-            path.display()
-        );
-    }
-    Ok(file)
-}
-
-/// Ctrl-C or SIGTERM.
-async fn shutdown() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -700,3 +700,294 @@ fn an_unreachable_upstream_is_a_502_naming_the_cause_without_credentials() {
     assert!(!resp.head.contains("secret"), "{}", resp.head);
     assert!(!gw.stderr().contains("secret"), "{}", gw.stderr());
 }
+
+// ---------------------------------------------------------------- 5. the start, as a new user meets it
+
+/// Runs `toolmend serve ARGS` with `env` (on an environment cleared of `TOOLMEND_*`) and
+/// expects it to refuse to start: exit status 2, the reason on standard error.
+fn refused_start(args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("serve").args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TOOLMEND_") || k == "RUST_LOG" {
+            cmd.env_remove(k);
+        }
+    }
+    let mut proc = Guard {
+        child: cmd
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    };
+    let status = proc
+        .wait_exit(Duration::from_secs(60))
+        .expect("toolmend serve did not stop within 60 s");
+    let mut stderr = String::new();
+    proc.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{status}; stderr: {stderr}");
+    stderr
+}
+
+/// A file in a fresh temporary directory, its path.
+fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "toolmend-serve-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_key_variable_that_is_not_set_stops_the_start_naming_it_and_its_key() {
+    let up = format!("http://127.0.0.1:{}/v1", dead_port());
+    let config = temp_file(
+        "gateway.toml",
+        &format!("[upstream]\nbase_url = \"{up}\"\napi_key_env = \"TM_SERVE_TEST_UNSET_KEY\"\n"),
+    );
+    let err = refused_start(&["--config", config.to_str().unwrap()], &[]);
+    assert!(
+        err.contains(&format!(
+            "upstream.api_key_env (at {}:3) names the environment variable \
+             TM_SERVE_TEST_UNSET_KEY, which is not set",
+            config.display()
+        )),
+        "{err}"
+    );
+    // Set but empty is no key either.
+    let err = refused_start(
+        &["--config", config.to_str().unwrap()],
+        &[("TM_SERVE_TEST_UNSET_KEY", "")],
+    );
+    assert!(err.contains("which is set but empty"), "{err}");
+    // The opt-out, from the environment: the gateway starts, the client's key passed on.
+    let up = Upstream::start(Duration::ZERO);
+    let gw = Gateway::start(&up.base_url(), &[("TOOLMEND_UPSTREAM__API_KEY_ENV", "")]);
+    let resp = chat(gw.addr, &small_request(), Duration::from_secs(30)).unwrap();
+    assert_eq!(resp.status, 200);
+    assert!(
+        gw.stderr().contains("the client's own Authorization"),
+        "{}",
+        gw.stderr()
+    );
+    let _ = std::fs::remove_dir_all(config.parent().unwrap());
+}
+
+#[test]
+fn a_config_error_names_its_file_and_line_or_its_variable_or_its_flag() {
+    let up = format!("http://127.0.0.1:{}/v1", dead_port());
+    let config = temp_file(
+        "gateway.toml",
+        &format!("upstream.base_url = \"{up}\"\n\n[history]\npolicy = \"rejct\"\n"),
+    );
+    let path = config.to_str().unwrap();
+    let err = refused_start(&["--config", path], &[]);
+    assert!(
+        err.starts_with(&format!("toolmend: configuration: {path}:4: ")),
+        "{err}"
+    );
+    assert!(err.contains("rejct"), "{err}");
+    // The file is fine; the variable is not: the variable is named, not the file.
+    std::fs::write(&config, format!("upstream.base_url = \"{up}\"\n")).unwrap();
+    let err = refused_start(
+        &["--config", path],
+        &[("TOOLMEND_HISTORY__POLICY", "rejct")],
+    );
+    assert!(
+        err.starts_with("toolmend: configuration: TOOLMEND_HISTORY__POLICY: "),
+        "{err}"
+    );
+    assert!(err.contains("history.policy"), "{err}");
+    assert!(!err.contains(path), "{err}");
+    // The flag.
+    let err = refused_start(&["--upstream", "localhost:8000"], &[]);
+    assert!(
+        err.contains("--upstream: upstream.base_url must be an http(s) URL"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean http://localhost:8000"), "{err}");
+    let err = refused_start(
+        &["--upstream", "http://127.0.0.1:8000/v1/chat/completions"],
+        &[],
+    );
+    assert!(err.contains("use http://127.0.0.1:8000/v1"), "{err}");
+    let _ = std::fs::remove_dir_all(config.parent().unwrap());
+}
+
+/// The JSON log lines of standard error.
+fn log_lines(stderr: &str) -> Vec<Value> {
+    stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn an_upstream_without_v1_gets_it_and_the_log_says_so() {
+    let up = Upstream::start(Duration::ZERO);
+    let bare = format!("http://{}", up.addr);
+    let gw = Gateway::start(&bare, &[]);
+    assert!(
+        gw.banner.contains(&format!("-> {bare}/v1;")),
+        "{}",
+        gw.banner
+    );
+    let resp = chat(gw.addr, &small_request(), Duration::from_secs(30)).unwrap();
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    let stderr = gw.stderr();
+    assert!(
+        log_lines(&stderr).iter().any(|l| l["level"] == "INFO"
+            && l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!("requests go to {bare}/v1")))),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn each_request_is_one_info_line_and_the_http_stack_stays_quiet_at_debug() {
+    let up = Upstream::start(Duration::ZERO);
+    // Default level: one line per request, with its route and status.
+    let gw = Gateway::start(&up.base_url(), &[]);
+    let resp = chat(gw.addr, &small_request(), Duration::from_secs(30)).unwrap();
+    assert_eq!(resp.status, 200);
+    let missing = request(gw.addr, "GET", "/v1/nothing", b"", Duration::from_secs(30)).unwrap();
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.json()["error"]["code"], "unknown_route");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let lines: Vec<Value> = log_lines(&gw.stderr())
+            .into_iter()
+            .filter(|l| l["target"] == "toolmend::request")
+            .collect();
+        if lines.len() >= 2 || Instant::now() > deadline {
+            break lines;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(lines.len(), 2, "{}", gw.stderr());
+    assert_eq!(lines[0]["level"], "INFO");
+    assert_eq!(lines[0]["fields"]["route"], "/v1/chat/completions");
+    assert_eq!(lines[0]["fields"]["status"], 200);
+    assert_eq!(lines[0]["fields"]["upstream_status"], 200);
+    assert_eq!(
+        Some(lines[0]["fields"]["request_id"].as_str().unwrap()),
+        header(&resp.head, "x-request-id")
+    );
+    assert_eq!(lines[1]["fields"]["status"], 404);
+    assert!(
+        !gw.stderr().contains("sk-test"),
+        "the client's key is never logged"
+    );
+    drop(gw);
+
+    // RUST_LOG=debug: our debug lines, none of hyper's connection and pool events.
+    let gw = Gateway::start(&up.base_url(), &[("RUST_LOG", "debug")]);
+    let resp = chat(gw.addr, &small_request(), Duration::from_secs(30)).unwrap();
+    assert_eq!(resp.status, 200);
+    thread::sleep(Duration::from_millis(200));
+    let stderr = gw.stderr();
+    let targets: Vec<String> = log_lines(&stderr)
+        .iter()
+        .filter_map(|l| l["target"].as_str().map(str::to_owned))
+        .collect();
+    assert!(targets.iter().any(|t| t == "toolmend::request"), "{stderr}");
+    assert!(
+        !targets
+            .iter()
+            .any(|t| t.starts_with("hyper") || t.starts_with("reqwest") || t.starts_with("h2")),
+        "{targets:?}"
+    );
+    drop(gw);
+    // Named, they are there (the filter does not hide what is asked for).
+    let gw = Gateway::start(&up.base_url(), &[("RUST_LOG", "info,hyper_util=debug")]);
+    let resp = chat(gw.addr, &small_request(), Duration::from_secs(30)).unwrap();
+    assert_eq!(resp.status, 200);
+    thread::sleep(Duration::from_millis(200));
+    let stderr = gw.stderr();
+    assert!(
+        log_lines(&stderr).iter().any(|l| l["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("hyper_util"))),
+        "{stderr}"
+    );
+}
+
+// ---------------------------------------------------------------- 6. serve --help
+
+/// Every key and every value a policy takes in docs/gateway.md's configuration block
+/// (`policy = "sanitize"  # | "reject" | "pass"`) is in `toolmend serve --help`.
+#[test]
+fn serve_help_lists_every_key_and_policy_of_the_docs() {
+    let out = Command::new(BIN)
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/gateway.md"),
+    )
+    .unwrap();
+    let section = &docs[docs.find("## Configuration").unwrap()..];
+    let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    let mut checked = 0;
+    for line in block.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (code, comment) = line.split_once('#').unwrap_or((line, ""));
+        let code = code.trim();
+        let wanted: Vec<String> = if code.starts_with('[') {
+            // `[guard.session]`: the last name; `[[tools]]` as it is.
+            let name = code.trim_matches(['[', ']']);
+            vec![match name.rsplit_once('.') {
+                Some((_, last)) => format!("{last} = "),
+                None => code.to_owned(),
+            }]
+        } else {
+            let (key, value) = code.split_once('=').unwrap();
+            let mut wanted = vec![format!("{} = ", key.trim())];
+            // A policy: the value and each alternative of the comment, quoted.
+            if comment.trim_start().starts_with('|') {
+                wanted.push(value.trim().to_owned());
+                wanted.extend(comment.split('|').filter_map(|alt| {
+                    let alt = alt.trim();
+                    alt.starts_with('"')
+                        .then(|| alt[..alt[1..].find('"').unwrap() + 2].to_owned())
+                }));
+            }
+            wanted
+        };
+        for w in wanted {
+            assert!(
+                help.contains(&w),
+                "`{w}` (docs: {line}) is not in serve --help"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 60,
+        "only {checked} items read from the docs' block"
+    );
+    // And it teaches: an example line for a policy from the environment.
+    assert!(
+        help.contains("TOOLMEND_HISTORY__POLICY=reject toolmend serve"),
+        "{help}"
+    );
+}

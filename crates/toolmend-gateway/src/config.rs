@@ -6,6 +6,11 @@ use std::{net::SocketAddr, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
+mod load;
+mod url;
+
+pub use load::Override;
+
 /// Everything the gateway needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -29,6 +34,13 @@ pub struct Config {
     pub round_trip: RoundTrip,
     /// The event log: one JSON line per mended call (off without `events.path`).
     pub events: crate::events::EventsConfig,
+    /// What loading changed and says at start (`/v1` appended to a base URL).
+    #[serde(skip)]
+    pub(crate) notes: Vec<String>,
+    /// Where each key came from (the file's line, the variable, the flag), for the
+    /// errors found after loading.
+    #[serde(skip)]
+    pub(crate) origins: load::Origins,
 }
 
 impl Default for Config {
@@ -43,6 +55,8 @@ impl Default for Config {
             guard: Guard::default(),
             round_trip: RoundTrip::default(),
             events: crate::events::EventsConfig::default(),
+            notes: Vec::new(),
+            origins: load::Origins::default(),
         }
     }
 }
@@ -549,71 +563,81 @@ impl Config {
         text: &str,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
-        let mut doc: toml::Table =
-            toml::from_str(text).map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        // `[[tools]]` and `[[mcp]]` belong to the tools loader
-        // (`toolmend_tools::ToolsFile::parse_section` on the same text, whose errors name
-        // the line); `Gateway::with_tools` takes what it read.
-        for key in TOOL_TABLES {
-            doc.remove(key);
-        }
-        for (name, raw) in env {
-            let Some(path) = name.strip_prefix("TOOLMEND_") else {
+        Config::load(text, None, env, Vec::new())
+    }
+
+    /// Reads the TOML `text` of the file `file` (`None`: no file, `<config>` in errors),
+    /// then applies the `TOOLMEND_<SECTION>__<KEY>` variables of `env`, then `flags`
+    /// (e.g. `Override::flag("--upstream", "upstream.base_url", url)`), and checks the
+    /// result. Base URLs are normalised (`/v1` appended to one without a path: see
+    /// `notes`).
+    ///
+    /// # Errors
+    ///
+    /// The first value that does not fit, named by where it came from: `FILE:LINE: …`,
+    /// `TOOLMEND_X__Y: …`, `--upstream: …`.
+    pub fn load(
+        text: &str,
+        file: Option<&str>,
+        env: impl IntoIterator<Item = (String, String)>,
+        flags: Vec<Override>,
+    ) -> Result<Self, ConfigError> {
+        let mut overrides = Override::from_env(env);
+        overrides.extend(flags);
+        load::load(text, file.unwrap_or("<config>"), overrides)
+    }
+
+    /// What loading changed that is worth a line at start (a base URL without a path
+    /// got `/v1`).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Every environment variable the configuration names and will read, present and
+    /// not empty: `upstream.api_key_env`, and `correction.api_key_env` when the
+    /// correction model is used (`calls.invalid` holds `"correct"`). An empty name
+    /// (`api_key_env = ""`) is the explicit "no key of ours" (the client's credentials
+    /// are passed through to the upstream; the correction model gets none). The tools'
+    /// secrets are checked by their loader (`toolmend_tools`).
+    ///
+    /// # Errors
+    ///
+    /// The first variable missing, with the key that names it and where that was set.
+    pub fn check_env(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let corrects = self.calls.invalid.list().contains(&InvalidPolicy::Correct);
+        for (key, name, used) in [
+            ("upstream.api_key_env", &self.upstream.api_key_env, true),
+            (
+                "correction.api_key_env",
+                &self.correction.api_key_env,
+                corrects,
+            ),
+        ] {
+            let Some(name) = name.as_deref().filter(|n| !n.is_empty() && used) else {
                 continue;
             };
-            let keys: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
-            if keys.iter().any(String::is_empty) || TOOL_TABLES.contains(&keys[0].as_str()) {
-                continue;
-            }
-            let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-                .ok()
-                .and_then(|mut t| t.remove("v"))
-                .unwrap_or(toml::Value::String(raw.clone()));
-            let mut table = &mut doc;
-            for key in &keys[..keys.len() - 1] {
-                let entry = table
-                    .entry(key.clone())
-                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-                table = entry.as_table_mut().ok_or_else(|| {
-                    ConfigError::Invalid(format!("{name}: {key} is not a section"))
-                })?;
-            }
-            table.insert(keys[keys.len() - 1].clone(), value);
+            let state = match env(name) {
+                Some(v) if !v.is_empty() => continue,
+                Some(_) => "is set but empty",
+                None => "is not set",
+            };
+            let at = self
+                .origins
+                .of(key)
+                .map(|o| format!(" (at {o})"))
+                .unwrap_or_default();
+            return Err(ConfigError::Invalid(format!(
+                "{key}{at} names the environment variable {name}, which {state}: set it \
+                 (export {name}=...), or set {key} = \"\" for an endpoint that needs no \
+                 key of the gateway's{}",
+                if key.starts_with("upstream") {
+                    " (the client's Authorization is then passed through)"
+                } else {
+                    ""
+                }
+            )));
         }
-        // `[guard]` flattens the core's rules, and serde's flatten lets unknown keys
-        // through: name them here.
-        if let Some(guard) = doc.get("guard").and_then(toml::Value::as_table) {
-            const KNOWN: [&str; 17] = [
-                "on_flood",
-                "session_from",
-                "metadata_key",
-                "store",
-                "redis_url",
-                "timeout_ms",
-                "fail",
-                "max_keys",
-                "max_re_asks",
-                "session",
-                "tools",
-                "duplicate",
-                "repeat",
-                "ping_pong",
-                "no_progress",
-                "limits",
-                "session_ttl_secs",
-            ];
-            if let Some(k) = guard.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-                return Err(ConfigError::Invalid(format!(
-                    "unknown key guard.{k}; the keys of [guard] are: {}",
-                    KNOWN.join(", ")
-                )));
-            }
-        }
-        let config: Config = toml::Value::Table(doc)
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
-        config.check()?;
-        Ok(config)
+        Ok(())
     }
 
     /// Checks what serde cannot.
@@ -622,13 +646,11 @@ impl Config {
     ///
     /// A missing upstream, an unknown orphan policy or encoding.
     pub fn check(&self) -> Result<(), ConfigError> {
-        let base = &self.upstream.base_url;
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ConfigError::Invalid(format!(
-                "upstream.base_url must be an http(s) URL ending in /v1, got {:?} \
-                 (set it in the TOML, with TOOLMEND_UPSTREAM__BASE_URL, or --upstream)",
-                redact_url(base)
-            )));
+        url::normalize("upstream.base_url", &self.upstream.base_url)
+            .map_err(ConfigError::Invalid)?;
+        if !self.correction.base_url.is_empty() {
+            url::normalize("correction.base_url", &self.correction.base_url)
+                .map_err(ConfigError::Invalid)?;
         }
         self.guard.rules.validate().map_err(ConfigError::Invalid)?;
         let g = &self.guard;

@@ -67,7 +67,7 @@ use std::{future::Future, io, sync::Arc};
 use axum::{Router, extract::DefaultBodyLimit};
 use tokio::net::TcpListener;
 
-pub use config::{Config, ConfigError, redact_url};
+pub use config::{Config, ConfigError, Override, redact_url};
 pub use state::{Gateway, StartError};
 /// The tools crate the gateway loads its own tools with (`ToolsFile::parse_section` on
 /// the configuration's text, or `ToolsFile::parse` on a tools file of their own).
@@ -84,15 +84,20 @@ pub mod mend {
 impl Gateway {
     /// The routes: `POST /v1/chat/completions`, `POST /v1/tools/execute`,
     /// `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`.
+    ///
+    /// Around them (`server::access`): the `/v1`-less aliases (`/chat/completions`,
+    /// `/tools/execute`, `/models`), a JSON 404 (405) in OpenAI's error shape listing
+    /// the routes, the request id, and one log line per request.
     pub fn router(self: Arc<Self>) -> Router {
-        Router::new()
+        let routes = Router::new()
             .merge(server::routes(self.plumbing()))
             .merge(fronts::tools::routes(Arc::clone(&self)))
             .merge(fronts::chat_completions::routes(self))
             // The body limit and its timeout are applied where the body is read
             // (server::http::read_body), so both answer in OpenAI's error shape.
             .layer(DefaultBodyLimit::disable())
-            .layer(server::http::catch_panics())
+            .layer(server::http::catch_panics());
+        server::access::wrap(routes)
     }
 }
 

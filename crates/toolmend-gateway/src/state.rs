@@ -42,6 +42,9 @@ pub enum StartError {
     /// The event log (`[events]`) could not be opened: the key and the reason.
     #[error("events: {0}")]
     Events(String),
+    /// The configuration names what is not there (an environment variable).
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
 }
 
 impl Gateway {
@@ -77,6 +80,8 @@ impl Gateway {
         if tools.is_empty() {
             return Gateway::new(config, metrics);
         }
+        // Before any tool is loaded (an MCP server started or connected).
+        config.check_env(&|n| std::env::var(n).ok())?;
         let set = ToolSet::load(tools, &toolmend_tools::set::std_env)
             .await
             .map_err(|e| StartError::Tools(e.to_string()))?;
@@ -112,6 +117,31 @@ impl Gateway {
         store: Option<Option<Arc<dyn toolmend::guard::GuardStore>>>,
         tools: Option<(ToolSet, Vec<(String, toolmend::guard::ToolRules)>)>,
     ) -> Result<Self, StartError> {
+        config.check_env(&|n| std::env::var(n).ok())?;
+        for note in config.notes() {
+            tracing::info!(target: "toolmend::start", "{note}");
+        }
+        match config
+            .upstream
+            .api_key_env
+            .as_deref()
+            .filter(|n| !n.is_empty())
+        {
+            Some(name) => tracing::info!(
+                target: "toolmend::start",
+                "upstream auth: the gateway's own key, from {name} (upstream.api_key_env), \
+                 in the {} header",
+                match config.upstream.api_key_header {
+                    crate::config::ApiKeyHeader::Authorization => "authorization",
+                    crate::config::ApiKeyHeader::ApiKey => "api-key",
+                }
+            ),
+            None => tracing::info!(
+                target: "toolmend::start",
+                "upstream auth: the client's own Authorization / api-key header, passed \
+                 through (upstream.api_key_env is not set)"
+            ),
+        }
         let (set, limits) = tools.unwrap_or_default();
         let mut guard_config = config.guard.clone();
         guard_config.rules = crate::pipeline::guard::merged_rules(&guard_config.rules, &limits)
@@ -146,6 +176,12 @@ impl Gateway {
             metrics,
             config,
         })
+    }
+
+    /// The upstream base URL requests go to, as normalised at load (`/v1` appended to
+    /// one without a path), its credentials hidden: for banners and logs.
+    pub fn upstream_url(&self) -> String {
+        crate::config::redact_url(&self.config.upstream.base_url)
     }
 
     /// What the front-less routes need.

@@ -74,6 +74,10 @@ pub(crate) enum GatewayError {
     /// (`toolmend_no_tools`: `/v1/tools/execute` without configured tools).
     #[error("{message}")]
     NotFound { code: &'static str, message: String },
+    /// 405 `method_not_allowed`: the route exists, not for this method (`message` names
+    /// the one it takes).
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// 504 `toolmend_round_trip_limit`: the round trip through server-side tools reached
     /// `round_trip.max_rounds` or `round_trip.max_secs` with calls still to run (`message`
     /// names the bound and the rounds).
@@ -111,6 +115,7 @@ impl GatewayError {
             | GatewayError::UpstreamDeadline
             | GatewayError::RoundTripLimit(_) => StatusCode::GATEWAY_TIMEOUT,
             GatewayError::NotFound { .. } => StatusCode::NOT_FOUND,
+            GatewayError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             GatewayError::UpstreamUnreachable(_)
             | GatewayError::UpstreamTooLarge(_)
             | GatewayError::UpstreamRedirect(_)
@@ -131,7 +136,8 @@ impl GatewayError {
             | GatewayError::LimitExceeded(_)
             | GatewayError::BodyTooLarge { .. }
             | GatewayError::BodyTimeout { .. }
-            | GatewayError::NotFound { .. } => "invalid_request_error",
+            | GatewayError::NotFound { .. }
+            | GatewayError::MethodNotAllowed(_) => "invalid_request_error",
             GatewayError::RoundTripLimit(_) => "server_error",
             GatewayError::UpstreamTimeout
             | GatewayError::UpstreamUnreachable(_)
@@ -155,6 +161,7 @@ impl GatewayError {
             | GatewayError::Internal { code, .. }
             | GatewayError::NotFound { code, .. } => code,
             GatewayError::RoundTripLimit(_) => "toolmend_round_trip_limit",
+            GatewayError::MethodNotAllowed(_) => "method_not_allowed",
             GatewayError::LimitExceeded(_) => "toolmend_limit_exceeded",
             GatewayError::BodyTooLarge { .. } => "body_too_large",
             GatewayError::BodyTimeout { .. } => "body_timeout",
@@ -189,8 +196,22 @@ impl IntoResponse for Forwarded {
     }
 }
 
+/// The `code` of the error a response answers with, in its extensions: the request's
+/// log line names it (`server::access`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ErrorCode(pub(crate) &'static str);
+
 impl IntoResponse for GatewayError {
     fn into_response(self) -> Response {
+        let code = ErrorCode(self.code());
+        let mut out = self.into_response_inner();
+        out.extensions_mut().insert(code);
+        out
+    }
+}
+
+impl GatewayError {
+    fn into_response_inner(self) -> Response {
         match self {
             GatewayError::UpstreamStatus(f) => f.into_response(),
             GatewayError::Flooded {

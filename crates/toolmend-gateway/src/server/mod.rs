@@ -6,6 +6,7 @@
 //! Knows no API's request or response body and nothing of the mending: it imports
 //! neither `pipeline` nor a front.
 
+pub(crate) mod access;
 pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod listen;

@@ -13,7 +13,10 @@ use serde_json::Value;
 use crate::{
     config::{self, ApiKeyHeader, Redirects},
     metrics as m,
-    server::error::{Forwarded, GatewayError},
+    server::{
+        access,
+        error::{Forwarded, GatewayError},
+    },
 };
 
 /// The upstream provider and the client that talks to it.
@@ -123,7 +126,13 @@ impl Upstream {
         let req = self.auth(self.client.get(self.url(path)), headers);
         let deadline = self.deadline();
         match tokio::time::timeout_at(deadline.into(), req.send()).await {
-            Ok(Ok(resp)) => self.forward(resp, deadline).await,
+            Ok(Ok(resp)) => {
+                access::note_upstream(resp.status().as_u16());
+                if !resp.status().is_success() {
+                    warn_status(resp.status().as_u16(), path);
+                }
+                self.forward(resp, deadline).await
+            }
             Ok(Err(e)) => Err(failure(&e)),
             Err(_) => Err(deadline_passed()),
         }
@@ -173,7 +182,9 @@ impl Upstream {
             Ok(Err(e)) => return Err(failure(&e)),
             Err(_) => return Err(deadline_passed()),
         };
+        access::note_upstream(resp.status().as_u16());
         if !resp.status().is_success() {
+            warn_status(resp.status().as_u16(), resp.url().path());
             return Err(self.not_success(resp, deadline).await);
         }
         Ok(resp)
@@ -248,21 +259,71 @@ impl Upstream {
     }
 }
 
-/// A transport failure (counted): 504 on a timeout, else 502.
+/// A transport failure (counted, logged at warn with its cause): 504 on a timeout,
+/// else 502.
 pub(crate) fn failure(e: &reqwest::Error) -> GatewayError {
+    access::note_upstream_failed();
+    let cause = without_url(e);
+    let to = e
+        .url()
+        .map(|u| config::redact_url(&format!("{}://{}", u.scheme(), u.authority())))
+        .unwrap_or_default();
     if e.is_timeout() {
         m::upstream_error("timeout");
+        warn(
+            "upstream_timeout",
+            &format!("the upstream {to} did not answer in time: {cause}"),
+        );
         GatewayError::UpstreamTimeout
     } else {
         m::upstream_error("transport");
-        GatewayError::UpstreamUnreachable(without_url(e))
+        warn(
+            "upstream_unreachable",
+            &format!("the upstream {to} could not be reached: {cause}"),
+        );
+        GatewayError::UpstreamUnreachable(cause)
     }
 }
 
-/// The answer when an upstream answer outlives `upstream.deadline_secs` (counted).
+/// The answer when an upstream answer outlives `upstream.deadline_secs` (counted, logged).
 pub(crate) fn deadline_passed() -> GatewayError {
     m::upstream_error("deadline");
+    warn(
+        "upstream_deadline",
+        "the upstream answer took longer than upstream.deadline_secs in all",
+    );
     GatewayError::UpstreamDeadline
+}
+
+/// An upstream failure, at warn, with the request it failed (target `toolmend::upstream`).
+/// `cause` never holds a URL's credentials or query, a key or a body.
+fn warn(code: &str, cause: &str) {
+    tracing::warn!(
+        target: "toolmend::upstream",
+        code,
+        request_id = %access::current_request_id(),
+        "{cause}"
+    );
+}
+
+/// An upstream answer that is not a success (passed on to the client as it came): its
+/// status at warn (its body is not logged: it may quote the request or part of a key).
+fn warn_status(status: u16, path: &str) {
+    let hint = match status {
+        401 | 403 => {
+            "; check the key (upstream.api_key_env, or the client's Authorization when it \
+             is not set)"
+        }
+        404 => "; check upstream.base_url (it must end in the API's base path, e.g. /v1)",
+        _ => "",
+    };
+    tracing::warn!(
+        target: "toolmend::upstream",
+        code = "upstream_status",
+        upstream_status = status,
+        request_id = %access::current_request_id(),
+        "the upstream answered {status} to {path}{hint}"
+    );
 }
 
 /// reqwest's error text with its causes (its own text names none: "error sending
@@ -311,6 +372,13 @@ async fn read_bounded(
             Ok(Ok(Some(chunk))) => {
                 if buf.len() + chunk.len() > max {
                     m::upstream_error("too_large");
+                    warn(
+                        "upstream_too_large",
+                        &format!(
+                            "the upstream answer is larger than limits.max_upstream_bytes \
+                             ({max} bytes)"
+                        ),
+                    );
                     return Err(GatewayError::UpstreamTooLarge(format!(
                         "the upstream answer is larger than limits.max_upstream_bytes \
                          ({max} bytes); it was not read further"

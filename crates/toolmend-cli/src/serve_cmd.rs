@@ -1,0 +1,298 @@
+//! `toolmend serve`: the gateway, wired. The configuration is read from its sources
+//! (the file, `TOOLMEND_<SECTION>__<KEY>`, `--listen` / `--upstream`: each error names
+//! the one it came from), the start refuses what would fail later (a key variable that
+//! is not set, an upstream URL of the wrong shape), the logs are JSON lines on standard
+//! error, and Ctrl-C or SIGTERM drains the requests in flight.
+
+use std::{io::Write, process::ExitCode};
+
+use anyhow::Context;
+use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
+
+/// Serve the gateway: an OpenAI-compatible endpoint that mends tool calls.
+///
+/// Point any OpenAI client's base URL at it (http://LISTEN/v1; /chat/completions and
+/// /models without /v1 are served too). Each request's history is checked before it
+/// goes upstream (sanitized by default, the actions named in `x-toolmend-history`);
+/// each response's tool calls are repaired, coerced and validated against the
+/// request's `tools`, calls written into the text become real `tool_calls`, and a call
+/// that stays invalid is sent back to the model with its feedback (`calls.invalid =
+/// "re_ask"`), invisible to the client. Streaming included. `x-toolmend-calls`,
+/// `x-toolmend-fixes`, `x-toolmend-unresolved` and the body's `toolmend` object say what
+/// was done; /metrics serves Prometheus metrics, /healthz and /readyz the probes.
+///
+/// Configuration: a TOML file (--config), every key overridable from the environment as
+/// TOOLMEND_<SECTION>__<KEY>, then --listen / --upstream. Each key, its default first,
+/// then the other values it takes (docs/gateway.md, "Configuration", says what each does):
+///   listen = "127.0.0.1:8790"
+///   [upstream]  base_url = "https://api.openai.com/v1" (no path: /v1 is appended, and the
+///                 log says so; an endpoint, a query or another scheme is refused)
+///               api_key_env = "OPENAI_API_KEY" (must be set at start; unset or "": the
+///                 client's Authorization / api-key is passed through)
+///               api_key_header = "authorization" | "api-key" (Azure OpenAI)
+///               timeout_secs = 120 (headers, and between stream chunks)
+///               connect_timeout_secs = 10   deadline_secs = 600 (one whole answer)
+///               redirects = "none" | "same_origin"
+///   [history]   policy = "sanitize" | "reject" (400) | "pass"   orphans = "drop" | "rehome"
+///               max_tokens = 8000 (unset: no trim)   encoding = "o200k_base" | "cl100k_base" | "bytes"
+///   [calls]     mend = true   calls_in_content = true   accept_truncated = false
+///               invalid = "re_ask" | "correct" | "pass" | ["re_ask", "correct"]   max_re_asks = 1
+///               reasoning = "move" (to reasoning_content) | "drop" | "keep" (in the content)
+///               strip_thinking = true (false: reasoning = "keep")   account = true (the
+///                 body's `toolmend` object)
+///   [correction] (for invalid = "correct": any OpenAI-compatible endpoint)
+///               base_url = "http://127.0.0.1:8000/v1"   model = "qwen2.5-1.5b-instruct"
+///               api_key_env = "CORRECTION_KEY" (must be set when used)   max_retries = 2
+///               context_messages = 10   timeout_secs = 30
+///   [limits]    max_body_bytes = 8388608   max_header_bytes = 65536   tool_cache = 256
+///               header_timeout_secs = 30   body_timeout_secs = 60   max_connections = 4096
+///               max_messages = 100000   max_calls_per_message = 100000   max_tools = 1024
+///               max_argument_bytes = 4194304   max_schema_bytes = 262144
+///               max_upstream_bytes = 33554432   max_tool_labels = 500
+///               shutdown_grace_secs = 30   (docs/gateway.md, "Limits": what each answers)
+///   [guard]     (off until a rule is set; docs/guard.md)
+///               on_flood = "feedback" | "reject" (429) | "flag"   max_re_asks = 1
+///               store = "memory" | "redis"   redis_url = "redis://127.0.0.1:6379/"
+///               timeout_ms = 20   fail = "open" | "closed"   max_keys = 100000
+///               session_from = ["header", "user", "metadata", "api_key"]   (x-toolmend-session)
+///               metadata_key = "session_id"   session_ttl_secs = 3600
+///     rules:    session = {limit = 5, window_secs = 60}   duplicate = {window_secs = 60}
+///               tools.send_email.session / .global = {limit, window_secs}
+///               repeat = {observe = 2, block = 3, stop = 6}   ping_pong = {cycles = 3}
+///               no_progress = {block = 3}   (each rule: shadow = true to only report)
+///               limits = {thread_limit, run_limit, exit_behavior = "continue" | "error" | "end"}
+///   [round_trip] (server-side tools) max_rounds = 4 (model answers per request)   max_secs = 60
+///               inject = true (their definitions go upstream; the client does not know them)
+///   [events]    path = "/var/log/toolmend/events.jsonl" (one JSON line per mended call;
+///                 `toolmend report` reads it)   clean = true   buffer = 10000
+///               session_salt_env = "EVENTS_SALT" (must be set when named)
+///   [[tools]]   tools behind the network, also in a file of their own (--tools FILE):
+///               name = "get_weather"   description = "..."   endpoint = "http://127.0.0.1:9000/weather"
+///               parameters = {type = "object", ...} (or parameters_json = '...')
+///               server_side = true (the gateway runs it: the round trip)   timeout_ms = 10000
+///               retries (idempotent = true | idempotency_key = true)   template   budget_bytes
+///               limits = {session = {limit, window_secs}, ...}   backup   sla_ms   adapter
+///   [[mcp]]     name = "files"   url = "http://127.0.0.1:8000/mcp" | command = "..." args = [...]
+///               server_side = true   tools = ["read"]   timeout_ms = 10000
+///   Configured tools are served at POST /v1/tools/execute (an assistant message in, one
+///   tool message per call id out); calls to server-side ones are run by the gateway,
+///   the model asked again until it answers, x-toolmend-round-trip says how many rounds.
+///
+/// A configuration error names where the value came from: the file and its line
+/// (gateway.toml:12: …), the variable (TOOLMEND_HISTORY__POLICY: …) or the flag.
+///
+/// Logs: JSON lines on standard error, one per request at info (target
+/// toolmend::request: method, route, status, upstream status and calls, duration,
+/// mended counts, request id; never keys or argument values), upstream failures at warn
+/// with their cause. RUST_LOG sets the level (default info); the HTTP stack's own
+/// crates (hyper, h2, reqwest, rustls, tower) stay at warn unless RUST_LOG names them.
+///
+/// Examples:
+///   toolmend serve --upstream https://api.openai.com/v1
+///   OPENAI_API_KEY=sk-... TOOLMEND_UPSTREAM__API_KEY_ENV=OPENAI_API_KEY toolmend serve --upstream https://api.openai.com/v1
+///   toolmend serve --upstream http://127.0.0.1:8000          # a local vLLM: /v1 is appended
+///   TOOLMEND_HISTORY__POLICY=reject toolmend serve --config gateway.toml
+///   TOOLMEND_CALLS__INVALID='["re_ask", "correct"]' toolmend serve --config gateway.toml
+///   TOOLMEND_CALLS__REASONING=keep toolmend serve --upstream http://127.0.0.1:8000/v1
+///   TOOLMEND_GUARD__SESSION__LIMIT=5 TOOLMEND_GUARD__SESSION__WINDOW_SECS=60 \
+///     TOOLMEND_GUARD__STORE=redis TOOLMEND_GUARD__REDIS_URL=redis://127.0.0.1:6379/ toolmend serve ...
+///   toolmend serve --upstream https://api.openai.com/v1 --tools tools.toml
+///   RUST_LOG=toolmend::request=warn toolmend serve ...        # no line per request
+///   toolmend scripted-provider examples/script.jsonl &   # then
+///   toolmend serve --listen 127.0.0.1:8790 --upstream http://127.0.0.1:PORT/v1
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct ServeArgs {
+    /// A TOML configuration file (optional: embedded defaults otherwise).
+    #[arg(long, env = "TOOLMEND_CONFIG")]
+    config: Option<std::path::PathBuf>,
+    /// Where to listen (overrides `listen`).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// A tools file (`[[tools]]`, `[[mcp]]` only), instead of those tables in --config.
+    #[arg(long, env = "TOOLMEND_TOOLS")]
+    tools: Option<std::path::PathBuf>,
+    /// The upstream base URL, up to its base path, e.g. /v1 (overrides
+    /// `upstream.base_url`; without a path, /v1 is appended).
+    #[arg(long)]
+    upstream: Option<String>,
+}
+
+/// `TOOLMEND_*` variables that are not configuration overrides (the flags' own, and the
+/// test suite's).
+const NOT_OVERRIDES: [&str; 5] = [
+    "TOOLMEND_CONFIG",
+    "TOOLMEND_TOOLS",
+    "TOOLMEND_PROVIDER_PORT",
+    "TOOLMEND_MAX_DEPTH",
+    "TOOLMEND_PYTHON",
+];
+
+/// The crates of the HTTP stack: kept at warn unless `RUST_LOG` names them (at debug
+/// they log every connection and pool event).
+const NOISY: [&str; 7] = [
+    "hyper",
+    "hyper_util",
+    "h2",
+    "reqwest",
+    "rustls",
+    "tower",
+    "tower_http",
+];
+
+/// The log filter for `rust_log` (`RUST_LOG`): it, or `info`, with [`NOISY`] at warn
+/// where it does not name them.
+pub(crate) fn log_filter(rust_log: Option<&str>) -> String {
+    let base = rust_log
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("info");
+    let named = |krate: &str| {
+        base.split(',').any(|d| {
+            let target = d.split(['=', '[']).next().unwrap_or_default().trim();
+            target == krate || target.starts_with(&format!("{krate}::"))
+        })
+    };
+    let mut filter = base.to_owned();
+    for krate in NOISY {
+        if !named(krate) {
+            filter.push_str(&format!(",{krate}=warn"));
+        }
+    }
+    filter
+}
+
+/// JSON lines on standard error, filtered by [`log_filter`].
+fn init_logs() {
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = tracing_subscriber::EnvFilter::try_new(log_filter(rust_log.as_deref()))
+        .unwrap_or_else(|e| {
+            let _ = writeln!(
+                std::io::stderr(),
+                "toolmend: RUST_LOG is not a filter ({e}); logging at info"
+            );
+            tracing_subscriber::EnvFilter::new(log_filter(None))
+        });
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .try_init();
+}
+
+/// Serves the gateway until Ctrl-C or SIGTERM, then drains requests in flight.
+pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let text = match &args.config {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the configuration {}", path.display()))?,
+        None => String::new(),
+    };
+    let file = args.config.as_ref().map(|p| p.display().to_string());
+    let env = std::env::vars().filter(|(k, _)| !NOT_OVERRIDES.contains(&k.as_str()));
+    let mut flags = Vec::new();
+    if let Some(listen) = args.listen {
+        flags.push(Override::flag("--listen", "listen", listen.to_string()));
+    }
+    if let Some(upstream) = &args.upstream {
+        flags.push(Override::flag(
+            "--upstream",
+            "upstream.base_url",
+            upstream.as_str(),
+        ));
+    }
+    let config = Config::load(&text, file.as_deref(), env, flags)?;
+    let tools = serve_tools(args, &text)?;
+    init_logs();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let metrics = toolmend_gateway::metrics::install().ok();
+        let listen = config.listen;
+        // Tools are loaded here: MCP servers are connected and listed before the first
+        // request; any problem stops the start, naming the file, the line and the tool.
+        let gateway = std::sync::Arc::new(
+            toolmend_gateway::Gateway::with_tools(config, metrics, &tools).await?,
+        );
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        let mut out = std::io::stdout();
+        // Never the credentials a URL may carry (`http://user:key@host/v1`).
+        writeln!(
+            out,
+            "toolmend gateway: http://{}/v1 -> {}; Ctrl-C stops it",
+            listener.local_addr()?,
+            gateway.upstream_url()
+        )?;
+        out.flush()?;
+        toolmend_gateway::serve(listener, gateway, shutdown())
+            .await
+            .context("serving")?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The tools `serve` runs: the `[[tools]]` and `[[mcp]]` tables of the configuration,
+/// or the `--tools` file (not both: one place declares them).
+fn serve_tools(args: &ServeArgs, config_text: &str) -> anyhow::Result<ToolsFile> {
+    let origin = args
+        .config
+        .as_ref()
+        .map_or_else(|| "<config>".to_owned(), |p| p.display().to_string());
+    let inline = ToolsFile::parse_section(config_text, &origin)?;
+    let Some(path) = &args.tools else {
+        return Ok(inline);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the tools file {}", path.display()))?;
+    let file = ToolsFile::parse(&text, &path.display().to_string())?;
+    if !inline.is_empty() {
+        anyhow::bail!(
+            "tools are declared in both {origin} ([[tools]] / [[mcp]]) and --tools {}: \
+             declare them in one place",
+            path.display()
+        );
+    }
+    Ok(file)
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn the_http_stack_stays_at_warn_unless_named() {
+        assert_eq!(
+            log_filter(None),
+            "info,hyper=warn,hyper_util=warn,h2=warn,reqwest=warn,rustls=warn,tower=warn,\
+             tower_http=warn"
+        );
+        let f = log_filter(Some("debug,hyper_util=trace"));
+        assert!(
+            f.starts_with("debug,hyper_util=trace,hyper=warn,h2=warn"),
+            "{f}"
+        );
+        assert!(!f.contains("hyper_util=warn"), "{f}");
+        assert!(log_filter(Some("  ")).starts_with("info,"));
+        assert!(!log_filter(Some("reqwest::connect=debug")).contains("reqwest=warn"));
+    }
+}
