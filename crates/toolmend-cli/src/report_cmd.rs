@@ -818,9 +818,16 @@ fn time_chart(out: &mut String, agg: &Aggregate) {
     }
     for k in ticks {
         let (x, s) = label_at(k);
+        // The first label starts at its column and the last ends at its column, so that
+        // neither runs off the chart.
+        let (x, anchor) = match k {
+            0 => (x - col / 2.0, "start"),
+            k if k == n - 1 => (x + col / 2.0, "end"),
+            _ => (x, "middle"),
+        };
         let _ = write!(
             out,
-            "<text class=\"axis\" x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{s}</text>",
+            "<text class=\"axis\" x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{s}</text>",
             h - bottom + 18
         );
     }
@@ -828,7 +835,7 @@ fn time_chart(out: &mut String, agg: &Aggregate) {
         out,
         "<text class=\"axis\" x=\"{}\" y=\"{}\" text-anchor=\"end\">one column: {} (UTC)</text>",
         w - 10,
-        h - 6,
+        12,
         interval_name(width)
     );
     out.push_str("</svg>");
