@@ -15,7 +15,13 @@ fi
 [ -x target/release/toolmend ] || cargo build --release --locked -p toolmend-cli
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-python3 "$scorer" --corpus "$corpus" --tool cmd --cmd "target/release/toolmend mend --lines" \
+# --accept-truncated: the corpus scores the repair of cut-off texts (its truncated_*
+# records expect the salvaged prefix, not a refusal), so the opt-in that every front names
+# the same is given here. `toolmend mend` itself refuses them by default (feedback), as the
+# node, the Python fronts and the gateway do; TOOLMEND_CORPUS_DEFAULTS=1 scores that.
+accept="--accept-truncated"
+[ "${TOOLMEND_CORPUS_DEFAULTS:-0}" = 1 ] && accept=""
+python3 "$scorer" --corpus "$corpus" --tool cmd --cmd "target/release/toolmend mend --lines $accept" \
   --cmd-input record --json-out "$out/score.json" | sed -n '1,6p'
 python3 - "$out/score.json" "$corpus" <<'PY'
 import json, sys
