@@ -172,6 +172,11 @@ pub(crate) fn call(
     counter!("toolmend_calls_total", "tool" => tool.into(), "outcome" => outcome.as_str(),
         "source" => source.as_str())
     .increment(1);
+    kinds(fixes, issues);
+}
+
+/// Fixes and issues by kind.
+pub(crate) fn kinds(fixes: &[Fix], issues: &[Issue]) {
     for f in fixes {
         counter!("toolmend_fixes_total", "kind" => f.kind.id()).increment(1);
     }
@@ -329,4 +334,48 @@ pub(crate) fn connection_refused() {
 
 pub(crate) fn panic() {
     counter!("toolmend_panics_total").increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{OTHER, ToolLabels, field_path};
+
+    #[test]
+    fn a_field_path_keeps_only_what_the_schema_declares() {
+        let schema = json!({"type": "object", "properties": {
+            "city": {"type": "string"},
+            "stops": {"type": "array", "items": {"$ref": "#/$defs/stop"}},
+            "a": {"type": "object", "properties": {"b": {"type": "object", "properties": {
+                "c": {"type": "object", "properties": {"d": {"type": "string"}}}}}}},
+            "opt": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"x": {}}}]},
+            "odd~/key": {"type": "string"}},
+            "$defs": {"stop": {"type": "object", "properties": {"at": {"type": "integer"}}}}});
+        for (pointer, field) in [
+            ("", "/"),
+            ("/city", "/city"),
+            ("/stops/0/at", "/stops/*/at"),
+            ("/stops/12/secret", "/stops/*/?"),
+            ("/a/b/c/d", "/a/b/c"),
+            ("/opt/x", "/opt/x"),
+            ("/town", "/?"),
+            ("/town/0", "/?"),
+            ("/odd~0~1key", "/odd~/key"),
+        ] {
+            assert_eq!(field_path(&schema, pointer), field, "{pointer}");
+        }
+    }
+
+    #[test]
+    fn field_series_are_capped() {
+        let labels = ToolLabels {
+            max_fields: 2,
+            ..ToolLabels::new(10)
+        };
+        assert_eq!(labels.field("m", "t", "/a".into(), "k"), "/a");
+        assert_eq!(labels.field("m", "t", "/b".into(), "k"), "/b");
+        assert_eq!(labels.field("m", "t", "/a".into(), "k"), "/a");
+        assert_eq!(labels.field("m", "t", "/c".into(), "k"), OTHER);
+    }
 }

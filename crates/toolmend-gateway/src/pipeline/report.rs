@@ -16,7 +16,11 @@ use toolmend::{
 
 use crate::{
     metrics as m,
-    pipeline::{plan::Mended, request::RequestNotes, resolve::Tally},
+    pipeline::{
+        plan::{CallReport, Mended},
+        request::RequestNotes,
+        resolve::Tally,
+    },
 };
 
 /// Issues listed per call in the account (the rest counted): a call may carry thousands.
@@ -154,6 +158,27 @@ impl Summary {
             self.note_fixes(c.fixes.iter().map(|f| f.kind.id()));
         }
         self.note_fixes(mended.message_fixes.iter().map(|f| f.kind.id()));
+    }
+
+    /// The fixes and issues of calls that leave the answer unseen (re-asked: replaced by
+    /// the new answer's calls), by kind and by field: the model got them wrong all the
+    /// same. Their outcome is not counted (the calls that replace them are).
+    pub(crate) fn count_replaced<'c>(
+        calls: impl IntoIterator<Item = &'c CallReport>,
+        tools: &Toolbox,
+        labels: &m::ToolLabels,
+    ) {
+        for c in calls {
+            let tool = tools.get(&c.tool);
+            let label = if tool.is_some() {
+                labels.label(&c.tool)
+            } else {
+                m::UNDECLARED.to_owned()
+            };
+            let schema = tool.filter(|_| label == c.tool).map(|t| t.parameters());
+            m::fields(labels, &label, schema, &c.fixes, &c.issues);
+            m::kinds(&c.fixes, &c.issues);
+        }
     }
 
     fn note_fixes<'k>(&mut self, kinds: impl Iterator<Item = &'k str>) {

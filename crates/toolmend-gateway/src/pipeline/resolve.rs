@@ -24,6 +24,7 @@ use crate::{
     pipeline::{
         Pipeline,
         plan::{CallReport, Mended, plan_message},
+        report::Summary,
     },
 };
 
@@ -212,6 +213,8 @@ impl Pipeline {
             asked += 1;
             m::re_ask();
             let bad: Vec<&CallReport> = mended.unresolved().collect();
+            // What the model got wrong is counted even though the client never sees it.
+            Summary::count_replaced(bad.iter().copied(), toolbox, &self.labels);
             let bad_ids: HashSet<&str> = bad.iter().map(|c| c.id.as_str()).collect();
             let calls: Vec<ToolCall> = mended
                 .message
@@ -240,8 +243,15 @@ impl Pipeline {
                 .re_asked
                 .extend(feedback.iter().map(|(id, _)| id.clone()));
             let t = Instant::now();
-            let Some((message, finish)) = reask.re_ask(calls.clone(), feedback.clone()).await
-            else {
+            // The re-ask's span (the `otel` feature): docs/gateway.md, "Tracing".
+            #[cfg(feature = "otel")]
+            let asking = tracing::Instrument::instrument(
+                reask.re_ask(calls.clone(), feedback.clone()),
+                crate::telemetry::re_ask_span(asked, calls.len()),
+            );
+            #[cfg(not(feature = "otel"))]
+            let asking = reask.re_ask(calls.clone(), feedback.clone());
+            let Some((message, finish)) = asking.await else {
                 break;
             };
             took += t.elapsed();
