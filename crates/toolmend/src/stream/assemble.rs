@@ -105,8 +105,14 @@ impl<'a> CallDelta<'a> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Assembled {
     /// The message: its calls in the order they began; its content by the mode (kept:
-    /// the whole text, empty as none; gated: the held text; passed: none).
+    /// the whole text, empty as none; gated: the whole text when the gate held a possible
+    /// call (what it released, then what it held: the plan reads the text as the model
+    /// wrote it, so a call after prose is judged as the JSON path judges it), else none;
+    /// passed: none).
     pub message: AssistantMessage,
+    /// Gated: the content already released to the client (a prefix of the message's
+    /// text when the gate held something). [`unreleased`] gives what is left to send.
+    pub released: String,
     /// The `finish_reason` seen, if any.
     pub finish_reason: Option<String>,
     /// Gated content kept back at the end (no marker after all): release it now.
@@ -133,6 +139,10 @@ pub struct Assembler {
     current: Option<usize>,
     call_bytes: usize,
     content: String,
+    /// Gated: what the gate released so far, for the plan to read the whole text; kept
+    /// up to `max_bytes` (past it, dropped: the plan then reads the held text alone).
+    released: String,
+    released_overflow: bool,
     gate: ContentGate,
     finish_reason: Option<String>,
 }
@@ -157,6 +167,8 @@ impl Assembler {
             current: None,
             call_bytes: 0,
             content: String::new(),
+            released: String::new(),
+            released_overflow: false,
             gate: ContentGate::new(thinking),
             finish_reason: None,
         }
@@ -203,7 +215,16 @@ impl Assembler {
                 text.to_owned()
             }
             ContentMode::Pass => text.to_owned(),
-            ContentMode::Gate(_) => self.gate.push(text),
+            ContentMode::Gate(_) => {
+                let out = self.gate.push(text);
+                if self.released.len() + out.len() > self.opts.max_bytes {
+                    self.released_overflow = true;
+                    self.released = String::new();
+                } else if !self.released_overflow {
+                    self.released.push_str(&out);
+                }
+                out
+            }
         };
         self.check()?;
         Ok(out)
@@ -257,7 +278,8 @@ impl Assembler {
         self.finish_reason = Some(reason.to_owned());
     }
 
-    /// Bytes retained now (what `max_bytes` bounds).
+    /// Bytes retained now (what `max_bytes` bounds). The released text kept for the plan
+    /// is bounded by `max_bytes` on its own and not counted: a long answer never fails.
     pub fn retained(&self) -> usize {
         self.call_bytes + self.content.len() + self.gate.pending()
     }
@@ -288,10 +310,11 @@ impl Assembler {
                 extra: serde_json::Map::new(),
             })
             .collect();
+        let released = std::mem::take(&mut self.released);
         let content = match self.opts.content {
             ContentMode::Keep => Some(std::mem::take(&mut self.content)).filter(|c| !c.is_empty()),
             ContentMode::Pass => None,
-            ContentMode::Gate(_) => end.held,
+            ContentMode::Gate(_) => end.held.map(|held| released.clone() + &held),
         };
         let out = Assembled {
             message: AssistantMessage {
@@ -300,6 +323,7 @@ impl Assembler {
                 ..AssistantMessage::default()
             },
             finish_reason: self.finish_reason.take(),
+            released,
             tail: end.tail,
             thinking_stripped: end.thinking_stripped,
         };
@@ -322,4 +346,25 @@ impl Assembler {
         }
         Ok(())
     }
+}
+
+/// What of `planned` (the content a plan of the whole streamed text left: the prose before
+/// its calls, or the text unchanged) is still to send when `released` already reached the
+/// client. The plan trims its prose, so released whitespace, or a released part the trim
+/// cut off, counts as sent. A text that does not continue what was released (a re-ask's
+/// answer) is sent whole.
+pub fn unreleased<'a>(planned: &'a str, released: &str) -> &'a str {
+    let sent = released.trim_start();
+    if sent.is_empty() {
+        return planned;
+    }
+    // An untouched text keeps the leading whitespace the release already sent.
+    let from = planned.trim_start();
+    if let Some(rest) = from.strip_prefix(sent) {
+        return rest;
+    }
+    if sent.starts_with(from) {
+        return "";
+    }
+    planned
 }

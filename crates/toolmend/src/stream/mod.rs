@@ -30,7 +30,9 @@
 pub mod assemble;
 pub mod gate;
 
-pub use assemble::{AssembleOptions, Assembled, Assembler, CallDelta, ContentMode, StreamError};
+pub use assemble::{
+    AssembleOptions, Assembled, Assembler, CallDelta, ContentMode, StreamError, unreleased,
+};
 pub use gate::{ContentGate, GateEnd, Thinking};
 
 #[cfg(test)]

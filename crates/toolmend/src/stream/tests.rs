@@ -226,10 +226,13 @@ fn the_gate_holds_a_call_and_the_message_carries_it() {
     assert!(a.holds_anything());
     let done = a.finish();
     assert_eq!(out, "Let me check.");
+    // The message is the whole text (the plan reads it in context); `released` is what
+    // already went out.
     assert_eq!(
         done.message.text().as_deref(),
-        Some(" <tool_call>{\"name\": \"f\"}</tool_call>")
+        Some("Let me check. <tool_call>{\"name\": \"f\"}</tool_call>")
     );
+    assert_eq!(done.released, "Let me check.");
     assert!(!a.holds_anything(), "finish starts over");
 }
 
@@ -853,4 +856,57 @@ fn the_assembler_and_the_gate_are_linear_in_the_deltas() {
         });
         assert!(ok, "{what}: 1x {:?}, 10x {:?}", last.0, last.1);
     }
+}
+
+#[test]
+fn the_gated_message_is_the_whole_text_and_unreleased_gives_what_is_left() {
+    // Prose released, then a held call: the plan reads all of it, as the JSON path does.
+    let mut a = gated(Thinking::Pass);
+    let mut out = String::new();
+    for d in [
+        "Call it so:\n```py",
+        "thon\n",
+        "get_weather(city=\"Lagos\")\n```",
+    ] {
+        out.push_str(&a.push_content(d).unwrap());
+    }
+    let done = a.finish();
+    let whole = "Call it so:\n```python\nget_weather(city=\"Lagos\")\n```";
+    if let Some(text) = done.message.text() {
+        assert_eq!(text, whole);
+        assert_eq!(
+            format!("{}{}", done.released, &text[done.released.len()..]),
+            whole
+        );
+        assert_eq!(done.released, out);
+    } else {
+        assert_eq!(out + &done.tail, whole);
+    }
+    // What a plan's content leaves to send.
+    use crate::stream::unreleased;
+    assert_eq!(unreleased("Sure. Checking", "Sure. "), "Checking");
+    assert_eq!(unreleased("Sure.", "Sure. "), "");
+    assert_eq!(unreleased("Sure.", "  \n"), "Sure.");
+    assert_eq!(unreleased("  Sure. more", "  Sure."), " more");
+    assert_eq!(
+        unreleased("A re-ask's answer", "Sure. "),
+        "A re-ask's answer"
+    );
+    // Past max_bytes the released text is not kept: the plan reads the held text alone.
+    let mut a = Assembler::new(AssembleOptions {
+        max_bytes: 64,
+        content: ContentMode::Gate(Thinking::Pass),
+        ..AssembleOptions::default()
+    });
+    for _ in 0..100 {
+        a.push_content("plain words ").unwrap();
+    }
+    a.push_content("<tool_call>{\"name\": \"f\"}</tool_call>")
+        .unwrap();
+    let done = a.finish();
+    assert_eq!(done.released, "");
+    assert_eq!(
+        done.message.text().as_deref(),
+        Some(" <tool_call>{\"name\": \"f\"}</tool_call>")
+    );
 }

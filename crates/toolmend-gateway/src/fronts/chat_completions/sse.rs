@@ -52,6 +52,9 @@ struct Transformer {
     tap: Option<Tap>,
     /// The reasoning the tap finds goes out as `delta.reasoning_content`.
     move_reasoning: bool,
+    /// The content the gate released before choice 0 finished: the plan reads the whole
+    /// text, and only what is left of its content is sent at the end.
+    released: String,
 }
 
 /// What one upstream event turns into.
@@ -91,6 +94,7 @@ impl Transformer {
             meta: Map::new(),
             tap: None,
             move_reasoning: false,
+            released: String::new(),
         }
     }
 
@@ -224,7 +228,12 @@ impl Transformer {
             let thinking_stripped = done.thinking_stripped;
             let tail = released + &done.tail;
             let message = done.message;
-            let held_text = message.text();
+            // The message's text is all of it (released, then held); what is left to
+            // send is the held part.
+            let held_text = message
+                .text()
+                .map(|t| toolmend::stream::unreleased(&t, &done.released).to_owned());
+            self.released = done.released;
             // Other choices in the same chunk go out unchanged; `usage` goes with the
             // finish chunk only (twice would count twice).
             let rest = if choices.is_empty() {
@@ -292,11 +301,14 @@ impl Transformer {
         );
         let from_text = mended.is_some_and(|m| m.calls.iter().any(|c| c.from_text));
         let mut text = tail;
-        let rest = match mended {
-            Some(m) => m.message.text(),
-            None => held_text,
-        };
-        text.push_str(rest.as_deref().unwrap_or_default());
+        match mended {
+            // The plan read the whole text: send what of its content did not go out yet.
+            Some(m) => {
+                let planned = m.message.text().unwrap_or_default();
+                text.push_str(toolmend::stream::unreleased(&planned, &self.released));
+            }
+            None => text.push_str(held_text.as_deref().unwrap_or_default()),
+        }
         out.extend(self.message_chunks(0, &text, &calls));
         let mut finish = finish;
         if let Some(f) = wire::finish_reason(
