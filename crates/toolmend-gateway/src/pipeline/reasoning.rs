@@ -103,7 +103,14 @@ pub(crate) struct Tap {
     after_block: bool,
     /// A thinking tag was seen.
     saw: bool,
+    /// Trailing whitespace of the reasoning, kept back until more reasoning follows (a
+    /// block's end drops it, as the whole answer's blocks are trimmed); at most
+    /// [`MAX_KEPT_WS`] bytes.
+    ws: String,
 }
+
+/// Trailing whitespace of reasoning kept back at most.
+const MAX_KEPT_WS: usize = 1024;
 
 impl Tap {
     pub(crate) fn push(&mut self, delta: &str) -> Parts {
@@ -131,6 +138,7 @@ impl Tap {
             self.saw = true;
             if tag.closing {
                 self.inside = false;
+                self.ws.clear();
                 if !self.content_started {
                     self.after_block = true;
                 }
@@ -154,6 +162,7 @@ impl Tap {
         let text = std::mem::take(&mut self.buf);
         let mut out = Parts::default();
         self.emit(&text, &mut out);
+        self.ws.clear();
         out
     }
 
@@ -175,7 +184,17 @@ impl Tap {
             }
             self.block_start = false;
             self.reasoned = true;
-            out.reasoning.push_str(text);
+            let body = text.trim_end();
+            if body.is_empty() {
+                self.ws.push_str(text);
+                if self.ws.len() > MAX_KEPT_WS {
+                    out.reasoning.push_str(&std::mem::take(&mut self.ws));
+                }
+                return;
+            }
+            out.reasoning.push_str(&std::mem::take(&mut self.ws));
+            out.reasoning.push_str(body);
+            self.ws.push_str(&text[body.len()..]);
         } else {
             let text = if self.after_block && !self.content_started {
                 text.trim_start()
@@ -237,8 +256,9 @@ mod tests {
         }
         // Reasoning goes out before its block closes; a tag's prefix waits.
         let mut t = Tap::default();
-        assert_eq!(t.push("<think>step one, ").reasoning, "step one, ");
-        assert_eq!(t.push("step two</thi").reasoning, "step two");
+        // Trailing whitespace waits for what follows it (a block's end drops it).
+        assert_eq!(t.push("<think>step one, ").reasoning, "step one,");
+        assert_eq!(t.push("step two </thi").reasoning, " step two");
         let p = t.push("nk>Answer");
         assert_eq!((p.reasoning.as_str(), p.content.as_str()), ("", "Answer"));
         // Unclosed: the rest is reasoning; a bare closing tag drops the tag alone.
