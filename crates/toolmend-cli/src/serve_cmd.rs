@@ -162,8 +162,17 @@ pub(crate) fn log_filter(rust_log: Option<&str>) -> String {
     filter
 }
 
-/// JSON lines on standard error, filtered by [`log_filter`].
-fn init_logs() {
+/// The OpenTelemetry exporter, when built with the `otel` feature and configured.
+#[cfg(feature = "otel")]
+type Tracing = toolmend_gateway::telemetry::Tracing;
+#[cfg(not(feature = "otel"))]
+type Tracing = ();
+
+/// JSON lines on standard error, filtered by [`log_filter`]; with the `otel` feature
+/// and an OTLP endpoint, the gateway's spans exported too (call inside the runtime: the
+/// exporter sends its batches from a task of it).
+fn init_logs(config: &Config) -> anyhow::Result<Option<Tracing>> {
+    use tracing_subscriber::{Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
     let rust_log = std::env::var("RUST_LOG").ok();
     let filter = tracing_subscriber::EnvFilter::try_new(log_filter(rust_log.as_deref()))
         .unwrap_or_else(|e| {
@@ -173,11 +182,51 @@ fn init_logs() {
             );
             tracing_subscriber::EnvFilter::new(log_filter(None))
         });
-    let _ = tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt::layer()
         .json()
+        // The request's span (with `otel`) is the trace's; each line has its own fields.
+        .with_current_span(false)
+        .with_span_list(false)
         .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .try_init();
+        .with_filter(filter);
+    #[cfg(feature = "otel")]
+    {
+        let tracing = toolmend_gateway::telemetry::Tracing::start(&config.telemetry, &|n| {
+            std::env::var(n).ok()
+        })
+        .map_err(|e| anyhow::anyhow!("telemetry: {e}"))?;
+        let _ = tracing_subscriber::registry()
+            .with(logs)
+            .with(
+                tracing
+                    .as_ref()
+                    .map(toolmend_gateway::telemetry::Tracing::layer),
+            )
+            .try_init();
+        if let Some(t) = &tracing {
+            tracing::info!(target: "toolmend::start", "traces: exported over OTLP/HTTP to {}", t.endpoint());
+        }
+        Ok(tracing)
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        if config.telemetry.otlp_endpoint.is_some() {
+            anyhow::bail!(
+                "telemetry.otlp_endpoint is set, but this toolmend was built without the \
+                 `otel` feature (cargo install --locked --path crates/toolmend-cli \
+                 --features otel); remove the key, or use such a build"
+            );
+        }
+        let _ = tracing_subscriber::registry().with(logs).try_init();
+        if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() {
+            tracing::warn!(
+                target: "toolmend::start",
+                "OTEL_EXPORTER_OTLP_ENDPOINT is set, but this toolmend was built without \
+                 the `otel` feature: no traces are exported"
+            );
+        }
+        Ok(None)
+    }
 }
 
 /// Serves the gateway until Ctrl-C or SIGTERM, then drains requests in flight.
@@ -202,12 +251,12 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let config = Config::load(&text, file.as_deref(), env, flags)?;
     let tools = serve_tools(args, &text)?;
-    init_logs();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async {
+    let tracing = runtime.block_on(async { init_logs(&config) })?;
+    let served = runtime.block_on(async {
         let metrics = toolmend_gateway::metrics::install().ok();
         let listen = config.listen;
         // Tools are loaded here: MCP servers are connected and listed before the first
@@ -231,7 +280,14 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .context("serving")?;
         Ok(ExitCode::SUCCESS)
-    })
+    });
+    // The spans still buffered go out (the runtime's workers run the exporter's task).
+    #[cfg(feature = "otel")]
+    if let Some(t) = &tracing {
+        t.shutdown();
+    }
+    let _ = tracing;
+    served
 }
 
 /// The tools `serve` runs: the `[[tools]]` and `[[mcp]]` tables of the configuration,

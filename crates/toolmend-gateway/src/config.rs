@@ -34,6 +34,8 @@ pub struct Config {
     pub round_trip: RoundTrip,
     /// The event log: one JSON line per mended call (off without `events.path`).
     pub events: crate::events::EventsConfig,
+    /// Traces exported over OTLP (with the `otel` feature).
+    pub telemetry: Telemetry,
     /// What loading changed and says at start (`/v1` appended to a base URL).
     #[serde(skip)]
     pub(crate) notes: Vec<String>,
@@ -55,8 +57,32 @@ impl Default for Config {
             guard: Guard::default(),
             round_trip: RoundTrip::default(),
             events: crate::events::EventsConfig::default(),
+            telemetry: Telemetry::default(),
             notes: Vec::new(),
             origins: load::Origins::default(),
+        }
+    }
+}
+
+/// `[telemetry]`: OpenTelemetry traces (built with the `otel` feature): a span per
+/// request, per upstream call (the GenAI semantic conventions' `chat {model}`), per
+/// mending and re-ask, exported over OTLP/HTTP (protobuf) in batches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Telemetry {
+    /// The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`; spans are posted to
+    /// its `/v1/traces`). None: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the whole URL), else
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` (a base, as here), else no export.
+    pub otlp_endpoint: Option<String>,
+    /// The `service.name` of the spans (`OTEL_SERVICE_NAME` wins when set).
+    pub service_name: String,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Telemetry {
+            otlp_endpoint: None,
+            service_name: "toolmend-gateway".to_owned(),
         }
     }
 }

@@ -61,6 +61,8 @@ pub mod metrics;
 mod pipeline;
 mod server;
 mod state;
+#[cfg(feature = "otel")]
+pub mod telemetry;
 
 use std::{future::Future, io, sync::Arc};
 

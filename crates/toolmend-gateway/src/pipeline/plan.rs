@@ -110,6 +110,9 @@ pub fn plan_message(
     opts: &PlanOptions,
     finish_reason: Option<&str>,
 ) -> Mended {
+    // The mending's span (the `otel` feature): docs/gateway.md, "Tracing".
+    #[cfg(feature = "otel")]
+    let _span = crate::telemetry::mend_span();
     let ctx = ValidationContext::new("", Phase::Initial);
     let cut_off = finish_reason == Some("length");
     let plan = message::plan_assistant(message, history, &[], cut_off, tools, opts, &ctx);
@@ -131,7 +134,9 @@ pub fn plan_message(
             correctable: p.correctable,
             from_text,
         })
-        .collect();
+        .collect::<Vec<CallReport>>();
+    #[cfg(feature = "otel")]
+    crate::telemetry::record_mend(calls.iter().map(|c| c.outcome.as_str()));
     let changed = sanitized != *message;
     Mended {
         message: sanitized,

@@ -60,6 +60,36 @@ pub(crate) struct Tally {
     upstream_status: AtomicU16,
     /// Upstream calls made (a re-ask, a round, a correction through the upstream: one more).
     upstream_calls: AtomicU32,
+    /// The model the last upstream request named (for its span).
+    #[cfg(feature = "otel")]
+    model: std::sync::Mutex<Option<String>>,
+}
+
+/// Notes the model of the upstream request being made.
+#[cfg(feature = "otel")]
+pub(crate) fn note_model(model: Option<String>) {
+    let _ = CURRENT.try_with(|t| {
+        if let Ok(mut m) = t.model.lock() {
+            *m = model;
+        }
+    });
+}
+
+/// The model of the upstream request being made.
+#[cfg(feature = "otel")]
+pub(crate) fn current_model() -> Option<String> {
+    CURRENT
+        .try_with(|t| t.model.lock().ok().and_then(|m| m.clone()))
+        .ok()
+        .flatten()
+}
+
+/// Upstream calls made so far for the request being served.
+#[cfg(feature = "otel")]
+pub(crate) fn upstream_calls() -> u32 {
+    CURRENT
+        .try_with(|t| t.upstream_calls.load(Ordering::Relaxed))
+        .unwrap_or(0)
 }
 
 /// Notes an upstream answer's status for the request being served (if any).
@@ -179,6 +209,36 @@ async fn access(mut req: Request, next: Next) -> Response {
         request_id,
         ..Tally::default()
     });
+    #[cfg(feature = "otel")]
+    let span = {
+        use tracing::field::Empty;
+        let span = tracing::info_span!(
+            target: "toolmend::trace",
+            "request",
+            otel.name = %format!("{method} {route}"),
+            otel.kind = "server",
+            otel.status_code = Empty,
+            http.request.method = %method,
+            http.route = route,
+            http.response.status_code = Empty,
+            error.type = Empty,
+            toolmend.request_id = %tally.request_id,
+            toolmend.upstream_calls = Empty,
+            toolmend.calls.valid = Empty,
+            toolmend.calls.repaired = Empty,
+            toolmend.calls.unresolved = Empty,
+        );
+        crate::telemetry::adopt_parent(&span, req.headers());
+        span
+    };
+    #[cfg(feature = "otel")]
+    let mut resp = {
+        use tracing::Instrument as _;
+        CURRENT
+            .scope(Arc::clone(&tally), next.run(req).instrument(span.clone()))
+            .await
+    };
+    #[cfg(not(feature = "otel"))]
     let mut resp = CURRENT.scope(Arc::clone(&tally), next.run(req)).await;
     if !resp.headers().contains_key("x-request-id")
         && let Ok(v) = HeaderValue::from_str(&tally.request_id)
@@ -198,6 +258,8 @@ async fn access(mut req: Request, next: Next) -> Response {
                 .and_then(|v| v.to_str().ok()),
         ),
         stream: false,
+        #[cfg(feature = "otel")]
+        span,
     };
     let streamed = resp
         .headers()
@@ -271,6 +333,9 @@ struct Line {
     started: Instant,
     counts: Counts,
     stream: bool,
+    /// The request's span, closed with the line.
+    #[cfg(feature = "otel")]
+    span: tracing::Span,
 }
 
 impl Line {
@@ -303,6 +368,21 @@ impl Line {
                 )
             };
         }
+        #[cfg(feature = "otel")]
+        {
+            let s = &self.span;
+            s.record("http.response.status_code", i64::from(self.status));
+            s.record("toolmend.upstream_calls", i64::from(upstream_calls));
+            s.record("error.type", self.error.as_deref());
+            if self.status >= 500 {
+                s.record("otel.status_code", "ERROR");
+            }
+            // OpenTelemetry's integers are i64 (a u64 would be recorded as text).
+            let int = |n: Option<u64>| n.and_then(|n| i64::try_from(n).ok());
+            s.record("toolmend.calls.valid", int(self.counts.valid));
+            s.record("toolmend.calls.repaired", int(self.counts.repaired));
+            s.record("toolmend.calls.unresolved", int(self.counts.unresolved));
+        }
         if QUIET.contains(&self.route) {
             line!(debug);
         } else {
@@ -325,7 +405,17 @@ impl Stream for Logged {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         let tally = Arc::clone(&this.tally);
-        let next = CURRENT.sync_scope(tally, || Pin::new(&mut this.inner).poll_next(cx));
+        let inner = &mut this.inner;
+        // A stream's re-asks happen while it is polled: inside the request (and its span).
+        #[cfg(feature = "otel")]
+        let next = match &this.line {
+            Some(line) => line
+                .span
+                .in_scope(|| CURRENT.sync_scope(tally, || Pin::new(inner).poll_next(cx))),
+            None => CURRENT.sync_scope(tally, || Pin::new(inner).poll_next(cx)),
+        };
+        #[cfg(not(feature = "otel"))]
+        let next = CURRENT.sync_scope(tally, || Pin::new(inner).poll_next(cx));
         match &next {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(line) = this.line.as_mut() {

@@ -28,6 +28,9 @@ pub(crate) struct Upstream {
     config: config::Upstream,
     /// `limits.max_upstream_bytes`.
     max_bytes: usize,
+    /// `server.address` and `server.port` of the spans.
+    #[cfg(feature = "otel")]
+    server: Option<(String, Option<u16>)>,
 }
 
 impl Upstream {
@@ -64,7 +67,13 @@ impl Upstream {
             .as_deref()
             .and_then(|name| std::env::var(name).ok())
             .filter(|k| !k.is_empty());
+        #[cfg(feature = "otel")]
+        let server = reqwest::Url::parse(&config.base_url)
+            .ok()
+            .and_then(|u| Some((u.host_str()?.to_owned(), u.port_or_known_default())));
         Ok(Upstream {
+            #[cfg(feature = "otel")]
+            server,
             client,
             api_key,
             config: config.clone(),
@@ -98,6 +107,10 @@ impl Upstream {
         headers: &HeaderMap,
         body: &Value,
     ) -> reqwest::RequestBuilder {
+        #[cfg(feature = "otel")]
+        if crate::telemetry::active() {
+            access::note_model(body.get("model").and_then(Value::as_str).map(str::to_owned));
+        }
         self.auth(self.client.post(self.url(path)).json(body), headers)
     }
 
@@ -109,6 +122,10 @@ impl Upstream {
         headers: &HeaderMap,
         body: Bytes,
     ) -> reqwest::RequestBuilder {
+        #[cfg(feature = "otel")]
+        if crate::telemetry::active() {
+            access::note_model(crate::telemetry::requested_model(&body));
+        }
         let req = self
             .client
             .post(self.url(path))
@@ -162,6 +179,12 @@ impl Upstream {
             "openai-organization",
             "openai-project",
         ] {
+            // Traced: the upstream gets the `traceparent` of our own span (a child of
+            // the client's), set where the call is sent.
+            #[cfg(feature = "otel")]
+            if name == "traceparent" && crate::telemetry::active() {
+                continue;
+            }
             if let Some(v) = headers.get(name) {
                 req = req.header(name, v.clone());
             }
@@ -177,12 +200,40 @@ impl Upstream {
         req: reqwest::RequestBuilder,
         deadline: Instant,
     ) -> Result<reqwest::Response, GatewayError> {
+        #[cfg(feature = "otel")]
+        {
+            use tracing::Instrument as _;
+            let span = self.chat_span();
+            let req = with_trace_headers(req, &span);
+            let out = self
+                .send_inner(req, deadline)
+                .instrument(span.clone())
+                .await;
+            if let Err(e) = &out {
+                record_error(&span, e);
+            }
+            out
+        }
+        #[cfg(not(feature = "otel"))]
+        self.send_inner(req, deadline).await
+    }
+
+    async fn send_inner(
+        &self,
+        req: reqwest::RequestBuilder,
+        deadline: Instant,
+    ) -> Result<reqwest::Response, GatewayError> {
         let resp = match tokio::time::timeout_at(deadline.into(), req.send()).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(failure(&e)),
             Err(_) => return Err(deadline_passed()),
         };
         access::note_upstream(resp.status().as_u16());
+        #[cfg(feature = "otel")]
+        tracing::Span::current().record(
+            "http.response.status_code",
+            i64::from(resp.status().as_u16()),
+        );
         if !resp.status().is_success() {
             warn_status(resp.status().as_u16(), resp.url().path());
             return Err(self.not_success(resp, deadline).await);
@@ -194,8 +245,62 @@ impl Upstream {
     /// `limits.max_upstream_bytes`.
     pub(crate) async fn fetch(&self, req: reqwest::RequestBuilder) -> Result<Bytes, GatewayError> {
         let deadline = self.deadline();
-        let resp = self.send(req, deadline).await?;
-        read_bounded(resp, self.max_bytes, deadline).await
+        #[cfg(feature = "otel")]
+        {
+            use tracing::Instrument as _;
+            let span = self.chat_span();
+            let req = with_trace_headers(req, &span);
+            let out = async {
+                let resp = self.send_inner(req, deadline).await?;
+                read_bounded(resp, self.max_bytes, deadline).await
+            }
+            .instrument(span.clone())
+            .await;
+            match &out {
+                Ok(body) => crate::telemetry::record_answer(&span, body),
+                Err(e) => record_error(&span, e),
+            }
+            out
+        }
+        #[cfg(not(feature = "otel"))]
+        {
+            let resp = self.send_inner(req, deadline).await?;
+            read_bounded(resp, self.max_bytes, deadline).await
+        }
+    }
+
+    /// The span of one upstream call: the GenAI semantic conventions' `chat {model}`
+    /// (client), its response attributes recorded when the answer is read.
+    #[cfg(feature = "otel")]
+    fn chat_span(&self) -> tracing::Span {
+        use tracing::field::Empty;
+        let model = access::current_model();
+        let name = match &model {
+            Some(m) => format!("chat {m}"),
+            None => "chat".to_owned(),
+        };
+        let (address, port) = match &self.server {
+            Some((a, p)) => (Some(a.as_str()), *p),
+            None => (None, None),
+        };
+        tracing::info_span!(
+            target: "toolmend::trace",
+            "chat",
+            otel.name = %name,
+            otel.kind = "client",
+            otel.status_code = Empty,
+            gen_ai.operation.name = "chat",
+            gen_ai.request.model = model.as_deref(),
+            gen_ai.response.id = Empty,
+            gen_ai.response.model = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            server.address = address,
+            server.port = port.map(i64::from),
+            http.response.status_code = Empty,
+            error.type = Empty,
+            toolmend.upstream.attempt = i64::from(access::upstream_calls()) + 1,
+        )
     }
 
     /// An upstream answer that is not a success: a redirect is refused (not followed,
@@ -257,6 +362,25 @@ impl Upstream {
             body,
         })
     }
+}
+
+/// `req` with the `traceparent` of `span`.
+#[cfg(feature = "otel")]
+fn with_trace_headers(
+    mut req: reqwest::RequestBuilder,
+    span: &tracing::Span,
+) -> reqwest::RequestBuilder {
+    for (k, v) in crate::telemetry::trace_headers(span) {
+        req = req.header(k, v);
+    }
+    req
+}
+
+/// An upstream call that failed, on its span.
+#[cfg(feature = "otel")]
+fn record_error(span: &tracing::Span, e: &GatewayError) {
+    span.record("error.type", e.code());
+    span.record("otel.status_code", "ERROR");
 }
 
 /// A transport failure (counted, logged at warn with its cause): 504 on a timeout,
