@@ -594,6 +594,25 @@ fn ranked<V>(map: &HashMap<String, V>, count: impl Fn(&V) -> u64) -> Vec<(&Strin
     v
 }
 
+/// One bar per name (the first `top`): its mended and unresolved calls, "N of M (p%)".
+fn problem_rows(ranked: &[(&String, &Counts)], top: usize) -> Vec<Row> {
+    ranked
+        .iter()
+        .take(top)
+        .map(|(name, c)| Row {
+            label: (*name).clone(),
+            note: String::new(),
+            segments: vec![("mended", c.mended()), ("unresolved", c.unresolved())],
+            value: format!(
+                "{} of {} ({})",
+                c.problems(),
+                c.calls,
+                pct(c.problems(), c.calls)
+            ),
+        })
+        .collect()
+}
+
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
         return "–".to_owned();
@@ -1054,21 +1073,7 @@ fn render(agg: &Aggregate, names: &[String], title: &str, top: usize) -> String 
     if tools.is_empty() {
         o.push_str("<p class=\"empty\">No call needed anything.</p>");
     } else {
-        let rows: Vec<Row> = tools
-            .iter()
-            .take(top)
-            .map(|(name, c)| Row {
-                label: (*name).clone(),
-                note: String::new(),
-                segments: vec![("mended", c.mended()), ("unresolved", c.unresolved())],
-                value: format!(
-                    "{} of {} ({})",
-                    c.problems(),
-                    c.calls,
-                    pct(c.problems(), c.calls)
-                ),
-            })
-            .collect();
+        let rows = problem_rows(&tools, top);
         bar_chart(&mut o, "tools", "Tools by calls that needed mending", &rows);
     }
     o.push_str("</section>");
@@ -1181,21 +1186,7 @@ fn render(agg: &Aggregate, names: &[String], title: &str, top: usize) -> String 
     if models.is_empty() {
         o.push_str("<p class=\"empty\">No model needed anything.</p>");
     } else {
-        let rows: Vec<Row> = models
-            .iter()
-            .take(top)
-            .map(|(name, c)| Row {
-                label: (*name).clone(),
-                note: String::new(),
-                segments: vec![("mended", c.mended()), ("unresolved", c.unresolved())],
-                value: format!(
-                    "{} of {} ({})",
-                    c.problems(),
-                    c.calls,
-                    pct(c.problems(), c.calls)
-                ),
-            })
-            .collect();
+        let rows = problem_rows(&models, top);
         bar_chart(
             &mut o,
             "models",
