@@ -22,9 +22,13 @@
 //!     released.push_str(&a.push_delta(&d).unwrap().unwrap_or_default());
 //! }
 //! let done = a.finish();
-//! // The held text starts at the whitespace before the marker: the call is not released.
+//! // The call is not released; the message is the whole text, for the plan to read in
+//! // context, and `unreleased` gives what of the plan's content is left to send.
 //! assert_eq!(released, "Let me check.");
-//! assert!(done.message.text().unwrap().trim_start().starts_with("<tool_call>"));
+//! assert_eq!(done.released, released);
+//! let text = done.message.text().unwrap();
+//! assert!(text.starts_with("Let me check. <tool_call>"));
+//! assert_eq!(toolmend::stream::unreleased("Let me check.", &done.released), "");
 //! ```
 
 pub mod assemble;
