@@ -851,7 +851,8 @@ impl Toolbox {
     }
 }
 
-const COERCIONS: [&str; 12] = [
+/// The coercion switches `coerce=` takes, by name (`Coercions`' fields).
+const COERCIONS: [&str; 13] = [
     "numeric_strings",
     "boolean_strings",
     "scalar_to_string",
@@ -864,6 +865,34 @@ const COERCIONS: [&str; 12] = [
     "dates",
     "null_omitted",
     "unwrap_arguments",
+    "split_merged_calls",
+];
+
+/// The schema fix ids a report shows (`fixes[].kind`), each with the switch that makes
+/// it: `coerce=` takes them as well as the switch names. Some switches make several
+/// fixes (`numeric_strings`: `string_to_number`, `string_to_integer`, `float_to_integer`;
+/// `rename_keys`: every `key_*` fix), so a fix id turns its whole switch on or off.
+const FIX_IDS: [(&str, &str); 20] = [
+    ("string_to_number", "numeric_strings"),
+    ("string_to_integer", "numeric_strings"),
+    ("float_to_integer", "numeric_strings"),
+    ("string_to_boolean", "boolean_strings"),
+    ("scalar_to_string", "scalar_to_string"),
+    ("wrapped_in_array", "wrap_in_array"),
+    ("csv_split", "csv_split"),
+    ("enum_case_fixed", "enum_case"),
+    ("key_renamed", "rename_keys"),
+    ("key_case_fixed", "rename_keys"),
+    ("key_spelling_fixed", "rename_keys"),
+    ("key_renamed_by_tokens", "rename_keys"),
+    ("key_renamed_by_description", "rename_keys"),
+    ("key_renamed_by_structure", "rename_keys"),
+    ("unknown_key_dropped", "drop_unknown_keys"),
+    ("json_string_decoded", "json_strings"),
+    ("date_normalized", "dates"),
+    ("null_omitted", "null_omitted"),
+    ("arguments_unwrapped", "unwrap_arguments"),
+    ("merged_call_split", "split_merged_calls"),
 ];
 
 fn coercions(coerce: &Bound<'_, PyAny>) -> PyResult<Coercions> {
@@ -876,11 +905,41 @@ fn coercions(coerce: &Bound<'_, PyAny>) -> PyResult<Coercions> {
     }
     let flags: std::collections::BTreeMap<String, bool> = from_py(
         coerce,
-        "coerce must be a bool or a dict of coercion names to bools",
+        "coerce must be a bool or a dict of coercion names (or fix ids) to bools",
     )?;
+    // Each name resolved to its switch; two names of one switch must agree.
+    let mut switches: std::collections::BTreeMap<&str, (bool, String)> = Default::default();
+    for (name, on) in &flags {
+        let switch = match COERCIONS.iter().find(|c| **c == name.as_str()) {
+            Some(c) => *c,
+            None => match FIX_IDS.iter().find(|(id, _)| *id == name.as_str()) {
+                Some((_, c)) => *c,
+                None => {
+                    let ids: Vec<&str> = FIX_IDS.iter().map(|(id, _)| *id).collect();
+                    return Err(error(format!(
+                        "coerce: unknown coercion {name:?}; known switches: {}; or the fix \
+                         ids they make: {}",
+                        COERCIONS.join(", "),
+                        ids.join(", ")
+                    )));
+                }
+            },
+        };
+        if let Some((prev, prev_name)) = switches.get(switch)
+            && prev != on
+        {
+            return Err(error(format!(
+                "coerce: {prev_name:?}: {} and {name:?}: {} contradict each other: both are \
+                 the coercion {switch:?}, which makes them together",
+                py_bool(*prev),
+                py_bool(*on)
+            )));
+        }
+        switches.insert(switch, (*on, name.clone()));
+    }
     let mut c = Coercions::default();
-    for (name, on) in flags {
-        let slot = match name.as_str() {
+    for (switch, (on, _)) in switches {
+        let slot = match switch {
             "numeric_strings" => &mut c.numeric_strings,
             "boolean_strings" => &mut c.boolean_strings,
             "scalar_to_string" => &mut c.scalar_to_string,
@@ -893,16 +952,15 @@ fn coercions(coerce: &Bound<'_, PyAny>) -> PyResult<Coercions> {
             "dates" => &mut c.dates,
             "null_omitted" => &mut c.null_omitted,
             "unwrap_arguments" => &mut c.unwrap_arguments,
-            other => {
-                return Err(error(format!(
-                    "coerce: unknown coercion {other:?}; known: {}",
-                    COERCIONS.join(", ")
-                )));
-            }
+            _ => &mut c.split_merged_calls,
         };
         *slot = on;
     }
     Ok(c)
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
 }
 
 /// A parsed Python value (dict, list, str, int, float, bool, None) as JSON, with a flag
@@ -1000,13 +1058,18 @@ fn cut(s: &str) -> String {
 }
 
 /// Repairs a text into JSON object(s) with no schema: `{"calls": [{"name", "arguments",
-/// "fixes"}], "lossy"}`. Raises `ToolmendError` when no object can be read.
+/// "fixes"}], "lossy"}`. Raises `ToolmendError` when no object can be read. `strict`:
+/// repair nothing (only a valid object is read).
 #[pyfunction]
-#[pyo3(signature = (text, *, strip_thinking = true))]
-fn repair(py: Python<'_>, text: &str, strip_thinking: bool) -> PyResult<Py<PyAny>> {
-    let opts = RepairOptions {
-        strip_thinking,
-        ..RepairOptions::default()
+#[pyo3(signature = (text, *, strip_thinking = true, strict = false))]
+fn repair(py: Python<'_>, text: &str, strip_thinking: bool, strict: bool) -> PyResult<Py<PyAny>> {
+    let opts = if strict {
+        RepairOptions::strict()
+    } else {
+        RepairOptions {
+            strip_thinking,
+            ..RepairOptions::default()
+        }
     };
     let repaired = py.detach(|| toolmend::repair(text, &opts)).map_err(error)?;
     let calls: Vec<Value> = repaired
@@ -1137,6 +1200,16 @@ fn history_trim(
     to_py(py, &trimmed.messages)
 }
 
+/// Runs the `toolmend` command line (`toolmend_cli::run`, the very code of the Rust
+/// binary) with `args`, the program name first; returns its exit status. The wheel's
+/// `toolmend` console script (`toolmend._cli:main`) calls it. It writes to the process's
+/// standard output and error (file descriptors 1 and 2, not `sys.stdout`) and runs with
+/// the GIL released; `serve` and `scripted-provider` run until SIGINT or SIGTERM.
+#[pyfunction]
+fn run_cli(py: Python<'_>, args: Vec<std::ffi::OsString>) -> u8 {
+    py.detach(|| toolmend_cli::run(args))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ToolmendError", m.py().get_type::<ToolmendError>())?;
@@ -1152,5 +1225,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(history_check, m)?)?;
     m.add_function(wrap_pyfunction!(history_sanitize, m)?)?;
     m.add_function(wrap_pyfunction!(history_trim, m)?)?;
+    m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     Ok(())
 }

@@ -42,7 +42,7 @@ def _core_plans() -> list[dict]:
         json.dumps({"message": c["message"], "tools": c["tools"], "history": c["history"]}) + "\n" for c in CASES
     )
     out = subprocess.run(
-        [str(_binary()), "mend", "--format", "json", "--refuse-truncated"],
+        [str(_binary()), "mend", "--format", "json"],
         input=lines.encode(),
         capture_output=True,
         check=True,

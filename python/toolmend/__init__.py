@@ -6,6 +6,8 @@ The core (this module) is the Rust engine and imports neither LangGraph nor Lang
   (or coerces parsed arguments) and validates it against the tool's JSON Schema, with
   every fix recorded and field-level feedback for what stays invalid;
 - :func:`repair`: the tolerant JSON repair parser alone;
+- :func:`loads`, :func:`repair_json`, :func:`load`, :func:`from_file`: json_repair's
+  one-liners with its signatures, on this parser (``import toolmend as json_repair``);
 - :func:`history_check`, :func:`history_sanitize`, :func:`history_trim`: OpenAI-format
   histories with valid call/result pairing;
 - :class:`Guard`: flood control and loop detection (the ``[guard]`` rules), given to the
@@ -39,6 +41,7 @@ from toolmend._core import (
     strip_thinking,
 )
 from toolmend._guard import FLOOD_PREFIX, ToolCallLimitExceededError
+from toolmend._json_repair import from_file, load, loads, repair_json
 
 __all__ = [
     "FLOOD_PREFIX",
@@ -49,11 +52,15 @@ __all__ = [
     "ToolmendError",
     "ToolsLoadError",
     "__version__",
+    "from_file",
     "history_check",
     "history_sanitize",
     "history_trim",
+    "load",
     "load_tools",
+    "loads",
     "repair",
+    "repair_json",
     "strip_thinking",
 ]
 

@@ -1,0 +1,236 @@
+"""json_repair's one-liners on toolmend's parser: ``loads``, ``repair_json``, ``load``,
+``from_file``, with json_repair's signatures for the common cases, so that replacing it
+is one import::
+
+    import toolmend as json_repair          # or: from toolmend import loads, repair_json
+
+What matches json_repair (and ``tests/test_json_repair.py`` holds it to its documented
+examples): valid JSON is read by ``json.loads`` first (any value), broken text is
+repaired (quotes, commas, Python literals, fences, ``<think>``, a cut-off text
+completed), several glued values come back as a list, text with nothing to read gives
+``""``, ``repair_json`` returns ``json.dumps`` text (its extra keyword arguments, such
+as ``ensure_ascii=False``, go to ``json.dumps``), ``logging=True`` returns
+``(value, log)``, and ``schema=`` (a JSON Schema or a pydantic v2 model) coerces
+(``"1"`` -> ``1``) and validates, raising ``ValueError`` when the value cannot fit.
+
+Where it differs, on purpose:
+
+- the log entries are toolmend's fix records (``kind``, ``offset`` or ``path``,
+  ``detail``), not json_repair's text lines;
+- with ``schema=``, a missing required value is never filled in: it raises
+  ``ValueError`` naming the field (json_repair raises too, in its standard mode);
+- the repair reads objects, as tool arguments are: a broken text whose top-level
+  value is an array or a scalar (``[1, 2``) gives ``""`` where json_repair completes
+  it (a *valid* array or scalar is read by ``json.loads``, as json_repair reads it);
+- ``stream_stable=True``, ``json_fd=``, ``chunk_length=`` and
+  ``schema_repair_mode="salvage"`` are not supported and raise ``ValueError``.
+
+For tool calls, prefer :class:`toolmend.Toolbox`: it validates against the tool's
+schema, gives field-level feedback, and refuses a call cut off mid-text (these
+one-liners complete it, as json_repair does).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+from toolmend._core import Toolbox, ToolmendError
+from toolmend._core import repair as _repair
+
+__all__ = ["from_file", "load", "loads", "repair_json"]
+
+# The tool name a schema is compiled under (it is in no answer: errors are ValueErrors).
+_NAME = "json"
+# Compiled schemas, by their JSON text: compiling costs far more than reading a value.
+_TOOLBOXES: dict[str, Toolbox] = {}
+_MAX_TOOLBOXES = 64
+
+
+def repair_json(
+    json_str: str = "",
+    return_objects: bool = False,
+    skip_json_loads: bool = False,
+    logging: bool = False,
+    json_fd: TextIO | None = None,
+    chunk_length: int = 0,
+    stream_stable: bool = False,
+    strict: bool = False,
+    schema: Any | None = None,
+    schema_repair_mode: str = "standard",
+    **json_dumps_args: Any,
+) -> Any:
+    """Repairs ``json_str`` and returns it as JSON text (``json.dumps``, with
+    ``json_dumps_args``), or the value with ``return_objects=True``; ``""`` when the
+    text holds nothing to read. ``logging=True`` returns ``(value, fixes)``.
+
+    ``skip_json_loads`` skips the ``json.loads`` attempt (toolmend's parser has its own
+    fast path for valid JSON). ``strict=True`` repairs nothing: text that is not valid
+    JSON raises ``ValueError``. ``schema`` (a JSON Schema dict or a pydantic v2 model)
+    coerces and validates the value; a value that cannot fit raises ``ValueError``.
+    """
+    _unsupported(json_fd, chunk_length, stream_stable, schema_repair_mode)
+    if schema is not None and strict:
+        raise ValueError("schema and strict cannot be used together.")
+    if not isinstance(json_str, str):
+        raise TypeError(f"json_str must be a str, not {type(json_str).__name__}")
+    value, log = _read(json_str, skip_json_loads, strict)
+    if schema is not None:
+        value, log = _fit(value, json_str, log, schema)
+    if logging:
+        return value, log or []
+    if return_objects:
+        return value
+    if value == "" and log is None:
+        return ""
+    return json.dumps(value, **json_dumps_args)
+
+
+def loads(
+    json_str: str,
+    skip_json_loads: bool = False,
+    logging: bool = False,
+    stream_stable: bool = False,
+    strict: bool = False,
+    schema: Any | None = None,
+    schema_repair_mode: str = "standard",
+) -> Any:
+    """Like ``json.loads``, mending the text first: :func:`repair_json` with
+    ``return_objects=True``."""
+    return repair_json(
+        json_str,
+        return_objects=True,
+        skip_json_loads=skip_json_loads,
+        logging=logging,
+        stream_stable=stream_stable,
+        strict=strict,
+        schema=schema,
+        schema_repair_mode=schema_repair_mode,
+    )
+
+
+def load(
+    fd: TextIO,
+    skip_json_loads: bool = False,
+    logging: bool = False,
+    chunk_length: int = 0,
+    strict: bool = False,
+    schema: Any | None = None,
+    schema_repair_mode: str = "standard",
+) -> Any:
+    """Like ``json.load``: :func:`loads` on the whole of ``fd``."""
+    return loads(
+        fd.read(),
+        skip_json_loads=skip_json_loads,
+        logging=logging,
+        strict=strict,
+        schema=schema,
+        schema_repair_mode=schema_repair_mode,
+    )
+
+
+def from_file(
+    filename: str | Path,
+    skip_json_loads: bool = False,
+    logging: bool = False,
+    chunk_length: int = 0,
+    strict: bool = False,
+    schema: Any | None = None,
+    schema_repair_mode: str = "standard",
+) -> Any:
+    """:func:`load` on the file ``filename`` (read as UTF-8)."""
+    with open(filename, encoding="utf-8") as fd:
+        return load(
+            fd,
+            skip_json_loads=skip_json_loads,
+            logging=logging,
+            strict=strict,
+            schema=schema,
+            schema_repair_mode=schema_repair_mode,
+        )
+
+
+def _unsupported(json_fd: Any, chunk_length: int, stream_stable: bool, mode: str) -> None:
+    if json_fd is not None or chunk_length:
+        raise ValueError("json_fd= and chunk_length= are not supported: use toolmend.load(fd)")
+    if stream_stable:
+        raise ValueError(
+            "stream_stable=True is not supported: toolmend repairs a whole text "
+            "(a cut-off text is completed, but not kept stable as it grows)"
+        )
+    if mode != "standard":
+        raise ValueError(
+            f"schema_repair_mode={mode!r} is not supported: only 'standard' "
+            "(toolmend never fills in or drops values to fit a schema)"
+        )
+
+
+def _read(text: str, skip_json_loads: bool, strict: bool) -> tuple[Any, list[dict] | None]:
+    """The value and its fixes; ``("", None)`` when nothing could be read."""
+    if not skip_json_loads:
+        try:
+            return json.loads(text), []
+        except (json.JSONDecodeError, TypeError, ValueError):
+            if strict:
+                raise
+    try:
+        repaired = _repair(text, strict=strict)
+    except ToolmendError as e:
+        # The parser reads objects; a valid array or scalar is still JSON.
+        try:
+            return json.loads(text), []
+        except (json.JSONDecodeError, ValueError):
+            pass
+        if strict:
+            raise ValueError(str(e)) from None
+        return "", None
+    calls = repaired["calls"]
+    log = [fix for call in calls for fix in call["fixes"]]
+    if len(calls) == 1:
+        return calls[0]["arguments"], log
+    return [call["arguments"] for call in calls], log
+
+
+def _fit(value: Any, text: str, log: list[dict] | None, schema: Any) -> tuple[Any, list[dict]]:
+    """``value`` coerced to ``schema`` and validated, with the coercions' fixes."""
+    box = _toolbox(schema)
+    if log is None:
+        raise ValueError("no JSON value could be read from the text")
+    # A parsed object is coerced and validated; anything else is mended from its text
+    # (a glued pair of objects, say, is two calls: more than one value for one schema).
+    arguments = value if isinstance(value, dict) else text
+    calls = box.mend(_NAME, arguments, accept_truncated=True)
+    if len(calls) != 1:
+        raise ValueError(f"the text holds {len(calls)} values; the schema describes one")
+    call = calls[0]
+    if call["outcome"] == "feedback":
+        problems = "; ".join(
+            f"{i['path']}: {i['message']}" if i.get("path") else i["message"]
+            for i in call["issues"]
+        )
+        raise ValueError(f"the JSON does not fit the schema: {problems}")
+    fixes = call.get("fixes", [])
+    if isinstance(value, dict):
+        fixes = log + fixes
+    return call["arguments"], fixes
+
+
+def _toolbox(schema: Any) -> Toolbox:
+    if hasattr(schema, "model_json_schema"):  # a pydantic v2 model
+        schema = schema.model_json_schema()
+    if not isinstance(schema, dict):
+        raise ValueError(
+            f"schema must be a JSON Schema dict or a pydantic v2 model, not {type(schema).__name__}"
+        )
+    key = json.dumps(schema, sort_keys=True)
+    box = _TOOLBOXES.get(key)
+    if box is None:
+        try:
+            box = Toolbox([{"name": _NAME, "parameters": schema}])
+        except ToolmendError as e:
+            raise ValueError(f"invalid schema: {e}") from None
+        if len(_TOOLBOXES) >= _MAX_TOOLBOXES:
+            _TOOLBOXES.pop(next(iter(_TOOLBOXES)))
+        _TOOLBOXES[key] = box
+    return box
