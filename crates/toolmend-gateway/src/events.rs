@@ -259,104 +259,11 @@ pub fn model_name(name: &str) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
-/// The JSON Pointer `pointer` (into a call's arguments) as a path of `schema`: each
-/// segment the schema declares (`properties`, through `$ref`, `allOf`/`anyOf`/`oneOf`)
-/// kept, an array index written `*`, and at the first key the schema does not declare,
-/// `?` and nothing after it (the model's own keys never reach the log). At most
-/// [`MAX_PATH_DEPTH`] segments, then `/…`. Without a schema every key is `?`.
+/// The JSON Pointer `pointer` (into a call's arguments) as a path of `schema`, at most
+/// [`MAX_PATH_DEPTH`] segments: the core's [`toolmend::schema::declared_path`] (declared
+/// keys kept, indexes as `*`, the first undeclared key `?` and the path cut there).
 pub fn field_path(schema: Option<&Value>, pointer: &str) -> String {
-    if pointer.is_empty() {
-        return String::new();
-    }
-    let Some(root) = schema else {
-        return "/?".to_owned();
-    };
-    let mut out = String::new();
-    let mut nodes = vec![root];
-    for (depth, raw) in pointer.split('/').skip(1).enumerate() {
-        if depth == MAX_PATH_DEPTH {
-            out.push_str("/…");
-            break;
-        }
-        let seg = raw.replace("~1", "/").replace("~0", "~");
-        let expanded = expand(root, &nodes);
-        let props: Vec<&Value> = expanded
-            .iter()
-            .filter_map(|n| n.get("properties")?.get(&seg))
-            .collect();
-        if !props.is_empty() {
-            out.push('/');
-            out.push_str(raw);
-            nodes = props;
-            continue;
-        }
-        let index = !seg.is_empty() && seg.len() <= 10 && seg.bytes().all(|b| b.is_ascii_digit());
-        let items: Vec<&Value> = if index {
-            expanded
-                .iter()
-                .filter_map(|n| item_schema(n, &seg))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        if !items.is_empty() {
-            out.push_str("/*");
-            nodes = items;
-            continue;
-        }
-        out.push_str("/?");
-        break;
-    }
-    out
-}
-
-/// The schema of element `index` of an array schema.
-fn item_schema<'a>(node: &'a Value, index: &str) -> Option<&'a Value> {
-    let i: usize = index.parse().ok()?;
-    if let Some(Value::Array(prefix)) = node.get("prefixItems")
-        && let Some(s) = prefix.get(i)
-    {
-        return Some(s);
-    }
-    match node.get("items")? {
-        Value::Array(tuple) => tuple.get(i).or_else(|| node.get("additionalItems")),
-        items => Some(items),
-    }
-}
-
-/// `nodes` with what they point to: local `$ref`s and the branches of `allOf`, `anyOf`,
-/// `oneOf`, `then`, `else` (bounded: at most 64 schemas).
-fn expand<'a>(root: &'a Value, nodes: &[&'a Value]) -> Vec<&'a Value> {
-    let mut out: Vec<&Value> = Vec::new();
-    let mut todo: Vec<&Value> = nodes.to_vec();
-    while let Some(n) = todo.pop() {
-        if out.len() >= 64 {
-            break;
-        }
-        if out.iter().any(|o| std::ptr::eq(*o, n)) {
-            continue;
-        }
-        out.push(n);
-        if let Some(target) = n
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|r| r.strip_prefix('#'))
-            .and_then(|p| root.pointer(p))
-        {
-            todo.push(target);
-        }
-        for key in ["allOf", "anyOf", "oneOf"] {
-            if let Some(Value::Array(list)) = n.get(key) {
-                todo.extend(list.iter());
-            }
-        }
-        for key in ["then", "else"] {
-            if let Some(s) = n.get(key) {
-                todo.push(s);
-            }
-        }
-    }
-    out
+    toolmend::schema::declared_path(schema, pointer, MAX_PATH_DEPTH)
 }
 
 /// The key session ids are hashed with (keyed SipHash-2-4: without the key a hash

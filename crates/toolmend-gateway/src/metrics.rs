@@ -99,9 +99,6 @@ pub(crate) const FIELD_DEPTH: usize = 3;
 pub(crate) const MAX_FIELD_SERIES: usize = 2000;
 /// The `field` of a fix to the argument text itself (quotes, commas, a fence): no field.
 pub(crate) const TEXT_FIELD: &str = "(text)";
-/// A path segment the tool's schema does not declare (a key the model made up, a map's
-/// key): never the key itself.
-pub(crate) const UNDECLARED_FIELD: &str = "?";
 
 /// The tool names that have a series of their own: at most `max`, first come first
 /// served; the rest count as [`OTHER`]. Clients declare the tools, so without a cap a
@@ -188,7 +185,7 @@ pub(crate) fn kinds(fixes: &[Fix], issues: &[Issue]) {
 /// The fixes and issues of one call by tool and field: `tool` its label (a declared
 /// tool's name, [`OTHER`], [`UNDECLARED`]), `schema` the declared tool's parameters.
 /// `field` is the JSON Pointer cut to [`FIELD_DEPTH`] segments, array indexes as `*`, a
-/// segment the schema does not declare as [`UNDECLARED_FIELD`] (and the path cut there);
+/// segment the schema does not declare as `?` (and the path cut there);
 /// a fix to the text itself is [`TEXT_FIELD`]. No value and no key the model made up ever
 /// becomes a label; a tool without its own series (`other`, `undeclared`) has
 /// `field="other"`.
@@ -223,79 +220,17 @@ pub(crate) fn fields(
 }
 
 /// The `field` label of the JSON Pointer `pointer` into arguments of the tool whose
-/// parameters are `schema`: `/` for the whole arguments; each segment the schema declares
-/// (under `properties`, through local `$ref`s and `anyOf` / `oneOf` / `allOf`) kept, an
-/// array index as `*`, at most [`FIELD_DEPTH`] segments; an undeclared one as
-/// [`UNDECLARED_FIELD`], where the path ends.
+/// parameters are `schema`: the core's [`toolmend::schema::declared_path`] at most
+/// [`FIELD_DEPTH`] segments deep (declared keys kept, an array index as `*`, the first
+/// undeclared key `?` and the path cut there, deeper than the bound
+/// `/…`); `/` for the whole arguments.
 pub(crate) fn field_path(schema: &Value, pointer: &str) -> String {
-    let mut out = String::new();
-    let mut node = Some(resolve(schema, schema));
-    for seg in pointer.split('/').skip(1).take(FIELD_DEPTH) {
-        let seg = seg.replace("~1", "/").replace("~0", "~");
-        let index = !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit());
-        let found = node.and_then(|n| child(schema, n, &seg, index));
-        out.push('/');
-        match found {
-            Some(next) => {
-                out.push_str(if index { "*" } else { &seg });
-                node = next;
-            }
-            None if index => {
-                out.push('*');
-                node = None;
-            }
-            None => {
-                out.push_str(UNDECLARED_FIELD);
-                break;
-            }
-        }
+    let path = toolmend::schema::declared_path(Some(schema), pointer, FIELD_DEPTH);
+    if path.is_empty() {
+        "/".to_owned()
+    } else {
+        path
     }
-    if out.is_empty() {
-        out.push('/');
-    }
-    out
-}
-
-/// `node`'s schema for the member `seg` (an array's items when `index`): `Some(None)` when
-/// declared but its schema is not an object to follow further; `None` when undeclared.
-fn child<'s>(
-    root: &'s Value,
-    node: &'s Value,
-    seg: &str,
-    index: bool,
-) -> Option<Option<&'s Value>> {
-    let branches = ["anyOf", "oneOf", "allOf"]
-        .iter()
-        .filter_map(|k| node.get(*k).and_then(Value::as_array))
-        .flatten()
-        .map(|b| resolve(root, b));
-    std::iter::once(node).chain(branches).find_map(|n| {
-        let next = if index {
-            n.get("items")
-                .or_else(|| n.pointer("/prefixItems/0"))
-                .filter(|v| v.is_object())
-        } else {
-            n.get("properties").and_then(|p| p.get(seg))
-        }?;
-        let next = resolve(root, next);
-        Some(next.is_object().then_some(next))
-    })
-}
-
-/// `node` with local `$ref`s (`#/$defs/…`, `#/definitions/…`) followed, at most 8 hops.
-fn resolve<'s>(root: &'s Value, mut node: &'s Value) -> &'s Value {
-    for _ in 0..8 {
-        let Some(target) = node
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|r| r.strip_prefix('#'))
-            .and_then(|p| root.pointer(p))
-        else {
-            break;
-        };
-        node = target;
-    }
-    node
 }
 
 /// One call the gateway ran itself (round trip or `/v1/tools/execute`): `tool` a
@@ -357,11 +292,11 @@ mod tests {
             ("/city", "/city"),
             ("/stops/0/at", "/stops/*/at"),
             ("/stops/12/secret", "/stops/*/?"),
-            ("/a/b/c/d", "/a/b/c"),
+            ("/a/b/c/d", "/a/b/c/…"),
             ("/opt/x", "/opt/x"),
             ("/town", "/?"),
             ("/town/0", "/?"),
-            ("/odd~0~1key", "/odd~/key"),
+            ("/odd~0~1key", "/odd~0~1key"),
         ] {
             assert_eq!(field_path(&schema, pointer), field, "{pointer}");
         }

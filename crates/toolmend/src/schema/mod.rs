@@ -43,6 +43,7 @@ mod business;
 mod coerce;
 mod compile;
 mod dates;
+mod declared;
 mod issues;
 mod suggest;
 
@@ -54,6 +55,7 @@ use serde_json::Value;
 use crate::{Error, Fix, Issue, IssueKind};
 
 pub use business::BusinessRules;
+pub use declared::declared_path;
 pub(crate) use coerce::preview;
 pub(crate) use compile::escape as escape_pointer;
 
