@@ -7,37 +7,13 @@
 
 mod common;
 
-use std::{collections::BTreeSet, sync::Arc};
+use common::{Running, start};
+
+use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 use toolmend::protocol::{AssistantMessage, ToolCall};
-use toolmend_gateway::{Config, Gateway};
-use toolmend_scripted::{Script, ScriptedProvider, Step};
-
-struct Running {
-    url: String,
-    root: String,
-    http: reqwest::Client,
-    _provider: ScriptedProvider,
-}
-
-async fn start(script: Script, extra_toml: &str) -> Running {
-    let provider = ScriptedProvider::start(script).await.unwrap();
-    let toml = format!(
-        "upstream.base_url = \"{}\"\n{extra_toml}",
-        provider.base_url()
-    );
-    let config = Config::from_toml_and_env(&toml, Vec::new()).unwrap();
-    let metrics = toolmend_gateway::metrics::install().ok();
-    let gateway = Arc::new(Gateway::new(config, metrics).unwrap());
-    let addr = common::serve(gateway).await;
-    Running {
-        url: format!("http://{addr}/v1"),
-        root: format!("http://{addr}"),
-        http: reqwest::Client::new(),
-        _provider: provider,
-    }
-}
+use toolmend_scripted::{Script, Step};
 
 fn tools() -> Value {
     json!([{"type": "function", "function": {"name": "plan_trip", "description": "A trip.",

@@ -6,31 +6,17 @@
 
 mod common;
 
+use common::{calls, weather_tools as tools};
+
 use std::{
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, ToolCall};
+use serde_json::json;
+use toolmend::protocol::ToolCall;
 use toolmend_gateway::{Config, Gateway, events::CallEvent};
-use toolmend_scripted::{Script, ScriptedProvider, Step};
-
-fn tools() -> Value {
-    json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
-        "parameters": {"type": "object", "properties": {
-            "city": {"type": "string"}, "days": {"type": "integer"},
-            "units": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-            "required": ["city"], "additionalProperties": false}}}])
-}
-
-fn calls(list: Vec<ToolCall>) -> Step {
-    Step::Reply(AssistantMessage {
-        content: Some(None),
-        tool_calls: Some(list),
-        ..Default::default()
-    })
-}
+use toolmend_scripted::{Script, ScriptedProvider};
 
 /// The log's lines once `n` are there (the writer thread is asynchronous).
 fn lines(path: &std::path::Path, n: usize) -> Vec<CallEvent> {

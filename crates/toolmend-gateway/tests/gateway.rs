@@ -4,51 +4,14 @@
 
 mod common;
 
+use common::{Running, calls, start, weather_tools as tools};
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolmend::protocol::{AssistantMessage, Content, ToolCall};
 use toolmend_gateway::{Config, Gateway};
 use toolmend_scripted::{Script, ScriptedProvider, Step};
-
-struct Running {
-    url: String,
-    provider: ScriptedProvider,
-    http: reqwest::Client,
-}
-
-async fn start(script: Script, extra_toml: &str) -> Running {
-    let provider = ScriptedProvider::start(script).await.unwrap();
-    let toml = format!(
-        "upstream.base_url = \"{}\"\n{extra_toml}",
-        provider.base_url()
-    );
-    let config = Config::from_toml_and_env(&toml, Vec::new()).unwrap();
-    let metrics = toolmend_gateway::metrics::install().ok();
-    let gateway = Arc::new(Gateway::new(config, metrics).unwrap());
-    let addr = common::serve(gateway).await;
-    Running {
-        url: format!("http://{addr}/v1"),
-        provider,
-        http: reqwest::Client::new(),
-    }
-}
-
-fn tools() -> Value {
-    json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
-        "parameters": {"type": "object", "properties": {
-            "city": {"type": "string"}, "days": {"type": "integer"},
-            "units": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-            "required": ["city"], "additionalProperties": false}}}])
-}
-
-fn calls(list: Vec<ToolCall>) -> Step {
-    Step::Reply(AssistantMessage {
-        content: Some(None),
-        tool_calls: Some(list),
-        ..Default::default()
-    })
-}
 
 fn said(text: &str) -> Step {
     Step::Reply(AssistantMessage {

@@ -5,38 +5,15 @@
 
 mod common;
 
-use std::sync::Arc;
+use common::{Running, start_with_env as start};
 
 use serde_json::{Value, json};
 use toolmend::{
     guard::FLOOD_PREFIX,
     protocol::{AssistantMessage, Content, ToolCall},
 };
-use toolmend_gateway::{Config, Gateway};
-use toolmend_scripted::{Script, ScriptedProvider, Step};
-
-struct Running {
-    url: String,
-    provider: ScriptedProvider,
-    http: reqwest::Client,
-}
-
-async fn start(script: Script, guard_toml: &str, env: Vec<(String, String)>) -> Running {
-    let provider = ScriptedProvider::start(script).await.unwrap();
-    let toml = format!(
-        "upstream.base_url = \"{}\"\n{guard_toml}",
-        provider.base_url()
-    );
-    let config = Config::from_toml_and_env(&toml, env).unwrap();
-    let metrics = toolmend_gateway::metrics::install().ok();
-    let gateway = Arc::new(Gateway::new(config, metrics).unwrap());
-    let addr = common::serve(gateway).await;
-    Running {
-        url: format!("http://{addr}/v1"),
-        provider,
-        http: reqwest::Client::new(),
-    }
-}
+use toolmend_gateway::Config;
+use toolmend_scripted::{Script, Step};
 
 fn tools() -> Value {
     json!([{"type": "function", "function": {"name": "search", "description": "Search.",

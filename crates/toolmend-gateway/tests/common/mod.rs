@@ -1,8 +1,14 @@
-//! What the gateway's test binaries share.
+//! What the gateway's test binaries share: a gateway served on a free loopback port in
+//! front of the strict scripted provider, and the weather tool most of them call.
+// Each test binary uses its own part of this.
+#![allow(dead_code)]
 
 use std::{net::SocketAddr, sync::Arc};
 
-use toolmend_gateway::Gateway;
+use serde_json::{Value, json};
+use toolmend::protocol::{AssistantMessage, ToolCall};
+use toolmend_gateway::{Config, Gateway};
+use toolmend_scripted::{Script, ScriptedProvider, Step};
 
 /// Serves `gateway` on a free 127.0.0.1 port for the rest of the test; its address.
 pub async fn serve(gateway: Arc<Gateway>) -> SocketAddr {
@@ -14,4 +20,61 @@ pub async fn serve(gateway: Arc<Gateway>) -> SocketAddr {
         std::future::pending(),
     ));
     addr
+}
+
+/// A gateway in front of a scripted provider.
+pub struct Running {
+    /// The gateway's base URL, up to `/v1`.
+    pub url: String,
+    /// The gateway's root (`/metrics`, `/healthz`).
+    pub root: String,
+    pub provider: ScriptedProvider,
+    pub http: reqwest::Client,
+}
+
+/// A gateway (metrics installed) whose upstream is a provider playing `script`, with
+/// `extra_toml` after the upstream's line.
+pub async fn start(script: Script, extra_toml: &str) -> Running {
+    start_with_env(script, extra_toml, Vec::new()).await
+}
+
+/// [`start`] with `TOOLMEND_*` overrides from `env`.
+pub async fn start_with_env(
+    script: Script,
+    extra_toml: &str,
+    env: Vec<(String, String)>,
+) -> Running {
+    let provider = ScriptedProvider::start(script).await.unwrap();
+    let toml = format!(
+        "upstream.base_url = \"{}\"\n{extra_toml}",
+        provider.base_url()
+    );
+    let config = Config::from_toml_and_env(&toml, env).unwrap();
+    let metrics = toolmend_gateway::metrics::install().ok();
+    let gateway = Arc::new(Gateway::new(config, metrics).unwrap());
+    let addr = serve(gateway).await;
+    Running {
+        url: format!("http://{addr}/v1"),
+        root: format!("http://{addr}"),
+        provider,
+        http: reqwest::Client::new(),
+    }
+}
+
+/// The request's `tools`: `get_weather` (city required, days, units as an enum).
+pub fn weather_tools() -> Value {
+    json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"},
+            "units": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city"], "additionalProperties": false}}}])
+}
+
+/// A provider step that answers with `list` as its tool calls.
+pub fn calls(list: Vec<ToolCall>) -> Step {
+    Step::Reply(AssistantMessage {
+        content: Some(None),
+        tool_calls: Some(list),
+        ..Default::default()
+    })
 }
