@@ -55,9 +55,9 @@ use serde_json::Value;
 use crate::{Error, Fix, Issue, IssueKind};
 
 pub use business::BusinessRules;
-pub use declared::declared_path;
 pub(crate) use coerce::preview;
 pub(crate) use compile::escape as escape_pointer;
+pub use declared::declared_path;
 
 /// Which safe coercions run (lax mode). All on by default; [`Coercions::none`] is strict.
 #[derive(Debug, Clone, PartialEq, Eq)]
