@@ -798,14 +798,18 @@ impl Toolbox {
     /// is parsed arguments (a dict) or the model's text (read with the core's
     /// `read_answer`: mended, one object only). Returns a mended call dict as
     /// [`mend`](Self::mend) does, or `None` when no arguments could be read or the tool is
-    /// unknown.
-    #[pyo3(signature = (name, answer, *, phase = "correction"))]
+    /// unknown. `first`: the arguments the call first carried; a value of its lists the
+    /// answer dropped is a `values_lost` issue, so such an answer is never clean (the
+    /// core's `values_lost_issues`, as the Rust correction loop and the gateway's re-ask
+    /// check it).
+    #[pyo3(signature = (name, answer, *, phase = "correction", first = None))]
     fn check_answer(
         &self,
         py: Python<'_>,
         name: &str,
         answer: &Bound<'_, PyAny>,
         phase: &str,
+        first: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
         let Some(tool) = self.tools.get(name) else {
             return Ok(None);
@@ -828,7 +832,22 @@ impl Toolbox {
         };
         let ctx = ValidationContext::new(tool.name(), self::phase(phase)?);
         let coercions = &self.opts(name).coercions;
-        let checked = py.detach(|| tool.check(value, coercions, &ctx));
+        let first = match first.filter(|f| !f.is_none()) {
+            Some(f) => {
+                let mut non_finite = false;
+                Some(to_value(f, 0, &mut non_finite)?)
+            }
+            None => None,
+        };
+        let checked = py.detach(|| {
+            let mut checked = tool.check(value, coercions, &ctx);
+            if let Some(first) = &first {
+                checked
+                    .issues
+                    .extend(mend::values_lost_issues(first, &checked.value));
+            }
+            checked
+        });
         let outcome = if !checked.is_valid() {
             Outcome::Feedback
         } else if checked.fixes.is_empty() {

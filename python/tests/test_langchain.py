@@ -319,6 +319,40 @@ def test_a_correction_model_fixes_what_rules_cannot():
     answered_once(out)
 
 
+def test_a_correction_that_drops_values_the_model_sent_is_not_taken():
+    # A merged call (two cities for one), "corrected" by dropping one: never run as clean.
+    drop = AIMessage("", tool_calls=[call("get_weather", {"city": "Paris"}, "fix")])
+    corrector = Corrector(script=[drop, drop], seen=[], bound=[])
+    msg = AIMessage("", tool_calls=[call("get_weather", {"city": ["Paris", "Rome"]}, "c1")])
+    events: list[dict] = []
+    out = run(
+        script(msg, AIMessage("ok")),
+        MendMiddleware(correction_model=corrector, on_stats=events.append),
+        HumanMessage("weather in Paris and Rome"),
+    )
+    assert RAN == []
+    assert len(corrector.seen) == 2, "the dropping answer was asked about again"
+    text = results(out)["c1"].content
+    assert "one call per value" in text, text
+    assert events[0]["calls"][0]["outcome"] != "corrected"
+    answered_once(out)
+
+
+def test_check_answer_flags_values_the_first_call_sent():
+    from toolmend import Toolbox
+
+    box = Toolbox([{"name": "quote", "parameters": {"type": "object",
+        "properties": {"symbols": {"type": "array", "items": {"type": "string"}}}, "required": ["symbols"]}}])
+    first = {"symbols": ["AAPL", "GOOGL", "MSFT"]}
+    lost = box.check_answer("quote", {"symbols": ["AAPL"]}, first=first)
+    assert lost["outcome"] == "feedback"
+    assert sorted(i["path"] for i in lost["issues"] if i["kind"] == "values_lost") == ["/symbols/1", "/symbols/2"]
+    kept = box.check_answer("quote", {"symbols": ["MSFT", "AAPL", "GOOGL"]}, first=first)
+    assert kept["outcome"] == "valid"
+    # Without the first reading nothing is compared (the old contract).
+    assert box.check_answer("quote", {"symbols": ["AAPL"]})["outcome"] == "valid"
+
+
 def test_ids_are_settled_before_the_router_sends_anything():
     msg = AIMessage(
         "",

@@ -107,6 +107,7 @@ class Toolbox:
         answer: str | dict[str, Any] | None,
         *,
         phase: Literal["initial", "correction", "salvage"] = "correction",
+        first: dict[str, Any] | None = None,
     ) -> MendedCall | None: ...
 
 def repair(text: str, *, strip_thinking: bool = True, strict: bool = False) -> dict[str, Any]: ...

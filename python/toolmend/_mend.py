@@ -693,9 +693,11 @@ class Mender:
         return answer.content if isinstance(answer.content, str) else getattr(answer, "text", None)
 
     def _check_answer(self, item: dict[str, Any], value: Any) -> dict[str, Any] | None:
-        """The answer read and re-validated by the core (phase ``correction``)."""
+        """The answer read and re-validated by the core (phase ``correction``); values of
+        the first call's lists the answer dropped make it feedback (``values_lost``)."""
         name = item["mended"]["tool"]
-        return self._box(name).check_answer(name, value)
+        first = item["mended"].get("arguments")
+        return self._box(name).check_answer(name, value, first=first if isinstance(first, dict) else None)
 
     def _phase_check(self, item, checked, phase: str, messages, state) -> Any:
         """The tool's own validator on arguments a correction or a hook produced: the
