@@ -23,18 +23,20 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 ///
 /// Configuration: a TOML file (--config), every key overridable from the environment as
 /// TOOLMEND_<SECTION>__<KEY>, then --listen / --upstream. Each key, its default first,
-/// then the other values it takes (docs/gateway.md, "Configuration", says what each does):
+/// then the other values it takes; "no default" marks a key that is unset unless given,
+/// its value an example (docs/gateway.md, "Configuration", says what each does):
 ///   listen = "127.0.0.1:8790"
-///   [upstream]  base_url = "https://api.openai.com/v1" (no path: /v1 is appended, and the
-///                 log says so; an endpoint, a query or another scheme is refused)
-///               api_key_env = "OPENAI_API_KEY" (must be set at start; unset or "": the
-///                 client's Authorization / api-key is passed through)
+///   [upstream]  base_url = "https://api.openai.com/v1" (no default: required, here or by
+///                 --upstream; no path: /v1 is appended, and the log says so; an endpoint,
+///                 a query or another scheme is refused)
+///               api_key_env = "OPENAI_API_KEY" (no default; named, it must be set at
+///                 start; unset or "": the client's Authorization / api-key is passed through)
 ///               api_key_header = "authorization" | "api-key" (Azure OpenAI)
 ///               timeout_secs = 120 (headers, and between stream chunks)
 ///               connect_timeout_secs = 10   deadline_secs = 600 (one whole answer)
 ///               redirects = "none" | "same_origin"
 ///   [history]   policy = "sanitize" | "reject" (400) | "pass"   orphans = "drop" | "rehome"
-///               max_tokens = 8000 (unset: no trim)   encoding = "o200k_base" | "cl100k_base" | "bytes"
+///               max_tokens = 8000 (no default: no trim)   encoding = "o200k_base" | "cl100k_base" | "bytes"
 ///   [calls]     mend = true   calls_in_content = true   accept_truncated = false
 ///               invalid = "re_ask" | "correct" | "pass" | ["re_ask", "correct"]   max_re_asks = 1
 ///               reasoning = "move" (to reasoning_content) | "drop" | "keep" (in the content)
@@ -42,8 +44,9 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 ///                 body's `toolmend` object)
 ///   [correction] (for invalid = "correct": any OpenAI-compatible endpoint)
 ///               base_url = "http://127.0.0.1:8000/v1"   model = "qwen2.5-1.5b-instruct"
-///               api_key_env = "CORRECTION_KEY" (must be set when used)   max_retries = 2
-///               context_messages = 10   timeout_secs = 30
+///                 (no default, both: required for "correct")
+///               api_key_env = "CORRECTION_KEY" (no default: no key sent; named, it must be
+///                 set when used)   max_retries = 2   context_messages = 10   timeout_secs = 30
 ///   [limits]    max_body_bytes = 8388608   max_header_bytes = 65536   tool_cache = 256
 ///               header_timeout_secs = 30   body_timeout_secs = 60   max_connections = 4096
 ///               max_messages = 100000   max_calls_per_message = 100000   max_tools = 1024
@@ -52,21 +55,29 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 ///               shutdown_grace_secs = 30   (docs/gateway.md, "Limits": what each answers)
 ///   [guard]     (off until a rule is set; docs/guard.md)
 ///               on_flood = "feedback" | "reject" (429) | "flag"   max_re_asks = 1
-///               store = "memory" | "redis"   redis_url = "redis://127.0.0.1:6379/"
+///               store = "memory" | "redis"   redis_url = "redis://127.0.0.1:6379/" (no
+///                 default; required for "redis")
 ///               timeout_ms = 20   fail = "open" | "closed"   max_keys = 100000
 ///               session_from = ["header", "user", "metadata", "api_key"]   (x-toolmend-session)
 ///               metadata_key = "session_id"   session_ttl_secs = 3600
-///     rules:    session = {limit = 5, window_secs = 60}   duplicate = {window_secs = 60}
+///     rules (none by default; these are examples):
+///               session = {limit = 5, window_secs = 60}   duplicate = {window_secs = 60}
 ///               tools.send_email.session / .global = {limit, window_secs}
 ///               repeat = {observe = 2, block = 3, stop = 6}   ping_pong = {cycles = 3}
 ///               no_progress = {block = 3}   (each rule: shadow = true to only report)
 ///               limits = {thread_limit, run_limit, exit_behavior = "continue" | "error" | "end"}
 ///   [round_trip] (server-side tools) max_rounds = 4 (model answers per request)   max_secs = 60
 ///               inject = true (their definitions go upstream; the client does not know them)
-///   [events]    path = "/var/log/toolmend/events.jsonl" (one JSON line per mended call;
-///                 `toolmend report` reads it)   clean = true   buffer = 10000
-///               session_salt_env = "EVENTS_SALT" (must be set when named)
-///   [[tools]]   tools behind the network, also in a file of their own (--tools FILE):
+///   [events]    path = "/var/log/toolmend/events.jsonl" (no default: no event log; one
+///                 JSON line per mended call, `toolmend report` reads it)   clean = true
+///               buffer = 10000   session_salt_env = "EVENTS_SALT" (no default; named, it
+///                 must be set)
+///   [telemetry] (a build with the otel feature: docs/gateway.md, "Tracing")
+///               otlp_endpoint = "http://127.0.0.1:4318" (no default: the environment's
+///                 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT,
+///                 else no export)   service_name = "toolmend-gateway" (OTEL_SERVICE_NAME wins)
+///   [[tools]]   tools behind the network (none by default; these are examples), also in
+///               a file of their own (--tools FILE):
 ///               name = "get_weather"   description = "..."   endpoint = "http://127.0.0.1:9000/weather"
 ///               parameters = {type = "object", ...} (or parameters_json = '...')
 ///               server_side = true (the gateway runs it: the round trip)   timeout_ms = 10000
@@ -97,7 +108,7 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 ///   TOOLMEND_GUARD__SESSION__LIMIT=5 TOOLMEND_GUARD__SESSION__WINDOW_SECS=60 \
 ///     TOOLMEND_GUARD__STORE=redis TOOLMEND_GUARD__REDIS_URL=redis://127.0.0.1:6379/ toolmend serve ...
 ///   toolmend serve --upstream https://api.openai.com/v1 --tools tools.toml
-///   RUST_LOG=toolmend::request=warn toolmend serve ...        # no line per request
+///   RUST_LOG=info,toolmend::request=warn toolmend serve ...   # no line per request
 ///   toolmend scripted-provider examples/script.jsonl &   # then
 ///   toolmend serve --listen 127.0.0.1:8790 --upstream http://127.0.0.1:PORT/v1
 #[derive(Debug, clap::Args)]
