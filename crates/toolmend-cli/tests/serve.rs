@@ -928,7 +928,8 @@ fn each_request_is_one_info_line_and_the_http_stack_stays_quiet_at_debug() {
 // ---------------------------------------------------------------- 6. serve --help
 
 /// Every key and every value a policy takes in docs/gateway.md's configuration block
-/// (`policy = "sanitize"  # | "reject" | "pass"`) is in `toolmend serve --help`.
+/// (`policy = "sanitize"  # | "reject" | "pass"`) is in `toolmend serve --help`, the
+/// commented-out ones (`# limit = 5`, `# [guard]`) included.
 #[test]
 fn serve_help_lists_every_key_and_policy_of_the_docs() {
     let out = Command::new(BIN)
@@ -945,8 +946,18 @@ fn serve_help_lists_every_key_and_policy_of_the_docs() {
     let start = section.find("```toml\n").unwrap() + "```toml\n".len();
     let block = &section[start..start + section[start..].find("```").unwrap()];
     let mut checked = 0;
+    // `name = …` with a bare lowercase name: a key, where a comment of prose is not one.
+    let is_key = |s: &str| {
+        s.split_once(" = ").is_some_and(|(k, _)| {
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        })
+    };
     for line in block.lines() {
-        let line = line.trim();
+        let line = match line.trim().strip_prefix("# ") {
+            Some(key) if key.starts_with('[') || is_key(key) => key,
+            Some(_) => continue,
+            None => line.trim(),
+        };
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
