@@ -55,7 +55,8 @@ use toolmend_gateway::events::{self, CallEvent, format_ts, parse_ts};
 ///
 /// Examples:
 ///   toolmend report events.jsonl -o report.html
-///   toolmend mend examples/broken_calls.jsonl --events ev.jsonl && toolmend report ev.jsonl -o r.html
+///   toolmend mend examples/broken_calls.jsonl --events ev.jsonl; toolmend report ev.jsonl -o r.html
+///     (`;`, not `&&`: mend exits 1 on this example, which holds a malformed line on purpose)
 ///   zcat events-*.jsonl.gz | toolmend report - -o week.html --title "Last week"
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
