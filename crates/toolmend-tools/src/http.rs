@@ -264,15 +264,19 @@ impl HttpTransport {
         }
         let received = now_ms();
         notes.bytes = buf.len();
-        let parsed: Result<Value, _> = serde_json::from_slice(&buf);
+        let parsed = parse_json(&buf);
         if !status.is_success() {
-            // An envelope's own error (with this call's id) is the tool speaking; anything
-            // else is the service failing.
-            if let Ok(v) = &parsed
+            // An envelope's own error (with this call's id) is the tool speaking; an envelope
+            // naming another call is dirty whatever the status (dropped, never retried);
+            // anything else is the service failing.
+            if let Ok((v, _)) = &parsed
                 && self.adapter.is_none()
-                && let Ok(reply @ Reply::Failed { .. }) = read_envelope(v, attempt_id, req.call_id)
             {
-                return Ok(reply);
+                match read_envelope(v, attempt_id, req.call_id) {
+                    Ok(reply @ Reply::Failed { .. }) => return Ok(reply),
+                    Err(dirty @ TransportError::Dirty { .. }) => return Err(dirty),
+                    _ => {}
+                }
             }
             let (text, _) = crate::shape::clean_utf8(&buf);
             return Err(TransportError::Status {
@@ -280,8 +284,9 @@ impl HttpTransport {
                 body: text.chars().take(200).collect(),
             });
         }
-        let value = parsed
+        let (value, lossy) = parsed
             .map_err(|e| TransportError::Protocol(format!("the answer is not JSON ({e})")))?;
+        notes.invalid_utf8 = lossy;
         let reply = match &self.adapter {
             Some(a) => read_adapted(&value, a, attempt_id, req.call_id)?,
             None => {
@@ -303,6 +308,24 @@ impl HttpTransport {
     }
 }
 
+/// The answer as JSON. A body that is JSON but for invalid UTF-8 inside its strings is
+/// read with the bad bytes replaced by U+FFFD (`true`: the caller records it), rather than
+/// refused as not JSON.
+fn parse_json(buf: &[u8]) -> Result<(Value, bool), serde_json::Error> {
+    match serde_json::from_slice(buf) {
+        Ok(v) => Ok((v, false)),
+        Err(e) => match std::str::from_utf8(buf) {
+            Ok(_) => Err(e),
+            Err(_) => {
+                let (clean, _) = crate::shape::clean_utf8(buf);
+                serde_json::from_str(&clean)
+                    .map(|v| (v, true))
+                    .map_err(|_| e)
+            }
+        },
+    }
+}
+
 fn send_error(e: &reqwest::Error, timeout: Duration) -> TransportError {
     if e.is_timeout() {
         return TransportError::Timeout(timeout);
@@ -312,12 +335,22 @@ fn send_error(e: &reqwest::Error, timeout: Duration) -> TransportError {
             std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string),
         );
     }
-    // The chain says why (refused, reset); the URL is from the configuration.
-    let mut msg = e.to_string();
+    // The chain says why (refused, reset). The endpoint stays out of it: this text reaches
+    // the model and the logs, and a URL from the configuration may carry a secret.
+    let mut msg = String::from(if e.is_connect() {
+        "could not connect"
+    } else if e.is_body() || e.is_decode() {
+        "the answer broke off"
+    } else {
+        "the request failed"
+    });
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
+        let part = s.to_string();
+        if !msg.ends_with(&part) {
+            msg.push_str(": ");
+            msg.push_str(&part);
+        }
         src = s.source();
     }
     TransportError::Connect(msg)

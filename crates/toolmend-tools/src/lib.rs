@@ -31,4 +31,4 @@ pub mod transport;
 
 pub use set::ToolSet;
 pub use spec::{LoadError, ToolsFile};
-pub use tool::NetTool;
+pub use tool::{NetTool, TIMEOUT_MARGIN};

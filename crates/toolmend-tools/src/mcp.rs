@@ -66,6 +66,12 @@ use crate::{
     transport::{ExchangeNotes, Reply, ServiceRequest, TransportError},
 };
 
+/// The largest JSON-RPC message read from an MCP server over HTTP (a JSON body or one
+/// SSE event), before it is decoded: a `tools/list` page may exceed one result's limit
+/// ([`DEFAULT_MAX_RESPONSE_BYTES`], checked per call after decoding), but nothing is read
+/// without a bound (rmcp's own default is 16 MiB).
+pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
+
 /// The `_meta` key that carries the model's call id (requests; echoed in results).
 pub const META_CALL_ID: &str = "io.toolmend/callId";
 /// The `_meta` key that carries the round's trace id.
@@ -166,8 +172,15 @@ impl McpConnection {
                 let headers = http_headers(&spec.headers, env)
                     .map_err(|e| format!("MCP server {name:?}: {e}"))?;
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(headers);
-                let transport = StreamableHttpClientTransport::from_config(config);
+                    .custom_headers(headers)
+                    .max_json_response_size(MAX_MESSAGE_BYTES)
+                    .max_sse_event_size(MAX_MESSAGE_BYTES);
+                // The HTTP tools' client: no proxies from the environment, redirects only
+                // within one host (rmcp's own client would follow the environment's proxy).
+                let transport = StreamableHttpClientTransport::with_client(
+                    crate::http::client().clone(),
+                    config,
+                );
                 (
                     url.clone(),
                     tokio::time::timeout(timeout, client_config.serve(transport)).await,
@@ -355,8 +368,8 @@ impl McpConnection {
             reply,
             ExchangeNotes {
                 attempts: 1,
-                clock_skew_ms: None,
                 bytes,
+                ..ExchangeNotes::default()
             },
         ))
     }

@@ -50,6 +50,10 @@ pub struct NetTool {
     pub(crate) kind: &'static str,
 }
 
+/// How much longer than the transport's own limit the node waits for a call (see
+/// [`NetTool::total_timeout`]).
+pub const TIMEOUT_MARGIN: Duration = Duration::from_millis(250);
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -91,11 +95,25 @@ impl NetTool {
         self.sla.as_ref().is_some_and(Sla::degraded)
     }
 
-    /// The time a call may take in all, retries included (the node's timeout for it).
-    pub fn total_timeout(&self) -> Duration {
+    /// The time the transport may take for a call, retries included: each attempt, plus
+    /// the pauses between them (at most 1 s each).
+    fn transport_timeout(&self) -> Duration {
         let attempts = self.retries + 1;
-        // Each attempt, plus the pauses between them (at most 1 s each).
         self.timeout * attempts + Duration::from_secs(u64::from(self.retries))
+    }
+
+    /// The time a call may take in all (the node's timeout for it): the transport's own
+    /// limit (or the backup's, when that is longer: a degraded call goes there), plus a
+    /// margin. The margin lets the transport's timer fire first, so a timeout is counted,
+    /// logged and fed to the SLA here, and a hanging primary degrades to its backup
+    /// instead of being cut off by the node where nothing is recorded.
+    pub fn total_timeout(&self) -> Duration {
+        let own = self.transport_timeout();
+        let longest = self
+            .backup
+            .get()
+            .map_or(own, |b| own.max(b.transport_timeout()));
+        longest + TIMEOUT_MARGIN
     }
 
     /// Runs one call at the service (no SLA routing, no shaping).
@@ -129,6 +147,27 @@ impl NetTool {
         }
     }
 
+    /// A call in its span: `execute_tool {name}` (the OpenTelemetry GenAI conventions'
+    /// tool span), target `toolmend::trace`, so a gateway exporting traces sends it as a
+    /// child of the round that ran it. Never an argument or a result in it.
+    async fn run_traced(&self, args: Value, ctx: CallContext) -> Result<ToolOutput, ToolError> {
+        use tracing::{Instrument as _, field::Empty};
+        let span = tracing::info_span!(
+            target: "toolmend::trace",
+            "execute_tool",
+            otel.name = format!("execute_tool {}", self.name),
+            otel.kind = "internal",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %self.name,
+            gen_ai.tool.call.id = %ctx.call_id,
+            gen_ai.tool.type = "function",
+            toolmend.tool.kind = self.kind,
+            toolmend.tool.served_by = Empty,
+            error.type = Empty,
+        );
+        self.run(args, ctx).instrument(span).await
+    }
+
     /// A call, end to end: routed by the SLA, served, verified, shaped.
     async fn run(&self, args: Value, ctx: CallContext) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
@@ -143,8 +182,19 @@ impl NetTool {
         let route = self.sla.as_ref().map_or(Route::Primary, Sla::route);
         let backup = self.backup.get().filter(|_| route == Route::Backup);
         let served_by: &NetTool = backup.map_or(self, |b| b.as_ref());
+        let span = tracing::Span::current();
+        span.record("toolmend.tool.served_by", served_by.name.as_str());
         let sent = Instant::now();
         let result = served_by.serve(&args, &ctx.call_id, &trace_id).await;
+        match &result {
+            Ok((Reply::Failed { .. }, _)) => {
+                span.record("error.type", "tool_error");
+            }
+            Err(e) => {
+                span.record("error.type", e.kind());
+            }
+            Ok(_) => {}
+        }
         let service = sent.elapsed();
         sla::observe("toolmend_tool_service_seconds", &served_by.name, service);
         if let Some(s) = &self.sla
@@ -178,6 +228,9 @@ impl NetTool {
                 });
                 if shaped.omitted_bytes > 0 {
                     meta["omitted_bytes"] = json!(shaped.omitted_bytes);
+                }
+                if notes.invalid_utf8 {
+                    meta["invalid_utf8_replaced"] = json!(true);
                 }
                 if let Some(skew) = notes.clock_skew_ms {
                     meta["clock_skew_ms"] = json!(skew);
@@ -263,6 +316,6 @@ impl Tool for NetTool {
         arguments: Value,
         ctx: CallContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(self.run(arguments, ctx))
+        Box::pin(self.run_traced(arguments, ctx))
     }
 }

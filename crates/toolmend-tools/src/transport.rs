@@ -51,6 +51,8 @@ pub struct ExchangeNotes {
     pub clock_skew_ms: Option<i64>,
     /// Bytes of the answer as received.
     pub bytes: usize,
+    /// The answer held invalid UTF-8, replaced by U+FFFD before it was read.
+    pub invalid_utf8: bool,
 }
 
 /// Why a service gave no usable answer. Every variant becomes an error result for the

@@ -104,6 +104,19 @@ async fn service(
         "plain" => Json(json!({"result": {"temp": 3}, "error": null})).into_response(),
         "redirect" => (StatusCode::TEMPORARY_REDIRECT, [("location", "http://example.invalid/x")]).into_response(),
         "orders" => ok(json!({"orders": [{"id": 1, "amount": 20.5}, {"id": 2, "amount": 9.5}, {"id": 3, "amount": 70}]})),
+        // Another call's envelope under an error status: dirty, whatever the status.
+        "dirty500" => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"status": "error", "message": "someone else's failure", "call_id": "call_other"})),
+        )
+            .into_response(),
+        // JSON, but for a byte that is not UTF-8 inside a string.
+        "latin1" => {
+            let mut body = format!(r#"{{"status": "success", "call_id": "{id}", "data": {{"city": "Besan"#).into_bytes();
+            body.push(0xE7); // ç in Latin-1
+            body.extend_from_slice(br#"on"}}"#);
+            ([("content-type", "application/json")], body).into_response()
+        }
         _ => StatusCode::NOT_FOUND.into_response(),
     }
 }
@@ -418,6 +431,217 @@ endpoint = "{base}/backup"
     want.extend(["primary"; 5]); // the third good probe recovers it
     assert_eq!(served, want);
     assert!(!set.get("search").unwrap().degraded());
+}
+
+/// The process's Prometheus recorder (installed once; each test reads its own tools'
+/// series).
+fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .unwrap()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_that_times_out_degrades_to_its_backup_with_a_metric() {
+    let metrics = metrics();
+    let (base, _seen) = start().await;
+    // The service sleeps 800 ms; the tool waits 100 ms. The transport's timeout must be
+    // the one that fires (not the node's), or nothing would reach the SLA.
+    let toml = format!(
+        r#"
+[[tools]]
+name = "hang"
+endpoint = "{base}/sleep"
+timeout_ms = 100
+sla_ms = 50
+backup = "hang_backup"
+{ANY}
+
+[[tools]]
+name = "hang_backup"
+endpoint = "{base}/backup"
+{ANY}
+"#
+    );
+    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
+        .await
+        .unwrap();
+    let node = ToolNode::builder(set.registry().unwrap()).build();
+    for i in 0..5 {
+        let out = node
+            .invoke(&assistant(&[(&format!("h{i}"), "hang", "{}")]))
+            .await
+            .unwrap();
+        assert_eq!(out.results.len(), 1);
+        assert_eq!(out.results[0].status, ResultStatus::Error);
+        assert!(
+            text(&out.results[0].content).contains("did not finish within 100 ms"),
+            "{}",
+            text(&out.results[0].content)
+        );
+    }
+    assert!(
+        set.get("hang").unwrap().degraded(),
+        "five timeouts: p95 over the SLA"
+    );
+    let out = node
+        .invoke(&assistant(&[("h5", "hang", "{}")]))
+        .await
+        .unwrap();
+    assert_eq!(out.results[0].status, ResultStatus::Success);
+    assert_eq!(out.results[0].artifact.as_ref().unwrap()["from"], "backup");
+    assert_eq!(
+        out.results[0].metadata.as_ref().unwrap()["served_by"],
+        "hang_backup"
+    );
+    let text = metrics.render();
+    for want in [
+        "toolmend_tool_calls_total{tool=\"hang\",result=\"timeout\"} 5",
+        "toolmend_tool_sla_transitions_total{tool=\"hang\",to=\"backup\"} 1",
+        "toolmend_tool_degraded{tool=\"hang\"} 1",
+        "toolmend_tool_calls_total{tool=\"hang\",result=\"success\"} 1",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dirty_answer_under_an_error_status_is_dropped_as_dirty_and_not_retried() {
+    let metrics = metrics();
+    let (base, seen) = start().await;
+    let toml = format!(
+        r#"
+[[tools]]
+name = "dirty_500"
+endpoint = "{base}/dirty500"
+retries = 2
+idempotent = true
+{ANY}
+"#
+    );
+    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
+        .await
+        .unwrap();
+    let node = ToolNode::builder(set.registry().unwrap()).build();
+    let out = node
+        .invoke(&assistant(&[("d1", "dirty_500", "{}")]))
+        .await
+        .unwrap();
+    let r = &out.results[0];
+    assert_eq!(r.status, ResultStatus::Error);
+    let t = text(&r.content);
+    assert!(t.contains("answered for call \"call_other\""), "{t}");
+    assert!(!t.contains("someone else"), "{t}");
+    assert_eq!(
+        seen.hits.load(Ordering::SeqCst),
+        1,
+        "a dirty answer is not retried"
+    );
+    let m = metrics.render();
+    for want in [
+        "toolmend_tool_dirty_answers_total{tool=\"dirty_500\"} 1",
+        "toolmend_tool_calls_total{tool=\"dirty_500\",result=\"dirty\"} 1",
+    ] {
+        assert!(m.contains(want), "missing {want:?} in\n{m}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_utf8_in_an_answer_is_replaced_and_recorded() {
+    let (base, _seen) = start().await;
+    let toml = format!(
+        r#"
+[[tools]]
+name = "latin1"
+endpoint = "{base}/latin1"
+{ANY}
+"#
+    );
+    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
+        .await
+        .unwrap();
+    let node = ToolNode::builder(set.registry().unwrap()).build();
+    let out = node
+        .invoke(&assistant(&[("u1", "latin1", "{}")]))
+        .await
+        .unwrap();
+    let r = &out.results[0];
+    assert_eq!(r.status, ResultStatus::Success, "{}", text(&r.content));
+    assert_eq!(r.artifact, Some(json!({"city": "Besan\u{FFFD}on"})));
+    assert!(text(&r.content).contains("Besan\u{FFFD}on"));
+    assert_eq!(r.metadata.as_ref().unwrap()["invalid_utf8_replaced"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_is_an_error_without_the_endpoint() {
+    // Port 1 on loopback: nothing listens there.
+    let toml = format!(
+        r#"
+[[tools]]
+name = "gone"
+endpoint = "http://admin:pw-in-url@127.0.0.1:1/tools/gone?token=tok-in-url"
+{ANY}
+"#
+    );
+    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
+        .await
+        .unwrap();
+    let node = ToolNode::builder(set.registry().unwrap()).build();
+    let out = node
+        .invoke(&assistant(&[("g1", "gone", "{}")]))
+        .await
+        .unwrap();
+    let r = &out.results[0];
+    assert_eq!(r.status, ResultStatus::Error);
+    let t = text(&r.content);
+    assert!(
+        t.contains("gone: the tool service could not be reached: could not connect"),
+        "{t}"
+    );
+    for leak in ["pw-in-url", "tok-in-url", "127.0.0.1:1", "/tools/gone"] {
+        assert!(!t.contains(leak), "the endpoint leaked ({leak}): {t}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_is_the_call_id_on_every_attempt() {
+    let (base, seen) = start().await;
+    let toml = format!(
+        r#"
+[[tools]]
+name = "charge"
+endpoint = "{base}/flaky"
+retries = 2
+idempotency_key = true
+{ANY}
+"#
+    );
+    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
+        .await
+        .unwrap();
+    let node = ToolNode::builder(set.registry().unwrap()).build();
+    let out = node
+        .invoke(&assistant(&[("call_k", "charge", "{}")]))
+        .await
+        .unwrap();
+    assert_eq!(out.results[0].status, ResultStatus::Success);
+    let hs = seen.headers.lock().unwrap();
+    let got: Vec<(&str, &str)> = hs
+        .iter()
+        .map(|h| (h["x-tool-call-id"].as_str(), h["idempotency-key"].as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("call_k", "call_k"),
+            ("call_k-retry1", "call_k"),
+            ("call_k-retry2", "call_k")
+        ]
+    );
 }
 
 #[tokio::test]

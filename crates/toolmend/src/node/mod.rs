@@ -290,6 +290,10 @@ pub struct InvokeOptions {
     /// The trace this invocation belongs to, passed to every tool
     /// ([`CallContext::trace_id`]; tool services get it as `X-Trace-ID`).
     pub trace_id: Option<Arc<str>>,
+    /// When the model's answer holding these calls arrived (a gateway's upstream answer,
+    /// before it was planned): tools get it as [`CallContext::received_at`], the start of
+    /// their call-initiation latency. Unset, the start of this invocation.
+    pub received_at: Option<Instant>,
 }
 
 /// Success or error, as LangChain's `ToolMessage.status`.
@@ -507,7 +511,8 @@ impl ToolNode {
         self.correct(&mut plans, history, assistant, &ctx).await;
         self.resolve(&mut plans, history, &ctx).await?;
         let stopped = self.guard(&mut plans, history, opts).await?;
-        self.execute(&mut plans, opts, started).await?;
+        self.execute(&mut plans, opts, opts.received_at.unwrap_or(started))
+            .await?;
 
         let mut message_fixes = shape.message_fixes.clone();
         for p in &mut plans {
