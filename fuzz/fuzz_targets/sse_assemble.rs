@@ -1,4 +1,6 @@
-//! The gateway's streaming path (`stream::respond`: the SSE reader, the `Transformer` that
+//! The gateway's streaming path (`sse::respond` of
+//! `crates/toolmend-gateway/src/fronts/chat_completions/sse.rs`, through
+//! `toolmend_gateway::fuzzing::respond_stream`: the SSE reader, the `Transformer` that
 //! assembles chat.completion.chunk deltas, `finish_chunks`) on upstream streams made from
 //! the input, and the `ContentGate` on their content.
 //!
