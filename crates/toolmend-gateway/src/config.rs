@@ -596,7 +596,8 @@ impl Config {
     /// then applies the `TOOLMEND_<SECTION>__<KEY>` variables of `env`, then `flags`
     /// (e.g. `Override::flag("--upstream", "upstream.base_url", url)`), and checks the
     /// result. Base URLs are normalised (`/v1` appended to one without a path: see
-    /// `notes`).
+    /// `notes`). A `TOOLMEND_*` variable without `__` that names no top-level key
+    /// (`TOOLMEND_SHARED`) is no override: it is skipped, and named in `notes`.
     ///
     /// # Errors
     ///
@@ -608,15 +609,33 @@ impl Config {
         env: impl IntoIterator<Item = (String, String)>,
         flags: Vec<Override>,
     ) -> Result<Self, ConfigError> {
-        let mut overrides = Override::from_env(env);
+        let (mut overrides, skipped) = load::split_env(env);
         overrides.extend(flags);
-        load::load(text, file.unwrap_or("<config>"), overrides)
+        let mut config = load::load(text, file.unwrap_or("<config>"), overrides)?;
+        if !skipped.is_empty() {
+            config.notes.push(format!(
+                "{}: not configuration overrides (those are TOOLMEND_<SECTION>__<KEY>, or \
+                 TOOLMEND_LISTEN), ignored",
+                skipped.join(", ")
+            ));
+        }
+        Ok(config)
     }
 
-    /// What loading changed that is worth a line at start (a base URL without a path
-    /// got `/v1`).
+    /// What loading changed or skipped that is worth a line at start (a base URL without
+    /// a path got `/v1`; `TOOLMEND_*` variables that are no override were ignored).
     pub fn notes(&self) -> &[String] {
         &self.notes
+    }
+
+    /// What the configuration allows but is likely a mistake, for a warning at start
+    /// (logged by the gateway once logging runs: loading comes before it).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.guard.session_from.is_empty() && self.guard.rules.needs_store() {
+            out.push("guard.session_from is empty: the per-session rules never apply".to_owned());
+        }
+        out
     }
 
     /// Every environment variable the configuration names and will read, present and
@@ -692,9 +711,6 @@ impl Config {
                 "guard.timeout_ms is {}: use 1 to 10000 (milliseconds per decision)",
                 g.timeout_ms
             )));
-        }
-        if g.session_from.is_empty() && g.rules.needs_store() {
-            tracing::warn!("guard.session_from is empty: the per-session rules never apply");
         }
         let l = &self.limits;
         for (name, value) in [

@@ -121,6 +121,9 @@ impl Gateway {
         for note in config.notes() {
             tracing::info!(target: "toolmend::start", "{note}");
         }
+        for warning in config.warnings() {
+            tracing::warn!(target: "toolmend::start", "{warning}");
+        }
         match config
             .upstream
             .api_key_env

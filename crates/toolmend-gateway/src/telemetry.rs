@@ -8,6 +8,8 @@
 //! | `POST /v1/chat/completions` (the route) | server | `server::access` | `http.request.method`, `http.route`, `http.response.status_code`, `error.type`, `toolmend.request_id`, `toolmend.upstream_calls`, `toolmend.calls.{valid,repaired,unresolved}` |
 //! | `toolmend mend` | internal | `pipeline::plan` (each answer planned: the first, each re-asked one) | `toolmend.calls`, `toolmend.calls.feedback` (still invalid), `toolmend.calls.dropped` |
 //! | `toolmend re_ask` | internal | `pipeline::resolve` (the `chat` span of its upstream call inside) | `toolmend.re_ask.attempt`, `toolmend.re_ask.calls` |
+//! | `toolmend tools_round` | internal | `pipeline::round_trip` (each round of server-side calls) | `toolmend.round`, `toolmend.round.calls` |
+//! | `execute_tool {tool}` | internal | `toolmend-tools` (each server-side call, inside its round) | the GenAI conventions': `gen_ai.operation.name` (`execute_tool`), `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`; `toolmend.tool.kind` (`http`, `mcp`), `toolmend.tool.served_by` (the backup, when it served), `error.type` |
 //! | `chat {model}` | client | `server::upstream` (each upstream call: the first, each re-ask, each round) | the GenAI semantic conventions': `gen_ai.operation.name` (`chat`), `gen_ai.request.model`, `gen_ai.response.id`, `gen_ai.response.model`, `gen_ai.response.finish_reasons`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`; `server.address`, `server.port`, `http.response.status_code`, `error.type`, `toolmend.upstream.attempt` |
 //!
 //! A client's `traceparent` makes the request span a child of the client's trace; the
@@ -281,6 +283,19 @@ pub(crate) fn record_mend<'a>(outcomes: impl Iterator<Item = &'a str>) {
     span.record("toolmend.calls", n);
     span.record("toolmend.calls.feedback", feedback);
     span.record("toolmend.calls.dropped", dropped);
+}
+
+/// The span of one round of the round trip: the server-side calls of one answer, run by
+/// the gateway (each call's `execute_tool {tool}` span, from `toolmend-tools`, inside).
+pub(crate) fn tools_round_span(round: u32, calls: usize) -> tracing::Span {
+    tracing::info_span!(
+        target: "toolmend::trace",
+        "tools_round",
+        otel.name = "toolmend tools_round",
+        otel.kind = "internal",
+        toolmend.round = i64::from(round),
+        toolmend.round.calls = i64::try_from(calls).unwrap_or(i64::MAX),
+    )
 }
 
 /// The span of one re-ask: the invalid calls and their feedback sent back upstream.

@@ -1,7 +1,8 @@
 //! OpenTelemetry traces (the `otel` feature): a request through the gateway to the strict
 //! scripted provider, with a broken call that is re-asked, exported over OTLP/HTTP to a
 //! collector stand-in on 127.0.0.1 (an HTTP server in this test that takes the protobuf
-//! POST to /v1/traces, as a real collector's OTLP/HTTP receiver does). Checked: the span
+//! POST to /v1/traces, as a real collector's OTLP/HTTP receiver does), and a round trip
+//! through a server-side HTTP tool (its round's and its call's spans). Checked: the span
 //! names and kinds, the GenAI semantic conventions' attribute names and values, the
 //! parent of each span (the client's `traceparent` for the request span), and that no
 //! argument value or key became an attribute.
@@ -188,6 +189,22 @@ async fn a_request_its_upstream_calls_mending_and_re_ask_are_exported_as_spans()
         "valid=1 repaired=1 unresolved=0 from_text=0"
     );
 
+    // A round trip through a server-side tool: a second gateway with a tools section.
+    let round_trip_addr = round_trip_gateway().await;
+    let resp = reqwest::Client::new()
+        .post(format!("http://{round_trip_addr}/v1/chat/completions"))
+        .header("traceparent", format!("00-{TRACE2}-{PARENT}-01"))
+        .header("x-request-id", "otel-2")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "Population of Nara?"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()["x-toolmend-round-trip"],
+        "rounds=2; server_calls=1; errors=0"
+    );
+
     // The batch goes out on flush (a worker thread runs the exporter's task meanwhile).
     let flushed = tokio::task::spawn_blocking(move || {
         tracing.flush();
@@ -198,7 +215,12 @@ async fn a_request_its_upstream_calls_mending_and_re_ask_are_exported_as_spans()
     let mut got = Vec::new();
     for _ in 0..200 {
         got = spans.lock().unwrap().clone();
-        if got.iter().any(|s| s.name == "POST /v1/chat/completions") {
+        if got
+            .iter()
+            .filter(|s| s.name == "POST /v1/chat/completions")
+            .count()
+            == 2
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -217,7 +239,7 @@ async fn a_request_its_upstream_calls_mending_and_re_ask_are_exported_as_spans()
     // The request: a server span, a child of the client's trace.
     let request = got
         .iter()
-        .find(|s| s.name == "POST /v1/chat/completions")
+        .find(|s| s.name == "POST /v1/chat/completions" && s.trace_id == TRACE)
         .unwrap_or_else(|| panic!("no request span in {names:?}"));
     assert_eq!(request.kind, SERVER);
     assert_eq!(request.trace_id, TRACE);
@@ -233,7 +255,10 @@ async fn a_request_its_upstream_calls_mending_and_re_ask_are_exported_as_spans()
     assert_eq!(a["(service.name)"], "toolmend-otel-test");
 
     // The two upstream calls: `chat m`, client spans, GenAI attributes.
-    let chats: Vec<&Span> = got.iter().filter(|s| s.name == "chat m").collect();
+    let chats: Vec<&Span> = got
+        .iter()
+        .filter(|s| s.name == "chat m" && s.trace_id == TRACE)
+        .collect();
     assert_eq!(chats.len(), 2, "{names:?}");
     for c in &chats {
         assert_eq!(c.kind, CLIENT);
@@ -267,7 +292,10 @@ async fn a_request_its_upstream_calls_mending_and_re_ask_are_exported_as_spans()
     );
 
     // Mending: one span per answer planned (the first, the re-asked one).
-    let mends: Vec<&Span> = got.iter().filter(|s| s.name == "toolmend mend").collect();
+    let mends: Vec<&Span> = got
+        .iter()
+        .filter(|s| s.name == "toolmend mend" && s.trace_id == TRACE)
+        .collect();
     assert_eq!(mends.len(), 2, "{names:?}");
     for m in &mends {
         assert_eq!(m.kind, INTERNAL);
@@ -294,12 +322,117 @@ async fn a_request_its_upstream_calls_mending_and_re_ask_are_exported_as_spans()
     assert!(parents.contains(&request.span_id.as_str()), "{parents:?}");
     assert!(parents.contains(&re_ask.span_id.as_str()), "{parents:?}");
 
+    // The round trip: one `tools_round` span per round that ran server-side calls, a child
+    // of the request; inside it one `execute_tool {tool}` span per call, with the GenAI
+    // conventions' tool attributes.
+    let trip = got
+        .iter()
+        .find(|s| s.name == "POST /v1/chat/completions" && s.trace_id == TRACE2)
+        .unwrap_or_else(|| panic!("no round-trip request span in {names:?}"));
+    assert_eq!(trip.attrs["toolmend.upstream_calls"], 2);
+    let rounds: Vec<&Span> = got
+        .iter()
+        .filter(|s| s.name == "toolmend tools_round")
+        .collect();
+    assert_eq!(rounds.len(), 1, "{names:?}");
+    assert_eq!(rounds[0].kind, INTERNAL);
+    assert_eq!(rounds[0].trace_id, TRACE2);
+    assert_eq!(rounds[0].parent, trip.span_id, "a round is the request's");
+    assert_eq!(rounds[0].attrs["toolmend.round"], 1);
+    assert_eq!(rounds[0].attrs["toolmend.round.calls"], 1);
+    let tool = got
+        .iter()
+        .find(|s| s.name == "execute_tool lookup")
+        .unwrap_or_else(|| panic!("no execute_tool span in {names:?}"));
+    assert_eq!(tool.kind, INTERNAL);
+    assert_eq!(tool.trace_id, TRACE2);
+    assert_eq!(tool.parent, rounds[0].span_id, "a call is its round's");
+    let a = &tool.attrs;
+    assert_eq!(a["gen_ai.operation.name"], "execute_tool");
+    assert_eq!(a["gen_ai.tool.name"], "lookup");
+    assert_eq!(a["gen_ai.tool.call.id"], "call_nara");
+    assert_eq!(a["gen_ai.tool.type"], "function");
+    assert_eq!(a["toolmend.tool.kind"], "http");
+    assert_eq!(a["toolmend.tool.served_by"], "lookup");
+    assert!(!a.contains_key("error.type"), "{a:?}");
+    let trip_chats = got
+        .iter()
+        .filter(|s| s.name == "chat m" && s.trace_id == TRACE2)
+        .count();
+    assert_eq!(trip_chats, 2, "each round's upstream call: {names:?}");
+
     // No argument value, message or key among the attributes.
     let all = format!("{got:?}");
-    for secret in ["Osaka", "Lyon", "sk-otel-secret", "Weather in"] {
+    for secret in [
+        "Osaka",
+        "Lyon",
+        "sk-otel-secret",
+        "Weather in",
+        "Nara",
+        "1234567",
+    ] {
         assert!(!all.contains(secret), "{secret} exported");
     }
     flushed.shutdown();
+}
+
+/// The trace of the round-trip request.
+const TRACE2: &str = "4bf92f3577b34da6a3ce929d0e0e4737";
+
+/// A gateway whose model calls one server-side HTTP tool (`lookup`, served by an envelope
+/// service on 127.0.0.1), then answers.
+async fn round_trip_gateway() -> std::net::SocketAddr {
+    async fn lookup(headers: axum::http::HeaderMap, body: Bytes) -> axum::Json<Value> {
+        let id = headers["x-tool-call-id"].to_str().unwrap().to_owned();
+        let args: Value = serde_json::from_slice(&body).unwrap();
+        axum::Json(json!({"status": "success", "call_id": id,
+            "data": {"city": args["arguments"]["q"], "population": 1_234_567}}))
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let tools = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, Router::new().route("/lookup", post(lookup)))
+            .await
+            .unwrap();
+    });
+    let provider = ScriptedProvider::start(
+        Script::new()
+            .then(Step::Reply(AssistantMessage {
+                content: Some(None),
+                tool_calls: Some(vec![ToolCall::new(
+                    "call_nara",
+                    "lookup",
+                    r#"{"q": "Nara"}"#,
+                )]),
+                ..Default::default()
+            }))
+            .then(Step::Reply(AssistantMessage {
+                content: Some(Some(toolmend::protocol::Content::Text(
+                    "About 1.2 million.".into(),
+                ))),
+                ..Default::default()
+            })),
+    )
+    .await
+    .unwrap();
+    let toml = format!(
+        r#"upstream.base_url = "{}"
+
+[[tools]]
+name = "lookup"
+description = "Facts about a city."
+endpoint = "http://{tools}/lookup"
+server_side = true
+parameters_json = '{{"type": "object", "properties": {{"q": {{"type": "string"}}}}, "required": ["q"]}}'
+"#,
+        provider.base_url()
+    );
+    let config = Config::from_toml_and_env(&toml, []).unwrap();
+    let file = toolmend_tools::ToolsFile::parse_section(&toml, "gateway.toml").unwrap();
+    let gateway = Gateway::with_tools(config, None, &file).await.unwrap();
+    // The provider lives as long as the test process.
+    std::mem::forget(provider);
+    common::serve(Arc::new(gateway)).await
 }
 
 #[test]

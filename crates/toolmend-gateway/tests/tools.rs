@@ -499,10 +499,14 @@ async fn a_dirty_tool_answer_reaches_the_model_as_an_error_never_as_data() {
         .text()
         .await
         .unwrap();
-    assert!(
-        metrics.contains("toolmend_server_tool_calls_total{tool=\"dirty\",outcome=\"error\"} 1"),
-        "{metrics}"
-    );
+    for want in [
+        "toolmend_server_tool_calls_total{tool=\"dirty\",outcome=\"error\"} 1",
+        // Dropped, counted and labelled by the tool that answered dirty.
+        "toolmend_tool_dirty_answers_total{tool=\"dirty\"} 1",
+        "toolmend_tool_calls_total{tool=\"dirty\",result=\"dirty\"} 1",
+    ] {
+        assert!(metrics.contains(want), "missing {want:?} in\n{metrics}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -56,29 +56,60 @@ impl Override {
 
     /// The `TOOLMEND_<SECTION>__<KEY>` variables of `env`, in order (values read as TOML:
     /// `true`, `3`, `"text"`, `["a", "b"]`, or bare text as a string). The tools' tables
-    /// are not reached from the environment.
+    /// are not reached from the environment. A variable without `__` is an override only
+    /// when it names a top-level key (`TOOLMEND_LISTEN`): `TOOLMEND_SHARED`, `TOOLMEND_BIN`
+    /// and the like belong to the scripts and tests, and are skipped.
     pub fn from_env(env: impl IntoIterator<Item = (String, String)>) -> Vec<Override> {
-        let mut out = Vec::new();
-        for (name, raw) in env {
-            let Some(path) = name.strip_prefix("TOOLMEND_") else {
-                continue;
-            };
-            let key: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
-            if key.iter().any(String::is_empty) || TOOL_TABLES.contains(&key[0].as_str()) {
-                continue;
-            }
-            let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-                .ok()
-                .and_then(|mut t| t.remove("v"))
-                .unwrap_or(toml::Value::String(raw));
-            out.push(Override {
-                source: name,
-                key,
-                value,
-            });
-        }
-        out
+        split_env(env).0
     }
+}
+
+/// The top-level keys of [`Config`] (the tools' tables aside): a `TOOLMEND_<NAME>`
+/// variable without `__` is an override only when it names one of them.
+pub(crate) const TOP_KEYS: [&str; 10] = [
+    "listen",
+    "upstream",
+    "history",
+    "calls",
+    "limits",
+    "correction",
+    "guard",
+    "round_trip",
+    "events",
+    "telemetry",
+];
+
+/// The overrides of `env` ([`Override::from_env`]), and the names of the `TOOLMEND_*`
+/// variables skipped because they are no override: no `__`, and no top-level key named.
+/// A `TOOLMEND_X__Y` is always an override, so one naming no key stops the load, named.
+pub(crate) fn split_env(
+    env: impl IntoIterator<Item = (String, String)>,
+) -> (Vec<Override>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut skipped = Vec::new();
+    for (name, raw) in env {
+        let Some(path) = name.strip_prefix("TOOLMEND_") else {
+            continue;
+        };
+        let key: Vec<String> = path.split("__").map(str::to_ascii_lowercase).collect();
+        if key.iter().any(String::is_empty) || TOOL_TABLES.contains(&key[0].as_str()) {
+            continue;
+        }
+        if key.len() == 1 && !TOP_KEYS.contains(&key[0].as_str()) {
+            skipped.push(name);
+            continue;
+        }
+        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or(toml::Value::String(raw));
+        out.push(Override {
+            source: name,
+            key,
+            value,
+        });
+    }
+    (out, skipped)
 }
 
 /// The line (1-based) of byte `offset` in `text`.
@@ -428,5 +459,75 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.history.policy, crate::config::HistoryPolicy::Reject);
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_variable_without_a_section_that_names_no_key_is_no_override() {
+        // The scripts' and the tests' own variables: skipped, and named in a note; the
+        // overrides beside them still apply.
+        let c = crate::Config::load(
+            BASE,
+            Some("gateway.toml"),
+            vars(&[
+                ("TOOLMEND_SHARED", "/srv/shared"),
+                ("TOOLMEND_HISTORY__POLICY", "reject"),
+                ("TOOLMEND_SKIP_CHROMIUM", "1"),
+            ]),
+            Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(c.history.policy, crate::config::HistoryPolicy::Reject);
+        assert_eq!(
+            c.notes(),
+            [
+                "TOOLMEND_SHARED, TOOLMEND_SKIP_CHROMIUM: not configuration overrides (those \
+              are TOOLMEND_<SECTION>__<KEY>, or TOOLMEND_LISTEN), ignored"
+            ]
+        );
+        // None skipped, no note.
+        let c = crate::Config::load(BASE, None, Vec::new(), Vec::new()).unwrap();
+        assert!(c.notes().is_empty(), "{:?}", c.notes());
+        // A top-level key needs no `__`.
+        let c = crate::Config::load(
+            BASE,
+            None,
+            vars(&[("TOOLMEND_LISTEN", "127.0.0.1:9999")]),
+            Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(c.listen.port(), 9999);
+        // With `__`, a section or a key that does not exist still stops the load, named.
+        let e = err(BASE, env(&[("TOOLMEND_SHARED__PATH", "/x")]));
+        assert!(
+            e.contains("TOOLMEND_SHARED__PATH: unknown field `shared`"),
+            "{e}"
+        );
+        let e = err(BASE, env(&[("TOOLMEND_CALLS__MEND_IT", "true")]));
+        assert!(
+            e.contains("TOOLMEND_CALLS__MEND_IT: unknown field `mend_it`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_top_level_keys_are_the_config_s_own() {
+        let config = serde_json::to_value(crate::Config::default()).unwrap();
+        let mut keys: Vec<&str> = config
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut top = super::TOP_KEYS.to_vec();
+        keys.sort_unstable();
+        top.sort_unstable();
+        assert_eq!(keys, top);
     }
 }

@@ -91,7 +91,8 @@ impl Pipeline {
     }
 
     /// One round: `mended` is the model's answer (choice 0, after resolve and guard) to
-    /// a request whose messages are `history`, planned against `toolbox`.
+    /// a request whose messages are `history`, planned against `toolbox`; the upstream's
+    /// answer arrived at `answered_at`.
     ///
     /// # Errors
     ///
@@ -103,6 +104,7 @@ impl Pipeline {
         history: &[Message],
         toolbox: &Toolbox,
         mut mended: Mended,
+        answered_at: Instant,
     ) -> Result<Round, GatewayError> {
         trip.rounds += 1;
         let Some(st) = &self.server_tools else {
@@ -164,9 +166,14 @@ impl Pipeline {
         let mut messages = history.to_vec();
         messages.push(Message::Assistant(asked));
         let t = Instant::now();
-        let out = st
-            .run_round(&messages, &trip.trace_id, trip.deadline)
-            .await?;
+        let running = st.run_round(&messages, &trip.trace_id, trip.deadline, answered_at);
+        // The round's span (the `otel` feature): docs/gateway.md, "Tracing".
+        #[cfg(feature = "otel")]
+        let running = tracing::Instrument::instrument(
+            running,
+            crate::telemetry::tools_round_span(trip.rounds, server_ids.len()),
+        );
+        let out = running.await?;
         trip.tool_time += t.elapsed();
         let errors = out
             .results

@@ -128,16 +128,19 @@ impl ServerTools {
     }
 
     /// Runs the round trip's server-side calls: the last message of `messages` is the
-    /// assistant message holding only them. One result per call id.
+    /// assistant message holding only them; `answered_at`: when the upstream's answer
+    /// arrived (where the tools' call-initiation latency starts). One result per call id.
     pub(crate) async fn run_round(
         &self,
         messages: &[Message],
         trace_id: &Arc<str>,
         deadline: Instant,
+        answered_at: Instant,
     ) -> Result<NodeOutput, GatewayError> {
         let opts = InvokeOptions {
             deadline: Some(deadline),
             trace_id: Some(Arc::clone(trace_id)),
+            received_at: Some(answered_at),
             ..InvokeOptions::default()
         };
         let out = self

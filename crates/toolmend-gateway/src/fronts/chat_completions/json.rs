@@ -130,6 +130,8 @@ pub(crate) async fn answer(
             _ => gw.upstream.fetch(outgoing).await?,
         };
         upstream_time += t.elapsed();
+        // Where the server-side tools' call-initiation latency starts.
+        let answered_at = Instant::now();
         let mut response: Value = serde_json::from_slice(&raw)
             .map_err(|e| GatewayError::UpstreamInvalidJson(e.to_string()))?;
         let mut summary = Summary {
@@ -149,7 +151,10 @@ pub(crate) async fn answer(
         if let (Some(trip), Some(toolbox)) = (trip.as_mut(), ex.toolbox.clone())
             && let Some(mended) = first.take()
         {
-            match pipeline.round(trip, &ex.history, &toolbox, mended).await? {
+            match pipeline
+                .round(trip, &ex.history, &toolbox, mended, answered_at)
+                .await?
+            {
                 Round::Final(mended) => first = Some(*mended),
                 Round::Again(history) => {
                     wire::next_round(&mut ex.request, &history);
