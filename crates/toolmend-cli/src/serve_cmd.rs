@@ -130,7 +130,8 @@ pub(crate) struct ServeArgs {
 }
 
 /// `TOOLMEND_*` variables that are not configuration overrides (the flags' own, and the
-/// test suite's).
+/// test suite's). The loader skips any such variable (no `__`, no top-level key) and
+/// names it in a note at start; these are known, so they are left out of that note.
 const NOT_OVERRIDES: [&str; 5] = [
     "TOOLMEND_CONFIG",
     "TOOLMEND_TOOLS",

@@ -823,6 +823,23 @@ fn a_config_error_names_its_file_and_line_or_its_variable_or_its_flag() {
         &[],
     );
     assert!(err.contains("use http://127.0.0.1:8000/v1"), "{err}");
+    // A TOOLMEND_ variable of the scripts (no `__`, no top-level key) is no override: the
+    // gateway starts and says it ignored it. With `__`, an unknown section still stops it.
+    let err = refused_start(&["--upstream", &up], &[("TOOLMEND_SHARED__PATH", "/x")]);
+    assert!(
+        err.starts_with("toolmend: configuration: TOOLMEND_SHARED__PATH: "),
+        "{err}"
+    );
+    let upstream = Upstream::start(Duration::ZERO);
+    let gw = Gateway::start(&upstream.base_url(), &[("TOOLMEND_SHARED", "/srv/shared")]);
+    let resp = chat(gw.addr, &small_request(), Duration::from_secs(30)).unwrap();
+    assert_eq!(resp.status, 200);
+    assert!(
+        gw.stderr()
+            .contains("TOOLMEND_SHARED: not configuration overrides"),
+        "{}",
+        gw.stderr()
+    );
     let _ = std::fs::remove_dir_all(config.parent().unwrap());
 }
 

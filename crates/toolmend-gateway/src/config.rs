@@ -862,4 +862,23 @@ mod tests {
         assert!(err.contains("***@host"), "{err}");
         assert!(!err.contains("secret"), "{err}");
     }
+
+    #[test]
+    fn a_likely_mistake_is_kept_for_the_start_to_warn_of() {
+        // Loading runs before logging: the warning is returned, not logged and lost.
+        let base = "upstream.base_url = \"http://127.0.0.1:9/v1\"\n";
+        let config = super::Config::from_toml_and_env(
+            &format!(
+                "{base}[guard]\nsession_from = []\n[guard.session]\nlimit = 5\nwindow_secs = 60\n"
+            ),
+            Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            config.warnings(),
+            ["guard.session_from is empty: the per-session rules never apply"]
+        );
+        let config = super::Config::from_toml_and_env(base, Vec::new()).unwrap();
+        assert!(config.warnings().is_empty());
+    }
 }
