@@ -205,7 +205,14 @@ impl NetTools {
                 metadata: out.metadata,
                 error: None,
             },
-            Err(e) => CallResult::failed(error_kind(&e), e.to_string()),
+            Err(e) => {
+                let (artifact, metadata) = e.details();
+                CallResult {
+                    artifact: artifact.cloned(),
+                    metadata: metadata.cloned(),
+                    ..CallResult::failed(error_kind(&e), e.to_string())
+                }
+            }
         })
     }
 }

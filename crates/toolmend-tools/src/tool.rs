@@ -203,6 +203,22 @@ impl NetTool {
             self.transition(t);
         }
         let received_at = now_ms();
+        // Beside every result, success or error: how the call went.
+        let meta = |notes: Option<&ExchangeNotes>| {
+            let mut m = json!({
+                "tool": self.name,
+                "served_by": served_by.name,
+                "kind": served_by.kind,
+                "received_at_ms": received_at,
+                "service_latency_ms": millis(service),
+                "trace_id": trace_id,
+            });
+            if let Some(n) = notes {
+                m["attempts"] = json!(n.attempts);
+                m["response_bytes"] = json!(n.bytes);
+            }
+            m
+        };
         let out = match result {
             Ok((Reply::Success { data, message }, notes)) => {
                 let shaped = served_by.shaper.shape(&data, message.as_deref());
@@ -215,17 +231,8 @@ impl NetTool {
                     metrics::counter!("toolmend_tool_result_omitted_bytes_total", "tool" => served_by.name.clone())
                         .increment(shaped.omitted_bytes as u64);
                 }
-                let mut meta = json!({
-                    "tool": self.name,
-                    "served_by": served_by.name,
-                    "kind": served_by.kind,
-                    "received_at_ms": received_at,
-                    "service_latency_ms": millis(service),
-                    "attempts": notes.attempts,
-                    "response_bytes": notes.bytes,
-                    "shaped_by": shaped.how,
-                    "trace_id": trace_id,
-                });
+                let mut meta = meta(Some(&notes));
+                meta["shaped_by"] = json!(shaped.how);
                 if shaped.omitted_bytes > 0 {
                     meta["omitted_bytes"] = json!(shaped.omitted_bytes);
                 }
@@ -244,14 +251,16 @@ impl NetTool {
                     .with_artifact(data)
                     .with_metadata(meta))
             }
-            Ok((Reply::Failed { message, .. }, _)) => {
+            Ok((Reply::Failed { message, data }, notes)) => {
                 metrics::counter!("toolmend_tool_calls_total", "tool" => self.name.clone(), "result" => "tool_error").increment(1);
                 let (clean, _) = crate::shape::clean_utf8(message.as_bytes());
                 let clean: String = clean.chars().take(2_000).collect();
-                Err(ToolError::Failed(format!(
-                    "{} failed: {clean}",
-                    served_by.name
-                )))
+                // What the tool sent beside its failure is the caller's artifact.
+                Err(ToolError::Detailed {
+                    message: format!("{} failed: {clean}", served_by.name),
+                    artifact: data.map(Box::new),
+                    metadata: Some(Box::new(meta(Some(&notes)))),
+                })
             }
             Err(e) => {
                 metrics::counter!("toolmend_tool_calls_total", "tool" => self.name.clone(), "result" => e.kind()).increment(1);
@@ -264,7 +273,12 @@ impl NetTool {
                 }
                 Err(match e {
                     TransportError::Timeout(d) => ToolError::Timeout(d),
-                    other => ToolError::Failed(format!("{}: {other}", served_by.name)),
+                    // Never the answer's data (a dirty answer's least of all).
+                    other => ToolError::Detailed {
+                        message: format!("{}: {other}", served_by.name),
+                        artifact: None,
+                        metadata: Some(Box::new(meta(None))),
+                    },
                 })
             }
         };

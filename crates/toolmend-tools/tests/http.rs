@@ -291,6 +291,11 @@ async fn every_fault_is_answered_once_and_a_dirty_answer_never_reaches_the_model
         "a dirty answer's data never reaches the model"
     );
     assert!(d.artifact.is_none());
+    // An error result keeps how the call went beside it (never the dropped data).
+    let dm = d.metadata.as_ref().unwrap();
+    assert_eq!(dm["served_by"], "dirty");
+    assert!(dm["service_latency_ms"].as_f64().unwrap() >= 0.0);
+    assert!(!dm.to_string().contains("someone else"));
 
     assert!(text(&by("c3").content).contains("no `status`"));
     assert!(text(&by("c4").content).contains("not JSON"));
@@ -303,6 +308,7 @@ async fn every_fault_is_answered_once_and_a_dirty_answer_never_reaches_the_model
     let e = by("c7");
     assert_eq!(e.status, ResultStatus::Error);
     assert!(text(&e.content).contains("user u9 not found"));
+    assert_eq!(e.metadata.as_ref().unwrap()["attempts"], 1);
     let s = by("c8");
     assert_eq!(
         s.status,

@@ -888,11 +888,18 @@ template = "the sum is {{{{ sum }}}}"
     assert_eq!(text(1), "hi");
     assert_eq!(out.results[2].status, ResultStatus::Error);
     assert!(text(2).contains("it failed"), "{}", text(2));
+    // isError's structuredContent: the error result's artifact, never the model's.
+    assert_eq!(out.results[2].artifact, Some(json!({"code": 7})));
+    assert!(!text(2).contains("\"code\""), "{}", text(2));
+    let meta = out.results[2].metadata.as_ref().unwrap();
+    assert_eq!(meta["kind"], "mcp");
+    assert!(meta["service_latency_ms"].as_f64().unwrap() >= 0.0);
     assert_eq!(out.results[3].status, ResultStatus::Error);
     assert!(
         !text(3).contains("someone else"),
         "a dirty answer never reaches the model"
     );
+    assert_eq!(out.results[3].artifact, None, "nor the caller's artifact");
     // Not trusted: an unknown tool to the node, feedback naming the tools.
     assert_eq!(out.results[4].status, ResultStatus::Error);
     assert!(

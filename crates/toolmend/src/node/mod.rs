@@ -999,7 +999,14 @@ impl ToolNode {
                     p.p.note = Some(e.to_string());
                     p.status = ResultStatus::Error;
                     match self.on_tool_error.render(&e) {
-                        Some(text) => p.answer = Some(ToolOutput::text(text)),
+                        Some(text) => {
+                            // What the service sent beside its failure stays the caller's.
+                            let mut out = ToolOutput::text(text);
+                            let (artifact, metadata) = e.details();
+                            out.artifact = artifact.cloned();
+                            out.metadata = metadata.cloned();
+                            p.answer = Some(out);
+                        }
                         None => {
                             propagate.get_or_insert(NodeError::Tool {
                                 call_id: p.p.id.clone().unwrap_or_default(),

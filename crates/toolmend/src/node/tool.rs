@@ -99,12 +99,36 @@ pub enum ToolError {
     /// The tool panicked.
     #[error("the tool panicked: {0}")]
     Panicked(String),
+    /// A failure (as [`ToolError::Failed`]: `message` is what the model reads) with, for
+    /// the caller only, what the service sent beside it and how the call went: the error
+    /// result keeps them as its artifact and metadata, as a success does.
+    #[error("{message}")]
+    Detailed {
+        /// What the model reads.
+        message: String,
+        /// Data the service sent with its failure (MCP `structuredContent` of an
+        /// `isError` result, an envelope's `data` beside `status: error`).
+        artifact: Option<Box<Value>>,
+        /// How the call went (service latency, attempts, …), see [`ToolOutput::metadata`].
+        metadata: Option<Box<Value>>,
+    },
 }
 
 impl ToolError {
     /// A failure with a message.
     pub fn failed(message: impl fmt::Display) -> Self {
         ToolError::Failed(message.to_string())
+    }
+
+    /// The caller's data beside the failure ([`ToolError::Detailed`]): the artifact and
+    /// the metadata.
+    pub fn details(&self) -> (Option<&Value>, Option<&Value>) {
+        match self {
+            ToolError::Detailed {
+                artifact, metadata, ..
+            } => (artifact.as_deref(), metadata.as_deref()),
+            _ => (None, None),
+        }
     }
 }
 
