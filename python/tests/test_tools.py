@@ -274,8 +274,13 @@ def test_the_core_call_answers_a_dict(tools):
     net = tools["get_weather"].net
     r = net.call("dirty_weather", {"city": "Oslo"}, "call_core")
     assert (r["status"], r["error_kind"], r["content"], r["artifact"]) == ("error", "failed", None, None)
+    # An error keeps how the call went for the caller, never the dirty answer's data.
+    assert r["metadata"]["served_by"] == "dirty_weather" and r["metadata"]["service_latency_ms"] >= 0
+    assert OTHER not in str(r["metadata"])
     r = net.call("get_weather", {"city": "Oslo"}, "call_core2", "trace-7")
     assert (r["status"], r["error"], r["metadata"]["trace_id"]) == ("success", None, "trace-7")
+    r = net.call("failing_weather", {"city": "Oslo"}, "call_core3")
+    assert (r["status"], r["error_kind"], r["metadata"]["attempts"]) == ("error", "failed", 1)
     with pytest.raises(KeyError, match="no tool named 'nope'|no tool named \"nope\""):
         net.call("nope", {}, "call_x")
 
