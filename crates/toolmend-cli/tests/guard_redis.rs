@@ -57,6 +57,37 @@ fn serve(upstream: &str, env: &[(&str, String)]) -> Serve {
     Serve { child, addr }
 }
 
+/// `GET /readyz`'s status.
+fn readyz(addr: SocketAddr) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut conn) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut answer = String::new();
+    let _ = conn
+        .write_all(b"GET /readyz HTTP/1.1\r\nhost: toolmend\r\nconnection: close\r\n\r\n")
+        .and_then(|()| conn.read_to_string(&mut answer));
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until `/readyz` answers 200 (a gateway failing closed is ready once its Redis
+/// store is connected), at most 10 s.
+fn wait_ready(addr: SocketAddr) {
+    let t = Instant::now();
+    while readyz(addr) != 200 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{addr} not ready within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn calls(n: usize) -> Script {
     (0..n).fold(Script::new(), |s, i| {
         s.then(Step::Reply(AssistantMessage {
@@ -101,6 +132,10 @@ fn two_gateways_on_one_redis_admit_exactly_the_limit_between_them() {
     let env = guard_env(&redis.url(), LIMIT, "closed", 5000);
     let a = serve(&provider.base_url(), &env);
     let b = serve(&provider.base_url(), &env);
+    // Failing closed, a gateway refuses every call until its store is connected: /readyz
+    // says when (a load balancer's probe; here, the test's).
+    wait_ready(a.addr);
+    wait_ready(b.addr);
     let http = reqwest::Client::new();
     let statuses: Vec<u16> = rt.block_on(async {
         let tasks: Vec<_> = (0..N)
@@ -165,6 +200,7 @@ fn a_redis_restart_under_a_gateway_fails_as_configured_then_recovers() {
             (r.status().as_u16(), guard, t.elapsed())
         })
     };
+    wait_ready(closed.addr);
     assert_eq!(ask(open.addr).0, 200);
     assert_eq!(ask(closed.addr).0, 200);
     redis.stop();
@@ -179,6 +215,9 @@ fn a_redis_restart_under_a_gateway_fails_as_configured_then_recovers() {
         assert_eq!(status, 429);
         assert!(took < Duration::from_secs(2), "{took:?}");
     }
+    // Failing closed without Redis, the gateway is not ready; failing open, it is.
+    assert_eq!(readyz(closed.addr), 503);
+    assert_eq!(readyz(open.addr), 200);
     redis.restart();
     let back = Instant::now();
     loop {
@@ -193,4 +232,5 @@ fn a_redis_restart_under_a_gateway_fails_as_configured_then_recovers() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    assert_eq!(readyz(closed.addr), 200, "ready again once Redis is back");
 }

@@ -21,6 +21,9 @@ pub struct Gateway {
     pub(crate) upstream: Arc<Upstream>,
     pub(crate) pipeline: Pipeline,
     metrics: Option<PrometheusHandle>,
+    /// The Redis store whose connection `/readyz` reports: set when the guard fails
+    /// closed, where a gateway without Redis would refuse every call.
+    readiness: Option<toolmend_redis::RedisStore>,
 }
 
 /// A gateway that could not start.
@@ -149,10 +152,11 @@ impl Gateway {
         let mut guard_config = config.guard.clone();
         guard_config.rules = crate::pipeline::guard::merged_rules(&guard_config.rules, &limits)
             .map_err(StartError::Guard)?;
-        let store = match store {
-            Some(s) => s,
+        let (store, redis) = match store {
+            Some(s) => (s, None),
             None => redis_store(&guard_config)?,
         };
+        let readiness = redis.filter(|_| guard_config.fail == toolmend::guard::FailMode::Closed);
         let upstream = Arc::new(Upstream::new(
             &config.upstream,
             config.limits.max_upstream_bytes,
@@ -177,6 +181,7 @@ impl Gateway {
             upstream,
             pipeline,
             metrics,
+            readiness,
             config,
         })
     }
@@ -192,14 +197,19 @@ impl Gateway {
         Plumbing {
             upstream: Arc::clone(&self.upstream),
             metrics: self.metrics.clone(),
+            readiness: self.readiness.clone(),
         }
     }
 }
 
+/// The guard's store, and the Redis store behind it for `/readyz`.
+type Stores = (
+    Option<Arc<dyn toolmend::guard::GuardStore>>,
+    Option<toolmend_redis::RedisStore>,
+);
+
 /// The Redis store `[guard]` names, when its rules need a store.
-fn redis_store(
-    guard: &crate::config::Guard,
-) -> Result<Option<Arc<dyn toolmend::guard::GuardStore>>, StartError> {
+fn redis_store(guard: &crate::config::Guard) -> Result<Stores, StartError> {
     match (&guard.store, &guard.redis_url) {
         (crate::config::StoreKind::Redis, Some(url)) if guard.rules.needs_store() => {
             let opts = toolmend_redis::RedisOptions {
@@ -213,8 +223,9 @@ fn redis_store(
                     crate::config::redact_url(url)
                 ))
             })?;
-            Ok(Some(Arc::new(store)))
+            let redis = store.inner().clone();
+            Ok((Some(Arc::new(store)), Some(redis)))
         }
-        _ => Ok(None),
+        _ => Ok((None, None)),
     }
 }

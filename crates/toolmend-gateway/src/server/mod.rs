@@ -30,6 +30,8 @@ use self::upstream::Upstream;
 pub(crate) struct Plumbing {
     pub(crate) upstream: Arc<Upstream>,
     pub(crate) metrics: Option<PrometheusHandle>,
+    /// The guard's Redis store, when it fails closed (see [`readyz`]).
+    pub(crate) readiness: Option<toolmend_redis::RedisStore>,
 }
 
 /// `GET /v1/models` (passed through), `/healthz`, `/readyz`, `/metrics`.
@@ -37,9 +39,27 @@ pub(crate) fn routes(state: Plumbing) -> Router {
     Router::new()
         .route("/v1/models", get(models))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(render_metrics))
         .with_state(Arc::new(state))
+}
+
+/// Ready unless the guard fails closed and its Redis store is not connected (at start,
+/// or since Redis went away): such a gateway would refuse every call, so a load balancer
+/// should send its traffic elsewhere. `/healthz` stays "ok" (the process is alive).
+async fn readyz(State(s): State<Arc<Plumbing>>) -> Response {
+    match &s.readiness {
+        Some(store) if !store.is_connected() => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(serde_json::json!({
+                "status": "not_ready",
+                "reason": "the guard's Redis store is not connected, and guard.fail = \"closed\" \
+                           refuses every call meanwhile",
+            })),
+        )
+            .into_response(),
+        _ => "ok".into_response(),
+    }
 }
 
 async fn render_metrics(State(s): State<Arc<Plumbing>>) -> Response {
