@@ -24,7 +24,7 @@ use axum::{
 };
 use serde_json::{Value, json};
 use toolmend::{
-    node::{ResultStatus, ToolNode},
+    node::{ResultStatus, ToolNode, ToolResult},
     protocol::{Content, Message},
 };
 use toolmend_tools::{ToolSet, ToolsFile};
@@ -439,6 +439,22 @@ endpoint = "{base}/backup"
     assert!(!set.get("search").unwrap().degraded());
 }
 
+/// A node over the tools of `toml` (and the set, to look at a tool's state).
+async fn node_of(toml: &str) -> (ToolSet, ToolNode) {
+    let set = ToolSet::load(&ToolsFile::parse(toml, "t.toml").unwrap(), &env)
+        .await
+        .unwrap();
+    let node = ToolNode::builder(set.registry().unwrap()).build();
+    (set, node)
+}
+
+/// One call without arguments through `node`: its one result.
+async fn one(node: &ToolNode, id: &str, tool: &str) -> ToolResult {
+    let mut out = node.invoke(&assistant(&[(id, tool, "{}")])).await.unwrap();
+    assert_eq!(out.results.len(), 1, "one result per call id");
+    out.results.remove(0)
+}
+
 /// The process's Prometheus recorder (installed once; each test reads its own tools'
 /// series).
 fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
@@ -473,37 +489,24 @@ endpoint = "{base}/backup"
 {ANY}
 "#
     );
-    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
-        .await
-        .unwrap();
-    let node = ToolNode::builder(set.registry().unwrap()).build();
+    let (set, node) = node_of(&toml).await;
     for i in 0..5 {
-        let out = node
-            .invoke(&assistant(&[(&format!("h{i}"), "hang", "{}")]))
-            .await
-            .unwrap();
-        assert_eq!(out.results.len(), 1);
-        assert_eq!(out.results[0].status, ResultStatus::Error);
+        let r = one(&node, &format!("h{i}"), "hang").await;
+        assert_eq!(r.status, ResultStatus::Error);
         assert!(
-            text(&out.results[0].content).contains("did not finish within 100 ms"),
+            text(&r.content).contains("did not finish within 100 ms"),
             "{}",
-            text(&out.results[0].content)
+            text(&r.content)
         );
     }
     assert!(
         set.get("hang").unwrap().degraded(),
         "five timeouts: p95 over the SLA"
     );
-    let out = node
-        .invoke(&assistant(&[("h5", "hang", "{}")]))
-        .await
-        .unwrap();
-    assert_eq!(out.results[0].status, ResultStatus::Success);
-    assert_eq!(out.results[0].artifact.as_ref().unwrap()["from"], "backup");
-    assert_eq!(
-        out.results[0].metadata.as_ref().unwrap()["served_by"],
-        "hang_backup"
-    );
+    let r = one(&node, "h5", "hang").await;
+    assert_eq!(r.status, ResultStatus::Success);
+    assert_eq!(r.artifact.as_ref().unwrap()["from"], "backup");
+    assert_eq!(r.metadata.as_ref().unwrap()["served_by"], "hang_backup");
     let text = metrics.render();
     for want in [
         "toolmend_tool_calls_total{tool=\"hang\",result=\"timeout\"} 5",
@@ -529,15 +532,8 @@ idempotent = true
 {ANY}
 "#
     );
-    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
-        .await
-        .unwrap();
-    let node = ToolNode::builder(set.registry().unwrap()).build();
-    let out = node
-        .invoke(&assistant(&[("d1", "dirty_500", "{}")]))
-        .await
-        .unwrap();
-    let r = &out.results[0];
+    let (_set, node) = node_of(&toml).await;
+    let r = one(&node, "d1", "dirty_500").await;
     assert_eq!(r.status, ResultStatus::Error);
     let t = text(&r.content);
     assert!(t.contains("answered for call \"call_other\""), "{t}");
@@ -567,15 +563,8 @@ endpoint = "{base}/latin1"
 {ANY}
 "#
     );
-    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
-        .await
-        .unwrap();
-    let node = ToolNode::builder(set.registry().unwrap()).build();
-    let out = node
-        .invoke(&assistant(&[("u1", "latin1", "{}")]))
-        .await
-        .unwrap();
-    let r = &out.results[0];
+    let (_set, node) = node_of(&toml).await;
+    let r = one(&node, "u1", "latin1").await;
     assert_eq!(r.status, ResultStatus::Success, "{}", text(&r.content));
     assert_eq!(r.artifact, Some(json!({"city": "Besan\u{FFFD}on"})));
     assert!(text(&r.content).contains("Besan\u{FFFD}on"));
@@ -593,15 +582,8 @@ endpoint = "http://admin:pw-in-url@127.0.0.1:1/tools/gone?token=tok-in-url"
 {ANY}
 "#
     );
-    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
-        .await
-        .unwrap();
-    let node = ToolNode::builder(set.registry().unwrap()).build();
-    let out = node
-        .invoke(&assistant(&[("g1", "gone", "{}")]))
-        .await
-        .unwrap();
-    let r = &out.results[0];
+    let (_set, node) = node_of(&toml).await;
+    let r = one(&node, "g1", "gone").await;
     assert_eq!(r.status, ResultStatus::Error);
     let t = text(&r.content);
     assert!(
@@ -626,15 +608,9 @@ idempotency_key = true
 {ANY}
 "#
     );
-    let set = ToolSet::load(&ToolsFile::parse(&toml, "t.toml").unwrap(), &env)
-        .await
-        .unwrap();
-    let node = ToolNode::builder(set.registry().unwrap()).build();
-    let out = node
-        .invoke(&assistant(&[("call_k", "charge", "{}")]))
-        .await
-        .unwrap();
-    assert_eq!(out.results[0].status, ResultStatus::Success);
+    let (_set, node) = node_of(&toml).await;
+    let r = one(&node, "call_k", "charge").await;
+    assert_eq!(r.status, ResultStatus::Success);
     let hs = seen.headers.lock().unwrap();
     let got: Vec<(&str, &str)> = hs
         .iter()
