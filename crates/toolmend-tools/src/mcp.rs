@@ -175,10 +175,10 @@ impl McpConnection {
                     .custom_headers(headers)
                     .max_json_response_size(MAX_MESSAGE_BYTES)
                     .max_sse_event_size(MAX_MESSAGE_BYTES);
-                // The HTTP tools' client: no proxies from the environment, redirects only
-                // within one host (rmcp's own client would follow the environment's proxy).
+                // No proxies from the environment, redirects only within one host (rmcp's
+                // own client would follow the environment's proxy).
                 let transport = StreamableHttpClientTransport::with_client(
-                    crate::http::client().clone(),
+                    crate::http::mcp_client().clone(),
                     config,
                 );
                 (
