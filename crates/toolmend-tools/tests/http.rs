@@ -455,6 +455,35 @@ async fn one(node: &ToolNode, id: &str, tool: &str) -> ToolResult {
     out.results.remove(0)
 }
 
+/// Everything this test binary logs at info and above (the tools' warn lines among it).
+fn log() -> &'static Mutex<Vec<u8>> {
+    static LOG: std::sync::OnceLock<&'static Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let buf: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_writer(move || Capture(buf))
+            .try_init();
+        buf
+    })
+}
+
+struct Capture(&'static Mutex<Vec<u8>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logged() -> String {
+    String::from_utf8_lossy(&log().lock().unwrap()).into_owned()
+}
+
 /// The process's Prometheus recorder (installed once; each test reads its own tools'
 /// series).
 fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
@@ -470,6 +499,7 @@ fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_that_times_out_degrades_to_its_backup_with_a_metric() {
     let metrics = metrics();
+    log();
     let (base, _seen) = start().await;
     // The service sleeps 800 ms; the tool waits 100 ms. The transport's timeout must be
     // the one that fires (not the node's), or nothing would reach the SLA.
@@ -516,6 +546,15 @@ endpoint = "{base}/backup"
     ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
+    // The change is a warn line naming the tool and its backup.
+    let logs = logged();
+    assert!(
+        logs.lines().any(|l| l.contains("WARN")
+            && l.contains("tool breached its latency SLA: calls go to the backup")
+            && l.contains("tool=hang")
+            && l.contains("backup=\"hang_backup\"")),
+        "{logs}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -592,6 +631,50 @@ endpoint = "http://admin:pw-in-url@127.0.0.1:1/tools/gone?token=tok-in-url"
     );
     for leak in ["pw-in-url", "tok-in-url", "127.0.0.1:1", "/tools/gone"] {
         assert!(!t.contains(leak), "the endpoint leaked ({leak}): {t}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_secrets_and_endpoints_never_reach_the_logs() {
+    log();
+    let (base, _seen) = start().await;
+    // A secret header from the environment on every tool; one service unreachable (its
+    // URL with credentials and a token), one answering for another call.
+    let toml = format!(
+        r#"
+[[tools]]
+name = "gone_again"
+endpoint = "http://admin:pw-in-url@127.0.0.1:1/x?token=tok-in-url"
+headers = {{ Authorization = {{ env = "TM_TEST_TOKEN", prefix = "Bearer " }} }}
+{ANY}
+
+[[tools]]
+name = "dirty_logged"
+endpoint = "{base}/dirty"
+headers = {{ Authorization = {{ env = "TM_TEST_TOKEN", prefix = "Bearer " }} }}
+{ANY}
+"#
+    );
+    let (_set, node) = node_of(&toml).await;
+    assert_eq!(
+        one(&node, "s1", "gone_again").await.status,
+        ResultStatus::Error
+    );
+    assert_eq!(
+        one(&node, "s2", "dirty_logged").await.status,
+        ResultStatus::Error
+    );
+    let logs = logged();
+    assert!(
+        logs.contains("tool service failed") && logs.contains("tool=gone_again"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("dirty tool answer dropped") && logs.contains("tool=dirty_logged"),
+        "{logs}"
+    );
+    for secret in ["s3cret", "pw-in-url", "tok-in-url", "someone else"] {
+        assert!(!logs.contains(secret), "{secret} logged:\n{logs}");
     }
 }
 
