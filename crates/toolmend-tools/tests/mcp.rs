@@ -510,8 +510,9 @@ async fn http_concurrent_calls_pair_with_their_requests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_calls_one_after_another_do_not_stall() {
     // A pooled connection that carried an SSE answer stalled the next call by about 40 ms
-    // (found by the overhead bench: 42.9 ms a call against 1.1 ms). The median of a few
-    // calls in a row is far below that on loopback, however loaded the machine.
+    // (found by the overhead bench: 42.9 ms a call against 1.1 ms; every call stalled).
+    // The third fastest of nine calls in a row is far below that on loopback, however
+    // loaded the machine.
     let server = http_server().await;
     let conn = connect(&http_spec(&server.url)).await;
     conn.list_tools().await.unwrap();
@@ -533,7 +534,7 @@ async fn http_calls_one_after_another_do_not_stall() {
         );
     }
     took.sort();
-    assert!(took[4] < Duration::from_millis(25), "{took:?}");
+    assert!(took[2] < Duration::from_millis(30), "{took:?}");
 }
 
 #[tokio::test]
