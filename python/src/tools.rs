@@ -206,11 +206,12 @@ impl NetTools {
                 error: None,
             },
             Err(e) => {
-                let (artifact, metadata) = e.details();
+                let failed = CallResult::failed(error_kind(&e), e.to_string());
+                let (artifact, metadata) = e.into_details();
                 CallResult {
-                    artifact: artifact.cloned(),
-                    metadata: metadata.cloned(),
-                    ..CallResult::failed(error_kind(&e), e.to_string())
+                    artifact,
+                    metadata,
+                    ..failed
                 }
             }
         })

@@ -55,33 +55,31 @@ pub fn mcp_client() -> &'static reqwest::Client {
 }
 
 fn build_client(pool: bool) -> reqwest::Client {
-    {
-        let policy = redirect::Policy::custom(|attempt| {
-            let same = attempt.previous().first().is_some_and(|first| {
-                first.host_str() == attempt.url().host_str()
-                    && first.port_or_known_default() == attempt.url().port_or_known_default()
-            });
-            if attempt.previous().len() > 5 {
-                attempt.error("more than 5 redirects")
-            } else if same {
-                attempt.follow()
-            } else {
-                let to = attempt.url().host_str().unwrap_or("?").to_owned();
-                attempt.error(OtherHost(to))
-            }
+    let policy = redirect::Policy::custom(|attempt| {
+        let same = attempt.previous().first().is_some_and(|first| {
+            first.host_str() == attempt.url().host_str()
+                && first.port_or_known_default() == attempt.url().port_or_known_default()
         });
-        let builder = reqwest::Client::builder()
-            .redirect(policy)
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60));
-        let builder = if pool {
-            builder
+        if attempt.previous().len() > 5 {
+            attempt.error("more than 5 redirects")
+        } else if same {
+            attempt.follow()
         } else {
-            builder.pool_max_idle_per_host(0)
-        };
-        builder.build().unwrap_or_else(|_| reqwest::Client::new())
-    }
+            let to = attempt.url().host_str().unwrap_or("?").to_owned();
+            attempt.error(OtherHost(to))
+        }
+    });
+    let builder = reqwest::Client::builder()
+        .redirect(policy)
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(60));
+    let builder = if pool {
+        builder
+    } else {
+        builder.pool_max_idle_per_host(0)
+    };
+    builder.build().unwrap_or_else(|_| reqwest::Client::new())
 }
 
 #[derive(Debug)]

@@ -523,6 +523,11 @@ endpoint = "{base}/backup"
     for i in 0..5 {
         let r = one(&node, &format!("h{i}"), "hang").await;
         assert_eq!(r.status, ResultStatus::Error);
+        assert_eq!(
+            (&r.artifact, &r.metadata),
+            (&None, &None),
+            "a timeout's result has neither"
+        );
         assert!(
             text(&r.content).contains("did not finish within 100 ms"),
             "{}",

@@ -1002,9 +1002,7 @@ impl ToolNode {
                         Some(text) => {
                             // What the service sent beside its failure stays the caller's.
                             let mut out = ToolOutput::text(text);
-                            let (artifact, metadata) = e.details();
-                            out.artifact = artifact.cloned();
-                            out.metadata = metadata.cloned();
+                            (out.artifact, out.metadata) = e.into_details();
                             p.answer = Some(out);
                         }
                         None => {

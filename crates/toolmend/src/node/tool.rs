@@ -120,13 +120,13 @@ impl ToolError {
         ToolError::Failed(message.to_string())
     }
 
-    /// The caller's data beside the failure ([`ToolError::Detailed`]): the artifact and
-    /// the metadata.
-    pub fn details(&self) -> (Option<&Value>, Option<&Value>) {
+    /// The caller's data beside the failure ([`ToolError::Detailed`]), moved out: the
+    /// artifact and the metadata.
+    pub fn into_details(self) -> (Option<Value>, Option<Value>) {
         match self {
             ToolError::Detailed {
                 artifact, metadata, ..
-            } => (artifact.as_deref(), metadata.as_deref()),
+            } => (artifact.map(|a| *a), metadata.map(|m| *m)),
             _ => (None, None),
         }
     }
