@@ -67,10 +67,12 @@ use crate::{
 };
 
 /// The largest JSON-RPC message read from an MCP server over HTTP (a JSON body or one
-/// SSE event), before it is decoded: a `tools/list` page may exceed one result's limit
-/// ([`DEFAULT_MAX_RESPONSE_BYTES`], checked per call after decoding), but nothing is read
-/// without a bound (rmcp's own default is 16 MiB).
-pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
+/// SSE event), before it is decoded: nothing is read without a bound. A larger one is an
+/// error result, and rmcp's transport may end the session on it (later calls of that
+/// server then fail until the tools are loaded again), so the bound sits well above one
+/// result's limit ([`DEFAULT_MAX_RESPONSE_BYTES`], refused after decoding with the
+/// session kept) and a `tools/list` page: rmcp's own default, pinned here.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 /// The `_meta` key that carries the model's call id (requests; echoed in results).
 pub const META_CALL_ID: &str = "io.toolmend/callId";

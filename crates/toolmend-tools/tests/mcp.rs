@@ -28,7 +28,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 use toolmend_tools::{
-    mcp::{McpConnection, McpToolDef},
+    mcp::{MAX_MESSAGE_BYTES, McpConnection, McpToolDef},
     spec::{DEFAULT_MAX_RESPONSE_BYTES, McpSpec},
     transport::{Reply, ServiceRequest, TransportError},
 };
@@ -57,6 +57,7 @@ fn tools() -> Vec<Value> {
         json!({"name": "fail", "inputSchema": {"type": "object"}}),
         json!({"name": "slow", "inputSchema": {"type": "object", "properties": {"ms": int}}}),
         json!({"name": "big", "inputSchema": {"type": "object"}}),
+        json!({"name": "huge", "inputSchema": {"type": "object"}}),
         json!({"name": "bad_schema", "inputSchema": {"type": 12}}),
         json!({"name": "wrong_output", "inputSchema": {"type": "object"},
             "outputSchema": {"type": "object", "properties": {"n": int}, "required": ["n"]}}),
@@ -132,6 +133,7 @@ impl ServerHandler for TestServer {
                 }
             }
             "big" => text("x".repeat(DEFAULT_MAX_RESPONSE_BYTES + 1000)),
+            "huge" => text("x".repeat(MAX_MESSAGE_BYTES + 1000)),
             "bad_schema" => text("ok"),
             "wrong_output" => result(json!({"content": [], "structuredContent": {"n": "seven"}})),
             "no_structured" => text("just text"),
@@ -420,6 +422,10 @@ async fn http_protocol_errors() {
         call(&conn, "add", json!({"a": 1, "b": 1})).await,
         success(json!({"sum": 2}))
     );
+    // Over the transport's bound: refused while read, never decoded, an error result
+    // (rmcp's transport drops the session's stream then; last, as the session may end).
+    let r = call(&conn, "huge", json!({})).await;
+    assert!(matches!(r, Err(TransportError::Connect(_))), "{r:?}");
 }
 
 #[tokio::test]
