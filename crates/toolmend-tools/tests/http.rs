@@ -460,7 +460,10 @@ fn log() -> &'static Mutex<Vec<u8>> {
     static LOG: std::sync::OnceLock<&'static Mutex<Vec<u8>>> = std::sync::OnceLock::new();
     LOG.get_or_init(|| {
         let buf: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        // No colours: another crate of the workspace turns on tracing-subscriber's
+        // `ansi` feature, and a workspace build would wrap every field in escapes.
         let _ = tracing_subscriber::fmt()
+            .with_ansi(false)
             .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
             .with_writer(move || Capture(buf))
             .try_init();
