@@ -15,7 +15,7 @@
 //! | `_meta["io.toolmend/callId"]` naming another call | [`TransportError::Dirty`] |
 //! | more than [`DEFAULT_MAX_RESPONSE_BYTES`] serialized | [`TransportError::TooLarge`] |
 //! | nothing within the call's timeout | [`TransportError::Timeout`] (and `notifications/cancelled` to the server) |
-//! | the connection is gone | [`TransportError::Connect`] |
+//! | the connection is gone | [`TransportError::Connect`] (the next call starts a new session) |
 //!
 //! A text block stays a string because the tool's author chose to answer unstructured:
 //! parsing `"42"` or `"null"` would change its type by guessing, and a tool that means
@@ -28,8 +28,18 @@
 //! # Lifetime
 //!
 //! A connection is an [`Arc`] inside: clone it into as many tasks as call concurrently;
-//! answers pair with their requests by JSON-RPC id. When the last clone drops, the
-//! session ends; a stdio server has its stdin closed, then `SIGTERM`, then is killed
+//! answers pair with their requests by JSON-RPC id.
+//!
+//! A session that ends (a stdio server that exits or crashes, an HTTP session rmcp
+//! gave up on) is started again, with a new handshake, by the next call or listing,
+//! before anything is sent: a call is never sent twice, so the call that met the
+//! failure is answered with it. A failed start waits [`RECONNECT_BACKOFF_MIN`],
+//! doubling up to [`RECONNECT_BACKOFF_MAX`], before the next try; calls meanwhile fail
+//! at once, saying when. One task starts the session, the others wait for it.
+//! (An HTTP session the server forgot, answered `404`, rmcp itself initializes again
+//! and resends, as the MCP specification asks.)
+//!
+//! When the last clone drops, the session ends; a stdio server has its stdin closed, then `SIGTERM`, then is killed
 //! (and is killed at once if the runtime itself goes away). A stdio server gets only a
 //! few variables of ours ([`INHERITED_ENV`]: `PATH`, `HOME`, …) plus its own `env`, as
 //! the official TypeScript and Python SDKs do, so our secrets don't reach it; its stderr
@@ -73,6 +83,13 @@ use crate::{
 /// result's limit ([`DEFAULT_MAX_RESPONSE_BYTES`], refused after decoding with the
 /// session kept) and a `tools/list` page: rmcp's own default, pinned here.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+/// After a session ended and a new one could not be started: the wait before the next
+/// try (doubling per failed try, up to [`RECONNECT_BACKOFF_MAX`]), so a server that is
+/// down is not restarted on every call.
+pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(500);
+/// The longest wait between two tries to start a new session.
+pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// The `_meta` key that carries the model's call id (requests; echoed in results).
 pub const META_CALL_ID: &str = "io.toolmend/callId";
@@ -130,7 +147,13 @@ struct Inner {
     endpoint: String,
     timeout: Duration,
     max_bytes: usize,
-    client: RunningService<RoleClient, ClientConfig>,
+    /// How to start a session again (secrets resolved once, at load).
+    dial: Dial,
+    /// The current session; replaced when it ended. Callers clone the `Arc`, so a
+    /// replaced session lives until its last call is answered.
+    session: RwLock<Arc<Session>>,
+    /// Held while a new session starts: one start at a time, the others wait.
+    redial: tokio::sync::Mutex<Redial>,
     /// The compiled `outputSchema` of every tool that declares one, from the last
     /// `tools/list` (`None`: not listed yet). A schema that does not compile is kept
     /// as its error: such a tool's results cannot be checked.
@@ -139,13 +162,67 @@ struct Inner {
 
 type OutputCheck = Result<Arc<Validator>, String>;
 
+type Session = RunningService<RoleClient, ClientConfig>;
+
+/// What starting a session needs.
+enum Dial {
+    Http {
+        url: String,
+        headers: HashMap<HeaderName, HeaderValue>,
+    },
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        vars: Vec<(String, String)>,
+    },
+}
+
+/// Why a session could not be started.
+#[derive(Debug)]
+enum StartError {
+    /// The stdio program could not be started.
+    Spawn(std::io::Error),
+    /// The handshake failed (its error chain, which may name the endpoint).
+    Handshake(String),
+    /// No handshake within the time given.
+    NoHandshake(Duration),
+}
+
+impl StartError {
+    /// Without the endpoint (a URL may carry a token): for the model.
+    fn summary(&self) -> String {
+        match self {
+            StartError::Spawn(_) => "the program could not be started".to_owned(),
+            StartError::Handshake(_) => "the handshake failed".to_owned(),
+            StartError::NoHandshake(t) => format!("no handshake within {} ms", t.as_millis()),
+        }
+    }
+
+    /// With the cause: for the operator (at startup, or in the log with the endpoint
+    /// blanked out).
+    fn detail(&self) -> String {
+        match self {
+            StartError::Spawn(e) => format!("cannot start the program: {e}"),
+            StartError::Handshake(cause) => format!("the handshake failed: {cause}"),
+            StartError::NoHandshake(_) => self.summary(),
+        }
+    }
+}
+
+/// The state of restarting a session that ended.
+#[derive(Default)]
+struct Redial {
+    /// The last failed try and the wait after it.
+    failed: Option<(Instant, Duration)>,
+}
+
 impl std::fmt::Debug for McpConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpConnection")
             .field("name", &self.inner.name)
             .field("endpoint", &self.inner.endpoint)
             .field("timeout", &self.inner.timeout)
-            .field("closed", &self.inner.client.is_transport_closed())
+            .field("closed", &self.is_closed())
             .finish_non_exhaustive()
     }
 }
@@ -164,48 +241,28 @@ impl McpConnection {
     ) -> Result<McpConnection, String> {
         let name = &spec.name;
         let timeout = Duration::from_millis(spec.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
-        let client_config = ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("toolmend", env!("CARGO_PKG_VERSION")),
-        )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-        let (endpoint, started) = match (&spec.url, &spec.command) {
+        let (endpoint, dial) = match (&spec.url, &spec.command) {
             (Some(url), None) => {
                 let headers = http_headers(&spec.headers, env)
                     .map_err(|e| format!("MCP server {name:?}: {e}"))?;
-                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(headers)
-                    .max_json_response_size(MAX_MESSAGE_BYTES)
-                    .max_sse_event_size(MAX_MESSAGE_BYTES);
-                // No proxies from the environment, redirects only within one host (rmcp's
-                // own client would follow the environment's proxy).
-                let transport = StreamableHttpClientTransport::with_client(
-                    crate::http::mcp_client().clone(),
-                    config,
-                );
                 (
                     url.clone(),
-                    tokio::time::timeout(timeout, client_config.serve(transport)).await,
+                    Dial::Http {
+                        url: url.clone(),
+                        headers,
+                    },
                 )
             }
             (None, Some(command)) => {
                 let vars = resolve_headers(&spec.env, env)
                     .map_err(|e| format!("MCP server {name:?}: {e}"))?;
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(&spec.args).env_clear().kill_on_drop(true);
-                for var in INHERITED_ENV {
-                    if let Some(value) = std::env::var_os(var) {
-                        cmd.env(var, value);
-                    }
-                }
-                cmd.envs(vars);
-                let (transport, _) = TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::inherit())
-                    .spawn()
-                    .map_err(|e| format!("MCP server {name:?}: cannot start {command:?}: {e}"))?;
                 (
                     command.clone(),
-                    tokio::time::timeout(timeout, client_config.serve(transport)).await,
+                    Dial::Stdio {
+                        command: command.clone(),
+                        args: spec.args.clone(),
+                        vars,
+                    },
                 )
             }
             (Some(_), Some(_)) => {
@@ -219,31 +276,102 @@ impl McpConnection {
                 ));
             }
         };
-        let client = match started {
-            Ok(Ok(client)) => client,
-            Ok(Err(e)) => {
-                return Err(format!(
-                    "MCP server {name:?} ({endpoint}): the handshake failed: {}",
-                    error_chain(&e)
-                ));
-            }
-            Err(_) => {
-                return Err(format!(
-                    "MCP server {name:?} ({endpoint}): no handshake within {} ms",
-                    timeout.as_millis()
-                ));
-            }
-        };
+        let session = start(&dial, timeout)
+            .await
+            .map_err(|e| format!("MCP server {name:?} ({endpoint}): {}", e.detail()))?;
         Ok(McpConnection {
             inner: Arc::new(Inner {
                 name: name.clone(),
                 endpoint,
                 timeout,
                 max_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-                client,
+                dial,
+                session: RwLock::new(Arc::new(session)),
+                redial: tokio::sync::Mutex::new(Redial::default()),
                 output_schemas: RwLock::new(None),
             }),
         })
+    }
+
+    /// The session in use now (it may have ended).
+    fn current(&self) -> Arc<Session> {
+        Arc::clone(
+            &self
+                .inner
+                .session
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// A live session: the current one, or a new one started in its place (within
+    /// `deadline`, and not before the wait after a failed start is over).
+    async fn session(&self, deadline: Instant) -> Result<Arc<Session>, TransportError> {
+        let current = self.current();
+        if !current.is_transport_closed() {
+            return Ok(current);
+        }
+        drop(current);
+        let inner = &self.inner;
+        let Ok(mut redial) = tokio::time::timeout_at(deadline, inner.redial.lock()).await else {
+            return Err(TransportError::Timeout(
+                deadline.saturating_duration_since(Instant::now()),
+            ));
+        };
+        // Another task may have started one while this one waited.
+        let current = self.current();
+        if !current.is_transport_closed() {
+            return Ok(current);
+        }
+        if let Some((at, wait)) = redial.failed {
+            let left = (at + wait).saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                return Err(TransportError::Connect(format!(
+                    "the session with the MCP server ended and could not be started again; next try in {} ms",
+                    left.as_millis().max(1)
+                )));
+            }
+        }
+        let budget = inner
+            .timeout
+            .min(deadline.saturating_duration_since(Instant::now()));
+        match start(&inner.dial, budget).await {
+            Ok(session) => {
+                let session = Arc::new(session);
+                *inner
+                    .session
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::clone(&session);
+                // The server may have changed: its output schemas are listed again.
+                *inner
+                    .output_schemas
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                redial.failed = None;
+                metrics::counter!("toolmend_mcp_reconnects_total", "server" => inner.name.clone(), "result" => "ok").increment(1);
+                tracing::info!(server = %inner.name, "MCP session ended; a new one started");
+                Ok(session)
+            }
+            Err(e) => {
+                let wait = redial.failed.map_or(RECONNECT_BACKOFF_MIN, |(_, w)| {
+                    (w * 2).min(RECONNECT_BACKOFF_MAX)
+                });
+                redial.failed = Some((Instant::now(), wait));
+                metrics::counter!("toolmend_mcp_reconnects_total", "server" => inner.name.clone(), "result" => "failed").increment(1);
+                let detail = blank_out(&e.detail(), &inner.endpoint);
+                tracing::warn!(server = %inner.name, error = %detail, next_try_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), "MCP session ended and could not be started again");
+                Err(TransportError::Connect(format!(
+                    "the session with the MCP server ended and could not be started again ({}); next try in {} ms",
+                    e.summary(),
+                    wait.as_millis()
+                )))
+            }
+        }
+    }
+
+    /// Whether the session has ended (the next call or listing starts a new one).
+    pub fn is_closed(&self) -> bool {
+        self.current().is_transport_closed()
     }
 
     /// The server's name (its `[[mcp]]` entry's).
@@ -259,24 +387,28 @@ impl McpConnection {
     /// The request fails.
     pub async fn list_tools(&self) -> Result<Vec<McpToolDef>, String> {
         let inner = &self.inner;
-        let tools =
-            match tokio::time::timeout(inner.timeout, inner.client.peer().list_all_tools()).await {
-                Ok(Ok(tools)) => tools,
-                Ok(Err(e)) => {
-                    return Err(format!(
-                        "MCP server {:?}: tools/list failed: {}",
-                        inner.name,
-                        service_error(&e, inner.timeout, inner.max_bytes)
-                    ));
-                }
-                Err(_) => {
-                    return Err(format!(
-                        "MCP server {:?}: tools/list did not answer within {} ms",
-                        inner.name,
-                        inner.timeout.as_millis()
-                    ));
-                }
-            };
+        let deadline = Instant::now() + inner.timeout;
+        let session = self
+            .session(deadline)
+            .await
+            .map_err(|e| format!("MCP server {:?}: tools/list failed: {e}", inner.name))?;
+        let tools = match tokio::time::timeout_at(deadline, session.peer().list_all_tools()).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "MCP server {:?}: tools/list failed: {}",
+                    inner.name,
+                    service_error(&e, inner.timeout, inner.max_bytes)
+                ));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "MCP server {:?}: tools/list did not answer within {} ms",
+                    inner.name,
+                    inner.timeout.as_millis()
+                ));
+            }
+        };
         let defs: Vec<McpToolDef> = tools.into_iter().map(tool_def).collect();
         let checks = defs
             .iter()
@@ -327,12 +459,14 @@ impl McpConnection {
         let mut params =
             CallToolRequestParams::new(req.function.to_owned()).with_arguments(arguments.clone());
         params.meta = Some(meta);
+        let session = self.session(deadline).await.map_err(|e| match e {
+            TransportError::Timeout(_) => TransportError::Timeout(req.timeout),
+            e => e,
+        })?;
         // On the deadline the request's future is dropped, and rmcp tells the server
         // (`notifications/cancelled`).
         let response =
-            match tokio::time::timeout_at(deadline, inner.client.peer().call_tool_once(params))
-                .await
-            {
+            match tokio::time::timeout_at(deadline, session.peer().call_tool_once(params)).await {
                 Ok(Ok(response)) => response,
                 Ok(Err(e)) => return Err(service_error(&e, req.timeout, inner.max_bytes)),
                 Err(_) => return Err(TransportError::Timeout(req.timeout)),
@@ -386,6 +520,65 @@ impl McpConnection {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         schemas.as_ref().map(|s| s.get(tool).cloned())
     }
+}
+
+/// Starts a session: the child process or the HTTP transport, and the handshake, within
+/// `timeout`. A child started for a handshake that failed is killed.
+async fn start(dial: &Dial, timeout: Duration) -> Result<Session, StartError> {
+    let client_config = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("toolmend", env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+    let started = match dial {
+        Dial::Http { url, headers } => {
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .custom_headers(headers.clone())
+                .max_json_response_size(MAX_MESSAGE_BYTES)
+                .max_sse_event_size(MAX_MESSAGE_BYTES);
+            // No proxies from the environment, redirects only within one host (rmcp's
+            // own client would follow the environment's proxy).
+            let transport = StreamableHttpClientTransport::with_client(
+                crate::http::mcp_client().clone(),
+                config,
+            );
+            tokio::time::timeout(timeout, client_config.serve(transport)).await
+        }
+        Dial::Stdio {
+            command,
+            args,
+            vars,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).env_clear().kill_on_drop(true);
+            for var in INHERITED_ENV {
+                if let Some(value) = std::env::var_os(var) {
+                    cmd.env(var, value);
+                }
+            }
+            cmd.envs(vars.iter().map(|(k, v)| (k, v)));
+            let (transport, _) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(StartError::Spawn)?;
+            tokio::time::timeout(timeout, client_config.serve(transport)).await
+        }
+    };
+    match started {
+        Ok(Ok(session)) => Ok(session),
+        Ok(Err(e)) => Err(StartError::Handshake(error_chain(&e))),
+        Err(_) => Err(StartError::NoHandshake(timeout)),
+    }
+}
+
+/// `text` with the endpoint (as written, and as a URL library prints it) replaced by
+/// `<endpoint>`: a URL may carry credentials or a token.
+fn blank_out(text: &str, endpoint: &str) -> String {
+    let mut text = text.replace(endpoint, "<endpoint>");
+    if let Ok(url) = reqwest::Url::parse(endpoint) {
+        text = text.replace(url.as_str(), "<endpoint>");
+    }
+    text
 }
 
 fn tool_def(tool: Tool) -> McpToolDef {

@@ -28,7 +28,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 use toolmend_tools::{
-    mcp::{MAX_MESSAGE_BYTES, McpConnection, McpToolDef},
+    mcp::{MAX_MESSAGE_BYTES, McpConnection, McpToolDef, RECONNECT_BACKOFF_MIN},
     spec::{DEFAULT_MAX_RESPONSE_BYTES, McpSpec},
     transport::{Reply, ServiceRequest, TransportError},
 };
@@ -39,6 +39,8 @@ use toolmend_tools::{
 /// Tells this test binary, run again as a child, to be the stdio server.
 const CHILD_ENV: &str = "TOOLMEND_MCP_TEST_SERVER";
 const TOKEN: &str = "s3cret";
+/// A file the stdio server adds a line to each time it starts.
+const STARTS_ENV: &str = "TOOLMEND_MCP_TEST_STARTS";
 
 #[derive(Clone, Default)]
 struct TestServer {
@@ -70,6 +72,8 @@ fn tools() -> Vec<Value> {
         json!({"name": "dirty", "inputSchema": {"type": "object"}}),
         json!({"name": "pid", "inputSchema": {"type": "object"}}),
         json!({"name": "env", "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}),
+        json!({"name": "exit", "description": "The stdio server exits without answering.",
+            "inputSchema": {"type": "object"}}),
     ]
 }
 
@@ -152,6 +156,8 @@ impl ServerHandler for TestServer {
                 "_meta": {"io.toolmend/callId": "call_someone_else"}}),
             ),
             "pid" => text(std::process::id().to_string()),
+            // Only the stdio child exits (never the test binary serving HTTP).
+            "exit" if std::env::var(CHILD_ENV).is_ok() => std::process::exit(3),
             "env" => result(json!({"content": [],
                 "structuredContent": {"value": std::env::var(args["name"].as_str().unwrap()).ok()}})),
             other => Err(ErrorData::invalid_params(
@@ -179,6 +185,10 @@ impl Drop for HttpServer {
 }
 
 async fn http_server() -> HttpServer {
+    http_server_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap())
+}
+
+fn http_server_on(listener: tokio::net::TcpListener) -> HttpServer {
     let server = TestServer::default();
     let factory = server.clone();
     let outage = Arc::new(AtomicBool::new(false));
@@ -210,7 +220,6 @@ async fn http_server() -> HttpServer {
                     }
                 },
             ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let task = tokio::spawn(async move {
         axum::serve(listener, router).await.unwrap();
@@ -230,6 +239,20 @@ async fn http_server() -> HttpServer {
 async fn stdio_server_child_process() {
     if std::env::var(CHILD_ENV).as_deref() != Ok("stdio") {
         return;
+    }
+    // Each start is a line in `STARTS_ENV`'s file; while `<that file>.refuse` exists,
+    // the server exits before its handshake.
+    if let Ok(path) = std::env::var(STARTS_ENV) {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        writeln!(f, "{}", std::process::id()).unwrap();
+        if std::path::Path::new(&format!("{path}.refuse")).exists() {
+            std::process::exit(1);
+        }
     }
     let running = TestServer::default()
         .serve(rmcp::transport::stdio())
@@ -426,6 +449,55 @@ async fn http_protocol_errors() {
     // (rmcp's transport drops the session's stream then; last, as the session may end).
     let r = call(&conn, "huge", json!({})).await;
     assert!(matches!(r, Err(TransportError::Connect(_))), "{r:?}");
+    // The next call starts a new session if that one ended.
+    assert_eq!(
+        call(&conn, "add", json!({"a": 2, "b": 2})).await,
+        success(json!({"sum": 4}))
+    );
+}
+
+#[tokio::test]
+async fn http_a_restarted_server_gets_a_new_session() {
+    let server = http_server().await;
+    let addr = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let conn = connect(&http_spec(&server.url)).await;
+    assert_eq!(
+        call(&conn, "echo", json!({"text": "first"})).await,
+        success(json!("first"))
+    );
+    // The server goes away and comes back on the same port, without our session.
+    drop(server);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let down = call(&conn, "echo", json!({"text": "down"})).await;
+    assert!(matches!(down, Err(TransportError::Connect(_))), "{down:?}");
+    let _again = http_server_on(tokio::net::TcpListener::bind(&addr).await.unwrap());
+    // Answered 404 for the old session, the client initializes again and resends (the
+    // MCP specification's rule); or, if the session had ended, starts a new one.
+    let mut last = None;
+    for _ in 0..20 {
+        match call(&conn, "echo", json!({"text": "back"})).await {
+            Ok(reply) => {
+                last = Some(reply);
+                break;
+            }
+            // Within the wait after a failed start.
+            Err(TransportError::Connect(m)) if m.contains("next try in") => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(
+        last,
+        Some(Reply::Success {
+            data: json!("back"),
+            message: None
+        })
+    );
 }
 
 #[tokio::test]
@@ -719,6 +791,152 @@ async fn stdio_child_of_a_failed_handshake_is_killed() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The process's Prometheus recorder (installed once).
+fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .unwrap()
+    })
+}
+
+/// Waits (at most 5 s) until `conn`'s session has ended.
+async fn until_closed(conn: &McpConnection) {
+    let started = Instant::now();
+    while !conn.is_closed() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the session never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn stdio_a_server_that_exits_is_started_again_with_a_backoff() {
+    let metrics = metrics();
+    let starts = std::env::temp_dir().join(format!(
+        "toolmend-mcp-starts-{}-{:?}",
+        std::process::id(),
+        std::time::SystemTime::now()
+    ));
+    let starts = starts.to_str().unwrap().to_owned();
+    let refuse = format!("{starts}.refuse");
+    let count = || {
+        std::fs::read_to_string(&starts)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let mut s = stdio_spec();
+    s.name = "restarting".into();
+    s.env.insert(
+        STARTS_ENV.into(),
+        serde_json::from_value(json!(starts.clone())).unwrap(),
+    );
+    let conn = connect(&s).await;
+    let pid = |r: Result<Reply, TransportError>| match r {
+        Ok(Reply::Success { data, .. }) => data.as_str().unwrap().parse::<u32>().unwrap(),
+        other => panic!("no pid: {other:?}"),
+    };
+    let first = pid(call(&conn, "pid", json!({})).await);
+
+    // The server dies during a call: that call is answered with the failure (never sent
+    // again: it may have run) ...
+    let r = call(&conn, "exit", json!({})).await;
+    assert!(matches!(r, Err(TransportError::Connect(_))), "{r:?}");
+    until_closed(&conn).await;
+    // ... and the next call starts a new server.
+    let second = pid(call(&conn, "pid", json!({})).await);
+    assert_ne!(first, second);
+    assert_eq!(count(), 2);
+    assert!(!running(first));
+
+    // A server that cannot start again: the call says why, without the command line,
+    // and calls within the wait fail at once without starting it.
+    std::fs::write(&refuse, "").unwrap();
+    let _ = call(&conn, "exit", json!({})).await;
+    until_closed(&conn).await;
+    let r = call(&conn, "echo", json!({"text": "x"})).await;
+    let Err(TransportError::Connect(m)) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        m,
+        format!(
+            "the session with the MCP server ended and could not be started again (the handshake failed); next try in {} ms",
+            RECONNECT_BACKOFF_MIN.as_millis()
+        )
+    );
+    assert_eq!(count(), 3);
+    let r = call(&conn, "echo", json!({"text": "x"})).await;
+    let Err(TransportError::Connect(m)) = r else {
+        panic!("{r:?}")
+    };
+    assert!(m.contains("next try in"), "{m}");
+    assert_eq!(count(), 3, "no start within the wait");
+
+    // Back: after the wait, the next call starts it.
+    std::fs::remove_file(&refuse).unwrap();
+    tokio::time::sleep(RECONNECT_BACKOFF_MIN + Duration::from_millis(50)).await;
+    assert_eq!(
+        call(&conn, "echo", json!({"text": "back"})).await,
+        success(json!("back"))
+    );
+    assert_eq!(count(), 4);
+    let _ = std::fs::remove_file(&starts);
+    let text = metrics.render();
+    for want in [
+        "toolmend_mcp_reconnects_total{server=\"restarting\",result=\"ok\"} 2",
+        "toolmend_mcp_reconnects_total{server=\"restarting\",result=\"failed\"} 1",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+}
+
+/// Calls that meet an ended session together start one new server, not one each.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_concurrent_calls_start_one_new_server() {
+    let starts = std::env::temp_dir().join(format!(
+        "toolmend-mcp-starts-c-{}-{:?}",
+        std::process::id(),
+        std::time::SystemTime::now()
+    ));
+    let starts = starts.to_str().unwrap().to_owned();
+    let mut s = stdio_spec();
+    s.env.insert(
+        STARTS_ENV.into(),
+        serde_json::from_value(json!(starts.clone())).unwrap(),
+    );
+    let conn = connect(&s).await;
+    let _ = call(&conn, "exit", json!({})).await;
+    until_closed(&conn).await;
+    let calls: Vec<_> = (0..8)
+        .map(|i| {
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                call_as(
+                    &conn,
+                    "echo",
+                    &format!("call_{i}"),
+                    json!({"text": i.to_string()}),
+                    Duration::from_secs(5),
+                )
+                .await
+            })
+        })
+        .collect();
+    for (i, c) in calls.into_iter().enumerate() {
+        assert_eq!(c.await.unwrap(), success(json!(i.to_string())));
+    }
+    let n = std::fs::read_to_string(&starts).unwrap().lines().count();
+    let _ = std::fs::remove_file(&starts);
+    assert_eq!(n, 2, "one start at connect, one after the exit");
 }
 
 // ---------------------------------------------------------------------------------
