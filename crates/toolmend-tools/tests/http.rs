@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+mod common;
+
 use std::{
     collections::HashMap,
     sync::{
@@ -22,6 +24,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::post,
 };
+use common::metrics;
 use serde_json::{Value, json};
 use toolmend::{
     node::{ResultStatus, ToolNode, ToolResult},
@@ -485,18 +488,6 @@ impl std::io::Write for Capture {
 
 fn logged() -> String {
     String::from_utf8_lossy(&log().lock().unwrap()).into_owned()
-}
-
-/// The process's Prometheus recorder (installed once; each test reads its own tools'
-/// series).
-fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
-    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
-        std::sync::OnceLock::new();
-    HANDLE.get_or_init(|| {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .install_recorder()
-            .unwrap()
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+mod common;
+
 use std::{
     path::PathBuf,
     sync::{
@@ -15,6 +17,7 @@ use std::{
 };
 
 use axum::response::IntoResponse as _;
+use common::{eventually, metrics};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
     model::{
@@ -755,14 +758,10 @@ async fn stdio_child_ends_when_the_last_clone_drops() {
         success(json!("still here"))
     );
     drop(clone);
-    let started = Instant::now();
-    while running(pid) {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the server {pid} outlived its connection"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(&format!("the server {pid} outlived its connection"), || {
+        !running(pid)
+    })
+    .await;
 }
 
 #[cfg(target_os = "linux")]
@@ -783,37 +782,16 @@ async fn stdio_child_of_a_failed_handshake_is_killed() {
         .parse()
         .unwrap();
     let _ = std::fs::remove_file(&pid_file);
-    let started = Instant::now();
-    while running(pid) {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the mute server {pid} outlived the failed connect"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// The process's Prometheus recorder (installed once).
-fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
-    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
-        std::sync::OnceLock::new();
-    HANDLE.get_or_init(|| {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .install_recorder()
-            .unwrap()
-    })
+    eventually(
+        &format!("the mute server {pid} outlived the failed connect"),
+        || !running(pid),
+    )
+    .await;
 }
 
 /// Waits (at most 5 s) until `conn`'s session has ended.
 async fn until_closed(conn: &McpConnection) {
-    let started = Instant::now();
-    while !conn.is_closed() {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the session never ended"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("the session never ended", || conn.is_closed()).await;
 }
 
 #[cfg(target_os = "linux")]
