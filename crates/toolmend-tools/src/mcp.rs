@@ -78,8 +78,8 @@ use crate::{
 
 /// The largest JSON-RPC message read from an MCP server over HTTP (a JSON body or one
 /// SSE event), before it is decoded: nothing is read without a bound. A larger one is an
-/// error result, and rmcp's transport may end the session on it (later calls of that
-/// server then fail until the tools are loaded again), so the bound sits well above one
+/// error result, and rmcp's transport may end the session on it (the next call then
+/// starts a new one, with a new handshake), so the bound sits well above one
 /// result's limit ([`DEFAULT_MAX_RESPONSE_BYTES`], refused after decoding with the
 /// session kept) and a `tools/list` page: rmcp's own default, pinned here.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
@@ -314,9 +314,8 @@ impl McpConnection {
         drop(current);
         let inner = &self.inner;
         let Ok(mut redial) = tokio::time::timeout_at(deadline, inner.redial.lock()).await else {
-            return Err(TransportError::Timeout(
-                deadline.saturating_duration_since(Instant::now()),
-            ));
+            // (A call reports its own timeout instead.)
+            return Err(TransportError::Timeout(inner.timeout));
         };
         // Another task may have started one while this one waited.
         let current = self.current();
@@ -849,6 +848,20 @@ fn serialized_len(value: &impl serde::Serialize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_endpoint_is_blanked_out_as_written_and_as_a_url_prints_it() {
+        // As written; and as `Url` prints it (a trailing `/` added to a bare host).
+        let endpoint = "http://admin:pw@127.0.0.1:9?token=tok";
+        let printed = reqwest::Url::parse(endpoint).unwrap().to_string();
+        assert_ne!(printed, endpoint);
+        let text = format!("error sending request for url ({printed}): refused; {endpoint}");
+        let out = blank_out(&text, endpoint);
+        assert_eq!(
+            out,
+            "error sending request for url (<endpoint>): refused; <endpoint>"
+        );
+    }
 
     #[test]
     fn base64_len_counts_decoded_bytes() {
