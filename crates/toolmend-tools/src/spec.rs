@@ -14,7 +14,7 @@ use toml::Spanned;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}{}: {}{message}", line.map(|l| format!(":{l}")).unwrap_or_default(), tool.as_ref().map(|t| format!("tool {t:?}: ")).unwrap_or_default())]
 pub struct LoadError {
-    /// The file (or "<inline>").
+    /// The file (or `"<inline>"`).
     pub origin: String,
     /// The 1-based line of the entry, when known.
     pub line: Option<usize>,
