@@ -1,7 +1,10 @@
 //! What the gateway's per-request log line costs: one `toolmend::request` event with the
 //! fields `server::access` writes, through the subscriber `toolmend serve` installs (JSON,
-//! an `EnvFilter`), written to a file as `2> file` would; against the same event filtered
-//! out (`RUST_LOG=warn`). The difference is the CPU a request pays for its line.
+//! an `EnvFilter`): written to a file directly as `2> file` would (the old writer), and
+//! queued for the writer thread (`toolmend_gateway::sink::LogWriter`, what `serve` uses:
+//! the request pays the formatting, a copy and a queue send; the thread pays the write);
+//! against the same event filtered out (`RUST_LOG=warn`). The difference is the CPU a
+//! request pays for its line.
 //!
 //! `cargo bench -p toolmend-cli --bench request_log`
 
@@ -38,12 +41,28 @@ fn bench(c: &mut Criterion) {
     let path = std::env::temp_dir().join("toolmend-request-log-bench.jsonl");
     let file = Arc::new(std::fs::File::create(&path).unwrap());
     let mut group = c.benchmark_group("request_log");
-    for (name, filter) in [("info: written", "info"), ("warn: filtered out", "warn")] {
+    let (queued, flush) =
+        toolmend_gateway::sink::LogWriter::start(std::fs::File::create(&path).unwrap()).unwrap();
+    let cases: [(&str, &str, bool); 3] = [
+        ("info: written", "info", false),
+        ("info: queued", "info", true),
+        ("warn: filtered out", "warn", false),
+    ];
+    for (name, filter, queue) in cases {
+        let direct = Arc::clone(&file);
+        let queued = queued.clone();
+        let writer = move || -> Box<dyn std::io::Write> {
+            if queue {
+                Box::new(queued.clone())
+            } else {
+                Box::new(Arc::clone(&direct))
+            }
+        };
         let logs = tracing_subscriber::fmt::layer()
             .json()
             .with_current_span(false)
             .with_span_list(false)
-            .with_writer(Arc::clone(&file))
+            .with_writer(writer)
             .with_filter(tracing_subscriber::EnvFilter::new(filter));
         let subscriber = tracing_subscriber::registry().with(logs);
         tracing::subscriber::with_default(subscriber, || {
@@ -57,6 +76,8 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+    eprintln!("queued lines dropped: {}", queued.dropped());
+    drop(flush);
     let _ = std::fs::remove_file(&path);
 }
 

@@ -1019,3 +1019,61 @@ fn serve_help_lists_every_key_and_policy_of_the_docs() {
         "{help}"
     );
 }
+
+// ---------------------------------------------------------------- 7. a log nobody reads
+
+/// Issue 24: the log is written through a bounded queue by a thread of its own, so a
+/// reader that stalls (a supervisor, a container's log driver, a paused terminal) never
+/// holds a request. Both of the gateway's pipes are left unread after the banner: the
+/// 64 KiB pipe buffer is full after a few hundred lines, and before the queue every
+/// worker then blocked in `write` (207 of 3,000 answered). At trace level for the HTTP
+/// stack the queue overflows too: what does not fit is dropped and counted.
+#[test]
+fn i24_a_gateway_whose_pipes_nobody_reads_answers_every_request() {
+    let up = Upstream::start(Duration::ZERO);
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--upstream", &up.base_url()]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TOOLMEND_") || k == "RUST_LOG" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("RUST_LOG", "debug,hyper=trace,hyper_util=trace")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // Held open, never read.
+    let _stderr = child.stderr.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let proc = Guard { child };
+    let mut banner = String::new();
+    stdout.read_line(&mut banner).unwrap();
+    let addr: SocketAddr = banner
+        .strip_prefix("toolmend gateway: http://")
+        .and_then(|rest| rest.split_once("/v1"))
+        .map(|(addr, _)| addr.parse().unwrap())
+        .unwrap_or_else(|| panic!("unexpected banner: {banner}"));
+
+    let body = small_request();
+    let mut answered = 0;
+    for i in 0..3000 {
+        match chat(addr, &body, Duration::from_secs(20)) {
+            Ok(r) if r.status == 200 => answered += 1,
+            Ok(r) => panic!("request {i}: status {}", r.status),
+            Err(e) => panic!("request {i} unanswered after {answered} answered: {e}"),
+        }
+    }
+    assert_eq!(answered, 3000);
+    let health = request(addr, "GET", "/healthz", b"", Duration::from_secs(20)).unwrap();
+    assert_eq!(health.status, 200);
+    let metrics = request(addr, "GET", "/metrics", b"", Duration::from_secs(20)).unwrap();
+    let text = String::from_utf8_lossy(&metrics.body);
+    let dropped: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("toolmend_log_lines_dropped_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no toolmend_log_lines_dropped_total in /metrics:\n{text}"));
+    assert!(dropped > 0, "the queue never overflowed: {dropped}");
+    drop(proc);
+}

@@ -21,7 +21,6 @@ use std::{
     path::PathBuf,
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
         mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError},
     },
     time::{Duration, SystemTime, UNIX_EPOCH},
@@ -36,7 +35,10 @@ use toolmend::{
     message::{CallOutcome, CallSource},
 };
 
-use crate::pipeline::plan::Mended;
+use crate::{
+    pipeline::plan::Mended,
+    sink::{DropReporter, Drops},
+};
 
 /// The format's version, the `v` of every line.
 pub const VERSION: u32 = 1;
@@ -93,6 +95,10 @@ pub struct CallEvent {
     /// The session, hashed with a key (`s_` and 16 hex digits); None without one.
     #[serde(default)]
     pub session: Option<String>,
+    /// The `[access]` client whose key the request presented (its configured name);
+    /// left out when the gateway has no client keys, and from the CLI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
     /// The model the request named (`toolmend mend --events-model`); None when unknown.
     #[serde(default)]
     pub model: Option<String>,
@@ -153,6 +159,8 @@ pub struct Context {
     pub line: Option<u64>,
     /// `session`, already hashed ([`SessionKey::hash`]).
     pub session: Option<String>,
+    /// `client`.
+    pub client: Option<String>,
     /// `model`, as given (cut by [`model_name`]).
     pub model: Option<String>,
 }
@@ -205,6 +213,7 @@ impl CallEvent {
             request_id: ctx.request_id.clone(),
             line: ctx.line,
             session: ctx.session.clone(),
+            client: ctx.client.clone(),
             model: ctx.model.clone(),
             tool: tool_name(call.tool, call.schema.is_some()),
             declared: call.schema.is_some(),
@@ -456,7 +465,7 @@ pub struct EventLog {
     tx: Option<SyncSender<CallEvent>>,
     clean: bool,
     key: SessionKey,
-    dropped: Arc<AtomicU64>,
+    dropped: Arc<Drops>,
     /// Told when the writer has flushed its last event (in a mutex only to be `Sync`).
     done: std::sync::Mutex<Option<Receiver<()>>>,
 }
@@ -500,15 +509,17 @@ impl EventLog {
         let (tx, rx) = mpsc::sync_channel(config.buffer);
         let (done_tx, done) = mpsc::channel();
         let shown = path.display().to_string();
+        let dropped = Arc::new(Drops::new("toolmend_events_dropped_total"));
+        let drops = Arc::clone(&dropped);
         std::thread::Builder::new()
             .name("toolmend-events".to_owned())
-            .spawn(move || write_events(rx, BufWriter::new(file), &shown, &done_tx))
+            .spawn(move || write_events(rx, BufWriter::new(file), &shown, &drops, &done_tx))
             .map_err(|e| format!("events: cannot start the writer thread: {e}"))?;
         Ok(Some(EventLog {
             tx: Some(tx),
             clean: config.clean,
             key,
-            dropped: Arc::new(AtomicU64::new(0)),
+            dropped,
             done: std::sync::Mutex::new(Some(done)),
         }))
     }
@@ -521,16 +532,13 @@ impl EventLog {
         let Some(tx) = &self.tx else { return };
         match tx.try_send(event) {
             Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("toolmend_events_dropped_total").increment(1);
-            }
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.dropped.record(),
         }
     }
 
     /// Events dropped so far (the queue was full, or the writer gone).
     pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.dropped.total()
     }
 
     /// The hash of a session id.
@@ -550,15 +558,17 @@ impl EventLog {
         mended: &Mended,
         tools: &Toolbox,
     ) {
+        // Within the `[access]` client, as the guard's own sessions are.
         let session = session
             .map(str::to_owned)
-            .or_else(|| request_session(headers, request));
+            .or_else(|| request_session(headers, request).map(crate::pipeline::guard::client_scoped));
         let ctx = Context {
             ts: now(),
             front: "chat_completions".to_owned(),
             request_id: Some(request_id.to_owned()),
             line: None,
             session: session.map(|s| self.session_hash(&s)),
+            client: crate::server::access::current_client().map(|c| c.to_string()),
             model: request
                 .get("model")
                 .and_then(Value::as_str)
@@ -617,13 +627,17 @@ impl Drop for EventLog {
 
 /// The writer thread: appends each event as a line, flushes when the queue is empty,
 /// ends (flushed) when the log is dropped. A failed write is counted and logged (the
-/// first, then every 1000th), never fatal.
+/// first, then every 1000th), never fatal; events dropped because the queue was full
+/// are said in a WARN once the queue has drained (at most every
+/// [`DROP_REPORT_EVERY`](crate::sink::DROP_REPORT_EVERY)).
 fn write_events(
     rx: Receiver<CallEvent>,
     mut out: BufWriter<File>,
     path: &str,
+    drops: &Drops,
     done: &mpsc::Sender<()>,
 ) {
+    let mut reporter = DropReporter::new();
     let mut failures: u64 = 0;
     let mut fail = |e: &dyn std::fmt::Display| {
         failures += 1;
@@ -634,17 +648,17 @@ fn write_events(
     };
     let mut pending = false;
     loop {
-        let event = if pending {
-            match rx.recv_timeout(Duration::from_millis(200)) {
+        let flush_wait = pending.then_some(Duration::from_millis(200));
+        let event = match flush_wait.into_iter().chain(reporter.wait(drops)).min() {
+            Some(wait) => match rx.recv_timeout(wait) {
                 Ok(e) => Some(e),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => break,
-            }
-        } else {
-            match rx.recv() {
+            },
+            None => match rx.recv() {
                 Ok(e) => Some(e),
                 Err(_) => break,
-            }
+            },
         };
         match event {
             Some(e) => {
@@ -664,6 +678,15 @@ fn write_events(
                     fail(&e);
                 }
                 pending = false;
+                if let Some(dropped) = reporter.due(drops) {
+                    tracing::warn!(
+                        path,
+                        dropped,
+                        total = drops.total(),
+                        "event log: events dropped, the writer did not keep up (queue \
+                         full at events.buffer); counted in toolmend_events_dropped_total"
+                    );
+                }
             }
         }
     }
