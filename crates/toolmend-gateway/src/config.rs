@@ -36,6 +36,9 @@ pub struct Config {
     pub events: crate::events::EventsConfig,
     /// Traces exported over OTLP (with the `otel` feature).
     pub telemetry: Telemetry,
+    /// Who may call: client keys, the admin routes' listener or key, the explicit
+    /// opt-in to serve a public address without keys.
+    pub access: Access,
     /// What loading changed and says at start (`/v1` appended to a base URL).
     #[serde(skip)]
     pub(crate) notes: Vec<String>,
@@ -58,6 +61,7 @@ impl Default for Config {
             round_trip: RoundTrip::default(),
             events: crate::events::EventsConfig::default(),
             telemetry: Telemetry::default(),
+            access: Access::default(),
             notes: Vec::new(),
             origins: load::Origins::default(),
         }
@@ -85,6 +89,131 @@ impl Default for Telemetry {
             service_name: "toolmend-gateway".to_owned(),
         }
     }
+}
+
+/// `[access]`: who may call. Client keys are stored as the SHA-256 of the key (64 hex
+/// digits: `toolmend key hash` prints it), never the key; a request presents its key as
+/// `Authorization: Bearer KEY` (OpenAI SDKs), `x-api-key` (Anthropic SDKs) or `api-key`
+/// (Azure OpenAI SDKs). With at least one client, every API route answers 401 without a
+/// valid key, and the client's name is its guard session's prefix, a metrics label and
+/// a field of the event log. docs/gateway.md, "Who may call".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Access {
+    /// The clients: `[[access.clients]]` tables, or
+    /// `TOOLMEND_ACCESS__CLIENTS='[{name = "ci", key_sha256 = "…"}]'`.
+    pub clients: Vec<ClientKey>,
+    /// A TOML file of more `[[clients]]` tables (a mounted secret, say), read at start.
+    pub clients_file: Option<std::path::PathBuf>,
+    /// A listener of its own for `/metrics` (with `/healthz` and `/readyz`):
+    /// `127.0.0.1:9790`. Set, `/metrics` is not served on `listen`.
+    pub admin_listen: Option<SocketAddr>,
+    /// The SHA-256 (hex) of the key `/metrics` asks for, wherever it is served. Unset:
+    /// `/metrics` asks what the API routes ask (a client key, when there are clients).
+    pub admin_key_sha256: Option<String>,
+    /// Serve an address beyond loopback without client keys although the gateway holds
+    /// a provider key or runs tools (anyone who reaches the port spends the key): the
+    /// start refuses that unless this is true (behind an authenticating proxy, say).
+    pub allow_unauthenticated: bool,
+}
+
+/// One client of `[access]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientKey {
+    /// Its name: 1 to 64 of `A-Z a-z 0-9 _ - .`; its guard session's prefix, its
+    /// `client` label in the metrics and its `client` in the event log.
+    pub name: String,
+    /// The SHA-256 of its key, 64 hex digits (`toolmend key hash`).
+    pub key_sha256: String,
+}
+
+/// A client name: 1 to 64 of `A-Z a-z 0-9 _ - .` (it becomes a metrics label and a
+/// session prefix).
+pub(crate) fn check_client_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the client name {name:?} is not 1 to 64 of A-Z a-z 0-9 _ - . (it becomes a \
+             metrics label and a session prefix)"
+        ))
+    }
+}
+
+/// A SHA-256 given in hex (64 digits, either case).
+pub(crate) fn check_sha256(key: &str, value: &str) -> Result<(), String> {
+    if value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(());
+    }
+    let hint = if value.len() != 64 && !value.is_empty() {
+        " (is it the key itself? Store its hash, never the key: \
+         printf %s \"$KEY\" | toolmend key hash)"
+    } else {
+        " (printf %s \"$KEY\" | toolmend key hash prints one)"
+    };
+    Err(format!(
+        "{key} must be the SHA-256 of a key, 64 hex digits; got {} characters{hint}",
+        value.len()
+    ))
+}
+
+impl Access {
+    /// Checks what serde cannot: the names, the hashes, no name or key twice.
+    ///
+    /// # Errors
+    ///
+    /// The first that does not fit, named.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        check_clients("access.clients", &self.clients)?;
+        if let Some(h) = &self.admin_key_sha256 {
+            check_sha256("access.admin_key_sha256", h)?;
+            if self
+                .clients
+                .iter()
+                .any(|c| c.key_sha256.eq_ignore_ascii_case(h))
+            {
+                return Err(
+                    "access.admin_key_sha256 is also a client's key: give /metrics a key of its \
+                     own"
+                    .to_owned(),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks `clients` (from `at`: a key or a file): names and hashes well formed, none twice.
+pub(crate) fn check_clients(at: &str, clients: &[ClientKey]) -> Result<(), String> {
+    for (i, c) in clients.iter().enumerate() {
+        check_client_name(&c.name).map_err(|e| format!("{at}: {e}"))?;
+        check_sha256(
+            &format!("{at}: client {:?}: key_sha256", c.name),
+            &c.key_sha256,
+        )?;
+        if let Some(other) = clients[..i].iter().find(|o| o.name == c.name) {
+            return Err(format!(
+                "{at}: the client name {:?} is given twice: names tell clients apart",
+                other.name
+            ));
+        }
+        if let Some(other) = clients[..i]
+            .iter()
+            .find(|o| o.key_sha256.eq_ignore_ascii_case(&c.key_sha256))
+        {
+            return Err(format!(
+                "{at}: clients {:?} and {:?} have the same key: give each client its own",
+                other.name, c.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `[round_trip]`: how the gateway runs the tools it serves itself. When the model's
@@ -216,8 +345,11 @@ pub struct Guard {
     /// ends the run) or `flag` (passed through, flagged in `x-toolmend-guard`).
     pub on_flood: FloodPolicy,
     /// Where the session comes from, first found wins: `header` (`x-toolmend-session`),
-    /// `user` (the body's `user`), `metadata` (`metadata.<metadata_key>`), `api_key` (a
-    /// hash of the bearer key). No session: only the rules that need none apply.
+    /// `user` (the body's `user`), `metadata` (`metadata.<metadata_key>`), `client` (the
+    /// name of the `[access]` client whose key the request presented), `api_key` (a
+    /// hash of the bearer key). No session: only the rules that need none apply. With
+    /// `[access]` clients, every session is the client's: its name is the prefix of
+    /// whatever source found it, so two clients never share one.
     pub session_from: Vec<SessionSource>,
     /// The `metadata` key naming the session.
     pub metadata_key: String,
@@ -247,6 +379,7 @@ impl Default for Guard {
                 SessionSource::Header,
                 SessionSource::User,
                 SessionSource::Metadata,
+                SessionSource::Client,
                 SessionSource::ApiKey,
             ],
             metadata_key: "session_id".to_owned(),
@@ -294,6 +427,8 @@ pub enum SessionSource {
     User,
     /// The body's `metadata.<metadata_key>`.
     Metadata,
+    /// The `[access]` client's name (the key it presented, checked).
+    Client,
     /// A hash of the `Authorization: Bearer` key.
     ApiKey,
 }
@@ -305,6 +440,7 @@ impl SessionSource {
             SessionSource::Header => "header",
             SessionSource::User => "user",
             SessionSource::Metadata => "metadata",
+            SessionSource::Client => "client",
             SessionSource::ApiKey => "api_key",
         }
     }
@@ -698,6 +834,7 @@ impl Config {
                 .map_err(ConfigError::Invalid)?;
         }
         self.guard.rules.validate().map_err(ConfigError::Invalid)?;
+        self.access.check().map_err(ConfigError::Invalid)?;
         let g = &self.guard;
         if g.store == StoreKind::Redis && g.redis_url.as_deref().is_none_or(str::is_empty) {
             return Err(ConfigError::Invalid(

@@ -559,9 +559,9 @@ impl EventLog {
         tools: &Toolbox,
     ) {
         // Within the `[access]` client, as the guard's own sessions are.
-        let session = session
-            .map(str::to_owned)
-            .or_else(|| request_session(headers, request).map(crate::pipeline::guard::client_scoped));
+        let session = session.map(str::to_owned).or_else(|| {
+            request_session(headers, request).map(crate::pipeline::guard::client_scoped)
+        });
         let ctx = Context {
             ts: now(),
             front: "chat_completions".to_owned(),

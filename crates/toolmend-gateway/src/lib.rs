@@ -16,7 +16,10 @@
 //! | `POST /v1/tools/execute` | the configured tools run for an assistant message: one tool message per call id |
 //! | `GET /v1/models` | passed through |
 //! | `GET /healthz`, `GET /readyz` | probes |
-//! | `GET /metrics` | Prometheus |
+//! | `GET /metrics` | Prometheus (on `access.admin_listen` when set: [`serve_admin`]) |
+//!
+//! With `[access]` clients, the `/v1` routes answer 401 without a client key
+//! (`Authorization: Bearer`, `x-api-key` or `api-key`); see [`config::Access`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -70,6 +73,8 @@ use axum::{Router, extract::DefaultBodyLimit};
 use tokio::net::TcpListener;
 
 pub use config::{Config, ConfigError, Override, redact_url};
+/// The SHA-256 of a key in hex, as `[access]` stores client and admin keys.
+pub use server::auth::sha256_hex;
 pub use state::{Gateway, StartError};
 /// The tools crate the gateway loads its own tools with (`ToolsFile::parse_section` on
 /// the configuration's text, or `ToolsFile::parse` on a tools file of their own).
@@ -91,6 +96,7 @@ impl Gateway {
     /// `/tools/execute`, `/models`), a JSON 404 (405) in OpenAI's error shape listing
     /// the routes, the request id, and one log line per request.
     pub fn router(self: Arc<Self>) -> Router {
+        let gate = Arc::clone(&self.gate);
         let routes = Router::new()
             .merge(server::routes(self.plumbing()))
             .merge(fronts::tools::routes(Arc::clone(&self)))
@@ -99,7 +105,16 @@ impl Gateway {
             // (server::http::read_body), so both answer in OpenAI's error shape.
             .layer(DefaultBodyLimit::disable())
             .layer(server::http::catch_panics());
-        server::access::wrap(routes)
+        server::access::wrap(routes, gate)
+    }
+
+    /// The admin listener's routes (`access.admin_listen`): `/metrics` (behind
+    /// `access.admin_key_sha256` when set), `/healthz`, `/readyz`.
+    pub fn admin_router(self: Arc<Self>) -> Router {
+        let gate = Arc::new(server::auth::Gate::admin_listener(
+            self.config.access.admin_key_sha256.as_deref(),
+        ));
+        server::access::wrap(server::admin_routes(self.plumbing()), gate)
     }
 }
 
@@ -110,13 +125,32 @@ impl Gateway {
 ///
 /// # Errors
 ///
-/// Never for a bad client or a failed accept (those are logged and the loop goes on);
-/// the signature leaves room for listener errors that cannot be recovered from.
+/// `InvalidInput` (the message of [`Gateway::check_exposure`]) for an address beyond
+/// loopback where anyone could spend the gateway's key; never for a bad client or a
+/// failed accept (those are logged and the loop goes on).
 pub async fn serve(
     listener: TcpListener,
     gateway: Arc<Gateway>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
+    gateway
+        .check_exposure(listener.local_addr()?)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let limits = gateway.config.limits.clone();
     server::listen::serve(listener, gateway.router(), limits, shutdown).await
+}
+
+/// Serves the admin routes ([`Gateway::admin_router`]) on `listener` (the address of
+/// `access.admin_listen`) until `shutdown` resolves, with the main listener's limits.
+///
+/// # Errors
+///
+/// As [`serve`] (never for a bad client).
+pub async fn serve_admin(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> io::Result<()> {
+    let limits = gateway.config.limits.clone();
+    server::listen::serve(listener, gateway.admin_router(), limits, shutdown).await
 }

@@ -263,6 +263,18 @@ pub(crate) fn upstream_error(kind: &'static str) {
     counter!("toolmend_upstream_errors_total", "kind" => kind).increment(1);
 }
 
+/// A request refused for want of a valid key: `route` one of the routes
+/// (`server::access::ROUTES`), `reason` `missing` or `invalid`.
+pub(crate) fn auth_refused(route: &'static str, reason: &'static str) {
+    counter!("toolmend_auth_refused_total", "route" => route, "reason" => reason).increment(1);
+}
+
+/// A request admitted with the key of the `[access]` client `name` (a configured name:
+/// the label is bounded by the configuration).
+pub(crate) fn client_request(name: &str) {
+    counter!("toolmend_client_requests_total", "client" => name.to_owned()).increment(1);
+}
+
 pub(crate) fn connection_refused() {
     counter!("toolmend_connections_refused_total").increment(1);
 }

@@ -9,9 +9,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use toolmend_tools::{ToolSet, ToolsFile};
 
 use crate::{
-    config::Config,
+    config::{ClientKey, Config},
     pipeline::{Pipeline, guard::GatewayGuard, server_tools::ServerTools},
-    server::{Plumbing, upstream::Upstream},
+    server::{Plumbing, auth::Gate, upstream::Upstream},
 };
 
 /// The gateway's state, shared by every request.
@@ -24,6 +24,10 @@ pub struct Gateway {
     /// The Redis store whose connection `/readyz` reports: set when the guard fails
     /// closed, where a gateway without Redis would refuse every call.
     readiness: Option<toolmend_redis::RedisStore>,
+    /// The keys the main listener asks for (`[access]`).
+    pub(crate) gate: Arc<Gate>,
+    /// The clients of `[access]`, `access.clients_file`'s included.
+    clients: Vec<ClientKey>,
 }
 
 /// A gateway that could not start.
@@ -45,6 +49,10 @@ pub enum StartError {
     /// The event log (`[events]`) could not be opened: the key and the reason.
     #[error("events: {0}")]
     Events(String),
+    /// Who may call (`[access]`): a clients file that cannot be read, or a start that
+    /// would let anyone spend the provider key ([`Gateway::check_exposure`]).
+    #[error("{0}")]
+    Access(String),
     /// The configuration names what is not there (an environment variable).
     #[error("{0}")]
     Config(#[from] crate::config::ConfigError),
@@ -121,6 +129,7 @@ impl Gateway {
         tools: Option<(ToolSet, Vec<(String, toolmend::guard::ToolRules)>)>,
     ) -> Result<Self, StartError> {
         config.check_env(&|n| std::env::var(n).ok())?;
+        let clients = clients(&config.access)?;
         for note in config.notes() {
             tracing::info!(target: "toolmend::start", "{note}");
         }
@@ -141,6 +150,11 @@ impl Gateway {
                     crate::config::ApiKeyHeader::Authorization => "authorization",
                     crate::config::ApiKeyHeader::ApiKey => "api-key",
                 }
+            ),
+            None if !clients.is_empty() => tracing::info!(
+                target: "toolmend::start",
+                "upstream auth: none (upstream.api_key_env is not set; the clients' keys \
+                 are the gateway's own, [access] clients, and never passed on)"
             ),
             None => tracing::info!(
                 target: "toolmend::start",
@@ -177,13 +191,86 @@ impl Gateway {
             let guard = pipeline.guard.as_ref().map(GatewayGuard::rule_guard);
             pipeline.server_tools = Some(ServerTools::new(set, guard).map_err(StartError::Tools)?);
         }
+        let gate = Arc::new(Gate::new(
+            &clients,
+            config.access.admin_key_sha256.as_deref(),
+            config.access.admin_listen.is_some(),
+        ));
+        log_access(&config, &clients);
         Ok(Gateway {
             upstream,
             pipeline,
             metrics,
             readiness,
+            gate,
+            clients,
             config,
         })
+    }
+
+    /// The `[access]` clients (`access.clients` and those of `access.clients_file`).
+    pub fn clients(&self) -> &[ClientKey] {
+        &self.clients
+    }
+
+    /// Refuses to serve `addr` when anyone who reaches it could spend the gateway's key:
+    /// an address beyond loopback, a provider key held (`upstream.api_key_env`, or the
+    /// correction model's) or tools run by the gateway, no client key, and no
+    /// `access.allow_unauthenticated = true`. `toolmend serve` and [`crate::serve`] call it.
+    ///
+    /// # Errors
+    ///
+    /// `StartError::Access`, saying the three ways out.
+    pub fn check_exposure(&self, addr: std::net::SocketAddr) -> Result<(), StartError> {
+        let a = &self.config.access;
+        if addr.ip().is_loopback() || !self.clients.is_empty() || a.allow_unauthenticated {
+            return Ok(());
+        }
+        let corrects = self
+            .config
+            .calls
+            .invalid
+            .list()
+            .contains(&crate::config::InvalidPolicy::Correct);
+        let mut holds = Vec::new();
+        if let Some(n) = self
+            .config
+            .upstream
+            .api_key_env
+            .as_deref()
+            .filter(|n| !n.is_empty())
+        {
+            holds.push(format!("the provider key of {n} (upstream.api_key_env)"));
+        }
+        if let Some(n) = self
+            .config
+            .correction
+            .api_key_env
+            .as_deref()
+            .filter(|n| !n.is_empty() && corrects)
+        {
+            holds.push(format!(
+                "the correction model's key of {n} (correction.api_key_env)"
+            ));
+        }
+        if self.pipeline.server_tools.is_some() {
+            holds.push("tools it runs itself ([[tools]], [[mcp]])".to_owned());
+        }
+        if holds.is_empty() {
+            return Ok(());
+        }
+        Err(StartError::Access(format!(
+            "refusing to serve {addr} to anyone who reaches it: the gateway holds {}, and no \
+             client key is configured, so every caller would spend them. Either give each \
+             client a key: printf %s \"$KEY\" | toolmend key hash, then [[access.clients]] \
+             name = \"ci\" key_sha256 = \"<the hash>\" (or TOOLMEND_ACCESS__CLIENTS='[{{name \
+             = \"ci\", key_sha256 = \"<the hash>\"}}]'); or listen on loopback only \
+             (--listen 127.0.0.1:{}); or, if something in front already checks who calls (an \
+             authenticating proxy), say so: access.allow_unauthenticated = true \
+             (TOOLMEND_ACCESS__ALLOW_UNAUTHENTICATED=true)",
+            holds.join(" and "),
+            addr.port(),
+        )))
     }
 
     /// The upstream base URL requests go to, as normalised at load (`/v1` appended to
@@ -198,7 +285,93 @@ impl Gateway {
             upstream: Arc::clone(&self.upstream),
             metrics: self.metrics.clone(),
             readiness: self.readiness.clone(),
+            admin_elsewhere: self.config.access.admin_listen.is_some(),
         }
+    }
+}
+
+/// The clients of `[access]`: `clients`, then those of `clients_file`, checked together.
+fn clients(access: &crate::config::Access) -> Result<Vec<ClientKey>, StartError> {
+    let mut out = access.clients.clone();
+    let Some(path) = &access.clients_file else {
+        return Ok(out);
+    };
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        #[serde(default)]
+        clients: Vec<ClientKey>,
+    }
+    let at = format!("access.clients_file {}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        StartError::Access(format!("{at}: {e} (a TOML file of [[clients]] tables)"))
+    })?;
+    let file: File = toml::from_str(&text).map_err(|e| {
+        StartError::Access(format!(
+            "{at}: {} (it holds [[clients]] tables: name = \"ci\", key_sha256 = \"…\")",
+            e.to_string().trim_end()
+        ))
+    })?;
+    if file.clients.is_empty() {
+        return Err(StartError::Access(format!(
+            "{at} has no [[clients]] table: a file named for clients that holds none is likely \
+             a mistake (name = \"ci\", key_sha256 = \"…\" in each)"
+        )));
+    }
+    out.extend(file.clients);
+    crate::config::check_clients(&at, &out).map_err(StartError::Access)?;
+    if let Some(h) = &access.admin_key_sha256
+        && out.iter().any(|c| c.key_sha256.eq_ignore_ascii_case(h))
+    {
+        return Err(StartError::Access(format!(
+            "{at}: access.admin_key_sha256 is also a client's key: give /metrics a key of its own"
+        )));
+    }
+    Ok(out)
+}
+
+/// Says at start who may call (names only, never a key or a hash).
+fn log_access(config: &Config, clients: &[ClientKey]) {
+    let names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
+    let metrics = match (&config.access.admin_listen, &config.access.admin_key_sha256) {
+        (Some(at), Some(_)) => format!("/metrics on the admin listener {at}, behind the admin key"),
+        (Some(at), None) => format!("/metrics on the admin listener {at}"),
+        (None, Some(_)) => "/metrics behind the admin key".to_owned(),
+        (None, None) if clients.is_empty() => "/metrics open".to_owned(),
+        (None, None) => "/metrics behind the client keys".to_owned(),
+    };
+    if clients.is_empty() && config.access.allow_unauthenticated {
+        tracing::warn!(
+            target: "toolmend::start",
+            "access: no client keys, and access.allow_unauthenticated = true: anyone who \
+             reaches {} may call, on the gateway's keys if it holds any; {metrics}",
+            config.listen
+        );
+    } else if clients.is_empty() {
+        tracing::info!(
+            target: "toolmend::start",
+            "access: no client keys ([access] clients): anyone who reaches the listener may \
+             call; {metrics}"
+        );
+    } else {
+        let upstream = if config
+            .upstream
+            .api_key_env
+            .as_deref()
+            .is_some_and(|n| !n.is_empty())
+        {
+            "the gateway's own key goes upstream"
+        } else {
+            "no key goes upstream (a client's key is the gateway's, never passed on; set \
+             upstream.api_key_env for an upstream that needs one)"
+        };
+        tracing::info!(
+            target: "toolmend::start",
+            "access: {} client keys ({}), a request without one is answered 401; {upstream}; \
+             {metrics}",
+            names.len(),
+            names.join(", ")
+        );
     }
 }
 

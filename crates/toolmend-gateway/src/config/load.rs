@@ -66,7 +66,7 @@ impl Override {
 
 /// The top-level keys of [`Config`] (the tools' tables aside): a `TOOLMEND_<NAME>`
 /// variable without `__` is an override only when it names one of them.
-pub(crate) const TOP_KEYS: [&str; 10] = [
+pub(crate) const TOP_KEYS: [&str; 11] = [
     "listen",
     "upstream",
     "history",
@@ -77,6 +77,7 @@ pub(crate) const TOP_KEYS: [&str; 10] = [
     "round_trip",
     "events",
     "telemetry",
+    "access",
 ];
 
 /// The overrides of `env` ([`Override::from_env`]), and the names of the `TOOLMEND_*`

@@ -95,12 +95,21 @@ impl GatewayGuard {
         Arc::clone(&self.guard)
     }
 
-    /// The request's session and where it came from, by `guard.session_from`.
+    /// The request's session and where it came from, by `guard.session_from`. With an
+    /// `[access]` client, the client's name is the prefix of whatever source found it
+    /// (`c:ci/h:alice`), so two clients never share a session; `client` is the name alone.
     pub(crate) fn session(
         &self,
         headers: &HeaderMap,
         request: &Value,
     ) -> Option<(String, SessionSource)> {
+        self.session_of(headers, request).map(|(s, src)| match src {
+            SessionSource::Client => (s, src),
+            _ => (client_scoped(s), src),
+        })
+    }
+
+    fn session_of(&self, headers: &HeaderMap, request: &Value) -> Option<(String, SessionSource)> {
         let text = |v: Option<&Value>| {
             v.and_then(Value::as_str)
                 .map(str::trim)
@@ -120,6 +129,9 @@ impl GatewayGuard {
                     text(request.pointer(&format!("/metadata/{}", self.metadata_key)))
                         .map(|s| format!("m:{s}"))
                 }
+                SessionSource::Client => {
+                    crate::server::access::current_client().map(|c| format!("c:{c}"))
+                }
                 // Only a hash of the key is ever kept.
                 SessionSource::ApiKey => headers
                     .get(axum::http::header::AUTHORIZATION)
@@ -131,6 +143,15 @@ impl GatewayGuard {
             };
             found.map(|s| (s, src))
         })
+    }
+}
+
+/// `session` within the request's `[access]` client, if any: `c:NAME/` in front, so two
+/// clients never share a session whatever they name it.
+pub(crate) fn client_scoped(session: String) -> String {
+    match crate::server::access::current_client() {
+        Some(client) => format!("c:{client}/{session}"),
+        None => session,
     }
 }
 

@@ -1,9 +1,11 @@
-//! The way in, around every route: the `/v1`-less aliases, the request id, the JSON
-//! answers to an unknown route or method, and **one log line per request** (target
+//! The way in, around every route: the `/v1`-less aliases, the request id, who may call
+//! (the client keys and the admin key of `[access]`, [`Gate`]: a 401 before the route
+//! runs), the JSON answers to an unknown route or method, and **one log line per request** (target
 //! `toolmend::request`, at info; the probes and `/metrics` at debug): method, route,
 //! status, the upstream's status and how many upstream calls the request cost (a
 //! re-ask or a round is one more), the duration, the mended counts, the error code, the
-//! request id. Never a key, a header value, a body or an argument value.
+//! client's name, the request id. Never a key, a header value, a body or an argument
+//! value.
 //!
 //! The upstream client reports into the request's [`Tally`] (a task-local, set around
 //! the handler and around every poll of a streamed body, where a stream's re-asks
@@ -31,7 +33,10 @@ use axum::{
 use futures::Stream;
 use tower::Layer as _;
 
-use crate::server::error::{ErrorCode, GatewayError};
+use crate::server::{
+    auth::{Gate, KEY_HEADERS},
+    error::{ErrorCode, GatewayError},
+};
 
 /// The routes, as the 404 lists them: method, path, and whether it has a `/v1`-less
 /// alias.
@@ -56,6 +61,8 @@ tokio::task_local! {
 pub(crate) struct Tally {
     /// The request id (`x-request-id`).
     pub(crate) request_id: String,
+    /// The `[access]` client whose key the request presented (none without clients).
+    client: Option<Arc<str>>,
     /// The last upstream answer's status (0: none yet).
     upstream_status: AtomicU16,
     /// Upstream calls made (a re-ask, a round, a correction through the upstream: one more).
@@ -107,6 +114,12 @@ pub(crate) fn note_upstream_failed() {
     });
 }
 
+/// The `[access]` client of the request being served: its key was checked (none when no
+/// client is configured, or outside a request).
+pub(crate) fn current_client() -> Option<Arc<str>> {
+    CURRENT.try_with(|t| t.client.clone()).ok().flatten()
+}
+
 /// The id of the request being served, for log lines (empty outside one).
 pub(crate) fn current_request_id() -> String {
     CURRENT
@@ -114,12 +127,46 @@ pub(crate) fn current_request_id() -> String {
         .unwrap_or_default()
 }
 
-/// `routes` behind the way in (see the module docs).
-pub(crate) fn wrap(routes: Router) -> Router {
+/// `routes` behind the way in (see the module docs), asking for the keys of `gate`.
+pub(crate) fn wrap(routes: Router, gate: Arc<Gate>) -> Router {
     let routes = routes
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method);
-    Router::new().fallback_service(axum::middleware::from_fn(access).layer(routes))
+    Router::new().fallback_service(axum::middleware::from_fn_with_state(gate, access).layer(routes))
+}
+
+/// Who may call `route`: the probes and an unknown route (a 404) anyone; `/metrics`
+/// the admin key (or, without one, what the API routes ask); the API routes a client
+/// key, when `[access]` has clients. `Ok(Some(name))`: the client. A client's key is
+/// removed from `headers` once checked: it is the gateway's credential, never sent on.
+fn admit(
+    gate: &Gate,
+    route: &'static str,
+    headers: &mut axum::http::HeaderMap,
+) -> Result<Option<Arc<str>>, GatewayError> {
+    let refused = |r: crate::server::auth::Refusal, admin: bool| {
+        crate::metrics::auth_refused(route, r.as_str());
+        r.error(admin)
+    };
+    match route {
+        "/healthz" | "/readyz" | "unmatched" => Ok(None),
+        // Served elsewhere: the route answers where.
+        "/metrics" if gate.admin_elsewhere => Ok(None),
+        "/metrics" => gate
+            .admin(headers)
+            .map(|()| None)
+            .map_err(|r| refused(r, true)),
+        _ => {
+            let client = gate.client(headers).map_err(|r| refused(r, false))?;
+            if let Some(name) = &client {
+                crate::metrics::client_request(name);
+                for h in KEY_HEADERS {
+                    headers.remove(h);
+                }
+            }
+            Ok(client)
+        }
+    }
 }
 
 /// The `/v1` path an alias stands for (`/chat/completions` -> `/v1/chat/completions`),
@@ -182,7 +229,11 @@ fn shown_path(path: &str) -> String {
     format!("{}…", &path[..end])
 }
 
-async fn access(mut req: Request, next: Next) -> Response {
+async fn access(
+    axum::extract::State(gate): axum::extract::State<Arc<Gate>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
@@ -205,8 +256,13 @@ async fn access(mut req: Request, next: Next) -> Response {
     };
     // The id the fronts, the upstream and this line share (the client's, or minted here).
     let request_id = crate::server::http::request_id(req.headers_mut());
+    let (client, refused) = match admit(&gate, route, req.headers_mut()) {
+        Ok(client) => (client, None),
+        Err(e) => (None, Some(e)),
+    };
     let tally = Arc::new(Tally {
         request_id,
+        client,
         ..Tally::default()
     });
     #[cfg(feature = "otel")]
@@ -232,14 +288,22 @@ async fn access(mut req: Request, next: Next) -> Response {
         span
     };
     #[cfg(feature = "otel")]
-    let mut resp = {
-        use tracing::Instrument as _;
-        CURRENT
-            .scope(Arc::clone(&tally), next.run(req).instrument(span.clone()))
-            .await
+    let mut resp = match refused {
+        // Never reaches the route (nor the upstream).
+        Some(e) => e.into_response(),
+        None => {
+            use tracing::Instrument as _;
+            CURRENT
+                .scope(Arc::clone(&tally), next.run(req).instrument(span.clone()))
+                .await
+        }
     };
     #[cfg(not(feature = "otel"))]
-    let mut resp = CURRENT.scope(Arc::clone(&tally), next.run(req)).await;
+    let mut resp = match refused {
+        // Never reaches the route (nor the upstream).
+        Some(e) => e.into_response(),
+        None => CURRENT.scope(Arc::clone(&tally), next.run(req)).await,
+    };
     if !resp.headers().contains_key("x-request-id")
         && let Ok(v) = HeaderValue::from_str(&tally.request_id)
     {
@@ -361,6 +425,7 @@ impl Line {
                     repaired = self.counts.repaired,
                     unresolved = self.counts.unresolved,
                     error = self.error.as_deref(),
+                    client = tally.client.as_deref(),
                     stream = self.stream.then_some(true),
                     completed = (!completed).then_some(false),
                     request_id = %tally.request_id,

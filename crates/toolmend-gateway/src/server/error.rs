@@ -67,6 +67,10 @@ pub(crate) enum GatewayError {
     /// 500 `server_error`: a bug (`code`: `toolmend_internal_error`, `stream`).
     #[error("{message}")]
     Internal { code: &'static str, message: String },
+    /// 401 `invalid_api_key`: no client key, or not one of `[access]` (the message says
+    /// which, and how to send one). Never names the key presented.
+    #[error("{message}")]
+    Unauthorized { message: String },
     /// 503 `too_many_connections`.
     #[error("the gateway is at its connection limit (limits.max_connections); retry shortly")]
     TooManyConnections,
@@ -124,6 +128,7 @@ impl GatewayError {
             GatewayError::UpstreamStatus(f) => f.status,
             GatewayError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             GatewayError::TooManyConnections => StatusCode::SERVICE_UNAVAILABLE,
+            GatewayError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             GatewayError::Flooded { ends_run: true, .. } => StatusCode::BAD_REQUEST,
             GatewayError::Flooded { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
@@ -137,7 +142,9 @@ impl GatewayError {
             | GatewayError::BodyTooLarge { .. }
             | GatewayError::BodyTimeout { .. }
             | GatewayError::NotFound { .. }
-            | GatewayError::MethodNotAllowed(_) => "invalid_request_error",
+            | GatewayError::MethodNotAllowed(_)
+            // OpenAI's own 401 for a wrong key.
+            | GatewayError::Unauthorized { .. } => "invalid_request_error",
             GatewayError::RoundTripLimit(_) => "server_error",
             GatewayError::UpstreamTimeout
             | GatewayError::UpstreamUnreachable(_)
@@ -174,6 +181,7 @@ impl GatewayError {
             GatewayError::UpstreamStream(_) => "upstream_stream_error",
             GatewayError::UpstreamStatus(_) => "upstream_status",
             GatewayError::TooManyConnections => "too_many_connections",
+            GatewayError::Unauthorized { .. } => "invalid_api_key",
             GatewayError::Flooded { ends_run: true, .. } => "toolmend_tool_loop",
             GatewayError::Flooded { .. } => "toolmend_tool_flood",
         }
@@ -225,6 +233,14 @@ impl GatewayError {
                     .insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
                 out
             }
+            GatewayError::Unauthorized { .. } => {
+                let mut out = (self.status(), Json(self.body())).into_response();
+                out.headers_mut().insert(
+                    axum::http::header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer realm=\"toolmend\""),
+                );
+                out
+            }
             e => (e.status(), Json(e.body())).into_response(),
         }
     }
@@ -245,6 +261,9 @@ mod tests {
             GatewayError::UpstreamDeadline,
             GatewayError::UpstreamStream("x".into()),
             GatewayError::TooManyConnections,
+            GatewayError::Unauthorized {
+                message: "x".into(),
+            },
             GatewayError::RoundTripLimit("x".into()),
             GatewayError::NotFound {
                 code: "toolmend_no_tools",

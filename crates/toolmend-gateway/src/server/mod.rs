@@ -7,6 +7,7 @@
 //! neither `pipeline` nor a front.
 
 pub(crate) mod access;
+pub(crate) mod auth;
 pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod listen;
@@ -32,12 +33,24 @@ pub(crate) struct Plumbing {
     pub(crate) metrics: Option<PrometheusHandle>,
     /// The guard's Redis store, when it fails closed (see [`readyz`]).
     pub(crate) readiness: Option<toolmend_redis::RedisStore>,
+    /// `/metrics` is served on `access.admin_listen`, not on the main listener.
+    pub(crate) admin_elsewhere: bool,
 }
 
 /// `GET /v1/models` (passed through), `/healthz`, `/readyz`, `/metrics`.
 pub(crate) fn routes(state: Plumbing) -> Router {
     Router::new()
         .route("/v1/models", get(models))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(render_metrics))
+        .with_state(Arc::new(state))
+}
+
+/// The admin listener's routes (`access.admin_listen`): `/metrics`, `/healthz`, `/readyz`.
+pub(crate) fn admin_routes(mut state: Plumbing) -> Router {
+    state.admin_elsewhere = false;
+    Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(render_metrics))
@@ -63,6 +76,15 @@ async fn readyz(State(s): State<Arc<Plumbing>>) -> Response {
 }
 
 async fn render_metrics(State(s): State<Arc<Plumbing>>) -> Response {
+    if s.admin_elsewhere {
+        return error::GatewayError::NotFound {
+            code: "unknown_route",
+            message: "GET /metrics is served on the admin listener (access.admin_listen), \
+                      not on this one"
+                .to_owned(),
+        }
+        .into_response();
+    }
     match &s.metrics {
         Some(h) => (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

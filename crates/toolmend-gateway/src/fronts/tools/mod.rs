@@ -99,7 +99,10 @@ async fn execute_inner(
     let session = match request.get("session") {
         // Keyed as the `x-toolmend-session` header is: a client that names its session
         // there for chat completions and here shares one set of counts.
-        Some(Value::String(s)) if !s.trim().is_empty() => Some(format!("h:{}", s.trim())),
+        // Within the `[access]` client, as the guard's own sessions are.
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(
+            crate::pipeline::guard::client_scoped(format!("h:{}", s.trim())),
+        ),
         None | Some(Value::Null) => gw
             .pipeline
             .guard
