@@ -151,7 +151,8 @@ def test_a_session_window_refuses_the_call_past_the_limit(asynchronous):
     assert [got[f"c{i}"].status for i in range(3)] == ["success", "success", "error"]
     refusal = got["c2"].content
     assert refusal.startswith(FLOOD_PREFIX) and "rule session_window" in refusal, refusal
-    assert "3 calls in this session within 60 s, limit 2" in refusal and "Retry after" in refusal
+    assert "2 calls admitted in this session within 60 s, limit 2; this one is refused." in refusal
+    assert "Retry after" in refusal
     assert sorted(a["city"] for _, a in RAN) == ["Paris", "Rome"]
     rec = stats[-1]["calls"][2]
     assert rec["outcome"] == "flooded" and rec["note"] == refusal
@@ -251,7 +252,7 @@ def test_thread_limit_counts_across_invocations_of_one_thread():
     out = app.invoke({"messages": [HumanMessage("second")]}, config=thread("T"))
     got = answers(out["messages"])
     assert got["b1"].status == "success"
-    assert got["b2"].content.startswith(FLOOD_PREFIX + ": rule thread_limit: 4 calls in this thread, limit 3")
+    assert got["b2"].content.startswith(FLOOD_PREFIX + ": rule thread_limit: 3 calls admitted in this thread, limit 3")
     assert [a["city"] for _, a in RAN] == ["Rome", "Oslo", "Lima"]
     # Another thread starts from zero.
     out = app.invoke({"messages": [HumanMessage("third")]}, config=thread("U"))

@@ -113,7 +113,10 @@ async fn the_completion_carries_the_account_of_every_call() {
     for kind in ["single_quotes", "trailing_comma", "string_to_integer"] {
         assert!(fixes.contains(&kind), "{fixes:?}");
     }
-    assert_eq!(account["re_asks"], json!({"made": 0, "calls": []}));
+    assert_eq!(
+        account["re_asks"],
+        json!({"made": 0, "calls": [], "failed": null})
+    );
     assert_eq!(account["history"], Value::Null);
     assert_eq!(account["guard"], Value::Null);
     // Everything else is OpenAI's shape, as the upstream sent it.
@@ -211,14 +214,20 @@ async fn a_re_ask_leaves_its_trace_in_the_account() {
         .unwrap();
     assert_eq!(r.provider.requests().len(), 2, "one re-ask");
     let account = &body["toolmend"];
-    assert_eq!(account["re_asks"], json!({"made": 1, "calls": ["c1"]}));
+    assert_eq!(
+        account["re_asks"],
+        json!({"made": 1, "calls": ["c1"], "failed": null})
+    );
     assert_eq!(account["calls"][0]["id"], "c1b");
     assert_eq!(account["calls"][0]["status"], "valid");
     // The stream says the same in its last chunk.
     let (chunks, text) = sse(post(&r, &request(ask(), true, true)).await).await;
     assert_eq!(r.provider.requests().len(), 4);
     let account = account_of_stream(&chunks);
-    assert_eq!(account["re_asks"], json!({"made": 1, "calls": ["c1"]}));
+    assert_eq!(
+        account["re_asks"],
+        json!({"made": 1, "calls": ["c1"], "failed": null})
+    );
     assert!(
         chunks.last().unwrap()["usage"].is_object(),
         "the usage chunk is last"

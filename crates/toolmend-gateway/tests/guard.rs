@@ -452,3 +452,199 @@ async fn the_gateway_and_the_node_refuse_the_same_call_with_the_same_reason() {
     assert_eq!(out.results[0].outcome, CallOutcome::Flooded);
     assert_eq!(out.results[0].content.text(), gateway_reason);
 }
+
+/// The closing `: toolmend {…}` report of a stream.
+fn closing_report(text: &str) -> Value {
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix(": toolmend "))
+        .unwrap_or_else(|| panic!("no closing report in {text}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// A refusal says what the guard did (`x-toolmend-guard`, as every response it checked)
+/// and that it is not to be retried by the SDK (`x-should-retry: false`: each retry would
+/// be a paid model call), with `Retry-After` kept for whoever decides.
+#[tokio::test]
+async fn a_refusal_carries_the_guards_header_and_asks_sdks_not_to_retry() {
+    let script = Script::new()
+        .then(call("c1", r#"{"q": "rome"}"#))
+        .then(call("c2", r#"{"q": "paris"}"#));
+    let r = start(
+        script,
+        "[guard]\non_flood = \"reject\"\n[guard.session]\nlimit = 1\nwindow_secs = 60\n",
+        Vec::new(),
+    )
+    .await;
+    let ok = post(&r, &ask(), Some("s"), false).await;
+    assert_eq!(header(&ok, "x-should-retry"), "", "only a refusal says it");
+    let resp = post(&r, &ask(), Some("s"), false).await;
+    assert_eq!(resp.status(), 429);
+    assert_eq!(header(&resp, "x-should-retry"), "false");
+    assert_eq!(header(&resp, "retry-after"), "60");
+    assert_eq!(
+        header(&resp, "x-toolmend-guard"),
+        "checked=1 refused=1 flagged=0 observed=0 re_asks=0 renamed=0 policy=reject \
+         session=header rules=session_window"
+    );
+    // The count is of the calls admitted, the refused one apart.
+    let body: Value = resp.json().await.unwrap();
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("1 calls admitted in this session within 60 s, limit 1; this one is refused."),
+        "{msg}"
+    );
+}
+
+/// An answer of several calls refused whole (`reject`) says how many were admitted: they
+/// were counted by the guard, yet never sent.
+#[tokio::test]
+async fn a_rejected_answer_says_how_many_of_its_calls_were_admitted() {
+    let script = Script::new().then(Step::Reply(AssistantMessage {
+        content: Some(None),
+        tool_calls: Some(vec![
+            ToolCall::new("c1", "search", r#"{"q": "rome"}"#),
+            ToolCall::new("c2", "search", r#"{"q": "paris"}"#),
+            ToolCall::new("c3", "search", r#"{"q": "oslo"}"#),
+        ]),
+        ..Default::default()
+    }));
+    let r = start(
+        script,
+        "[guard]\non_flood = \"reject\"\n[guard.session]\nlimit = 2\nwindow_secs = 60\n",
+        Vec::new(),
+    )
+    .await;
+    let resp = post(&r, &ask(), Some("s"), false).await;
+    assert_eq!(resp.status(), 429);
+    assert!(header(&resp, "x-toolmend-guard").starts_with("checked=3 refused=1 "));
+    let body: Value = resp.json().await.unwrap();
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("2 calls admitted in this session within 60 s, limit 2")
+            && msg.ends_with("(1 of the answer's 3 calls refused, 2 admitted; none was sent)"),
+        "{msg}"
+    );
+}
+
+/// `feedback`, the model asked again and calling the refused tool again: the refusal
+/// reaches the client (nothing is left to answer with), says so, and is not retried.
+#[tokio::test]
+async fn feedback_refused_again_answers_the_refusal_not_to_be_retried() {
+    let script = Script::new()
+        .then(call("c1", r#"{"q": "rome"}"#))
+        .then(call("c2", r#"{"q": "rome"}"#))
+        .then(call("c3", r#"{"q": "rome"}"#));
+    let r = start(script, "[guard.duplicate]\nwindow_secs = 60\n", Vec::new()).await;
+    assert_eq!(post(&r, &ask(), Some("s"), false).await.status(), 200);
+    let resp = post(&r, &ask(), Some("s"), false).await;
+    assert_eq!(resp.status(), 429);
+    assert_eq!(header(&resp, "x-should-retry"), "false");
+    let guard = header(&resp, "x-toolmend-guard");
+    assert!(
+        guard.starts_with("checked=2 refused=2 flagged=0 observed=0 re_asks=1 ")
+            && guard.contains("policy=feedback"),
+        "{guard}"
+    );
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "toolmend_tool_flood");
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(msg.starts_with(FLOOD_PREFIX), "{msg}");
+    assert!(
+        msg.contains(
+            "the model was asked again 1 time(s) (guard.max_re_asks = 1) with the refusal as \
+             the calls' result and called refused tools again"
+        ),
+        "{msg}"
+    );
+    assert_eq!(r.provider.requests().len(), 3, "one re-ask, no more");
+}
+
+/// `feedback` whose re-ask the upstream refuses (429): the refusal reaches the client,
+/// saying why the model could not be asked, with the failed re-ask in its headers; in a
+/// stream, in the closing report.
+#[tokio::test]
+async fn a_guard_re_ask_the_upstream_refuses_is_reported() {
+    let limited = || Step::Error {
+        status: 429,
+        body: json!({"error": {"message": "slow down", "type": "requests", "param": null,
+            "code": "rate_limit_exceeded"}}),
+    };
+    let script = Script::new()
+        .then(call("c1", r#"{"q": "rome"}"#))
+        .then(call("c2", r#"{"q": "rome"}"#))
+        .then(limited())
+        .then(call("c3", r#"{"q": "rome"}"#))
+        .then(limited());
+    let r = start(script, "[guard.duplicate]\nwindow_secs = 60\n", Vec::new()).await;
+    assert_eq!(post(&r, &ask(), Some("s"), false).await.status(), 200);
+    let resp = post(&r, &ask(), Some("s"), false).await;
+    assert_eq!(resp.status(), 429);
+    assert_eq!(header(&resp, "x-should-retry"), "false");
+    assert_eq!(
+        header(&resp, "x-toolmend-re-ask"),
+        "failed for=refused status=429 code=upstream_status"
+    );
+    assert!(header(&resp, "x-toolmend-guard").contains("refused=1"));
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "toolmend_tool_flood");
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.ends_with(
+            "(the model could not be asked again: the upstream answered 429 Too Many Requests)"
+        ),
+        "{msg}"
+    );
+    let text = post(&r, &ask(), Some("s"), true)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("toolmend_tool_flood"), "{text}");
+    let report = closing_report(&text);
+    assert_eq!(report["guard"]["refused"], 1, "{report}");
+    assert_eq!(report["guard"]["re_ask_failed"]["upstream_status"], 429);
+    assert_eq!(report["guard"]["re_ask_failed"]["for"], "refused");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+}
+
+/// A stream the guard refuses says what the guard did in its closing report, as the
+/// JSON path's refusal says it in `x-toolmend-guard`.
+#[tokio::test]
+async fn a_refused_stream_closes_with_the_guards_report() {
+    let script = Script::new()
+        .then(call("c1", r#"{"q": "rome"}"#))
+        .then(call("c2", r#"{"q": "paris"}"#));
+    let r = start(
+        script,
+        "[guard]\non_flood = \"reject\"\n[guard.session]\nlimit = 1\nwindow_secs = 60\n",
+        Vec::new(),
+    )
+    .await;
+    post(&r, &ask(), Some("s"), true)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let text = post(&r, &ask(), Some("s"), true)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let error = text
+        .find("toolmend_tool_flood")
+        .unwrap_or_else(|| panic!("{text}"));
+    let report_at = text.find(": toolmend ").unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        error < report_at,
+        "the report follows the error event: {text}"
+    );
+    let report = closing_report(&text);
+    assert_eq!(
+        report["guard"],
+        json!({"checked": 1, "refused": 1, "flagged": 0, "observed": 0, "re_asks": 0,
+            "renamed": 0, "rules": ["session_window"], "policy": "reject", "session": "header",
+            "re_ask_failed": null})
+    );
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+}

@@ -28,7 +28,8 @@ use crate::{
     pipeline::{
         Pipeline,
         plan::{Mended, plan_message},
-        resolve::ReAsk,
+        report::Summary,
+        resolve::{ReAsk, ReAskFailure},
     },
     server::error::GatewayError,
 };
@@ -200,6 +201,8 @@ pub(crate) struct GuardSummary {
     pub session: &'static str,
     /// The policy.
     pub policy: &'static str,
+    /// The guard's re-ask that failed (the upstream refused it or failed), when one did.
+    pub re_ask_failed: Option<ReAskFailure>,
 }
 
 impl GuardSummary {
@@ -232,6 +235,7 @@ impl GuardSummary {
             "checked": self.checked, "refused": self.refused, "flagged": self.flagged,
             "observed": self.observed, "re_asks": self.re_asks, "renamed": self.renamed,
             "rules": self.rules, "policy": self.policy, "session": self.session,
+            "re_ask_failed": self.re_ask_failed.as_ref().map(ReAskFailure::to_json),
         })
     }
 
@@ -259,8 +263,25 @@ fn runnable(outcome: CallOutcome) -> bool {
 
 impl Pipeline {
     /// The guard stage for the answer `mended` to a request whose messages are
-    /// `history`, in `session`. Returns the answer to send on, or the rejection.
+    /// `history`, in `session`; what it did goes into `report.guard`. Returns the answer
+    /// to send on, or the rejection (carrying `report`'s `x-toolmend-guard` and
+    /// `x-toolmend-re-ask`: every response the guard checked says what it did).
     pub(crate) async fn guard(
+        &self,
+        session: Option<(&str, SessionSource)>,
+        history: &[Message],
+        toolbox: &Toolbox,
+        mended: Mended,
+        reask: &dyn ReAsk,
+        report: &mut Summary,
+    ) -> Result<Mended, GatewayError> {
+        let out = self
+            .guard_inner(session, history, toolbox, mended, reask, &mut report.guard)
+            .await;
+        out.map_err(|r| r.into_error(report.refusal_headers()))
+    }
+
+    async fn guard_inner(
         &self,
         session: Option<(&str, SessionSource)>,
         history: &[Message],
@@ -268,7 +289,7 @@ impl Pipeline {
         mut mended: Mended,
         reask: &dyn ReAsk,
         summary: &mut GuardSummary,
-    ) -> Result<Mended, GatewayError> {
+    ) -> Result<Mended, Rejection> {
         let Some(g) = &self.guard else {
             return Ok(mended);
         };
@@ -277,7 +298,7 @@ impl Pipeline {
         let session = session.map(|(s, _)| s);
         let mut before: Option<Vec<Message>> = None;
         loop {
-            let refused = self
+            let (refused, checked) = self
                 .guard_once(
                     g,
                     session,
@@ -290,15 +311,14 @@ impl Pipeline {
                 return Ok(mended);
             }
             m::guard_flood(g.policy.as_str());
-            match g.policy {
-                FloodPolicy::Flag => {
-                    summary.flagged += refused.len();
-                    return Ok(mended);
-                }
-                FloodPolicy::Reject => return Err(rejection(&refused)),
-                FloodPolicy::Feedback => {}
+            if g.policy == FloodPolicy::Flag {
+                summary.flagged += refused.len();
+                return Ok(mended);
             }
             summary.refused += refused.len();
+            if g.policy == FloodPolicy::Reject {
+                return Err(Rejection::new(refused, checked, None));
+            }
             // The refused calls leave the answer; their reports stay (outcome `flooded`).
             let by_id: HashMap<&str, &Refusal> =
                 refused.iter().map(|r| (r.id.as_str(), r)).collect();
@@ -318,7 +338,16 @@ impl Pipeline {
                 return Ok(mended);
             }
             if summary.re_asks >= g.max_re_asks {
-                return Err(rejection(&refused));
+                // `feedback` refused again (or allowed no re-ask): the model was told and
+                // called refused tools anyway; the client gets the refusal, not retried.
+                let asked = (summary.re_asks > 0).then(|| {
+                    format!(
+                        "the model was asked again {} time(s) (guard.max_re_asks = {}) with \
+                         the refusal as the calls' result and called refused tools again",
+                        summary.re_asks, g.max_re_asks
+                    )
+                });
+                return Err(Rejection::new(refused, checked, asked));
             }
             summary.re_asks += 1;
             m::re_ask();
@@ -326,8 +355,23 @@ impl Pipeline {
                 .iter()
                 .map(|r| (r.id.clone(), r.reason.clone()))
                 .collect();
-            let Some((message, finish)) = reask.re_ask(out.clone(), feedback.clone()).await else {
-                return Err(rejection(&refused));
+            let (message, finish) = match reask.re_ask(out.clone(), feedback.clone()).await {
+                Ok(answer) => answer,
+                Err(mut failure) => {
+                    failure.asked_for = "refused";
+                    failure.calls = feedback.into_iter().map(|(id, _)| id).collect();
+                    tracing::warn!(
+                        target: "toolmend::re_ask",
+                        code = failure.code,
+                        upstream_status = failure.upstream_status,
+                        calls = failure.calls.len(),
+                        "the guard's re-ask failed: {}; the refusal goes to the client",
+                        failure.reason
+                    );
+                    let why = format!("the model could not be asked again: {}", failure.reason);
+                    summary.re_ask_failed = Some(failure);
+                    return Err(Rejection::new(refused, checked, Some(why)));
+                }
             };
             // What the new answer follows: the conversation, the refused calls, the
             // guard's answers to them (so the loop rules see them too).
@@ -351,6 +395,7 @@ impl Pipeline {
     }
 
     /// One check of `mended`'s runnable calls; applies renames and records decisions.
+    /// The refusals, and how many calls were checked.
     async fn guard_once(
         &self,
         g: &GatewayGuard,
@@ -358,7 +403,7 @@ impl Pipeline {
         history: &[Message],
         mended: &mut Mended,
         summary: &mut GuardSummary,
-    ) -> Vec<Refusal> {
+    ) -> (Vec<Refusal>, usize) {
         let sent = mended.message.tool_calls.as_deref().unwrap_or_default();
         let place: HashMap<&str, usize> = sent
             .iter()
@@ -378,9 +423,10 @@ impl Pipeline {
             })
             .collect();
         if asked.is_empty() {
-            return Vec::new();
+            return (Vec::new(), 0);
         }
-        summary.checked += asked.len();
+        let checked = asked.len();
+        summary.checked += checked;
         let t = Instant::now();
         let verdicts = {
             let requests: Vec<GuardRequest<'_>> = asked
@@ -427,22 +473,58 @@ impl Pipeline {
                 });
             }
         }
-        refused
+        (refused, checked)
     }
 }
 
-/// The answer to the client when refused calls cannot be answered for it.
-fn rejection(refused: &[Refusal]) -> GatewayError {
-    let ends_run = refused.iter().any(|r| r.action >= Action::End);
-    let first = refused
-        .iter()
-        .max_by_key(|r| r.action)
-        .map(|r| r.reason.clone())
-        .unwrap_or_default();
-    GatewayError::Flooded {
-        message: first,
-        retry_after: refused.iter().filter_map(|r| r.retry_after).max(),
-        ends_run,
+/// Refused calls that cannot be answered for the client: the rejection, before the
+/// headers of what the guard did are known.
+struct Rejection {
+    refused: Vec<Refusal>,
+    /// Calls of the answer checked (refused and admitted).
+    checked: usize,
+    /// Why `feedback` could not answer it (asked again in vain, or the re-ask failed).
+    why: Option<String>,
+}
+
+impl Rejection {
+    fn new(refused: Vec<Refusal>, checked: usize, why: Option<String>) -> Self {
+        Rejection {
+            refused,
+            checked,
+            why,
+        }
+    }
+
+    /// The answer to the client (429 `toolmend_tool_flood`, 400 `toolmend_tool_loop`):
+    /// the gravest refusal's reason, then how many of the answer's calls were refused and
+    /// admitted (admitted calls were counted by the guard, yet not sent: the answer is
+    /// refused whole), then why `feedback` could not help.
+    fn into_error(self, headers: Vec<(&'static str, String)>) -> GatewayError {
+        let refused = &self.refused;
+        let ends_run = refused.iter().any(|r| r.action >= Action::End);
+        let mut message = refused
+            .iter()
+            .max_by_key(|r| r.action)
+            .map(|r| r.reason.clone())
+            .unwrap_or_default();
+        let admitted = self.checked.saturating_sub(refused.len());
+        if self.checked > 1 {
+            message.push_str(&format!(
+                " ({} of the answer's {} calls refused, {admitted} admitted; none was sent)",
+                refused.len(),
+                self.checked
+            ));
+        }
+        if let Some(why) = self.why {
+            message.push_str(&format!(" ({why})"));
+        }
+        GatewayError::Flooded {
+            message,
+            retry_after: refused.iter().filter_map(|r| r.retry_after).max(),
+            ends_run,
+            headers,
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use crate::{
     pipeline::{
         plan::{CallReport, Mended},
         request::RequestNotes,
-        resolve::Tally,
+        resolve::{ReAskFailure, Tally},
     },
 };
 
@@ -214,8 +214,28 @@ impl Summary {
         if let Some(h) = &notes.history {
             out.push(("x-toolmend-history", h.clone()));
         }
+        out.extend(self.refusal_headers());
+        out
+    }
+
+    /// The headers of what the guard and the re-asks did, the ones a guard's refusal
+    /// carries too: `x-toolmend-guard` when the guard ran, `x-toolmend-re-ask` when a
+    /// re-ask failed (`failed for=invalid status=429 code=upstream_status`; the
+    /// resolve chain's, then the guard's, comma-separated).
+    pub(crate) fn refusal_headers(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
         if let Some(g) = self.guard.header() {
             out.push(("x-toolmend-guard", g));
+        }
+        let failed: Vec<String> = self
+            .resolve
+            .failed
+            .iter()
+            .chain(&self.guard.re_ask_failed)
+            .map(ReAskFailure::header)
+            .collect();
+        if !failed.is_empty() {
+            out.push(("x-toolmend-re-ask", failed.join(", ")));
         }
         out
     }
@@ -242,6 +262,7 @@ impl Summary {
             "fixes": self.fixes, "from_text": self.from_text, "history": notes.history,
             "outcomes": self.outcomes, "sources": self.sources,
             "re_asks": self.resolve.re_asks,
+            "re_ask_failed": self.resolve.failed.as_ref().map(ReAskFailure::to_json),
             "guard": (!self.guard.policy.is_empty()).then(|| self.guard.to_json()),
         })
     }
@@ -250,9 +271,9 @@ impl Summary {
     /// chunk). Every call with its id, tool, status (the headers' words), outcome and
     /// source (the core's), fix kinds and issues (kind and path, never a value); the
     /// counts; every fix kind; the re-asks made (each an upstream call the client never
-    /// saw) and the calls they asked about; the correction model's requests; the
-    /// reasoning taken out of the content; what the request path did to the history;
-    /// what the guard decided.
+    /// saw), the calls they asked about and the one that failed; the correction model's
+    /// requests; the reasoning taken out of the content; what the request path did to the
+    /// history; what the guard decided.
     pub(crate) fn account(&self, notes: &RequestNotes) -> Value {
         let n = |k: &str| self.outcomes.get(k).copied().unwrap_or(0);
         json!({
@@ -263,7 +284,8 @@ impl Summary {
                 "flooded": n("flooded"), "from_text": self.from_text,
             },
             "fixes": self.fixes,
-            "re_asks": {"made": self.resolve.re_asks, "calls": self.resolve.re_asked},
+            "re_asks": {"made": self.resolve.re_asks, "calls": self.resolve.re_asked,
+                "failed": self.resolve.failed.as_ref().map(ReAskFailure::to_json)},
             "corrections": self.resolve.corrections,
             "reasoning": self.reasoning,
             "history": notes.history.as_deref().map(history_json),

@@ -26,19 +26,89 @@ use crate::{
         plan::{CallReport, Mended, plan_message},
         report::Summary,
     },
+    server::error::GatewayError,
 };
 
 /// How a front asks its upstream again: it sends the conversation, then an assistant
 /// message with `calls` (the model's invalid calls, arguments kept JSON), then one tool
 /// result per `(id, feedback)`, in its own wire format, not streamed. The answer's
-/// message and `finish_reason`; `None` when the upstream failed or answered nothing
-/// usable (the chain stops there).
+/// message and `finish_reason`; the failure when the upstream refused, failed or
+/// answered nothing usable (the chain stops there, and the failure is reported).
 pub(crate) trait ReAsk: Sync {
     fn re_ask<'a>(
         &'a self,
         calls: Vec<ToolCall>,
         feedback: Vec<(String, String)>,
-    ) -> BoxFuture<'a, Option<(AssistantMessage, Option<String>)>>;
+    ) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ReAskFailure>>;
+}
+
+/// A re-ask that got no answer to merge: the upstream refused it (a status: 429, 5xx
+/// …), failed (unreachable, a timeout, a body that is not JSON) or answered no message.
+/// The calls it asked about stay as they were: flagged unresolved (`calls.invalid`), or
+/// refused (the guard). Reported in the account (`re_asks.failed`), in the stream's
+/// closing report and in `x-toolmend-re-ask`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReAskFailure {
+    /// What the re-ask was for: `invalid` (`calls.invalid = "re_ask"`) or `refused` (the
+    /// guard's `on_flood = "feedback"`); the pipeline's to fill.
+    pub asked_for: &'static str,
+    /// The upstream's HTTP status, when it answered one.
+    pub upstream_status: Option<u16>,
+    /// The `code` the gateway answers the same fault with (`upstream_status`,
+    /// `upstream_timeout`, `upstream_unreachable`, `upstream_invalid_json` …;
+    /// `upstream_no_message` for an answer without an assistant message).
+    pub code: &'static str,
+    /// What happened, in a sentence; never the upstream's body (it may quote the
+    /// request or an account).
+    pub reason: String,
+    /// The ids of the calls it asked about; the pipeline's to fill.
+    pub calls: Vec<String>,
+}
+
+impl ReAskFailure {
+    /// The failure of a re-ask the upstream answered with `e`.
+    pub(crate) fn from_error(e: &GatewayError) -> Self {
+        let upstream_status = match e {
+            GatewayError::UpstreamStatus(f) => Some(f.status.as_u16()),
+            _ => None,
+        };
+        ReAskFailure {
+            asked_for: "",
+            upstream_status,
+            code: e.code(),
+            reason: e.to_string(),
+            calls: Vec::new(),
+        }
+    }
+
+    /// The failure of a re-ask answered without an assistant message.
+    pub(crate) fn no_message() -> Self {
+        ReAskFailure {
+            asked_for: "",
+            upstream_status: None,
+            code: "upstream_no_message",
+            reason: "the upstream's answer held no assistant message".to_owned(),
+            calls: Vec::new(),
+        }
+    }
+
+    /// `failed for=invalid status=429 code=upstream_status` (`status=` only when the
+    /// upstream answered one).
+    pub(crate) fn header(&self) -> String {
+        let status = self
+            .upstream_status
+            .map(|s| format!(" status={s}"))
+            .unwrap_or_default();
+        format!("failed for={}{status} code={}", self.asked_for, self.code)
+    }
+
+    /// The same as JSON, with the reason and the calls.
+    pub(crate) fn to_json(&self) -> Value {
+        serde_json::json!({
+            "status": "failed", "for": self.asked_for, "upstream_status": self.upstream_status,
+            "code": self.code, "reason": self.reason, "calls": self.calls,
+        })
+    }
 }
 
 /// What the chain cost, for the response's account: each re-ask is an upstream call the
@@ -51,6 +121,9 @@ pub(crate) struct Tally {
     pub re_asked: Vec<String>,
     /// Requests to the correction model.
     pub corrections: u32,
+    /// The re-ask that failed (the chain stopped there), when one did; over the rounds
+    /// of a round trip, the last.
+    pub failed: Option<ReAskFailure>,
 }
 
 impl Pipeline {
@@ -251,8 +324,23 @@ impl Pipeline {
             );
             #[cfg(not(feature = "otel"))]
             let asking = reask.re_ask(calls.clone(), feedback.clone());
-            let Some((message, finish)) = asking.await else {
-                break;
+            let (message, finish) = match asking.await {
+                Ok(answer) => answer,
+                Err(mut failure) => {
+                    took += t.elapsed();
+                    failure.asked_for = "invalid";
+                    failure.calls = feedback.into_iter().map(|(id, _)| id).collect();
+                    tracing::warn!(
+                        target: "toolmend::re_ask",
+                        code = failure.code,
+                        upstream_status = failure.upstream_status,
+                        calls = failure.calls.len(),
+                        "a re-ask failed: {}; its calls go out flagged unresolved",
+                        failure.reason
+                    );
+                    tally.failed = Some(failure);
+                    break;
+                }
             };
             took += t.elapsed();
             // What the answer follows: the conversation, the first answer as it stands (all
@@ -338,7 +426,10 @@ fn flag_values_lost(asked: &[ToolCall], again: &mut Mended) {
 }
 
 /// The first answer's good calls, then the re-asked calls (their ids already unique: the
-/// re-asked answer was planned after the first).
+/// re-asked answer was planned after the first). The re-ask's text never lands in a
+/// message whose calls it did not produce: when calls of the first answer are kept, the
+/// content stays the first answer's (the re-ask's text, "Done.", would speak for calls it
+/// never made); when every call was re-asked, its text follows the first's.
 fn merge(first: Mended, again: Mended) -> Mended {
     let added_text = again.message.text().filter(|t| !t.trim().is_empty());
     let bad: Vec<String> = first.unresolved().map(|c| c.id.clone()).collect();
@@ -359,13 +450,16 @@ fn merge(first: Mended, again: Mended) -> Mended {
         .into_iter()
         .filter(|c| !(c.outcome == CallOutcome::Feedback && bad.contains(&c.id)))
         .collect();
+    let kept_first = !calls.is_empty();
     calls.extend(again.message.tool_calls.unwrap_or_default());
     reports.extend(again.calls);
     let mut message_fixes = first.message_fixes;
     message_fixes.extend(again.message_fixes);
     // The model may answer the feedback with text (a question for the user): it reaches
-    // the client. An empty `tool_calls` is dropped (providers refuse `[]`).
-    if let Some(text) = &added_text {
+    // the client, unless the message carries calls of the first answer, which the text
+    // would then be read as speaking for. An empty `tool_calls` is dropped (providers
+    // refuse `[]`).
+    if let Some(text) = added_text.as_ref().filter(|_| !kept_first) {
         let joined = match message.text().filter(|t| !t.trim().is_empty()) {
             Some(first) => format!("{first}\n{text}"),
             None => text.clone(),

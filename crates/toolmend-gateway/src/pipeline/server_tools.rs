@@ -275,6 +275,7 @@ fn node_error(e: NodeError) -> GatewayError {
             message: reason,
             retry_after: None,
             ends_run: false,
+            headers: Vec::new(),
         },
         // The node answers every failure (`ToolErrorPolicy::All`) and never raises on an
         // invalid call (`OnUnresolved::Feedback`): these would be a bug.

@@ -12,6 +12,10 @@ use axum::{
 };
 use serde_json::{Value, json};
 
+/// The header the OpenAI and Anthropic SDKs (Python and TypeScript) read before the
+/// status to decide on a retry: `false` on a guard's refusal (docs/guard.md).
+pub(crate) const SHOULD_RETRY: &str = "x-should-retry";
+
 /// An upstream answer that was not a success, passed on to the client as it came
 /// (status, the headers worth keeping, body).
 #[derive(Debug, Clone)]
@@ -89,12 +93,16 @@ pub(crate) enum GatewayError {
     RoundTripLimit(String),
     /// 429 `toolmend_tool_flood` (with `Retry-After`), or 400 `toolmend_tool_loop` when
     /// the rule ends the run: the guard refused the model's calls (`guard.on_flood =
-    /// "reject"`, or feedback re-asks that did not help).
+    /// "reject"`, or feedback re-asks that did not help). Always with `x-should-retry:
+    /// false` (the OpenAI and Anthropic SDKs then raise at once instead of sending the
+    /// request again, each retry a paid model call) and `headers`: what the guard did
+    /// (`x-toolmend-guard`, `x-toolmend-re-ask`).
     #[error("{message}")]
     Flooded {
         message: String,
         retry_after: Option<std::time::Duration>,
         ends_run: bool,
+        headers: Vec<(&'static str, String)>,
     },
 }
 
@@ -223,14 +231,22 @@ impl GatewayError {
         match self {
             GatewayError::UpstreamStatus(f) => f.into_response(),
             GatewayError::Flooded {
-                retry_after: Some(after),
-                ends_run: false,
+                retry_after,
+                ends_run,
+                ref headers,
                 ..
             } => {
-                let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
                 let mut out = (self.status(), Json(self.body())).into_response();
-                out.headers_mut()
-                    .insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
+                let h = out.headers_mut();
+                if let (Some(after), false) = (retry_after, ends_run) {
+                    let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+                    h.insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
+                }
+                h.insert(
+                    axum::http::HeaderName::from_static(SHOULD_RETRY),
+                    axum::http::HeaderValue::from_static("false"),
+                );
+                crate::server::http::set_headers(h, headers.iter().cloned());
                 out
             }
             GatewayError::Unauthorized { .. } => {
@@ -273,6 +289,7 @@ mod tests {
                 message: "x".into(),
                 retry_after: None,
                 ends_run: false,
+                headers: Vec::new(),
             },
         ] {
             let body = e.body();

@@ -510,27 +510,30 @@ fn secs(d: Duration) -> String {
 }
 
 /// The refusal the agent reads: the prefix, the rule, the count, the window, and what to do.
+/// A counted rule says how many calls it admitted (its count before this one: the limit,
+/// unless the limit changed), and that this one is refused.
 fn reason(tool: &str, d: &Decision) -> String {
+    let admitted = d.count.saturating_sub(1);
     let retry = d
         .retry_after
         .map(|r| format!(" Retry after {}.", secs(r)))
         .unwrap_or_default();
     let what = match d.rule {
         Rule::SessionWindow => format!(
-            "{} calls in this session within {}, limit {}.{retry}",
-            d.count,
+            "{admitted} calls admitted in this session within {}, limit {}; this one is \
+             refused.{retry}",
             d.window.map(secs).unwrap_or_default(),
             d.limit
         ),
         Rule::ToolWindow => format!(
-            "{} calls of `{tool}` in this session within {}, limit {}.{retry}",
-            d.count,
+            "{admitted} calls of `{tool}` admitted in this session within {}, limit {}; this \
+             one is refused.{retry}",
             d.window.map(secs).unwrap_or_default(),
             d.limit
         ),
         Rule::ToolGlobalWindow => format!(
-            "{} calls of `{tool}` across all sessions within {}, limit {}.{retry}",
-            d.count,
+            "{admitted} calls of `{tool}` admitted across all sessions within {}, limit {}; \
+             this one is refused.{retry}",
             d.window.map(secs).unwrap_or_default(),
             d.limit
         ),
@@ -558,14 +561,14 @@ fn reason(tool: &str, d: &Decision) -> String {
             d.limit
         ),
         Rule::ThreadLimit => format!(
-            "{} calls in this thread, limit {}. Tool call limit exceeded. Do not call \
-             '{tool}' again.",
-            d.count, d.limit
+            "{admitted} calls admitted in this thread, limit {}; this one is refused. Tool \
+             call limit exceeded. Do not call '{tool}' again.",
+            d.limit
         ),
         Rule::RunLimit => format!(
-            "{} calls in this run, limit {}. Tool call limit exceeded. Do not call \
-             '{tool}' again.",
-            d.count, d.limit
+            "{admitted} calls admitted in this run, limit {}; this one is refused. Tool call \
+             limit exceeded. Do not call '{tool}' again.",
+            d.limit
         ),
         Rule::StoreUnavailable => format!(
             "the flood guard's store did not answer and the guard fails closed; the call \
@@ -630,7 +633,9 @@ mod tests {
         assert!(reason.starts_with(FLOOD_PREFIX), "{reason}");
         assert!(reason.contains("rule session_window"), "{reason}");
         assert!(
-            reason.contains("3 calls in this session within 60 s, limit 2"),
+            reason.contains(
+                "2 calls admitted in this session within 60 s, limit 2; this one is refused."
+            ),
             "{reason}"
         );
         assert!(reason.contains("Retry after 60 s"), "{reason}");

@@ -15,7 +15,11 @@ use toolmend::{
 
 use crate::{
     fronts::chat_completions::wire,
-    pipeline::{request::RequestNotes, resolve::ReAsk},
+    pipeline::{
+        request::RequestNotes,
+        resolve::{ReAsk, ReAskFailure},
+    },
+    server::error::GatewayError,
     state::Gateway,
 };
 
@@ -50,13 +54,20 @@ impl ReAsk for Exchange {
         &'a self,
         calls: Vec<ToolCall>,
         feedback: Vec<(String, String)>,
-    ) -> BoxFuture<'a, Option<(AssistantMessage, Option<String>)>> {
+    ) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ReAskFailure>> {
         Box::pin(async move {
             let body = wire::re_ask_body(&self.request, &calls, &feedback);
             let req = self.gw.upstream.post(wire::PATH, &self.headers, &body);
-            let raw = self.gw.upstream.fetch(req).await.ok()?;
-            let answer = serde_json::from_slice::<Value>(&raw).ok()?;
-            wire::first_choice(&answer)
+            let raw = self
+                .gw
+                .upstream
+                .fetch(req)
+                .await
+                .map_err(|e| ReAskFailure::from_error(&e))?;
+            let answer = serde_json::from_slice::<Value>(&raw).map_err(|e| {
+                ReAskFailure::from_error(&GatewayError::UpstreamInvalidJson(e.to_string()))
+            })?;
+            wire::first_choice(&answer).ok_or_else(ReAskFailure::no_message)
         })
     }
 }

@@ -249,14 +249,7 @@ async fn plan_choices(
         let t = Instant::now();
         let re_asks = summary.guard.re_asks;
         let guarded = pipeline
-            .guard(
-                ex.session(),
-                &ex.history,
-                toolbox,
-                m2,
-                ex,
-                &mut summary.guard,
-            )
+            .guard(ex.session(), &ex.history, toolbox, m2, ex, summary)
             .await?;
         // A guard re-ask is time upstream (the check itself is ours).
         if summary.guard.re_asks > re_asks {

@@ -562,7 +562,7 @@ impl Driver {
                                 toolbox,
                                 mended,
                                 ex,
-                                &mut self.summary.guard,
+                                &mut self.summary,
                             )
                             .await;
                         match guarded {
@@ -582,8 +582,9 @@ impl Driver {
                             }
                             Err(e) => {
                                 // The head went out with 200: the refusal ends the
-                                // stream as an error event in OpenAI's shape.
-                                self.fail_with(e);
+                                // stream as an error event in OpenAI's shape, and the
+                                // closing report says what the guard did (its headers).
+                                self.refuse_with(e);
                                 return false;
                             }
                         }
@@ -656,6 +657,20 @@ impl Driver {
 
     fn fail(&mut self, message: &str) {
         self.fail_with(GatewayError::UpstreamStream(message.to_owned()));
+    }
+
+    /// Ends the stream with the guard's refusal as an error event (as the JSON path's
+    /// 429 or 400), the closing `: toolmend {…}` report (the guard's counts, a failed
+    /// re-ask: what the JSON path's headers say), then `[DONE]`.
+    fn refuse_with(&mut self, e: GatewayError) {
+        self.flush_last();
+        self.queue.push_back(frame(&e.body()));
+        let stats = self.summary.to_json(&self.ex.notes);
+        self.queue
+            .push_back(Bytes::from(format!(": toolmend {stats}\n\n")));
+        self.queue
+            .push_back(Bytes::from_static(b"data: [DONE]\n\n"));
+        self.done = true;
     }
 
     /// Ends the stream with an error event in OpenAI's shape (the same `code` as the
