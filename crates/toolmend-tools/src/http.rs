@@ -32,6 +32,7 @@ use reqwest::{
     redirect,
 };
 use serde_json::Value;
+use toolmend::redact;
 
 use crate::{
     spec::AdapterSpec,
@@ -293,10 +294,17 @@ impl HttpTransport {
                     _ => {}
                 }
             }
-            let (text, _) = crate::shape::clean_utf8(&buf);
+            // The body summarized (a stack trace, an internal host, a password are
+            // the service's, never the model's): a short reason only from a JSON error
+            // object; the body itself only at debug, redacted.
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let (text, _) = crate::shape::clean_utf8(&buf);
+                let body = redact::text(&redact::brief(&text, MAX_LOGGED_BODY_CHARS));
+                tracing::debug!(tool = req.function, call_id = req.call_id, status = status.as_u16(), %body, "tool service error body");
+            }
             return Err(TransportError::Status {
                 status: status.as_u16(),
-                body: text.chars().take(200).collect(),
+                reason: redact::error_reason(&buf),
             });
         }
         let (value, lossy) = parsed
@@ -341,34 +349,33 @@ fn parse_json(buf: &[u8]) -> Result<(Value, bool), serde_json::Error> {
     }
 }
 
+/// The most of an error body logged (at debug).
+const MAX_LOGGED_BODY_CHARS: usize = 2_000;
+
+/// A failed exchange in our words: never the error's `Display` chain (it names the URL,
+/// which may carry a secret, and the HTTP library's own types).
 fn send_error(e: &reqwest::Error, timeout: Duration) -> TransportError {
     if e.is_timeout() {
         return TransportError::Timeout(timeout);
     }
     if e.is_redirect() {
-        return TransportError::Redirect(
-            std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string),
-        );
+        // Our own error (`OtherHost`: the host only) or reqwest's "too many redirects".
+        let why = std::error::Error::source(e)
+            .and_then(|s| s.downcast_ref::<OtherHost>())
+            .map_or_else(|| "too many redirects".to_owned(), ToString::to_string);
+        return TransportError::Redirect(redact::text(&why));
     }
-    // The chain says why (refused, reset). The endpoint stays out of it: this text reaches
-    // the model and the logs, and a URL from the configuration may carry a secret.
-    let mut msg = String::from(if e.is_connect() {
-        "could not connect"
+    let cause = redact::cause(e);
+    if e.is_connect() {
+        TransportError::Connect(cause.unwrap_or("could not connect").to_owned())
     } else if e.is_body() || e.is_decode() {
-        "the answer broke off"
+        TransportError::Broken(format!(
+            "the answer broke off{}",
+            cause.map(|c| format!(": {c}")).unwrap_or_default()
+        ))
     } else {
-        "the request failed"
-    });
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        let part = s.to_string();
-        if !msg.ends_with(&part) {
-            msg.push_str(": ");
-            msg.push_str(&part);
-        }
-        src = s.source();
+        TransportError::Broken(cause.unwrap_or("the request failed").to_owned())
     }
-    TransportError::Connect(msg)
 }
 
 fn check_id(got: Option<&Value>, attempt_id: &str, call_id: &str) -> Result<(), TransportError> {

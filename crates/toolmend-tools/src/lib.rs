@@ -22,10 +22,12 @@
 
 pub mod http;
 pub mod mcp;
+mod mcp_client;
 pub mod set;
 pub mod shape;
 pub mod sla;
 pub mod spec;
+pub mod stderr;
 mod tool;
 pub mod transport;
 

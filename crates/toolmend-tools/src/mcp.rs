@@ -43,7 +43,13 @@
 //! (and is killed at once if the runtime itself goes away). A stdio server gets only a
 //! few variables of ours ([`INHERITED_ENV`]: `PATH`, `HOME`, …) plus its own `env`, as
 //! the official TypeScript and Python SDKs do, so our secrets don't reach it; its stderr
-//! goes to ours, never into our stdout.
+//! is read line by line into our log, as structured lines naming the server
+//! ([`crate::stderr`]), never raw into our stderr or stdout.
+//!
+//! Every error text (for the model, the caller, the log) is in our words and redacted
+//! ([`toolmend::redact`]): a URL without its userinfo, query or fragment, never a type
+//! of rmcp's or reqwest's; the HTTP client hands rmcp errors without the URL, so rmcp's
+//! own log lines cannot carry it either.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -70,6 +76,7 @@ use rmcp::{
 };
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
+use toolmend::redact;
 
 use crate::{
     spec::{DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS, HeaderSpec, McpSpec, resolve_headers},
@@ -182,7 +189,7 @@ enum Dial {
 enum StartError {
     /// The stdio program could not be started.
     Spawn(std::io::Error),
-    /// The handshake failed (its error chain, which may name the endpoint).
+    /// The handshake failed (its error in our words, redacted).
     Handshake(String),
     /// No handshake within the time given.
     NoHandshake(Duration),
@@ -198,11 +205,13 @@ impl StartError {
         }
     }
 
-    /// With the cause: for the operator (at startup, or in the log with the endpoint
-    /// blanked out).
+    /// With the cause: for the operator (at startup, or in the log), redacted.
     fn detail(&self) -> String {
         match self {
-            StartError::Spawn(e) => format!("cannot start the program: {e}"),
+            StartError::Spawn(e) => format!(
+                "cannot start the program: {}",
+                redact::cause(e).unwrap_or("the system refused")
+            ),
             StartError::Handshake(cause) => format!("the handshake failed: {cause}"),
             StartError::NoHandshake(_) => self.summary(),
         }
@@ -220,7 +229,7 @@ impl std::fmt::Debug for McpConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpConnection")
             .field("name", &self.inner.name)
-            .field("endpoint", &self.inner.endpoint)
+            .field("endpoint", &redact::text(&self.inner.endpoint))
             .field("timeout", &self.inner.timeout)
             .field("closed", &self.is_closed())
             .finish_non_exhaustive()
@@ -276,9 +285,13 @@ impl McpConnection {
                 ));
             }
         };
-        let session = start(&dial, timeout)
-            .await
-            .map_err(|e| format!("MCP server {name:?} ({endpoint}): {}", e.detail()))?;
+        let session = start(name, &dial, timeout).await.map_err(|e| {
+            format!(
+                "MCP server {name:?} ({}): {}",
+                redact::text(&endpoint),
+                e.detail()
+            )
+        })?;
         Ok(McpConnection {
             inner: Arc::new(Inner {
                 name: name.clone(),
@@ -334,7 +347,7 @@ impl McpConnection {
         let budget = inner
             .timeout
             .min(deadline.saturating_duration_since(Instant::now()));
-        match start(&inner.dial, budget).await {
+        match start(&inner.name, &inner.dial, budget).await {
             Ok(session) => {
                 let session = Arc::new(session);
                 *inner
@@ -357,7 +370,7 @@ impl McpConnection {
                 });
                 redial.failed = Some((Instant::now(), wait));
                 metrics::counter!("toolmend_mcp_reconnects_total", "server" => inner.name.clone(), "result" => "failed").increment(1);
-                let detail = blank_out(&e.detail(), &inner.endpoint);
+                let detail = e.detail();
                 tracing::warn!(server = %inner.name, error = %detail, next_try_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), "MCP session ended and could not be started again");
                 Err(TransportError::Connect(format!(
                     "the session with the MCP server ended and could not be started again ({}); next try in {} ms",
@@ -523,7 +536,7 @@ impl McpConnection {
 
 /// Starts a session: the child process or the HTTP transport, and the handshake, within
 /// `timeout`. A child started for a handshake that failed is killed.
-async fn start(dial: &Dial, timeout: Duration) -> Result<Session, StartError> {
+async fn start(name: &str, dial: &Dial, timeout: Duration) -> Result<Session, StartError> {
     let client_config = ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new("toolmend", env!("CARGO_PKG_VERSION")),
@@ -538,7 +551,7 @@ async fn start(dial: &Dial, timeout: Duration) -> Result<Session, StartError> {
             // No proxies from the environment, redirects only within one host (rmcp's
             // own client would follow the environment's proxy).
             let transport = StreamableHttpClientTransport::with_client(
-                crate::http::mcp_client().clone(),
+                crate::mcp_client::UrlFreeClient(crate::http::mcp_client().clone()),
                 config,
             );
             tokio::time::timeout(timeout, client_config.serve(transport)).await
@@ -556,28 +569,64 @@ async fn start(dial: &Dial, timeout: Duration) -> Result<Session, StartError> {
                 }
             }
             cmd.envs(vars.iter().map(|(k, v)| (k, v)));
-            let (transport, _) = TokioChildProcess::builder(cmd)
-                .stderr(Stdio::inherit())
+            let (transport, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
                 .spawn()
                 .map_err(StartError::Spawn)?;
+            if let Some(stderr) = stderr {
+                crate::stderr::forward(name, stderr);
+            }
             tokio::time::timeout(timeout, client_config.serve(transport)).await
         }
     };
     match started {
         Ok(Ok(session)) => Ok(session),
-        Ok(Err(e)) => Err(StartError::Handshake(error_chain(&e))),
+        Ok(Err(e)) => Err(StartError::Handshake(handshake_error(&e))),
         Err(_) => Err(StartError::NoHandshake(timeout)),
     }
 }
 
-/// `text` with the endpoint (as written, and as a URL library prints it) replaced by
-/// `<endpoint>`: a URL may carry credentials or a token.
-fn blank_out(text: &str, endpoint: &str) -> String {
-    let mut text = text.replace(endpoint, "<endpoint>");
-    if let Ok(url) = reqwest::Url::parse(endpoint) {
-        text = text.replace(url.as_str(), "<endpoint>");
+/// A failed handshake in our words: the cause of a connection that failed, or the
+/// error's own text (rmcp's words, a server's), redacted and bounded.
+fn handshake_error(e: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(cause) = reqwest_cause(e) {
+        return cause;
     }
-    text
+    redact::text(&redact::brief(&error_chain(e), 300))
+}
+
+/// When the chain holds an HTTP client's error: what happened in our words.
+fn reqwest_cause(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let r = reqwest_error(e)?;
+    let cause = redact::cause(r);
+    Some(if r.is_connect() {
+        format!("could not connect: {}", cause.unwrap_or("no connection"))
+    } else if r.is_timeout() {
+        "timed out".to_owned()
+    } else {
+        format!(
+            "the request broke off: {}",
+            cause.unwrap_or("no answer was read")
+        )
+    })
+}
+
+/// The HTTP client's error in the chain, if any (rmcp's `Client` variant holds it without
+/// naming it as its source).
+fn reqwest_error<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e reqwest::Error> {
+    let mut source = Some(e);
+    while let Some(current) = source {
+        if let Some(r) = current.downcast_ref::<reqwest::Error>() {
+            return Some(r);
+        }
+        if let Some(StreamableHttpError::Client(r)) =
+            current.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+        {
+            return Some(r);
+        }
+        source = current.source();
+    }
+    None
 }
 
 fn tool_def(tool: Tool) -> McpToolDef {
@@ -759,12 +808,15 @@ fn base64_len(data: &str) -> usize {
 /// What rmcp's error means to the node.
 fn service_error(e: &ServiceError, timeout: Duration, max_bytes: usize) -> TransportError {
     match e {
-        ServiceError::McpError(data) => {
-            TransportError::Protocol(format!("JSON-RPC error {}: {}", data.code.0, data.message))
-        }
+        ServiceError::McpError(data) => TransportError::Protocol(format!(
+            "JSON-RPC error {}: {}",
+            data.code.0,
+            redact::text(&redact::brief(&data.message, 300))
+        )),
         ServiceError::Timeout { .. } => TransportError::Timeout(timeout),
+        // The session ended while the call was on its way: it may have been sent.
         ServiceError::TransportClosed => {
-            TransportError::Connect("the connection to the MCP server is closed".into())
+            TransportError::Broken("the connection to the MCP server closed".into())
         }
         ServiceError::TransportSend(send) => {
             let mut source: Option<&(dyn std::error::Error + 'static)> = Some(send.error.as_ref());
@@ -772,14 +824,14 @@ fn service_error(e: &ServiceError, timeout: Duration, max_bytes: usize) -> Trans
                 if let Some(status) = current.downcast_ref::<HttpStatusError>() {
                     return TransportError::Status {
                         status: status.status,
-                        body: String::new(),
+                        reason: None,
                     };
                 }
                 match current.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
                     Some(StreamableHttpError::HttpStatus(status)) => {
                         return TransportError::Status {
                             status: status.status,
-                            body: String::new(),
+                            reason: None,
                         };
                     }
                     Some(StreamableHttpError::ResponseBodyTooLarge { .. }) => {
@@ -789,13 +841,31 @@ fn service_error(e: &ServiceError, timeout: Duration, max_bytes: usize) -> Trans
                 }
                 source = current.source();
             }
-            TransportError::Connect(error_chain(send))
+            // A request that could not connect was not sent; any other failure came
+            // after it may have been.
+            match reqwest_error(send.error.as_ref()) {
+                Some(r) if r.is_connect() => TransportError::Connect(
+                    redact::cause(r).unwrap_or("could not connect").to_owned(),
+                ),
+                Some(r) if r.is_timeout() => TransportError::Timeout(timeout),
+                Some(r) => TransportError::Broken(
+                    redact::cause(r).unwrap_or("the request failed").to_owned(),
+                ),
+                None => TransportError::Broken(
+                    redact::cause(send.error.as_ref())
+                        .unwrap_or("the request failed")
+                        .to_owned(),
+                ),
+            }
         }
-        ServiceError::Cancelled { reason } => TransportError::Connect(format!(
+        ServiceError::Cancelled { reason } => TransportError::Broken(format!(
             "the request was cancelled: {}",
-            reason.as_deref().unwrap_or("no reason given")
+            redact::text(&redact::brief(
+                reason.as_deref().unwrap_or("no reason given"),
+                200
+            ))
         )),
-        other => TransportError::Protocol(error_chain(other)),
+        other => TransportError::Protocol(redact::text(&redact::brief(&error_chain(other), 300))),
     }
 }
 
@@ -850,16 +920,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_endpoint_is_blanked_out_as_written_and_as_a_url_prints_it() {
+    fn the_endpoint_is_redacted_as_written_and_as_a_url_prints_it() {
         // As written; and as `Url` prints it (a trailing `/` added to a bare host).
         let endpoint = "http://admin:pw@127.0.0.1:9?token=tok";
         let printed = reqwest::Url::parse(endpoint).unwrap().to_string();
         assert_ne!(printed, endpoint);
         let text = format!("error sending request for url ({printed}): refused; {endpoint}");
-        let out = blank_out(&text, endpoint);
+        let out = redact::text(&text);
         assert_eq!(
             out,
-            "error sending request for url (<endpoint>): refused; <endpoint>"
+            "error sending request for url (http://127.0.0.1:9/): refused; http://127.0.0.1:9"
         );
     }
 

@@ -28,10 +28,12 @@
 //! for a date and `%Y-%m-%d %H:%M:%S` otherwise. Mappings iterate in key order.
 //!
 //! A render that fails (out of fuel, recursion, a runtime error, over the output cap)
-//! falls back to the generic shaping below: `how = "template_failed"`, `template_error`
-//! says why (`line 1: engine ran out of fuel`, `line 1: invalid operation: recursion
-//! limit exceeded`, `the output passed 1,048,576 bytes (toolmend's cap)`). Otherwise
-//! `how = "template"`. The payload is converted into template values once per render
+//! shapes nothing: `how = "template_failed"`, `content` empty, and `template_error` says
+//! why (`line 1: engine ran out of fuel`, `line 1: invalid operation: recursion limit
+//! exceeded`, `the output passed 1,048,576 bytes (toolmend's cap)`), redacted and with
+//! every value of the payload in it blanked out: the template was written to show part
+//! of the payload, so a failed one never falls back to showing all of it (the tool
+//! answers an error result naming the template's error). Otherwise `how = "template"`. The payload is converted into template values once per render
 //! (linear); the render itself is bounded by the fuel and the cap.
 //!
 //! # Without a template
@@ -136,11 +138,12 @@ pub struct Shaped {
     /// What the model reads.
     pub content: String,
     /// How: `template`, `summary`, `json` (small, read whole), `text`, or
-    /// `template_failed` (then the generic shaping).
+    /// `template_failed` (then `content` is empty: nothing of the payload is shown).
     pub how: &'static str,
     /// Bytes cut to fit the budget.
     pub omitted_bytes: usize,
-    /// Why the template failed, when it did.
+    /// Why the template failed, when it did: redacted, bounded, without any value of the
+    /// payload.
     pub template_error: Option<String>,
 }
 
@@ -168,7 +171,6 @@ impl Shaper {
 
     /// Shapes `data` (and the service's `message`).
     pub fn shape(&self, data: &Value, message: Option<&str>) -> Shaped {
-        let mut template_error = None;
         if let Some(env) = &self.env {
             match render(env, data, message, self.spec.budget_bytes) {
                 Ok(out) => {
@@ -183,7 +185,14 @@ impl Shaper {
                         template_error: None,
                     };
                 }
-                Err(reason) => template_error = Some(reason),
+                Err(reason) => {
+                    return Shaped {
+                        content: String::new(),
+                        how: "template_failed",
+                        omitted_bytes: 0,
+                        template_error: Some(scrub(&reason, data, message)),
+                    };
+                }
             }
         }
         let (raw, how) = generic(data, message, self.spec.budget_bytes);
@@ -194,18 +203,44 @@ impl Shaper {
             content = escaped;
         }
         let (content, omitted_bytes) = fit(content, self.spec.budget_bytes, self.spec.markdown);
-        let how = if template_error.is_some() {
-            "template_failed"
-        } else {
-            how
-        };
         Shaped {
             content,
             how,
             omitted_bytes,
-            template_error,
+            template_error: None,
         }
     }
+}
+
+/// The longest template error kept, in characters.
+const MAX_TEMPLATE_ERROR_CHARS: usize = 300;
+
+/// A template's error as anyone may read it: redacted, bounded, and with every string
+/// (of 3 characters or more) and long number of the payload and the message in it
+/// replaced by `***` (an engine's error may quote the value it failed on).
+fn scrub(reason: &str, data: &Value, message: Option<&str>) -> String {
+    let mut text =
+        toolmend::redact::text(&toolmend::redact::brief(reason, MAX_TEMPLATE_ERROR_CHARS));
+    let mut leaves: Vec<String> = Vec::new();
+    let mut stack = vec![data];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::String(s) => leaves.push(s.clone()),
+            Value::Number(n) => leaves.push(n.to_string()),
+            Value::Array(items) => stack.extend(items),
+            Value::Object(fields) => stack.extend(fields.values()),
+            _ => {}
+        }
+    }
+    leaves.extend(message.map(str::to_owned));
+    // Longest first: a value that holds another is blanked whole.
+    leaves.sort_by_key(|l| std::cmp::Reverse(l.len()));
+    for leaf in leaves {
+        if leaf.chars().count() >= 3 && text.contains(leaf.as_str()) {
+            text = text.replace(leaf.as_str(), toolmend::redact::MASK);
+        }
+    }
+    text
 }
 
 /// Text from bytes that may not be UTF-8: invalid sequences replaced (U+FFFD); true when any was.
@@ -1139,7 +1174,8 @@ mod tests {
             assert!(started.elapsed() < Duration::from_secs(10), "{t}");
             assert_eq!(s.how, "template_failed", "{t}: {s:?}");
             assert!(s.template_error.is_some());
-            assert_eq!(s.content, r#"{"id":3,"items":[1,2,3]}"#);
+            // Nothing of the payload: the template was written to choose what shows.
+            assert_eq!(s.content, "");
         }
         let s = shaper(Some("{{ \"x\" * 2000000 }}"), 500, false).shape(&data, None);
         let why = s.template_error.unwrap();
@@ -1155,7 +1191,20 @@ mod tests {
         let s = shaper(Some("{{ id + \"x\" }}"), 500, false).shape(&data, Some("done"));
         assert_eq!(s.how, "template_failed");
         assert!(s.template_error.unwrap().starts_with("line 1: "));
-        assert_eq!(s.content, "done\n{\"id\":3,\"items\":[1,2,3]}");
+        assert_eq!(s.content, "");
+    }
+
+    #[test]
+    fn a_failed_template_shows_no_value_of_the_payload_even_in_its_error() {
+        // `date` quotes the value it cannot read; the error keeps its words, not the value.
+        let data = json!({"card": "4111-SECRET-1111", "when": "not a date SECRET2"});
+        for t in ["{{ date(when) }}", "{{ date(card) }}"] {
+            let s = shaper(Some(t), 4_000, false).shape(&data, Some("msg"));
+            assert_eq!((s.how, s.content.as_str()), ("template_failed", ""));
+            let why = s.template_error.unwrap();
+            assert!(why.contains("date: cannot read"), "{why}");
+            assert!(!why.contains("SECRET"), "{why}");
+        }
     }
 
     #[test]

@@ -10,7 +10,10 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use toolmend::node::{BoxFuture, CallContext, Tool, ToolError, ToolOutput};
+use toolmend::{
+    node::{BoxFuture, CallContext, Fault, Tool, ToolError, ToolOutput},
+    redact,
+};
 
 use crate::{
     http::HttpTransport,
@@ -222,9 +225,27 @@ impl NetTool {
         let out = match result {
             Ok((Reply::Success { data, message }, notes)) => {
                 let shaped = served_by.shaper.shape(&data, message.as_deref());
-                if let Some(e) = &shaped.template_error {
-                    tracing::warn!(tool = %served_by.name, error = %e, "tool result template failed; a summary was sent");
+                if let Some(e) = shaped.template_error {
+                    // The template chose what the model may see: without it, nothing of
+                    // the payload is shown (nor kept as the artifact), only its error.
+                    tracing::warn!(tool = %served_by.name, error = %e, "tool result template failed; an error result was sent");
                     metrics::counter!("toolmend_tool_template_failures_total", "tool" => served_by.name.clone()).increment(1);
+                    metrics::counter!("toolmend_tool_calls_total", "tool" => self.name.clone(), "result" => "template_error").increment(1);
+                    let mut meta = meta(Some(&notes));
+                    meta["shaped_by"] = json!(shaped.how);
+                    meta["template_error"] = json!(e);
+                    return self.finish(
+                        Err(ToolError::Service {
+                            fault: Fault::Failed,
+                            message: format!(
+                                "{}: the tool ran, but its result template failed ({e}), so its result cannot be shown",
+                                served_by.name
+                            ),
+                            metadata: Some(Box::new(meta)),
+                        }),
+                        &ctx,
+                        sent + service,
+                    );
                 }
                 if shaped.omitted_bytes > 0 {
                     metrics::counter!("toolmend_tool_result_truncated_total", "tool" => served_by.name.clone()).increment(1);
@@ -243,9 +264,6 @@ impl NetTool {
                     meta["clock_skew_ms"] = json!(skew);
                     metrics::counter!("toolmend_tool_clock_skew_total", "tool" => served_by.name.clone()).increment(1);
                 }
-                if let Some(e) = shaped.template_error {
-                    meta["template_error"] = json!(e);
-                }
                 metrics::counter!("toolmend_tool_calls_total", "tool" => self.name.clone(), "result" => "success").increment(1);
                 Ok(ToolOutput::text(shaped.content)
                     .with_artifact(data)
@@ -254,7 +272,7 @@ impl NetTool {
             Ok((Reply::Failed { message, data }, notes)) => {
                 metrics::counter!("toolmend_tool_calls_total", "tool" => self.name.clone(), "result" => "tool_error").increment(1);
                 let (clean, _) = crate::shape::clean_utf8(message.as_bytes());
-                let clean: String = clean.chars().take(2_000).collect();
+                let clean = redact::text(&redact::brief(&clean, 2_000));
                 // What the tool sent beside its failure is the caller's artifact.
                 Err(ToolError::Detailed {
                     message: format!("{} failed: {clean}", served_by.name),
@@ -271,22 +289,40 @@ impl NetTool {
                 } else {
                     tracing::warn!(tool = %served_by.name, call_id = %ctx.call_id, error = %e, "tool service failed");
                 }
-                Err(match e {
-                    TransportError::Timeout(d) => ToolError::Timeout(d),
-                    // Never the answer's data (a dirty answer's least of all).
-                    other => ToolError::Detailed {
-                        message: format!("{}: {other}", served_by.name),
+                // Never the answer's data (a dirty answer's least of all); the texts are
+                // our own words (redacted where a service's reason is quoted).
+                let message = format!("{}: {e}", served_by.name);
+                Err(match (e.fault(), e) {
+                    (_, TransportError::Timeout(d)) => ToolError::Timeout(d),
+                    // The service refused the arguments: the call's to fix.
+                    (Fault::Call, _) => ToolError::Detailed {
+                        message,
                         artifact: None,
+                        metadata: Some(Box::new(meta(None))),
+                    },
+                    (fault, _) => ToolError::Service {
+                        fault,
+                        message,
                         metadata: Some(Box::new(meta(None))),
                     },
                 })
             }
         };
+        self.finish(out, &ctx, sent + service)
+    }
+
+    /// The last latencies of a call, and its result.
+    fn finish(
+        &self,
+        out: Result<ToolOutput, ToolError>,
+        ctx: &CallContext,
+        answered: Instant,
+    ) -> Result<ToolOutput, ToolError> {
         let done = Instant::now();
         sla::observe(
             "toolmend_tool_result_injection_seconds",
             &self.name,
-            done.saturating_duration_since(sent + service),
+            done.saturating_duration_since(answered),
         );
         if let Some(received) = ctx.received_at {
             sla::observe(

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
+use toolmend::node::Fault;
 
 /// One call as a tool service sees it.
 #[derive(Debug, Clone, Copy)]
@@ -63,16 +64,22 @@ pub enum TransportError {
     /// No answer in time.
     #[error("the tool service did not answer within {} ms", .0.as_millis())]
     Timeout(Duration),
-    /// The service could not be reached.
-    #[error("the tool service could not be reached: {0}")]
+    /// The service could not be reached: the call was not sent (connection refused, a
+    /// name that does not resolve, an MCP session that could not be started).
+    #[error("the tool service could not be reached ({0})")]
     Connect(String),
+    /// The exchange broke off after the call was sent (the connection reset or closed
+    /// before the answer was read): the call may have run.
+    #[error("the connection to the tool service broke off ({0}); the call may have run")]
+    Broken(String),
     /// The service answered with an HTTP error status.
-    #[error("the tool service answered HTTP {status}: {body}")]
+    #[error("the tool service answered HTTP {status}{}", reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
     Status {
         /// The HTTP status.
         status: u16,
-        /// The start of the body.
-        body: String,
+        /// A short reason, only when the body was a JSON error object
+        /// ([`toolmend::redact::error_reason`]: cut, redacted); never the raw body.
+        reason: Option<String>,
     },
     /// The answer broke the protocol: not JSON, no `status`, a JSON-RPC error, …
     #[error("the tool service broke the protocol: {0}")]
@@ -100,6 +107,7 @@ impl TransportError {
         match self {
             TransportError::Timeout(_) => "timeout",
             TransportError::Connect(_) => "connect",
+            TransportError::Broken(_) => "broken",
             TransportError::Status { .. } => "status",
             TransportError::Protocol(_) => "protocol",
             TransportError::Dirty { .. } => "dirty",
@@ -113,9 +121,33 @@ impl TransportError {
     /// busy.
     pub fn retryable(&self) -> bool {
         match self {
-            TransportError::Timeout(_) | TransportError::Connect(_) => true,
+            TransportError::Timeout(_) | TransportError::Connect(_) | TransportError::Broken(_) => {
+                true
+            }
             TransportError::Status { status, .. } => *status >= 500 || *status == 429,
             _ => false,
+        }
+    }
+
+    /// Whose fault: the call's for a service that refused its arguments (HTTP 400, 409,
+    /// 422); the tool's otherwise: unavailable when the call was not sent or not taken
+    /// (not reached, HTTP 429 and other 4xx, a redirect elsewhere), a timeout, or failed
+    /// when it may have run (a 5xx, an exchange broken off, an answer that is unusable,
+    /// too large or another call's).
+    pub fn fault(&self) -> Fault {
+        match self {
+            TransportError::Timeout(_) => Fault::Timeout,
+            TransportError::Connect(_) | TransportError::Redirect(_) => Fault::Unavailable,
+            TransportError::Status { status, .. } => match status {
+                400 | 409 | 422 => Fault::Call,
+                408 => Fault::Timeout,
+                500.. => Fault::Failed,
+                _ => Fault::Unavailable,
+            },
+            TransportError::Broken(_)
+            | TransportError::Protocol(_)
+            | TransportError::Dirty { .. }
+            | TransportError::TooLarge { .. } => Fault::Failed,
         }
     }
 }

@@ -624,10 +624,15 @@ endpoint = "http://admin:pw-in-url@127.0.0.1:1/tools/gone?token=tok-in-url"
     let r = one(&node, "g1", "gone").await;
     assert_eq!(r.status, ResultStatus::Error);
     let t = text(&r.content);
-    assert!(
-        t.contains("gone: the tool service could not be reached: could not connect"),
-        "{t}"
+    // Not the call's fault, and it did not run: the model is not told to change it.
+    assert_eq!(
+        t,
+        toolmend::node::TOOL_UNAVAILABLE_TEMPLATE.replace(
+            "{error}",
+            "gone: the tool service could not be reached (connection refused)"
+        )
     );
+    assert_eq!(r.fault, Some(toolmend::node::Fault::Unavailable));
     for leak in ["pw-in-url", "tok-in-url", "127.0.0.1:1", "/tools/gone"] {
         assert!(!t.contains(leak), "the endpoint leaked ({leak}): {t}");
     }

@@ -50,6 +50,7 @@ pub mod mend;
 pub mod message;
 pub mod node;
 pub mod protocol;
+pub mod redact;
 pub mod repair;
 pub mod schema;
 pub mod stream;

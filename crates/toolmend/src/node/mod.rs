@@ -55,13 +55,15 @@ use serde_json::Value;
 
 pub use policy::{
     AsyncResolveHook, ErrorFormatter, ErrorPredicate, NodeError, OnUnresolved, Resolution,
-    ResolveHook, TOOL_ERROR_TEMPLATE, ToolErrorPolicy, UnresolvedCall,
+    ResolveHook, TOOL_ERROR_TEMPLATE, TOOL_FAILED_TEMPLATE, TOOL_TIMEOUT_TEMPLATE,
+    TOOL_UNAVAILABLE_TEMPLATE, ToolErrorPolicy, UnresolvedCall, tool_error_template,
 };
 pub use stats::{
     Aggregate, CallOutcome, CallSource, CallStats, Listener, NodeStats, StatsCollector, Timings,
 };
 pub use tool::{
-    BoxFuture, CallContext, FnTool, Registry, Tool, ToolError, ToolOptions, ToolOutput, tool_fn,
+    BoxFuture, CallContext, Fault, FnTool, Registry, Tool, ToolError, ToolOptions, ToolOutput,
+    tool_fn,
 };
 #[cfg(feature = "typed")]
 pub use tool::{TypedTool, typed_tool, typed_tool_with_context};
@@ -324,6 +326,9 @@ pub struct ToolResult {
     pub metadata: Option<Value>,
     /// What became of the call.
     pub outcome: CallOutcome,
+    /// For a tool that ran and failed: whose fault it is (the call's, or the tool's:
+    /// unavailable, timed out, failed). `None` otherwise (a success, feedback, a refusal).
+    pub fault: Option<Fault>,
 }
 
 impl ToolResult {
@@ -404,6 +409,8 @@ struct Plan<'m> {
     answer: Option<ToolOutput>,
     status: ResultStatus,
     tool_error: bool,
+    /// Whose fault the tool's failure is.
+    fault: Option<Fault>,
     timings: Timings,
     /// The guard's decisions on it.
     guard: Vec<Decision>,
@@ -571,6 +578,7 @@ impl ToolNode {
             answer,
             status,
             tool_error,
+            fault,
             mut timings,
             guard,
             ..
@@ -585,6 +593,7 @@ impl ToolNode {
                     artifact: answer.artifact,
                     metadata: answer.metadata,
                     outcome: p.outcome,
+                    fault,
                 });
             }
             timings.mend = p.mend_time;
@@ -599,6 +608,7 @@ impl ToolNode {
                 correction_attempts,
                 correction_usage,
                 tool_error,
+                fault,
                 note: p.note,
                 guard,
                 timings,
@@ -996,6 +1006,7 @@ impl ToolNode {
                 }
                 Err(e) => {
                     p.tool_error = true;
+                    p.fault = Some(e.fault());
                     p.p.note = Some(e.to_string());
                     p.status = ResultStatus::Error;
                     match self.on_tool_error.render(&e) {
@@ -1033,6 +1044,7 @@ impl<'m> Plan<'m> {
             answer: None,
             status: ResultStatus::Error,
             tool_error: false,
+            fault: None,
             timings: Timings::default(),
             guard: Vec::new(),
         }

@@ -6,7 +6,7 @@ use std::{fmt, sync::Arc};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::ToolError;
+use super::{Fault, ToolError};
 use crate::{Issue, protocol::Message};
 
 /// A call still invalid after repair, validation and correction.
@@ -94,8 +94,33 @@ impl OnUnresolved {
     }
 }
 
-/// The template LangGraph's `ToolNode` uses for a caught tool error.
+/// The template LangGraph's `ToolNode` uses for a caught tool error: for an error that
+/// is the call's own ([`Fault::Call`]: the tool refused or failed on these arguments).
 pub const TOOL_ERROR_TEMPLATE: &str = "Error: {error}\n Please fix your mistakes.";
+
+/// For a tool that could not be reached or would not take the call
+/// ([`Fault::Unavailable`]): it did not run, and nothing says the call is wrong.
+pub const TOOL_UNAVAILABLE_TEMPLATE: &str = "Error: {error}\n The tool is unavailable, so the call did not run. Nothing is known to be wrong with your call: try again later, or reach your goal another way.";
+
+/// For a tool that did not answer in time ([`Fault::Timeout`]): the call may or may not
+/// have run.
+pub const TOOL_TIMEOUT_TEMPLATE: &str = "Error: {error}\n The tool did not answer in time: the call may or may not have run. Nothing is known to be wrong with your call: try again later or another way, and before repeating a call that changes something, check whether it took effect.";
+
+/// For a tool or service that failed ([`Fault::Failed`]: a 5xx, a broken answer, a
+/// panic): the call may or may not have run.
+pub const TOOL_FAILED_TEMPLATE: &str = "Error: {error}\n The tool failed on its side: the call may or may not have run. Nothing is known to be wrong with your call: try again later or another way, and before repeating a call that changes something, check whether it took effect.";
+
+/// The template for a fault: [`TOOL_ERROR_TEMPLATE`] for the call's own,
+/// [`TOOL_UNAVAILABLE_TEMPLATE`], [`TOOL_TIMEOUT_TEMPLATE`] or [`TOOL_FAILED_TEMPLATE`]
+/// for the tool's.
+pub fn tool_error_template(fault: Fault) -> &'static str {
+    match fault {
+        Fault::Call => TOOL_ERROR_TEMPLATE,
+        Fault::Unavailable => TOOL_UNAVAILABLE_TEMPLATE,
+        Fault::Timeout => TOOL_TIMEOUT_TEMPLATE,
+        Fault::Failed => TOOL_FAILED_TEMPLATE,
+    }
+}
 
 /// Which tool failures become an error result the agent reads, and in what words
 /// (LangGraph's `handle_tool_errors`). A panic always becomes an error result for its
@@ -105,12 +130,14 @@ pub enum ToolErrorPolicy {
     /// None: the first failure is returned as [`NodeError::Tool`] (results of the other
     /// calls are lost with it, as in LangGraph).
     Propagate,
-    /// All failures, as [`TOOL_ERROR_TEMPLATE`] (the default).
+    /// All failures, in the words for whose fault each is (the default):
+    /// [`TOOL_ERROR_TEMPLATE`] when it is the call's, LangGraph's; another template when
+    /// it is the tool's ([`tool_error_template`]).
     #[default]
     All,
     /// All failures, answered with this fixed text.
     Message(String),
-    /// Failures the predicate accepts, as [`TOOL_ERROR_TEMPLATE`]; others propagate.
+    /// Failures the predicate accepts, worded as with `All`; others propagate.
     Predicate(ErrorPredicate),
     /// The formatter's text; `None` propagates.
     Format(ErrorFormatter),
@@ -146,7 +173,7 @@ impl ToolErrorPolicy {
 
     /// The error result's text, or `None` to propagate.
     pub(crate) fn render(&self, e: &ToolError) -> Option<String> {
-        let template = || TOOL_ERROR_TEMPLATE.replace("{error}", &e.to_string());
+        let template = || tool_error_template(e.fault()).replace("{error}", &e.to_string());
         match self {
             _ if matches!(e, ToolError::Panicked(_)) => Some(template()),
             ToolErrorPolicy::Propagate => None,

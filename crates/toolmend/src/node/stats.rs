@@ -67,6 +67,9 @@ pub struct CallStats {
     pub correction_usage: Vec<Usage>,
     /// True when the tool ran and failed (timeout, panic, error).
     pub tool_error: bool,
+    /// Whose fault the tool's failure is (`call`, `unavailable`, `timeout`, `failed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<super::Fault>,
     /// Why it was dropped or flooded, or the tool error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,

@@ -81,8 +81,47 @@ impl From<Value> for ToolOutput {
     }
 }
 
+/// Whose fault a tool error is, and so what the model should do about it: change its
+/// call, or not. Machine-readable in [`ToolResult::fault`](super::ToolResult::fault) and
+/// [`CallStats::fault`](super::CallStats::fault) (`call`, `unavailable`, `timeout`,
+/// `failed`); each has its own wording ([`super::ToolErrorPolicy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Fault {
+    /// The call itself: the tool refused or failed on these arguments. The model should
+    /// change the call (LangGraph's "Please fix your mistakes.").
+    Call,
+    /// The tool could not be reached or would not take the call (connection refused, not
+    /// started, busy): the call did not run. Nothing says the call is wrong.
+    Unavailable,
+    /// No answer in time: the call may or may not have run.
+    Timeout,
+    /// The tool or its service failed (an HTTP 5xx, a broken or unreadable answer, a
+    /// panic): the call may or may not have run. Nothing says the call is wrong.
+    Failed,
+}
+
+impl Fault {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Call => "call",
+            Fault::Unavailable => "unavailable",
+            Fault::Timeout => "timeout",
+            Fault::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why a tool call failed while running. What reaches the model is decided by the
-/// node's [`super::ToolErrorPolicy`].
+/// node's [`super::ToolErrorPolicy`], worded by [`ToolError::fault`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ToolError {
@@ -112,6 +151,19 @@ pub enum ToolError {
         /// How the call went (service latency, attempts, …), see [`ToolOutput::metadata`].
         metadata: Option<Box<Value>>,
     },
+    /// The tool's service failed, not the call: it could not be reached, failed (a 5xx),
+    /// or answered with something unusable. `message` says what happened, without the
+    /// service's own text (redacted, see [`crate::redact`]).
+    #[error("{message}")]
+    Service {
+        /// Whose fault: [`Fault::Unavailable`], [`Fault::Timeout`] or [`Fault::Failed`]
+        /// (a tool that set [`Fault::Call`] here is read as [`Fault::Failed`]).
+        fault: Fault,
+        /// What the model reads (before the wording for its fault).
+        message: String,
+        /// How the call went, see [`ToolOutput::metadata`].
+        metadata: Option<Box<Value>>,
+    },
 }
 
 impl ToolError {
@@ -120,13 +172,41 @@ impl ToolError {
         ToolError::Failed(message.to_string())
     }
 
-    /// The caller's data beside the failure ([`ToolError::Detailed`]), moved out: the
-    /// artifact and the metadata.
+    /// A failure of the tool's service (see [`ToolError::Service`]).
+    pub fn service(fault: Fault, message: impl fmt::Display) -> Self {
+        ToolError::Service {
+            fault,
+            message: message.to_string(),
+            metadata: None,
+        }
+    }
+
+    /// Whose fault it is: the call's for what the tool itself reported
+    /// ([`Failed`](ToolError::Failed), [`Detailed`](ToolError::Detailed),
+    /// [`Arguments`](ToolError::Arguments)); [`Fault::Timeout`] for a timeout;
+    /// [`Fault::Failed`] for a panic (a bug in the tool); a service failure's own.
+    pub fn fault(&self) -> Fault {
+        match self {
+            ToolError::Failed(_) | ToolError::Arguments(_) | ToolError::Detailed { .. } => {
+                Fault::Call
+            }
+            ToolError::Timeout(_) => Fault::Timeout,
+            ToolError::Panicked(_) => Fault::Failed,
+            ToolError::Service { fault, .. } => match fault {
+                Fault::Call => Fault::Failed,
+                other => *other,
+            },
+        }
+    }
+
+    /// The caller's data beside the failure ([`ToolError::Detailed`],
+    /// [`ToolError::Service`]), moved out: the artifact and the metadata.
     pub fn into_details(self) -> (Option<Value>, Option<Value>) {
         match self {
             ToolError::Detailed {
                 artifact, metadata, ..
             } => (artifact.map(|a| *a), metadata.map(|m| *m)),
+            ToolError::Service { metadata, .. } => (None, metadata.map(|m| *m)),
             _ => (None, None),
         }
     }
