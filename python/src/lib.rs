@@ -464,8 +464,8 @@ impl Toolbox {
     /// `tools`: dicts `{"name", "description", "parameters"}` or OpenAI tool definitions
     /// (`{"type": "function", "function": {…}}`).
     ///
-    /// `coerce`: `True` (every safe coercion), `False` (none), or a dict switching
-    /// single coercions from the default, e.g. `{"scalar_to_string": False}`.
+    /// `coerce`: `True` (the default coercions, safe and unsafe), `False` (none), or a
+    /// dict switching single coercions from the default, e.g. `{"scalar_to_string": False}`.
     ///
     /// The planning options (`plan_message`): `calls_in_text` (read calls written into the
     /// text when the message sent none), `accept_truncated` (`True`, or the tools that run

@@ -20,11 +20,24 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// Mend the tool calls language models emit.
 ///
 /// toolmend repairs broken argument text (quotes, commas, truncation, think
-/// leaks, chat-template tags, wrappers …), validates it against the tool's JSON
-/// Schema with safe coercions ("5" -> 5, "Celsius" -> "celsius", town -> city),
-/// and says precisely what is still wrong, so an agent's loop keeps running.
+/// leaks, chat-template tags, wrappers …), coerces it to the tool's JSON Schema
+/// ("Celsius" -> "celsius", "5" -> 5, town -> city) and validates it, and says
+/// precisely what is still wrong, so an agent's loop keeps running.
 /// `toolmend history` checks, sanitizes and trims the conversation that carries
 /// the calls, so a provider accepts it.
+///
+/// Every fix is recorded with its safety (docs/issue-kinds.md): safe (the meaning
+/// is certainly kept: a trailing comma, "Celsius" -> "celsius"), unsafe (a reading
+/// was chosen: "5" -> 5, town -> city) or lossy (something was lost: a cut-off
+/// call, a key the schema forbids dropped). The unsafe fixes that run by default:
+/// duplicate_call_dropped, tool_name_fixed, concatenated_calls_split,
+/// json_candidate_chosen, unquoted_string, inner_quote_escaped, non_finite_number,
+/// missing_colon, missing_value_dropped, garbage_skipped, unquoted_text_joined,
+/// string_to_number, string_to_integer, string_to_boolean, csv_split, key_renamed,
+/// key_renamed_by_tokens, key_renamed_by_description, key_renamed_by_structure,
+/// date_normalized. `mend --strict` turns off every repair of the text and every
+/// coercion (tool_name_fixed stays); the libraries switch each coercion (Rust
+/// `Coercions`, Python `coerce=`); the gateway runs the defaults.
 ///
 /// Exit status: 0 on success, 1 when `mend` met a malformed input line or
 /// `history check` finds violations, 2 on a usage or input error (a missing

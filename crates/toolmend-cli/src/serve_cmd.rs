@@ -15,7 +15,8 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 /// /models without /v1 are served too). Each request's history is checked before it
 /// goes upstream (sanitized by default, the actions named in `x-toolmend-history`);
 /// each response's tool calls are repaired, coerced and validated against the
-/// request's `tools`, calls written into the text become real `tool_calls`, and a call
+/// request's `tools` (the default fixes, the unsafe ones included: `toolmend --help`
+/// lists them), calls written into the text become real `tool_calls`, and a call
 /// that stays invalid is sent back to the model with its feedback (`calls.invalid =
 /// "re_ask"`), invisible to the client. Streaming included. `x-toolmend-calls`,
 /// `x-toolmend-fixes`, `x-toolmend-unresolved` and the body's `toolmend` object say what

@@ -649,3 +649,50 @@ fn a_message_record_is_planned_as_every_front_plans_it() {
     assert_eq!(ids, ["a", "a_2", "call_tm_0_3"]);
     assert_eq!(report["calls"][1]["disposition"], "dropped");
 }
+
+/// The items of the comma-separated list that follows `marker` in `text` (up to the
+/// next `.`), backticks and line breaks aside.
+fn listed_after(text: &str, marker: &str) -> std::collections::BTreeSet<String> {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let at = flat
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker:?} in:\n{text}"))
+        + marker.len();
+    let rest = &flat[at..];
+    let end = rest.find('.').unwrap_or(rest.len());
+    rest[..end]
+        .split(',')
+        .map(|s| s.trim().trim_matches('`').to_owned())
+        .collect()
+}
+
+/// One vocabulary of safety: `--help` and the README's first screen name exactly the
+/// fixes the core's table calls unsafe and runs by default (`FixKind::safety`,
+/// `FixKind::runs_by_default`); a kind whose safety or default changes fails here until
+/// both say so.
+#[test]
+fn the_help_and_the_readme_list_the_unsafe_fixes_that_run_by_default() {
+    use toolmend::{FixKind, Safety};
+    let want: std::collections::BTreeSet<String> = FixKind::ALL
+        .iter()
+        .filter(|k| k.safety() == Safety::Unsafe && k.runs_by_default())
+        .map(|k| k.id().to_owned())
+        .collect();
+    assert!(want.contains("string_to_integer") && want.contains("key_renamed"));
+    let (code, help, _) = toolmend(&["--help"], b"");
+    assert_eq!(code, 0);
+    assert_eq!(
+        listed_after(&help, "The unsafe fixes that run by default:"),
+        want
+    );
+    assert!(
+        !help.contains("safe coercions"),
+        "\"5\" -> 5 is not safe: {help}"
+    );
+    let readme = include_str!("../../../README.md");
+    let first_screen: String = readme.lines().take(40).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        listed_after(&first_screen, "Unsafe fixes that run by default:"),
+        want
+    );
+}

@@ -220,6 +220,22 @@ fix_kinds! {
     ArgumentsUnwrapped = "arguments_unwrapped", Safe;
 }
 
+impl FixKind {
+    /// True when the default options make this fix wherever it applies: a repair of the
+    /// text or its envelope (lax mode; strict makes none), a coercion whose switch is on
+    /// in [`Coercions::default`](crate::schema::Coercions); not a fix only an opt-in
+    /// makes (`merged_call_split`, off by default; `arguments_corrected`, a correction
+    /// model's; `arguments_salvaged`, an unresolved-call hook's). With [`safety`](Self::safety),
+    /// what the help and the README list as the unsafe fixes that run by default.
+    pub fn runs_by_default(self) -> bool {
+        match self {
+            FixKind::ArgumentsCorrected | FixKind::ArgumentsSalvaged => false,
+            kind => crate::schema::Coercions::switch_of(kind)
+                .is_none_or(|s| crate::schema::Coercions::default().get(s) == Some(true)),
+        }
+    }
+}
+
 impl std::fmt::Display for FixKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.id())
@@ -299,5 +315,41 @@ impl std::fmt::Display for Fix {
             write!(f, ": {}", self.detail)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FixKind, Safety};
+    use crate::schema::Coercions;
+
+    #[test]
+    fn every_switch_is_read_and_makes_a_fix() {
+        for s in Coercions::SWITCHES {
+            assert_eq!(Coercions::none().get(s), Some(false), "{s}");
+            assert!(Coercions::default().get(s).is_some(), "{s}");
+            assert!(
+                FixKind::ALL
+                    .iter()
+                    .any(|k| Coercions::switch_of(*k) == Some(s)),
+                "no fix of {s}"
+            );
+        }
+        for k in FixKind::ALL {
+            if let Some(s) = Coercions::switch_of(*k) {
+                assert!(Coercions::SWITCHES.contains(&s), "{k}: {s}");
+            }
+        }
+        assert_eq!(Coercions::default().get("nothing"), None);
+    }
+
+    #[test]
+    fn what_runs_by_default() {
+        let on = |k: FixKind| k.runs_by_default();
+        assert!(on(FixKind::StringToInteger) && on(FixKind::KeyRenamed));
+        assert!(on(FixKind::UnquotedString) && on(FixKind::TrailingComma));
+        assert!(!on(FixKind::MergedCallSplit));
+        assert!(!on(FixKind::ArgumentsCorrected) && !on(FixKind::ArgumentsSalvaged));
+        assert_eq!(FixKind::StringToInteger.safety(), Safety::Unsafe);
     }
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 pub enum IssueKind {
     /// A required field is absent. Never invented: the agent must supply it.
     MissingRequired,
-    /// A value of the wrong JSON type that no safe coercion could fix.
+    /// A value of the wrong JSON type that no coercion could fix.
     WrongType,
     /// A value that is not one of the enum's (or `const`'s) values.
     NotInEnum,

@@ -7,8 +7,9 @@
 //!   -> repair    tolerant parse: envelopes (think blocks, fences, prose, chat-template tags,
 //!                wrappers, double encoding) and syntax (quotes, commas, literals, truncation)
 //!                -> JSON value(s) + the fixes applied            [`repair`]
-//!   -> validate  against the tool's compiled JSON Schema, with safe coercions
-//!                ("5" -> 5, "Celsius" -> "celsius", town -> city) recorded as fixes
+//!   -> validate  against the tool's compiled JSON Schema, with coercions recorded as
+//!                fixes with their safety: safe ("Celsius" -> "celsius"), unsafe
+//!                ("5" -> 5, town -> city: a reading was chosen), each switchable
 //!                -> valid arguments, or field-level issues        [`schema`]
 //!   -> feedback  deterministic text (and JSON) the agent can act on [`feedback`]
 //! ```

@@ -1,5 +1,6 @@
-//! Lax mode: walk the arguments along the schema and apply the safe coercions the
-//! [`Coercions`] switch on, recording each as a [`Fix`].
+//! Lax mode: walk the arguments along the schema and apply the coercions the
+//! [`Coercions`] switch on, recording each as a [`Fix`] (with its safety: safe, unsafe or
+//! lossy).
 //!
 //! The walk never invents a value: a missing required field stays missing, no default is
 //! added, and an enum value with no unique case-insensitive match is left for validation
