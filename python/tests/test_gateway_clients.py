@@ -143,11 +143,11 @@ def stack(tmp_path):
     test (in its body, so pytest reports FAILED, not a setup ERROR)."""
     started: list[Server] = []
 
-    def start(*steps: dict) -> Stack:
+    def start(*steps: dict, env_extra: dict[str, str] | None = None) -> Stack:
         exe = binary()
         script = tmp_path / f"script-{len(started)}.jsonl"
         script.write_text("".join(json.dumps(s) + "\n" for s in steps))
-        env = clean_env()
+        env = clean_env() | (env_extra or {})
         provider = Server(
             "scripted-provider",
             [str(exe), "scripted-provider", str(script), "--port", "0"],
@@ -574,3 +574,37 @@ def test_minted_call_ids_stay_unique_across_an_agent_loop(stack):
     assert raw.parse().choices[0].message.content == "Sunny in both."
     assert len(set(ids)) == 2, ids
     assert "x-toolmend-history" not in raw.headers, raw.headers["x-toolmend-history"]
+
+
+# ---------------------------------------------------------------------------------------
+# The guard's refusal and the SDK's retries (docs/guard.md, "Retries").
+
+
+def test_a_guard_refusal_is_raised_at_once_not_retried_by_the_sdk(stack):
+    """The default `on_flood = "feedback"`: the model repeats a call, is told, repeats it
+    again; the gateway answers 429 with `Retry-After: 60` and `x-should-retry: false`. The
+    SDK at its default `max_retries = 2` raises at once: no retry reached the provider
+    (without the header it would sleep 60 s and send the request again, a paid call)."""
+    rome = call("c1", '{"city": "Rome"}')
+    s = stack(
+        calls(rome),
+        calls(call("c2", '{"city": "Rome"}')),
+        calls(call("c3", '{"city": "Rome"}')),
+        said("spare"),
+        env_extra={"TOOLMEND_GUARD__DUPLICATE__WINDOW_SECS": "60"},
+    )
+    sdk = openai.OpenAI(base_url=s.gateway, api_key="x", timeout=CLIENT_TIMEOUT)
+    assert sdk.max_retries == 2
+    session = {"x-toolmend-session": "s"}
+    first = sdk.chat.completions.create(model="m", messages=ASK, tools=[WEATHER], extra_headers=session)
+    assert first.choices[0].message.tool_calls[0].id == "c1"
+    with pytest.raises(openai.RateLimitError) as refused:
+        sdk.chat.completions.create(model="m", messages=ASK, tools=[WEATHER], extra_headers=session)
+    headers = refused.value.response.headers
+    assert headers["x-should-retry"] == "false"
+    assert headers["retry-after"] == "60"
+    assert "refused=2" in headers["x-toolmend-guard"] and "re_asks=1" in headers["x-toolmend-guard"]
+    assert refused.value.response.json()["error"]["code"] == "toolmend_tool_flood"
+    # The spare step is still there: the SDK sent no second request.
+    assert not s.provider_is_exhausted()
+    assert s.provider_is_exhausted()
