@@ -8,6 +8,7 @@
 mod history_cmd;
 mod history_io;
 mod input;
+mod key_cmd;
 mod mend_cmd;
 mod report;
 mod report_cmd;
@@ -117,6 +118,17 @@ enum Command {
 
     // No doc comment here: the help (`toolmend report --help`) is `ReportArgs`'s.
     Report(report_cmd::ReportArgs),
+
+    /// Client keys for `toolmend serve`: make one, or hash one for [access].
+    ///
+    /// The gateway's configuration holds each client's key as its SHA-256 only
+    /// ([[access.clients]] name, key_sha256); the key itself goes to the client.
+    ///
+    /// Examples:
+    ///   toolmend key new ci                          # a key and its entry
+    ///   printf %s "$KEY" | toolmend key hash --name ci
+    #[command(verbatim_doc_comment)]
+    Key(key_cmd::KeyArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -421,6 +433,7 @@ fn run_command(command: &Command) -> u8 {
         Command::ScriptedProvider(args) => provider_cmd(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),
+        Command::Key(args) => key_cmd::run(args),
     };
     match result {
         Ok(code) => status_of(code),

@@ -59,7 +59,7 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 ///               store = "memory" | "redis"   redis_url = "redis://127.0.0.1:6379/" (no
 ///                 default; required for "redis")
 ///               timeout_ms = 20   fail = "open" | "closed"   max_keys = 100000
-///               session_from = ["header", "user", "metadata", "api_key"]   (x-toolmend-session)
+///               session_from = ["header", "user", "metadata", "client", "api_key"]   (x-toolmend-session)
 ///               metadata_key = "session_id"   session_ttl_secs = 3600
 ///     rules (none by default; these are examples):
 ///               session = {limit = 5, window_secs = 60}   duplicate = {window_secs = 60}
@@ -77,6 +77,16 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 ///               otlp_endpoint = "http://127.0.0.1:4318" (no default: the environment's
 ///                 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT,
 ///                 else no export)   service_name = "toolmend-gateway" (OTEL_SERVICE_NAME wins)
+///   [access]    who may call (docs/gateway.md, "Who may call"); keys are kept as SHA-256 only
+///               clients = [] (no default: anyone may call; each {name = "ci", key_sha256 =
+///                 "<64 hex>"}, or [[access.clients]] tables: toolmend key new ci prints
+///                 a key and its entry; printf %s "$KEY" | toolmend key hash hashes one)
+///               clients_file = "/run/secrets/toolmend-clients.toml" (no default; more
+///                 [[clients]] tables, read at start)
+///               admin_listen = "127.0.0.1:9790" (no default: /metrics is served on listen)
+///               admin_key_sha256 = "<64 hex>" (no default: /metrics asks what the API asks)
+///               allow_unauthenticated = false (true: serve a public address without
+///                 client keys even when the gateway holds a key or runs tools)
 ///   [[tools]]   tools behind the network (none by default; these are examples), also in
 ///               a file of their own (--tools FILE):
 ///               name = "get_weather"   description = "..."   endpoint = "http://127.0.0.1:9000/weather"
@@ -92,6 +102,15 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 ///
 /// A configuration error names where the value came from: the file and its line
 /// (gateway.toml:12: …), the variable (TOOLMEND_HISTORY__POLICY: …) or the flag.
+///
+/// Who may call: with [access] clients, each /v1 route answers 401 (OpenAI's
+/// invalid_api_key) to a request without a client key, sent as Authorization: Bearer
+/// KEY (OpenAI SDKs), x-api-key (Anthropic SDKs) or api-key (Azure OpenAI SDKs); the
+/// key is never sent upstream (the gateway's own key is, or none). /healthz and /readyz
+/// stay open. serve refuses to start on an address beyond loopback (0.0.0.0, a public
+/// IP) while it holds a provider key (upstream.api_key_env, correction.api_key_env) or
+/// runs tools and has no client key, unless access.allow_unauthenticated = true says
+/// that something in front already checks who calls.
 ///
 /// Logs: JSON lines on standard error, one per request at info (target
 /// toolmend::request: method, route, status, upstream status and calls, duration,
@@ -109,6 +128,10 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 ///   TOOLMEND_GUARD__SESSION__LIMIT=5 TOOLMEND_GUARD__SESSION__WINDOW_SECS=60 \
 ///     TOOLMEND_GUARD__STORE=redis TOOLMEND_GUARD__REDIS_URL=redis://127.0.0.1:6379/ toolmend serve ...
 ///   toolmend serve --upstream https://api.openai.com/v1 --tools tools.toml
+///   toolmend key new ci   # a key for the client, and its entry for gateway.toml
+///   OPENAI_API_KEY=sk-... TOOLMEND_UPSTREAM__API_KEY_ENV=OPENAI_API_KEY \
+///     TOOLMEND_ACCESS__ADMIN_LISTEN=127.0.0.1:9790 toolmend serve --config gateway.toml \
+///     --listen 0.0.0.0:8080 --upstream https://api.openai.com/v1
 ///   RUST_LOG=info,toolmend::request=warn toolmend serve ...   # no line per request
 ///   toolmend scripted-provider examples/script.jsonl &   # then
 ///   toolmend serve --listen 127.0.0.1:8790 --upstream http://127.0.0.1:PORT/v1
@@ -272,26 +295,54 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let served = runtime.block_on(async {
         let metrics = toolmend_gateway::metrics::install().ok();
         let listen = config.listen;
+        let admin_listen = config.access.admin_listen;
         // Tools are loaded here: MCP servers are connected and listed before the first
         // request; any problem stops the start, naming the file, the line and the tool.
         let gateway = std::sync::Arc::new(
             toolmend_gateway::Gateway::with_tools(config, metrics, &tools).await?,
         );
+        // Before anything listens: no key of the gateway's for whoever reaches the port.
+        gateway.check_exposure(listen)?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("binding {listen}"))?;
+        let admin = match admin_listen {
+            Some(at) => Some(
+                tokio::net::TcpListener::bind(at)
+                    .await
+                    .with_context(|| format!("binding access.admin_listen {at}"))?,
+            ),
+            None => None,
+        };
+        let shown = match &admin {
+            Some(a) => format!("; metrics: http://{}/metrics", a.local_addr()?),
+            None => String::new(),
+        };
         let mut out = std::io::stdout();
         // Never the credentials a URL may carry (`http://user:key@host/v1`).
         writeln!(
             out,
-            "toolmend gateway: http://{}/v1 -> {}; Ctrl-C stops it",
+            "toolmend gateway: http://{}/v1 -> {}{shown}; Ctrl-C stops it",
             listener.local_addr()?,
             gateway.upstream_url()
         )?;
         out.flush()?;
-        toolmend_gateway::serve(listener, gateway, shutdown())
-            .await
-            .context("serving")?;
+        // The admin listener serves until the main one has drained (it ends with it).
+        let admin_served = async {
+            match admin {
+                Some(l) => {
+                    let gw = std::sync::Arc::clone(&gateway);
+                    toolmend_gateway::serve_admin(l, gw, std::future::pending()).await
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let main_served =
+            toolmend_gateway::serve(listener, std::sync::Arc::clone(&gateway), shutdown());
+        tokio::select! {
+            served = main_served => served.context("serving")?,
+            served = admin_served => served.context("serving access.admin_listen")?,
+        }
         Ok(ExitCode::SUCCESS)
     });
     // The spans still buffered go out (the runtime's workers run the exporter's task).

@@ -73,8 +73,13 @@ impl Gateway {
     /// Starts the gateway on a free port in front of `upstream`, with `env` on top of an
     /// environment cleared of `TOOLMEND_*` and `RUST_LOG`, and waits for its banner.
     fn start(upstream: &str, env: &[(&str, &str)]) -> Gateway {
+        Gateway::start_on("127.0.0.1:0", upstream, env)
+    }
+
+    /// [`start`](Self::start) listening on `listen`.
+    fn start_on(listen: &str, upstream: &str, env: &[(&str, &str)]) -> Gateway {
         let mut cmd = Command::new(BIN);
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream]);
+        cmd.args(["serve", "--listen", listen, "--upstream", upstream]);
         for (k, _) in std::env::vars() {
             if k.starts_with("TOOLMEND_") || k == "RUST_LOG" {
                 cmd.env_remove(k);
@@ -1032,7 +1037,13 @@ fn serve_help_lists_every_key_and_policy_of_the_docs() {
 fn i24_a_gateway_whose_pipes_nobody_reads_answers_every_request() {
     let up = Upstream::start(Duration::ZERO);
     let mut cmd = Command::new(BIN);
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--upstream", &up.base_url()]);
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &up.base_url(),
+    ]);
     for (k, _) in std::env::vars() {
         if k.starts_with("TOOLMEND_") || k == "RUST_LOG" {
             cmd.env_remove(k);
@@ -1076,4 +1087,184 @@ fn i24_a_gateway_whose_pipes_nobody_reads_answers_every_request() {
         .unwrap_or_else(|| panic!("no toolmend_log_lines_dropped_total in /metrics:\n{text}"));
     assert!(dropped > 0, "the queue never overflowed: {dropped}");
     drop(proc);
+}
+
+// ---------------------------------------------------------------- 7. who may call
+
+/// The SHA-256 of `key` as `toolmend key hash` prints it.
+fn key_hash(key: &str) -> String {
+    let mut child = Command::new(BIN)
+        .args(["key", "hash"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // With its newline, as `echo` gives it: ignored.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{key}\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn key_hash_and_key_new_print_what_access_takes() {
+    // FIPS 180-2's "abc".
+    assert_eq!(
+        key_hash("abc"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    let out = Command::new(BIN)
+        .args(["key", "new", "ci"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    // "# tmk_…" then the entry, whose hash is the key's.
+    let key = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# tmk_"))
+        .map(|k| format!("tmk_{k}"))
+        .unwrap_or_else(|| panic!("no key in {text}"));
+    assert_eq!(key.len(), 4 + 64, "{key}");
+    assert!(
+        text.contains(&format!(
+            "[[access.clients]]\nname = \"ci\"\nkey_sha256 = \"{}\"",
+            key_hash(&key)
+        )),
+        "{text}"
+    );
+    // Two keys are never the same.
+    let again = Command::new(BIN)
+        .args(["key", "new", "ci"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8(again.stdout).unwrap().contains(&key));
+    // A name that cannot be a label.
+    let bad = Command::new(BIN)
+        .args(["key", "new", "a b"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn a_start_on_a_public_address_with_a_key_and_no_client_keys_is_refused_saying_how_to_fix_it() {
+    let up = format!("http://127.0.0.1:{}/v1", dead_port());
+    let key = [
+        ("TOOLMEND_UPSTREAM__API_KEY_ENV", "TM_SERVE_TEST_KEY"),
+        ("TM_SERVE_TEST_KEY", "sk-provider-secret"),
+    ];
+    let err = refused_start(&["--listen", "0.0.0.0:0", "--upstream", &up], &key);
+    for what in [
+        "refusing to serve 0.0.0.0:0",
+        "TM_SERVE_TEST_KEY (upstream.api_key_env)",
+        "toolmend key hash",
+        "[[access.clients]]",
+        "--listen 127.0.0.1:",
+        "access.allow_unauthenticated = true",
+        "TOOLMEND_ACCESS__ALLOW_UNAUTHENTICATED=true",
+    ] {
+        assert!(err.contains(what), "`{what}` not in: {err}");
+    }
+    assert!(!err.contains("sk-provider-secret"), "{err}");
+    // Anything beyond loopback is public: an interface's own address too.
+    let err = refused_start(&["--listen", "[::]:0", "--upstream", &up], &key);
+    assert!(err.contains("refusing to serve [::]:0"), "{err}");
+}
+
+#[test]
+fn the_explicit_opt_in_starts_on_a_public_address() {
+    let up = Upstream::start(Duration::ZERO);
+    let gw = Gateway::start_on(
+        "0.0.0.0:0",
+        &up.base_url(),
+        &[
+            ("TOOLMEND_UPSTREAM__API_KEY_ENV", "TM_SERVE_TEST_KEY"),
+            ("TM_SERVE_TEST_KEY", "sk-provider-secret"),
+            ("TOOLMEND_ACCESS__ALLOW_UNAUTHENTICATED", "true"),
+        ],
+    );
+    let local = SocketAddr::from(([127, 0, 0, 1], gw.addr.port()));
+    let resp = chat(local, &small_request(), Duration::from_secs(30)).unwrap();
+    assert_eq!(resp.status, 200);
+    // Said at start, at warn.
+    let stderr = gw.stderr();
+    assert!(
+        stderr.contains("access.allow_unauthenticated = true"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-provider-secret"), "{stderr}");
+}
+
+#[test]
+fn client_keys_on_a_public_address_admit_their_clients_only_and_metrics_go_to_the_admin_listener() {
+    let up = Upstream::start(Duration::ZERO);
+    // `request` sends `Authorization: Bearer sk-test`: a client key here, first.
+    let clients = format!(
+        "[{{name = \"ci\", key_sha256 = \"{}\"}}]",
+        key_hash("sk-test")
+    );
+    let env = [
+        ("TOOLMEND_UPSTREAM__API_KEY_ENV", "TM_SERVE_TEST_KEY"),
+        ("TM_SERVE_TEST_KEY", "sk-provider-secret"),
+        ("TOOLMEND_ACCESS__ADMIN_LISTEN", "127.0.0.1:0"),
+    ];
+    let mut with_clients = env.to_vec();
+    with_clients.push(("TOOLMEND_ACCESS__CLIENTS", &clients));
+    let gw = Gateway::start_on("0.0.0.0:0", &up.base_url(), &with_clients);
+    let local = SocketAddr::from(([127, 0, 0, 1], gw.addr.port()));
+    let resp = chat(local, &small_request(), Duration::from_secs(30)).unwrap();
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    assert!(up.seen.recv_timeout(Duration::from_secs(10)).is_ok());
+    // "…; metrics: http://127.0.0.1:PORT/metrics; Ctrl-C stops it"
+    let admin: SocketAddr = gw
+        .banner
+        .split("metrics: http://")
+        .nth(1)
+        .and_then(|r| r.split_once("/metrics"))
+        .map(|(a, _)| a.parse().unwrap())
+        .unwrap_or_else(|| panic!("no admin address in the banner: {}", gw.banner));
+    let metrics = request(admin, "GET", "/metrics", b"", Duration::from_secs(30)).unwrap();
+    assert_eq!(metrics.status, 200);
+    let text = String::from_utf8_lossy(&metrics.body).into_owned();
+    assert!(
+        text.contains("toolmend_client_requests_total{client=\"ci\"} 1"),
+        "{text}"
+    );
+    let main = request(local, "GET", "/metrics", b"", Duration::from_secs(30)).unwrap();
+    assert_eq!(main.status, 404);
+    let stderr = gw.stderr();
+    assert!(stderr.contains("the keys of 1 client(s): ci;"), "{stderr}");
+    assert!(
+        !stderr.contains("sk-test") && !stderr.contains("sk-provider-secret"),
+        "{stderr}"
+    );
+    drop(gw);
+
+    // Another client's key only: `sk-test` is refused, and nothing goes upstream.
+    let other = format!(
+        "[{{name = \"web\", key_sha256 = \"{}\"}}]",
+        key_hash("sk-web")
+    );
+    let mut with_other = env.to_vec();
+    with_other.push(("TOOLMEND_ACCESS__CLIENTS", &other));
+    let gw = Gateway::start_on("0.0.0.0:0", &up.base_url(), &with_other);
+    let local = SocketAddr::from(([127, 0, 0, 1], gw.addr.port()));
+    let resp = chat(local, &small_request(), Duration::from_secs(30)).unwrap();
+    assert_eq!(resp.status, 401);
+    let body: Value = serde_json::from_slice(&resp.body).unwrap();
+    assert_eq!(body["error"]["code"], "invalid_api_key", "{body}");
+    assert!(up.seen.recv_timeout(Duration::from_millis(300)).is_err());
+    let health = request(local, "GET", "/healthz", b"", Duration::from_secs(30)).unwrap();
+    assert_eq!(health.status, 200);
 }

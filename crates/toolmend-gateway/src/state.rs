@@ -367,8 +367,8 @@ fn log_access(config: &Config, clients: &[ClientKey]) {
         };
         tracing::info!(
             target: "toolmend::start",
-            "access: {} client keys ({}), a request without one is answered 401; {upstream}; \
-             {metrics}",
+            "access: the keys of {} client(s): {}; a request without one is answered 401; \
+             {upstream}; {metrics}",
             names.len(),
             names.join(", ")
         );
