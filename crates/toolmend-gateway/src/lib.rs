@@ -43,7 +43,8 @@
 //!
 //! - [`config`]: the TOML configuration. [`metrics`]: the Prometheus series.
 //! - [`events`]: the event log (`[events]`): one JSON line per mended call, the input of
-//!   `toolmend report`.
+//!   `toolmend report`. [`sink`]: the writers that never hold a request (the log's and
+//!   the event log's bounded queues, drops counted).
 //! - `server/`: HTTP plumbing: the accept loop, the upstream client, request bodies and
 //!   ids, the one error type (`GatewayError`: status and OpenAI's error body), the routes
 //!   of no front (health, metrics, the model list).
@@ -63,6 +64,7 @@ pub mod fuzzing;
 pub mod metrics;
 mod pipeline;
 mod server;
+pub mod sink;
 mod state;
 #[cfg(feature = "otel")]
 pub mod telemetry;

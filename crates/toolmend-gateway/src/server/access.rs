@@ -266,7 +266,7 @@ async fn access(
         ..Tally::default()
     });
     #[cfg(feature = "otel")]
-    let span = {
+    let span = if crate::telemetry::active() {
         use tracing::field::Empty;
         let span = tracing::info_span!(
             target: "toolmend::trace",
@@ -286,6 +286,9 @@ async fn access(
         );
         crate::telemetry::adopt_parent(&span, req.headers());
         span
+    } else {
+        // No exporter: no span (nothing made, formatted or stored per request).
+        tracing::Span::none()
     };
     #[cfg(feature = "otel")]
     let mut resp = match refused {

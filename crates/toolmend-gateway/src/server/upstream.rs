@@ -274,6 +274,9 @@ impl Upstream {
     #[cfg(feature = "otel")]
     fn chat_span(&self) -> tracing::Span {
         use tracing::field::Empty;
+        if !crate::telemetry::active() {
+            return tracing::Span::none();
+        }
         let model = access::current_model();
         let name = match &model {
             Some(m) => format!("chat {m}"),
