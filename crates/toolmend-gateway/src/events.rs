@@ -96,8 +96,8 @@ pub struct CallEvent {
     #[serde(default)]
     pub session: Option<String>,
     /// The `[access]` client whose key the request presented (its configured name);
-    /// left out when the gateway has no client keys, and from the CLI.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// None when the gateway has no client keys, and from the CLI.
+    #[serde(default)]
     pub client: Option<String>,
     /// The model the request named (`toolmend mend --events-model`); None when unknown.
     #[serde(default)]
