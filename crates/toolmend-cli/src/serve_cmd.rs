@@ -164,9 +164,14 @@ const NOT_OVERRIDES: [&str; 5] = [
     "TOOLMEND_PYTHON",
 ];
 
-/// The crates of the HTTP stack: kept at warn unless `RUST_LOG` names them (at debug
-/// they log every connection and pool event).
-const NOISY: [&str; 7] = [
+/// Our dependencies' logs: kept at warn unless `RUST_LOG` names them (`target=level`: at
+/// that level instead). The HTTP stack logs every connection and pool event at debug;
+/// the MCP library (`rmcp`) logs at info, one line a 2.4 KB debug dump of the server's
+/// capabilities; Redis and OpenTelemetry log reconnects and exports at info. rmcp's
+/// transport worker logs only a `{:?}` dump of the error that ended a session (type
+/// names, fields): off, as toolmend logs the same failure in its own words, naming the
+/// server (`MCP session ended…`, `tool service failed`).
+const NOISY: [&str; 13] = [
     "hyper",
     "hyper_util",
     "h2",
@@ -174,6 +179,12 @@ const NOISY: [&str; 7] = [
     "rustls",
     "tower",
     "tower_http",
+    "rmcp",
+    "rmcp::transport::worker=off",
+    "redis",
+    "opentelemetry",
+    "opentelemetry_sdk",
+    "opentelemetry_otlp",
 ];
 
 /// The log filter for `rust_log` (`RUST_LOG`): it, or `info`, with [`NOISY`] at warn
@@ -190,9 +201,11 @@ pub(crate) fn log_filter(rust_log: Option<&str>) -> String {
         })
     };
     let mut filter = base.to_owned();
-    for krate in NOISY {
-        if !named(krate) {
-            filter.push_str(&format!(",{krate}=warn"));
+    for entry in NOISY {
+        let (target, level) = entry.split_once('=').unwrap_or((entry, "warn"));
+        // A crate named in `RUST_LOG` logs as asked, in every module.
+        if !named(target.split("::").next().unwrap_or(target)) {
+            filter.push_str(&format!(",{target}={level}"));
         }
     }
     filter
@@ -404,8 +417,15 @@ mod tests {
         assert_eq!(
             log_filter(None),
             "info,hyper=warn,hyper_util=warn,h2=warn,reqwest=warn,rustls=warn,tower=warn,\
-             tower_http=warn"
+             tower_http=warn,rmcp=warn,rmcp::transport::worker=off,redis=warn,\
+             opentelemetry=warn,opentelemetry_sdk=warn,opentelemetry_otlp=warn"
         );
+        // Named, a dependency logs as asked (rmcp's worker too).
+        let f = log_filter(Some("info,rmcp=debug"));
+        assert!(!f.contains("rmcp=warn") && !f.contains("worker=off"), "{f}");
+        // The filter parses, and keeps rmcp's info lines (its debug dumps) out.
+        let filter = tracing_subscriber::EnvFilter::try_new(log_filter(None)).unwrap();
+        assert!(filter.to_string().contains("rmcp=warn"));
         let f = log_filter(Some("debug,hyper_util=trace"));
         assert!(
             f.starts_with("debug,hyper_util=trace,hyper=warn,h2=warn"),

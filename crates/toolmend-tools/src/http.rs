@@ -139,11 +139,13 @@ impl Default for HttpOptions {
 ///
 /// Not a URL, or another scheme: the reason.
 pub fn parse_endpoint(s: &str) -> Result<Url, String> {
-    let url = Url::parse(s).map_err(|e| format!("endpoint {s:?} is not a URL ({e})"))?;
+    // Shown redacted: a URL's userinfo and query may hold a secret.
+    let shown = redact::url(s);
+    let url = Url::parse(s).map_err(|e| format!("endpoint {shown:?} is not a URL ({e})"))?;
     match url.scheme() {
         "http" | "https" if url.host_str().is_some() => Ok(url),
         other => Err(format!(
-            "endpoint {s:?} must be an http:// or https:// URL with a host (scheme {other:?})"
+            "endpoint {shown:?} must be an http:// or https:// URL with a host (scheme {other:?})"
         )),
     }
 }
@@ -300,7 +302,14 @@ impl HttpTransport {
             if tracing::enabled!(tracing::Level::DEBUG) {
                 let (text, _) = crate::shape::clean_utf8(&buf);
                 let body = redact::text(&redact::brief(&text, MAX_LOGGED_BODY_CHARS));
-                tracing::debug!(tool = req.function, call_id = req.call_id, status = status.as_u16(), %body, "tool service error body");
+                // Escaped (`?`): one log line, whatever the body's lines.
+                tracing::debug!(
+                    tool = req.function,
+                    call_id = req.call_id,
+                    status = status.as_u16(),
+                    ?body,
+                    "tool service error body"
+                );
             }
             return Err(TransportError::Status {
                 status: status.as_u16(),

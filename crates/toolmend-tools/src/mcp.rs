@@ -66,7 +66,7 @@ use rmcp::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
         ContentBlock, Implementation, ProtocolVersion, RequestMetaObject, ResourceContents, Tool,
     },
-    service::{RoleClient, RunningService},
+    service::{ClientInitializeError, RoleClient, RunningService},
     transport::{
         StreamableHttpClientTransport, TokioChildProcess,
         streamable_http_client::{
@@ -586,13 +586,46 @@ async fn start(name: &str, dial: &Dial, timeout: Duration) -> Result<Session, St
     }
 }
 
-/// A failed handshake in our words: the cause of a connection that failed, or the
-/// error's own text (rmcp's words, a server's), redacted and bounded.
-fn handshake_error(e: &(dyn std::error::Error + 'static)) -> String {
-    if let Some(cause) = reqwest_cause(e) {
-        return cause;
+/// A failed handshake in our words (never rmcp's `Display`, which dumps messages and
+/// names its types): the cause of a connection that failed, a server's JSON-RPC error
+/// (redacted, bounded), or what went wrong.
+fn handshake_error(e: &ClientInitializeError) -> String {
+    match e {
+        ClientInitializeError::TransportError { error, .. } => {
+            let inner: &(dyn std::error::Error + 'static) = error.error.as_ref();
+            reqwest_cause(inner).unwrap_or_else(|| {
+                let status = std::iter::successors(Some(inner), |e| e.source()).find_map(|e| {
+                    e.downcast_ref::<HttpStatusError>().map(|s| s.status).or(
+                        match e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                            Some(StreamableHttpError::HttpStatus(s)) => Some(s.status),
+                            _ => None,
+                        },
+                    )
+                });
+                match status {
+                    Some(status) => format!("the server answered HTTP {status}"),
+                    None => format!(
+                        "the transport failed: {}",
+                        redact::cause(inner).unwrap_or("the connection closed")
+                    ),
+                }
+            })
+        }
+        ClientInitializeError::ConnectionClosed(_) => {
+            "the connection closed before the handshake ended".to_owned()
+        }
+        ClientInitializeError::JsonRpcError(data) => format!(
+            "the server answered JSON-RPC error {}: {}",
+            data.code.0,
+            redact::text(&redact::brief(&data.message, 300))
+        ),
+        ClientInitializeError::NoCompatibleProtocolVersion { .. } => {
+            "no protocol version both sides speak".to_owned()
+        }
+        ClientInitializeError::Cancelled => "cancelled".to_owned(),
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => handshake_error(fallback),
+        _ => "the server's answer to initialize was not an initialize result".to_owned(),
     }
-    redact::text(&redact::brief(&error_chain(e), 300))
 }
 
 /// When the chain holds an HTTP client's error: what happened in our words.

@@ -17,7 +17,7 @@ use std::{
 };
 
 use axum::response::IntoResponse as _;
-use common::{eventually, metrics};
+use common::{EVERY_LOG_LINE, capture_logs, captured_logs, eventually, metrics};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
     model::{
@@ -44,6 +44,8 @@ const CHILD_ENV: &str = "TOOLMEND_MCP_TEST_SERVER";
 const TOKEN: &str = "s3cret";
 /// A file the stdio server adds a line to each time it starts.
 const STARTS_ENV: &str = "TOOLMEND_MCP_TEST_STARTS";
+/// Tells the stdio server to write to its stderr as it starts.
+const STDERR_ENV: &str = "TOOLMEND_MCP_TEST_STDERR";
 
 #[derive(Clone, Default)]
 struct TestServer {
@@ -256,6 +258,14 @@ async fn stdio_server_child_process() {
         if std::path::Path::new(&format!("{path}.refuse")).exists() {
             std::process::exit(1);
         }
+    }
+    // A server that talks on stderr: a secret in a URL, colours, a line over the bound.
+    if std::env::var(STDERR_ENV).is_ok() {
+        eprintln!(
+            "starting up; db at postgres://app:STDERR_SECRET@db.internal/x?key=STDERR_SECRET"
+        );
+        eprintln!("\x1b[31mERROR\x1b[0m the cache is cold");
+        eprintln!("{}", "x".repeat(5_000));
     }
     let running = TestServer::default()
         .serve(rmcp::transport::stdio())
@@ -1170,5 +1180,214 @@ template = "the sum is {{{{ sum }}}}"
     assert_eq!(
         out.stats.calls[5].outcome,
         toolmend::message::CallOutcome::Feedback
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// Secrets and logs.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_stderr_becomes_structured_log_lines_naming_the_server() {
+    capture_logs(EVERY_LOG_LINE);
+    let mut s = stdio_spec();
+    s.name = "chatty".into();
+    s.env.insert(
+        STDERR_ENV.into(),
+        serde_json::from_value(json!("1")).unwrap(),
+    );
+    let conn = connect(&s).await;
+    let Ok(Reply::Success { data, .. }) = call(&conn, "pid", json!({})).await else {
+        panic!("no pid")
+    };
+    let child: u32 = data.as_str().unwrap().parse().unwrap();
+    let stderr_lines = || {
+        captured_logs()
+            .lines()
+            .filter(|l| l.contains("toolmend::mcp::stderr"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    eventually("the child's three stderr lines logged", || {
+        stderr_lines().len() >= 3
+    })
+    .await;
+    let lines = stderr_lines();
+    // One structured event per line, naming the server; an error-looking line at warn.
+    assert!(
+        lines.iter().all(|l| l.contains("server=chatty")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(" INFO ")
+            && l.contains("stderr=starting up; db at postgres://db.internal/x")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" WARN ") && l.contains("stderr=ERROR the cache is cold")),
+        "{lines:#?}"
+    );
+    // Cut to the bound; no escape codes; no secret.
+    let long = lines.iter().find(|l| l.contains("xxxx")).unwrap();
+    let xs = long.matches('x').count();
+    assert!(
+        (toolmend_tools::stderr::MAX_LINE_BYTES..toolmend_tools::stderr::MAX_LINE_BYTES + 100)
+            .contains(&xs),
+        "{xs}"
+    );
+    let logs = captured_logs();
+    assert!(
+        !logs.contains("STDERR_SECRET") && !logs.contains('\u{1b}'),
+        "{logs}"
+    );
+    // Every line the child wrote is in a structured line, none raw.
+    for raw in ["starting up", "the cache is cold"] {
+        for l in logs.lines().filter(|l| l.contains(raw)) {
+            assert!(
+                l.contains("toolmend::mcp::stderr") && l.contains("server=chatty"),
+                "{l}"
+            );
+        }
+    }
+    // The child's stderr is a pipe of ours, not our own stderr.
+    #[cfg(target_os = "linux")]
+    {
+        let theirs = std::fs::read_link(format!("/proc/{child}/fd/2")).unwrap();
+        let ours = std::fs::read_link("/proc/self/fd/2").unwrap();
+        assert_ne!(theirs, ours);
+        assert!(theirs.to_string_lossy().starts_with("pipe:"), "{theirs:?}");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = child;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_over_http_down_and_restarting_leaks_no_secret_and_blames_no_call() {
+    use toolmend::{
+        node::{Fault, TOOL_FAILED_TEMPLATE, TOOL_UNAVAILABLE_TEMPLATE, ToolNode},
+        protocol::{AssistantMessage, Message, ToolCall},
+    };
+    capture_logs(EVERY_LOG_LINE);
+    let secrets = ["MCP_USERINFO_SECRET", "MCP_QUERY_SECRET", TOKEN];
+
+    // Down at start: the load error, without the secrets.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let e = McpConnection::connect(
+        &http_spec(&format!(
+            "http://user:MCP_USERINFO_SECRET@127.0.0.1:{port}/mcp?key=MCP_QUERY_SECRET"
+        )),
+        &env,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        e,
+        format!(
+            "MCP server \"rust-http\" (http://127.0.0.1:{port}/mcp): the handshake failed: could not connect: connection refused"
+        )
+    );
+
+    // Up, then down, then back on its port, through the tool node.
+    let server = http_server().await;
+    let addr = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let toml = format!(
+        r#"
+[[mcp]]
+name = "remote"
+url = "{}?key=MCP_QUERY_SECRET"
+headers = {{ Authorization = {{ env = "MCP_TOKEN", prefix = "Bearer " }} }}
+tools = ["echo"]
+timeout_ms = 5000
+"#,
+        server.url
+    );
+    let set = toolmend_tools::ToolSet::load(
+        &toolmend_tools::ToolsFile::parse(&toml, "t.toml").unwrap(),
+        &env,
+    )
+    .await
+    .unwrap();
+    let node = ToolNode::builder(set.registry().unwrap()).build();
+    let mut seen = Vec::new();
+    let mut invoke = async |id: &str| {
+        let messages = vec![Message::Assistant(AssistantMessage {
+            tool_calls: Some(vec![ToolCall::new(id, "echo", r#"{"text": "hi"}"#)]),
+            ..Default::default()
+        })];
+        let out = node.invoke(&messages).await.unwrap();
+        let r = out.results[0].clone();
+        seen.push(
+            json!({"content": r.content, "artifact": r.artifact, "metadata": r.metadata,
+                "stats": out.stats})
+            .to_string(),
+        );
+        r
+    };
+    let up = invoke("m1").await;
+    assert_eq!(up.content.text(), "hi");
+    drop(server);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let down = invoke("m2").await;
+    assert_eq!(down.fault, Some(Fault::Unavailable));
+    assert_eq!(
+        down.content.text(),
+        TOOL_UNAVAILABLE_TEMPLATE.replace(
+            "{error}",
+            "echo: the tool service could not be reached (connection refused)"
+        )
+    );
+    let mut listener = None;
+    for _ in 0..50 {
+        match tokio::net::TcpListener::bind(&addr).await {
+            Ok(l) => {
+                listener = Some(l);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let _again = http_server_on(listener.expect("the port is free again"));
+    let mut back = None;
+    for i in 0..50 {
+        let r = invoke(&format!("m3_{i}")).await;
+        if r.fault.is_none() {
+            back = Some(r);
+            break;
+        }
+        // Meanwhile: the tool's fault, never the call's.
+        assert!(
+            matches!(r.fault, Some(Fault::Unavailable | Fault::Failed)),
+            "{r:?}"
+        );
+        if r.fault == Some(Fault::Failed) {
+            assert!(r.content.text().starts_with("Error: echo: "));
+            assert!(r.content.text().ends_with(&TOOL_FAILED_TEMPLATE[9..]));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(back.expect("served again").content.text(), "hi");
+
+    let logs = captured_logs();
+    for secret in secrets {
+        for text in seen.iter().chain([&logs, &e]) {
+            assert!(!text.contains(secret), "{secret}:\n{text}");
+        }
+    }
+    for dump in ["reqwest::Error", "Error {", "TransportError(", "kind: "] {
+        assert!(!logs.contains(dump), "{dump}:\n{logs}");
+    }
+    assert!(
+        logs.lines().any(|l| l.contains("WARN")
+            && l.contains("tool service failed")
+            && l.contains("tool=echo")),
+        "{logs}"
     );
 }
