@@ -642,6 +642,37 @@ async fn execute(r: &Running, body: Value) -> (u16, Value) {
     (status, resp.json().await.unwrap())
 }
 
+/// A guard budget with `exit_behavior = "error"` refuses the request (429, as the chat
+/// path's refusals: `x-should-retry: false`, so the SDKs do not send it again).
+#[tokio::test]
+async fn execute_past_an_erroring_budget_is_a_429_not_to_be_retried() {
+    let r = start(
+        Script::new(),
+        "[guard.limits]\nrun_limit = 1\nexit_behavior = \"error\"",
+    )
+    .await;
+    let call = |id: &str| {
+        json!({"id": id, "type": "function", "function": {"name": "lookup",
+            "arguments": "{\"q\": \"Paris\"}"}})
+    };
+    let resp = r
+        .http
+        .post(format!("{}/tools/execute", r.url))
+        .json(
+            &json!({"session": "alice", "messages": [{"role": "user", "content": "facts"},
+            {"role": "assistant", "content": null, "tool_calls": [call("a1"), call("a2")]}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(headers["x-should-retry"], "false");
+    assert_eq!(body["error"]["code"], "toolmend_tool_flood", "{body}");
+}
+
 #[tokio::test]
 async fn execute_answers_each_call_id_exactly_once() {
     let r = start(Script::new(), "").await;
