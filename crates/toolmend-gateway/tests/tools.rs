@@ -778,8 +778,18 @@ async fn execute_answers_a_timeout_and_an_unknown_tool() {
         "{:#}",
         results[0]
     );
+    // Whose fault, for the client: the tool's (it may have run), not the call's; the
+    // model is not told to fix its call.
+    assert_eq!(results[0]["fault"], "timeout", "{:#}", results[0]);
+    assert!(
+        !results[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("fix your mistakes")
+    );
     assert_eq!(results[1]["call_id"], "u1");
     assert_eq!(results[1]["outcome"], "feedback");
+    assert!(results[1]["fault"].is_null());
     assert!(results[1]["content"].as_str().unwrap().contains("nope"));
     assert_eq!(out["messages"].as_array().unwrap().len(), 2);
 }

@@ -14,8 +14,10 @@
 //!           "tools": ["get_weather"] (only these may run; a call to another is refused)
 //!
 //! 200 {"assistant": {...}, "messages": [{"role": "tool", "tool_call_id", "content"}, ...],
-//!      "results": [{"call_id", "tool", "status", "outcome", "content", "artifact",
-//!                   "metadata"}, ...],
+//!      "results": [{"call_id", "tool", "status", "outcome", "fault", "content",
+//!                   "artifact", "metadata"}, ...],
+//!      (`fault`: for a tool that ran and failed, whose fault: "call", "unavailable",
+//!       "timeout" or "failed"; null otherwise)
 //!      "stats": {...}}
 //! ```
 
@@ -276,8 +278,8 @@ fn body_of(out: NodeOutput) -> Value {
         .iter()
         .map(|r| {
             json!({"call_id": r.call_id, "tool": r.tool, "status": r.status,
-                "outcome": r.outcome, "content": r.content, "artifact": r.artifact,
-                "metadata": r.metadata})
+                "outcome": r.outcome, "fault": r.fault, "content": r.content,
+                "artifact": r.artifact, "metadata": r.metadata})
         })
         .collect();
     json!({
