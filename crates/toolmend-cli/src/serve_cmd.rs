@@ -7,7 +7,11 @@
 use std::{io::Write, process::ExitCode};
 
 use anyhow::Context;
-use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
+use toolmend_gateway::{
+    Config, Override,
+    sink::{LogFlush, LogWriter},
+    toolmend_tools::ToolsFile,
+};
 
 /// Serve the gateway: an OpenAI-compatible endpoint that mends tool calls.
 ///
@@ -73,7 +77,7 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 ///                 JSON line per mended call, `toolmend report` reads it)   clean = true
 ///               buffer = 10000   session_salt_env = "EVENTS_SALT" (no default; named, it
 ///                 must be set)
-///   [telemetry] (a build with the otel feature: docs/gateway.md, "Tracing")
+///   [telemetry] (the default build; not the Python wheel's: docs/gateway.md, "Tracing")
 ///               otlp_endpoint = "http://127.0.0.1:4318" (no default: the environment's
 ///                 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT,
 ///                 else no export)   service_name = "toolmend-gateway" (OTEL_SERVICE_NAME wins)
@@ -117,6 +121,9 @@ use toolmend_gateway::{Config, Override, toolmend_tools::ToolsFile};
 /// mended counts, request id; never keys or argument values), upstream failures at warn
 /// with their cause. RUST_LOG sets the level (default info); the HTTP stack's own
 /// crates (hyper, h2, reqwest, rustls, tower) stay at warn unless RUST_LOG names them.
+/// A log reader that stalls never holds a request: past 4 MiB waiting, lines are
+/// dropped, counted in toolmend_log_lines_dropped_total and said in a WARN once the
+/// reader drains again.
 ///
 /// Examples:
 ///   toolmend serve --upstream https://api.openai.com/v1
@@ -217,10 +224,12 @@ type Tracing = toolmend_gateway::telemetry::Tracing;
 #[cfg(not(feature = "otel"))]
 type Tracing = ();
 
-/// JSON lines on standard error, filtered by [`log_filter`]; with the `otel` feature
-/// and an OTLP endpoint, the gateway's spans exported too (call inside the runtime: the
-/// exporter sends its batches from a task of it).
-fn init_logs(config: &Config) -> anyhow::Result<Option<Tracing>> {
+/// JSON lines on standard error, filtered by [`log_filter`], through a bounded queue and
+/// a thread of their own (`toolmend_gateway::sink::LogWriter`): a reader that stalls
+/// costs dropped lines (counted, and said once it reads again), never a request. With
+/// the `otel` feature and an OTLP endpoint, the gateway's spans exported too (call
+/// inside the runtime: the exporter sends its batches from a task of it).
+fn init_logs(config: &Config) -> anyhow::Result<(Option<Tracing>, LogFlush)> {
     use tracing_subscriber::{Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
     let rust_log = std::env::var("RUST_LOG").ok();
     let filter = tracing_subscriber::EnvFilter::try_new(log_filter(rust_log.as_deref()))
@@ -231,12 +240,14 @@ fn init_logs(config: &Config) -> anyhow::Result<Option<Tracing>> {
             );
             tracing_subscriber::EnvFilter::new(log_filter(None))
         });
+    let (writer, flush) =
+        LogWriter::start(std::io::stderr()).context("starting the log writer thread")?;
     let logs = tracing_subscriber::fmt::layer()
         .json()
         // The request's span (with `otel`) is the trace's; each line has its own fields.
         .with_current_span(false)
         .with_span_list(false)
-        .with_writer(std::io::stderr)
+        .with_writer(move || writer.clone())
         .with_filter(filter);
     #[cfg(feature = "otel")]
     {
@@ -255,15 +266,16 @@ fn init_logs(config: &Config) -> anyhow::Result<Option<Tracing>> {
         if let Some(t) = &tracing {
             tracing::info!(target: "toolmend::start", "traces: exported over OTLP/HTTP to {}", t.endpoint());
         }
-        Ok(tracing)
+        Ok((tracing, flush))
     }
     #[cfg(not(feature = "otel"))]
     {
         if config.telemetry.otlp_endpoint.is_some() {
             anyhow::bail!(
                 "telemetry.otlp_endpoint is set, but this toolmend was built without the \
-                 `otel` feature (cargo install --locked --path crates/toolmend-cli \
-                 --features otel); remove the key, or use such a build"
+                 `otel` feature (the Python wheel's command, or a build with \
+                 --no-default-features); remove the key, or use the default build \
+                 (cargo install --locked --path crates/toolmend-cli)"
             );
         }
         let _ = tracing_subscriber::registry().with(logs).try_init();
@@ -274,7 +286,7 @@ fn init_logs(config: &Config) -> anyhow::Result<Option<Tracing>> {
                  the `otel` feature: no traces are exported"
             );
         }
-        Ok(None)
+        Ok((None, flush))
     }
 }
 
@@ -304,7 +316,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let tracing = runtime.block_on(async { init_logs(&config) })?;
+    let (tracing, log_flush) = runtime.block_on(async { init_logs(&config) })?;
     let served = runtime.block_on(async {
         let metrics = toolmend_gateway::metrics::install().ok();
         let listen = config.listen;
@@ -364,6 +376,9 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         t.shutdown();
     }
     let _ = tracing;
+    // What the log queue still holds is written (waiting a bounded time: a reader that
+    // never drains cannot hold the exit).
+    drop(log_flush);
     served
 }
 

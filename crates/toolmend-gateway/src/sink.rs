@@ -12,9 +12,9 @@
 use std::{
     io::{self, Write},
     sync::{
-        Arc,
-        atomic::{AtomicU64, AtomicUsize, Ordering},
-        mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError},
+        Arc, Condvar, Mutex,
+        atomic::{AtomicU64, Ordering},
+        mpsc::{self, Receiver},
     },
     time::{Duration, Instant},
 };
@@ -22,11 +22,9 @@ use std::{
 /// The least time between two WARN lines about drops of one sink.
 pub const DROP_REPORT_EVERY: Duration = Duration::from_secs(10);
 
-/// Lines the log queue holds at most (on top of the byte bound).
-pub const LOG_QUEUE_LINES: usize = 16_384;
-
-/// Bytes the log queue holds at most: a stalled reader costs at most this much memory.
-pub const LOG_QUEUE_BYTES: usize = 8 << 20;
+/// Bytes the log queue holds at most: a stalled reader costs at most this much memory
+/// (twice over: the queue, and the batch being written).
+pub const LOG_QUEUE_BYTES: usize = 4 << 20;
 
 /// Counts what a sink dropped, and tells when a WARN about it is due.
 #[derive(Debug)]
@@ -101,17 +99,31 @@ impl DropReporter {
     }
 }
 
+/// The log queue: the bytes waiting, and whether the writer sleeps on them.
+#[derive(Default)]
+struct Queue {
+    buf: Vec<u8>,
+    /// The writer waits on the condvar: a line that finds the queue empty wakes it (one
+    /// wake-up per batch, not per line).
+    waiting: bool,
+    /// The flush at exit asked the writer to end once the queue is written.
+    closing: bool,
+}
+
 struct Shared {
-    queued_bytes: AtomicUsize,
+    queue: Mutex<Queue>,
+    wake: Condvar,
     max_bytes: usize,
     drops: Drops,
 }
 
 /// A log writer that never blocks: each write (tracing's fmt layer writes an event, its
-/// whole line, with one `write_all`: `write!` would split it into pieces) is copied into a bounded queue, and a thread writes the
-/// queue to the sink. Past [`LOG_QUEUE_LINES`] lines or [`LOG_QUEUE_BYTES`] bytes queued,
-/// lines are dropped and counted (`toolmend_log_lines_dropped_total`, and a WARN of
-/// target `toolmend::log` once the sink takes lines again).
+/// whole line, with one `write_all`; `write!` would split it into pieces) is appended to
+/// a bounded byte queue under a lock held for that copy alone, and a thread writes the
+/// queue to the sink in batches (one `write` for all the lines that came meanwhile).
+/// Past [`LOG_QUEUE_BYTES`] queued, lines are dropped whole and counted
+/// (`toolmend_log_lines_dropped_total`, and a WARN of target `toolmend::log` once the
+/// sink takes lines again).
 ///
 /// ```no_run
 /// let (writer, _flush) = toolmend_gateway::sink::LogWriter::start(std::io::stderr())
@@ -121,7 +133,6 @@ struct Shared {
 /// ```
 #[derive(Clone)]
 pub struct LogWriter {
-    tx: SyncSender<Vec<u8>>,
     shared: Arc<Shared>,
 }
 
@@ -133,12 +144,12 @@ impl std::fmt::Debug for LogWriter {
     }
 }
 
-/// Flushes what the log queue holds when dropped, waiting at most [`FLUSH_WAIT`] (a
-/// sink nobody reads cannot hold the exit).
+/// Writes what the log queue holds when dropped, waiting at most [`FLUSH_WAIT`] (a sink
+/// nobody reads cannot hold the exit).
 #[derive(Debug)]
 pub struct LogFlush {
+    writer: LogWriter,
     done: Option<Receiver<()>>,
-    tx: Option<SyncSender<Vec<u8>>>,
 }
 
 /// How long [`LogFlush`] waits for the queue to drain at exit.
@@ -146,48 +157,40 @@ pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 impl Drop for LogFlush {
     fn drop(&mut self) {
-        // An empty line asks the writer to end once it has written what came before; it
-        // waits for room in the queue, as the writer's end does, at most FLUSH_WAIT.
-        let deadline = Instant::now() + FLUSH_WAIT;
-        if let Some(tx) = self.tx.take() {
-            while let Err(TrySendError::Full(_)) = tx.try_send(Vec::new()) {
-                if Instant::now() >= deadline {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
+        let shared = &self.writer.shared;
+        if let Ok(mut q) = shared.queue.lock() {
+            q.closing = true;
         }
+        shared.wake.notify_all();
         if let Some(done) = self.done.take() {
-            let _ = done.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+            let _ = done.recv_timeout(FLUSH_WAIT);
         }
     }
 }
 
 impl LogWriter {
-    /// Starts the writer thread over `sink`, with the default bounds.
+    /// Starts the writer thread over `sink`, queueing at most [`LOG_QUEUE_BYTES`].
     ///
     /// # Errors
     ///
     /// The thread cannot be started.
     pub fn start(sink: impl Write + Send + 'static) -> io::Result<(Self, LogFlush)> {
-        Self::with_bounds(sink, LOG_QUEUE_LINES, LOG_QUEUE_BYTES)
+        Self::with_bound(sink, LOG_QUEUE_BYTES)
     }
 
-    /// Starts the writer thread over `sink`, queueing at most `lines` lines and `bytes`
-    /// bytes.
+    /// Starts the writer thread over `sink`, queueing at most `bytes` bytes.
     ///
     /// # Errors
     ///
     /// The thread cannot be started.
-    pub fn with_bounds(
+    pub fn with_bound(
         sink: impl Write + Send + 'static,
-        lines: usize,
         bytes: usize,
     ) -> io::Result<(Self, LogFlush)> {
-        let (tx, rx) = mpsc::sync_channel(lines.max(1));
         let (done_tx, done) = mpsc::channel();
         let shared = Arc::new(Shared {
-            queued_bytes: AtomicUsize::new(0),
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
             max_bytes: bytes,
             drops: Drops::new("toolmend_log_lines_dropped_total"),
         });
@@ -195,14 +198,15 @@ impl LogWriter {
         std::thread::Builder::new()
             .name("toolmend-log".to_owned())
             .spawn(move || {
-                write_lines(&rx, sink, &thread_shared);
+                write_batches(&thread_shared, sink);
                 let _ = done_tx.send(());
             })?;
+        let writer = LogWriter { shared };
         let flush = LogFlush {
+            writer: writer.clone(),
             done: Some(done),
-            tx: Some(tx.clone()),
         };
-        Ok((LogWriter { tx, shared }, flush))
+        Ok((writer, flush))
     }
 
     /// Lines dropped so far.
@@ -215,18 +219,21 @@ impl LogWriter {
             return;
         }
         let shared = &self.shared;
-        let before = shared.queued_bytes.fetch_add(line.len(), Ordering::Relaxed);
-        if before + line.len() > shared.max_bytes {
-            shared.queued_bytes.fetch_sub(line.len(), Ordering::Relaxed);
-            shared.drops.record();
-            return;
-        }
-        match self.tx.try_send(line.to_vec()) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                shared.queued_bytes.fetch_sub(line.len(), Ordering::Relaxed);
+        let wake = {
+            let Ok(mut q) = shared.queue.lock() else {
                 shared.drops.record();
+                return;
+            };
+            if q.buf.len() + line.len() > shared.max_bytes {
+                drop(q);
+                shared.drops.record();
+                return;
             }
+            q.buf.extend_from_slice(line);
+            std::mem::take(&mut q.waiting)
+        };
+        if wake {
+            shared.wake.notify_one();
         }
     }
 }
@@ -242,35 +249,47 @@ impl Write for LogWriter {
     }
 }
 
-/// The writer thread: writes each queued line, flushes when the queue is empty, says
-/// what was dropped when a report is due, and ends on an empty line (the flush at exit)
-/// or when every sender is gone.
-fn write_lines(rx: &Receiver<Vec<u8>>, mut sink: impl Write, shared: &Shared) {
+/// The writer thread: takes the whole queue, writes it with one call and flushes, says
+/// what was dropped when a report is due, and ends once the flush at exit asked and the
+/// queue is written.
+fn write_batches(shared: &Shared, mut sink: impl Write) {
     let mut reporter = DropReporter::new();
+    let mut batch = Vec::new();
     loop {
-        let next = match reporter.wait(&shared.drops) {
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(wait) => rx.recv_timeout(wait),
-        };
-        match next {
-            Ok(line) if line.is_empty() => break,
-            Ok(line) => {
-                shared.queued_bytes.fetch_sub(line.len(), Ordering::Relaxed);
-                // A sink that fails (a closed pipe) loses the line; nobody is there to tell.
-                let _ = sink.write_all(&line);
-                // Drain what else is queued before flushing.
-                while let Ok(line) = rx.try_recv() {
-                    if line.is_empty() {
-                        let _ = sink.flush();
-                        return;
-                    }
-                    shared.queued_bytes.fetch_sub(line.len(), Ordering::Relaxed);
-                    let _ = sink.write_all(&line);
+        let closing = {
+            let Ok(mut q) = shared.queue.lock() else {
+                return;
+            };
+            while q.buf.is_empty() && !q.closing {
+                q.waiting = true;
+                q = match reporter.wait(&shared.drops) {
+                    None => match shared.wake.wait(q) {
+                        Ok(q) => q,
+                        Err(_) => return,
+                    },
+                    Some(wait) => match shared.wake.wait_timeout(q, wait) {
+                        Ok((q, _)) => q,
+                        Err(_) => return,
+                    },
+                };
+                q.waiting = false;
+                if reporter.wait(&shared.drops) == Some(Duration::ZERO) {
+                    break;
                 }
-                let _ = sink.flush();
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+            std::mem::swap(&mut q.buf, &mut batch);
+            q.closing
+        };
+        if !batch.is_empty() {
+            // A sink that fails (a closed pipe) loses the batch; nobody is there to tell.
+            let _ = sink.write_all(&batch);
+            let _ = sink.flush();
+            batch.clear();
+            // A batch that grew large once does not keep its memory.
+            batch.shrink_to(64 << 10);
+        }
+        if closing {
+            return;
         }
         if let Some(dropped) = reporter.due(&shared.drops) {
             // Through the subscriber, like any line: it lands in this very queue.
@@ -279,26 +298,25 @@ fn write_lines(rx: &Receiver<Vec<u8>>, mut sink: impl Write, shared: &Shared) {
                 dropped,
                 total = shared.drops.total(),
                 "log lines dropped: the reader of the log did not keep up (queue full at \
-                 {LOG_QUEUE_LINES} lines or {LOG_QUEUE_BYTES} bytes); counted in \
-                 toolmend_log_lines_dropped_total"
+                 {LOG_QUEUE_BYTES} bytes); counted in toolmend_log_lines_dropped_total"
             );
         }
     }
-    let _ = sink.flush();
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use std::sync::{Condvar, Mutex};
-
     use super::*;
+
+    /// Whether the gate is open, and what went through it.
+    type GateState = (Mutex<(bool, Vec<u8>)>, Condvar);
 
     /// A sink that blocks every write until opened, recording what it was given.
     #[derive(Clone, Default)]
     struct Gate {
-        state: Arc<(Mutex<(bool, Vec<u8>)>, Condvar)>,
+        state: Arc<GateState>,
     }
 
     impl Gate {
@@ -324,40 +342,31 @@ mod tests {
         }
     }
 
+    fn line(i: usize) -> Vec<u8> {
+        format!("line {i:05}\n").into_bytes() // 11 bytes
+    }
+
     #[test]
     fn a_stalled_sink_drops_and_counts_instead_of_blocking() {
         let gate = Gate::default();
-        let (mut w, flush) = LogWriter::with_bounds(gate.clone(), 4, 1 << 20).unwrap();
-        // The sink never returns: the thread holds one line, the queue four more; every
-        // write returns at once.
+        // Room for 10 lines of 11 bytes.
+        let (mut w, flush) = LogWriter::with_bound(gate.clone(), 110).unwrap();
+        // The sink never returns: the thread holds one batch, the queue ten more lines;
+        // every write returns at once.
         for i in 0..1000 {
-            w.write_all(format!("line {i}\n").as_bytes()).unwrap();
+            w.write_all(&line(i)).unwrap();
         }
         let dropped = w.dropped();
-        assert!((995..=996).contains(&dropped), "dropped {dropped}");
+        // The thread took a batch (of the first line or more) before blocking, or not yet.
+        assert!((980..=990).contains(&dropped), "dropped {dropped}");
         gate.open();
         drop(flush);
         let written = String::from_utf8(gate.written()).unwrap();
         let lines = written.lines().filter(|l| l.starts_with("line ")).count();
         assert_eq!(lines as u64 + dropped, 1000, "{written}");
-        assert!(written.starts_with("line 0\n"), "{written}");
-    }
-
-    #[test]
-    fn the_byte_bound_holds_whatever_the_line_count() {
-        let gate = Gate::default();
-        let (mut w, flush) = LogWriter::with_bounds(gate.clone(), 10_000, 1000).unwrap();
-        let line = vec![b'x'; 399];
-        for _ in 0..10 {
-            w.write_all(&line).unwrap();
-        }
-        // At most 1000 bytes queued (the thread may have taken one line out already):
-        // two or three of the ten fit.
-        let dropped = w.dropped();
-        assert!((7..=8).contains(&dropped), "dropped {dropped}");
-        gate.open();
-        drop(flush);
-        assert_eq!(gate.written().len() as u64, (10 - dropped) * 399);
+        assert!(written.starts_with("line 00000\n"), "{written}");
+        // Dropped whole: every line written is a whole line.
+        assert!(written.lines().all(|l| l.len() == 10), "{written}");
     }
 
     #[test]
@@ -365,14 +374,30 @@ mod tests {
         let gate = Gate::default();
         gate.open();
         let (mut w, flush) = LogWriter::start(gate.clone()).unwrap();
-        for i in 0..500 {
-            w.write_all(format!("{i}\n").as_bytes()).unwrap();
+        for i in 0..5000 {
+            w.write_all(&line(i)).unwrap();
         }
         drop(flush);
         let written = String::from_utf8(gate.written()).unwrap();
-        let got: Vec<usize> = written.lines().map(|l| l.parse().unwrap()).collect();
-        assert_eq!(got, (0..500).collect::<Vec<_>>());
+        let got: Vec<String> = written.lines().map(str::to_owned).collect();
+        let want: Vec<String> = (0..5000).map(|i| format!("line {i:05}")).collect();
+        assert_eq!(got, want);
         assert_eq!(w.dropped(), 0);
+    }
+
+    #[test]
+    fn the_flush_at_exit_is_bounded_when_nobody_reads() {
+        let gate = Gate::default();
+        let (mut w, flush) = LogWriter::with_bound(gate.clone(), 1 << 10).unwrap();
+        w.write_all(&line(0)).unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            drop(flush);
+            let _ = tx.send(());
+        });
+        // The sink never opens: the flush gives up after FLUSH_WAIT (waited for with a
+        // generous bound, never timed).
+        assert!(rx.recv_timeout(FLUSH_WAIT * 10).is_ok());
     }
 
     #[test]
