@@ -151,3 +151,54 @@ impl TransportError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whose_fault_each_failure_is() {
+        let status = |status| TransportError::Status {
+            status,
+            reason: None,
+        };
+        for (e, fault) in [
+            (status(400), Fault::Call),
+            (status(409), Fault::Call),
+            (status(422), Fault::Call),
+            (status(401), Fault::Unavailable),
+            (status(404), Fault::Unavailable),
+            (status(429), Fault::Unavailable),
+            (status(408), Fault::Timeout),
+            (status(500), Fault::Failed),
+            (status(503), Fault::Failed),
+            (
+                TransportError::Connect("connection refused".into()),
+                Fault::Unavailable,
+            ),
+            (TransportError::Redirect("x".into()), Fault::Unavailable),
+            (
+                TransportError::Timeout(Duration::from_millis(5)),
+                Fault::Timeout,
+            ),
+            (TransportError::Broken("reset".into()), Fault::Failed),
+            (TransportError::Protocol("x".into()), Fault::Failed),
+            (TransportError::Dirty { got: "c".into() }, Fault::Failed),
+            (TransportError::TooLarge { limit: 1 }, Fault::Failed),
+        ] {
+            assert_eq!(e.fault(), fault, "{e:?}");
+        }
+        assert_eq!(
+            TransportError::Status {
+                status: 503,
+                reason: Some("database unavailable".into())
+            }
+            .to_string(),
+            "the tool service answered HTTP 503: database unavailable"
+        );
+        assert_eq!(
+            status(500).to_string(),
+            "the tool service answered HTTP 500"
+        );
+    }
+}

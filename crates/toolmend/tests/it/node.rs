@@ -1138,6 +1138,64 @@ fn calls_to(names: &[&str]) -> Vec<Message> {
 }
 
 #[tokio::test]
+async fn each_tool_error_is_worded_for_whose_fault_it_is() {
+    use toolmend::node::{
+        Fault, TOOL_FAILED_TEMPLATE, TOOL_TIMEOUT_TEMPLATE, TOOL_UNAVAILABLE_TEMPLATE,
+        tool_error_template,
+    };
+    let mut r = failing_tools();
+    r.add(tool_fn(
+        "down",
+        "",
+        json!({"type": "object"}),
+        |_, _| async {
+            Err::<String, _>(ToolError::service(
+                Fault::Unavailable,
+                "down: connection refused",
+            ))
+        },
+    ))
+    .unwrap();
+    let node = ToolNode::builder(r).build();
+    let out = node
+        .invoke(&calls_to(&["fail", "down", "slow", "explode", "fine"]))
+        .await
+        .unwrap();
+    let fault = |id: &str| (result(&out, id).fault, stats_of(&out, id).fault);
+    // The tool said the call is wrong: LangGraph's words.
+    assert_eq!(
+        text(&out, "c0"),
+        TOOL_ERROR_TEMPLATE.replace("{error}", "boom")
+    );
+    assert_eq!(fault("c0"), (Some(Fault::Call), Some(Fault::Call)));
+    // Not reached: it did not run, and the call is not blamed.
+    assert_eq!(
+        text(&out, "c1"),
+        TOOL_UNAVAILABLE_TEMPLATE.replace("{error}", "down: connection refused")
+    );
+    assert_eq!(
+        fault("c1"),
+        (Some(Fault::Unavailable), Some(Fault::Unavailable))
+    );
+    // A timeout and a panic: it may have run.
+    assert_eq!(
+        text(&out, "c2"),
+        TOOL_TIMEOUT_TEMPLATE.replace("{error}", "the tool did not finish within 10 ms")
+    );
+    assert_eq!(fault("c2"), (Some(Fault::Timeout), Some(Fault::Timeout)));
+    assert!(text(&out, "c3").starts_with("Error: the tool panicked"));
+    assert!(text(&out, "c3").ends_with(&TOOL_FAILED_TEMPLATE["Error: {error}".len()..]));
+    assert_eq!(fault("c3"), (Some(Fault::Failed), Some(Fault::Failed)));
+    assert_eq!(fault("c4"), (None, None));
+    for f in [Fault::Unavailable, Fault::Timeout, Fault::Failed] {
+        assert!(!tool_error_template(f).contains("fix your mistakes"), "{f}");
+    }
+    let stats = serde_json::to_value(&out.stats).unwrap();
+    assert_eq!(stats["calls"][1]["fault"], "unavailable");
+    assert!(stats["calls"][4].get("fault").is_none());
+}
+
+#[tokio::test]
 async fn tool_errors_follow_the_policy() {
     let messages = calls_to(&["fine", "fail"]);
     let boom = TOOL_ERROR_TEMPLATE.replace("{error}", "boom");
