@@ -200,9 +200,19 @@ fn main() {
         rows
     });
 
+    let ping = rows[0].p50;
+    let one = rows
+        .iter()
+        .find(|r| r.round_trips.is_some() && r.calls == 1)
+        .map(|r| r.p50)
+        .unwrap_or_default();
     println!(
         "\n{iters} messages per row (after {} of warm-up)\n",
         iters / 10
+    );
+    println!(
+        "Redis store p50, 1 call: {:.2}x a PING in this run (bar: at most 2x)\n",
+        one.as_secs_f64() / ping.as_secs_f64()
     );
     println!(
         "| case | calls/message | p50 µs/message | p99 µs/message | p50 µs/call | p99 µs/call | EVALSHA/message |"

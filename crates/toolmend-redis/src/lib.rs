@@ -1,6 +1,7 @@
 //! A Redis store for toolmend's flood guard ([`toolmend::guard::GuardStore`]): the
 //! counted rules' state shared by every instance of a gateway, with the same semantics
-//! as [`toolmend::guard::MemoryStore`] and one round trip per message.
+//! as [`toolmend::guard::MemoryStore`] and one round trip per message (on a Redis
+//! Cluster, a second one only for messages with a cross-session rule).
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -18,100 +19,154 @@
 //! # let _ = (guard, stats); Ok(()) }
 //! ```
 //!
+//! # Addresses
+//!
+//! `redis://[user:password@]host:port/db` (one Redis), `rediss://…` (TLS over rustls, the
+//! crypto provider the gateway already uses; the system's roots, which honour
+//! `SSL_CERT_FILE`, or [`RedisOptions::tls_ca_pem`]), `redis+cluster://host1:port1,host2:port2`
+//! and `rediss+cluster://…` (a Redis Cluster: seed nodes, the userinfo and query apply to
+//! each; only database 0). A `redis://` URL that reaches a cluster node is refused with a
+//! message that says to write `redis+cluster://`. Sentinel is not supported: the `redis`
+//! crate's Sentinel client has no connection manager of the kind the store supervises
+//! (reconnect, script load, breaker) and would need a second connection path; point the
+//! URL at the primary (or a proxy/DNS name that follows failovers) instead. Every address
+//! the store logs or reports is [`redact`]ed: no userinfo, query or fragment.
+//!
 //! # Key layout
 //!
-//! Every key starts with `tm:v1:` (`v1`: [`SCRIPT_VERSION`]; a script that changes the
+//! Every key starts with `tm:v2:` (`v2`: [`SCRIPT_VERSION`]; a script that changes the
 //! layout changes the prefix, so instances of two versions in a rolling deploy never read
-//! each other's keys). A session's keys share one hash tag, the session as the guard hashed
-//! it (16 hex characters, never the caller's value):
+//! each other's keys: version 1 kept one key per scope and the seen ids in a sorted set).
+//! A session's keys share one hash tag, the session as the guard hashed it (16 hex
+//! characters, never the caller's value):
 //!
 //! | key | holds | expires |
 //! |---|---|---|
-//! | `tm:v1:{<session>}:s`, `:st:<tool>`, `:c:<fingerprint>` | a sliding-window log: a list of admission times (ms), at most `limit` of them | `window` after the last admission |
-//! | `tm:v1:{<session>}:th`, `:tht:<tool>`, `:r:<n>`, `:rt:<n>:<tool>` | a budget: `<count>:<expiry ms>` (its expiry on the server's clock, so the script needs no `PTTL`) | the session TTL after the last admission |
-//! | `tm:v1:{<session>}:ids` | the call ids seen, a sorted set in insertion order, at most 10,000 | the session TTL, refreshed by every call |
-//! | `tm:v1:{t:<tool>}:w` | a tool's window across sessions (`Scope::Tool`) | `window` after the last admission |
+//! | `tm:v2:{<session>}` (a hash) | field `n`: `<id seq>:<ids base>:<ids expiry>:<hash expiry>`; `i:<id>`: a seen id's sequence number, `q:<k>`: the ring of the last 10,000 ids; `s`, `st:<tool>`: windows; `th`, `tht:<tool>`: budgets | at the latest of the session TTL after its last call and its windows' expiries |
+//! | `tm:v2:{<session>}:c:<fingerprint>` | a duplicate window | `window` after its last admission |
+//! | `tm:v2:{<session>}:r:<n>`, `:rt:<n>:<tool>` | a run's budget | the session TTL after its last admission |
+//! | `tm:v2:{g}:t:<tool>` | a tool's window across sessions (`Scope::Tool`) | `window` after its last admission |
 //!
-//! Every key written gets an expiry (`PEXPIRE`, `PEXPIREAT` or `SET … PXAT`), so Redis
-//! forgets idle sessions on its own.
+//! A window is `<expiry ms><time ms>…` (13 digits each, oldest first, at most `limit`
+//! times): its own expiry first, so a field of the hash expires on its own terms; a
+//! budget is `<count>:<expiry ms>`. The scoped windows and budgets live in the session's
+//! hash because they are few (bounded by the configured tools); fingerprints and runs are
+//! many and keep keys of their own, so Redis forgets each on its own. Seen ids: an id is
+//! seen while its field holds a sequence number above the base (the base moves to the
+//! latest number when the ids' session TTL passes), and the id 10,000 inserts older is
+//! forgotten through the ring (its slot is read only past 10,000 ids).
 //!
 //! # The script
 //!
-//! One Lua script (`src/admit.lua`) per message, whatever its number of calls: the
-//! message's keys in `KEYS` (each once), and in `ARGV` the session TTL, then per call its
-//! id and one compact line of checks (`key,limit,window,shadow;` with `key` an index into
-//! `KEYS` and `-1` as the window of a budget). It reads the time once from
-//! `redis.call('TIME')` (server time: instances with skewed clocks agree), then per call,
-//! in order: evaluates every check (a window drops the times at or before `now - window`
-//! and passes while fewer than `limit` remain; a budget passes while its count is under
-//! `limit`), admits the call when every non-shadow check passed, looks up and remembers
-//! its id, and, only if admitted, records it in every check (all or nothing per call: a
-//! refused call counts nowhere). Later calls of the message see the earlier ones. A
-//! failed window's `retry_after` is when its oldest blocking entry leaves the window; a
-//! failed budget's is the key's remaining TTL. These are exactly
+//! One Lua script (`src/admit.lua`) per message, whatever its number of calls. It reads
+//! the time once from `redis.call('TIME')` (server time: instances with skewed clocks
+//! agree), reads the session's hash once (`HMGET`: the header, every field and id the
+//! message needs) and the other keys once (`MGET`), then per call, in order: evaluates
+//! every check (a window drops the times at or before `now - window` and passes while
+//! fewer than `limit` remain; a budget passes while its count is under `limit`), admits
+//! the call when every non-shadow check passed, looks up and remembers its id, and, only
+//! if admitted, records it in every check (all or nothing per call: a refused call counts
+//! nowhere). Later calls of the message see the earlier ones. A failed window's
+//! `retry_after` is when its oldest blocking entry leaves the window; a failed budget's is
+//! the key's remaining TTL. These are exactly
 //! [`MemoryStore::admit_now`](toolmend::guard::MemoryStore::admit_now)'s rules; the tests
-//! run both stores side by side on one random sequence.
-//!
-//! Inside the script each key is read at most once per message (`LINDEX`/`LLEN` for a
-//! log, `GET` for a counter) and written once at the end (`RPUSH` + `PEXPIREAT`, or
-//! `SET … PXAT`); in between it keeps a model of the key, so a message of 8 calls costs
-//! far less than 8 messages of one. What remains is Redis's own cost per command called
-//! from Lua (a few µs each on a busy machine): about 17 commands for a call with a session
-//! window, a tool window, a duplicate check and a thread budget. `benches/guard.rs`
-//! measures it (p50 and p99 per message, with a bare `PING` beside it).
+//! run both stores side by side on one random sequence. It writes once at the end: one
+//! `HSET` and one `PEXPIREAT` for the hash, one `SET … PXAT` per other key written. A
+//! message of one call with a session window, a tool window, a duplicate check and a
+//! thread budget costs 6 commands inside the script (version 1: 17).
 //!
 //! The script is sent by SHA (`EVALSHA`) through [`redis::Script`], which loads it on
 //! `NOSCRIPT` (after a Redis restart or a `SCRIPT FLUSH`) and retries; the store also
-//! loads it after every (re)connect so the first message does not pay for it.
+//! loads it after every (re)connect (on a cluster: on every primary).
 //!
-//! # Timeouts, failures, fail modes
+//! # Redis Cluster: two slots, what holds between them
+//!
+//! A session's keys share its slot; the global windows share the slot of `{g}` (one slot
+//! for every tool: a message needs at most one global round trip, and that slot's node
+//! carries every global rule's traffic). One script cannot touch two slots, so on a
+//! cluster a message costs:
+//!
+//! 1. the session's slot (always, with a session): the session's checks and ids, as
+//!    above; a call whose session checks pass is recorded there at once;
+//! 2. the global slot, only when a call of the message has a global check
+//!    (`tools.X.global`): every global check is evaluated; a call is recorded there only
+//!    when its session checks passed in step 1 and all its global checks pass, atomically
+//!    in that slot: a global window never holds a refused call and never passes its limit;
+//! 3. the session's slot again, only when step 2 refused a call step 1 had recorded: that
+//!    call's session records are taken back (one admission at step 1's time removed from
+//!    each window, each budget decremented).
+//!
+//! Why this order and not the global slot first: the global keys are the ones every
+//! session of every instance contends for, and a flood is usually one session refused by
+//! its own rules. Recording tentatively in the session's slot keeps the global counts
+//! exact at every moment, and needs a refund only when a global rule refuses a call its
+//! session admitted; the other order would put a refused session's calls into the shared
+//! windows during every flood, visible to all sessions, and refund them on every message.
+//!
+//! What is given up on a cluster, and only there: between steps 1 and 3 the session's
+//! records hold a call that ends refused, so a concurrent message of the same session
+//! (and a later call of the same message) may be refused where one Redis would have
+//! admitted it: the error only ever refuses, never admits past a limit, and only within
+//! one session. A budget's expiry extended by step 1 is not taken back, and a shadow
+//! window at its cap that dropped its oldest entry in step 1 does not get it back. If
+//! step 2 or 3 fails (timeout, connection), the admission fails as a whole (the guard's
+//! `fail` mode applies) and step 1's records stay (conservative again). A standalone Redis
+//! keeps the single atomic script and none of these caveats. Tests:
+//! `tests/cluster.rs` (two stores on a three-node cluster admit exactly the limits under
+//! 300 concurrent calls; one-call messages answer exactly as the memory store; the global
+//! slot is asked only when a rule needs it).
+//!
+//! # Timeouts, the circuit breaker, fail modes
 //!
 //! [`RedisStore::connect`] checks the URL and returns at once: the connection is made in a
 //! background task, so a process never waits for a down Redis to start. While it is not
-//! connected, or after a dropped connection until it is back, [`GuardStore::admit`]
-//! answers [`StoreErrorKind::Unavailable`] at once, without a round trip. Every admission
-//! is bounded by [`RedisOptions::timeout`] (20 ms by default) and answers
-//! [`StoreErrorKind::Timeout`] past it. A connection-dropped error is retried once at
-//! once, within the same timeout (the first command after a drop fails by design in
-//! `ConnectionManager`). Answers that cannot be read are [`StoreErrorKind::Protocol`].
-//! The store never decides on its own what a failure means: the
-//! [`RuleGuard`](toolmend::guard::RuleGuard) does, by its
-//! [`FailMode`](toolmend::guard::FailMode) (open: calls run, reported with rule
-//! `store_unavailable`; closed: calls the store would have counted are refused) and by its
-//! own decision timeout, which should not be shorter than the store's.
+//! connected, admissions answer [`StoreErrorKind::Unavailable`] at once with the address
+//! and the cause (`not connected yet to redis://10.0.0.5:6379/0: Connection refused …`),
+//! without a round trip. Every admission is bounded by [`RedisOptions::timeout`] (20 ms by
+//! default, every round trip included) and answers [`StoreErrorKind::Timeout`] past it.
 //!
-//! # Reconnecting
+//! The breaker: [`RedisOptions::breaker_timeouts`] (at most 3, the default) admissions in
+//! a row that time out mark the store down, as a dropped connection does: admissions then
+//! answer `Unavailable` at once, and one background task probes (`INFO` and the script
+//! load, bounded by
+//! `connect_timeout`) after [`RedisOptions::reconnect_interval`], the pause doubling to
+//! [`RedisOptions::max_probe_interval`]; the first probe answered marks it up. So a frozen
+//! Redis (`DEBUG SLEEP`, a SIGSTOP, a saturated network) costs three sequential decisions
+//! their timeout, then none; admissions already waiting when it opens finish their own
+//! wait. Any answer resets the count. A timed-out script may still run when Redis wakes:
+//! its records then stand (what the guard let through on `fail = "open"` is counted;
+//! on `"closed"`, a refused call is counted: conservative). Test:
+//! `a_frozen_redis_costs_at_most_three_timeouts_then_decisions_fail_at_once` (SIGSTOP of a
+//! server the test started; counts timeouts, round trips and probes).
 //!
-//! Over a [`redis::aio::ConnectionManager`]. After a dropped connection the store marks
-//! itself down and one background task pings every [`RedisOptions::reconnect_interval`]
-//! until Redis answers, loads the script again, and marks the store up: decisions are
-//! Redis-backed again within about one interval of Redis coming back (measured in the
-//! tests: well under a second). Nothing in the store panics.
-//! [`RedisStore::stats`] counts round trips, retries, errors by kind and reconnects for
-//! the gateway's metrics.
+//! A connection-dropped error is retried once at once, within the same timeout. Answers
+//! that cannot be read are [`StoreErrorKind::Protocol`]. The store never decides on its
+//! own what a failure means: the [`RuleGuard`](toolmend::guard::RuleGuard) does, by its
+//! [`FailMode`](toolmend::guard::FailMode) and its own decision timeout, which should not
+//! be shorter than the store's.
 //!
-//! # Redis Cluster
+//! # State and metrics
 //!
-//! Not supported in this version, by decision, and refused clearly: when the server says
-//! `cluster_enabled:1` (checked once per connection), every admission answers
-//! [`StoreErrorKind::Protocol`] with "Redis Cluster is not supported", so the guard fails
-//! as configured and the log says why. The reason: a session's keys share a slot (the
-//! hash tag), but the cross-session window `tm:v1:{t:<tool>}:w` lives in another slot,
-//! and one script cannot touch two slots (`CROSSSLOT`). Keeping "all or nothing per call"
-//! across slots needs a second script call for the global keys with a reservation and a
-//! refund when the session script refuses the call: two round trips, and a window in which
-//! a reserved but refunded call is visible to other instances. That is the planned design
-//! for a `cluster` feature (over `cluster-async`); until then use a standalone Redis (or a
-//! primary with replicas and Sentinel).
+//! [`RedisStore::state`] says `connecting` (with the last attempt's cause), `up`, `down`
+//! (with why) or `misconfigured`; the gateway's `/readyz` reports it. The store records,
+//! through the `metrics` facade, `toolmend_guard_store_state{store, state, address}` (1
+//! for the current state, 0 for the others) and
+//! `toolmend_guard_store_transitions_total{store, to, why}` (`to`: `up`, `down`,
+//! `misconfigured`; `why`: `connected`, `probe`, `timeouts`, `dropped`, `cluster`).
+//! [`RedisStore::stats`] counts round trips (global ones and refunds apart), retries,
+//! errors by kind, breaker openings, probes and reconnects.
 //!
 //! [`StoreErrorKind::Unavailable`]: toolmend::guard::store::StoreErrorKind::Unavailable
 //! [`StoreErrorKind::Timeout`]: toolmend::guard::store::StoreErrorKind::Timeout
 //! [`StoreErrorKind::Protocol`]: toolmend::guard::store::StoreErrorKind::Protocol
 //! [`GuardStore::admit`]: toolmend::guard::GuardStore::admit
 
+mod encode;
 mod store;
+mod target;
 
 pub use store::{
-    ConfigError, DEFAULT_TIMEOUT, KEY_PREFIX, RedisOptions, RedisStats, RedisStore, SCRIPT_VERSION,
-    redis_guard_store,
+    ConfigError, DEFAULT_TIMEOUT, KEY_PREFIX, MAX_BREAKER_TIMEOUTS, RedisOptions, RedisStats,
+    RedisStore, SCRIPT_VERSION, StoreState, redis_guard_store,
 };
+pub use target::redact;

@@ -1,11 +1,11 @@
-//! The store: a connection supervised in the background, one script call per admission.
+//! The store: a connection supervised in the background, a circuit breaker, one script
+//! call per admission (per slot on a cluster).
 
 use std::{
-    collections::HashMap,
-    fmt::{self, Write as _},
+    fmt,
     sync::{
-        Arc, RwLock, Weak,
-        atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering},
+        Arc, Mutex, RwLock, Weak,
+        atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering},
     },
     time::Duration,
 };
@@ -16,37 +16,51 @@ use toolmend::{
     future::BoxFuture,
     guard::{
         GuardStore,
-        store::{
-            Admission, CallAnswer, CheckResult, EarlyRefusal, Scope, StoreError, StoreErrorKind,
-        },
+        store::{Admission, CallAnswer, EarlyRefusal, StoreError, StoreErrorKind},
     },
 };
 
+use crate::{
+    encode::{Invocation, Part, blank, decode, encode, has_global},
+    target::{Conn, Target, redact},
+};
+
 /// The script's version, baked into every key's prefix ([`KEY_PREFIX`]).
-pub const SCRIPT_VERSION: u32 = 1;
+pub const SCRIPT_VERSION: u32 = 2;
 /// The prefix of every key the store writes: `tm:v<SCRIPT_VERSION>:`.
-pub const KEY_PREFIX: &str = "tm:v1:";
-/// Default bound on one admission, round trip included.
+pub const KEY_PREFIX: &str = "tm:v2:";
+/// Default bound on one admission, round trips included.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(20);
+/// The most consecutive timeouts before the store marks itself down.
+pub const MAX_BREAKER_TIMEOUTS: u32 = 3;
 
 const LUA: &str = include_str!("admit.lua");
 
 const CONNECTING: u8 = 0;
 const UP: u8 = 1;
 const DOWN: u8 = 2;
-const CLUSTER: u8 = 3;
+const MISCONFIGURED: u8 = 3;
 
 /// How the store connects and how long it may take.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisOptions {
-    /// Bound on one admission, retry included: past it, [`StoreErrorKind::Timeout`].
+    /// Bound on one admission, every round trip included: past it,
+    /// [`StoreErrorKind::Timeout`].
     pub timeout: Duration,
-    /// Bound on one connection attempt (and on one ping while reconnecting).
+    /// Bound on one connection attempt (and on one probe while down).
     pub connect_timeout: Duration,
-    /// Pause between connection attempts while Redis is down.
+    /// Pause before the first probe after the store went down; doubled after each failed
+    /// probe, up to [`RedisOptions::max_probe_interval`].
     pub reconnect_interval: Duration,
+    /// The longest pause between two probes.
+    pub max_probe_interval: Duration,
+    /// Consecutive timeouts that mark the store down (1 to [`MAX_BREAKER_TIMEOUTS`]).
+    pub breaker_timeouts: u32,
     /// Keys the [`EarlyRefusal`] front of [`redis_guard_store`] keeps.
     pub early_refusal_keys: usize,
+    /// A PEM bundle of the certificate authorities a `rediss://` server's certificate may
+    /// chain to, instead of the system's (which also honour `SSL_CERT_FILE`).
+    pub tls_ca_pem: Option<Vec<u8>>,
 }
 
 impl Default for RedisOptions {
@@ -55,7 +69,10 @@ impl Default for RedisOptions {
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: Duration::from_secs(1),
             reconnect_interval: Duration::from_millis(200),
+            max_probe_interval: Duration::from_secs(2),
+            breaker_timeouts: MAX_BREAKER_TIMEOUTS,
             early_refusal_keys: 100_000,
+            tls_ca_pem: None,
         }
     }
 }
@@ -63,7 +80,7 @@ impl Default for RedisOptions {
 /// Why a store cannot be made (nothing about Redis being reachable: that is checked later).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// The URL does not parse as a Redis URL.
+    /// The URL does not parse as a Redis URL (the message never carries its password).
     #[error("invalid Redis URL: {0}")]
     Url(String),
     /// Called outside a Tokio runtime (the connection is made in a background task).
@@ -72,6 +89,45 @@ pub enum ConfigError {
     /// A zero timeout would refuse every admission.
     #[error("the Redis guard store's timeout must be above zero")]
     ZeroTimeout,
+    /// `breaker_timeouts` outside 1 to [`MAX_BREAKER_TIMEOUTS`].
+    #[error("the Redis guard store's breaker_timeouts must be between 1 and 3, not {0}")]
+    Breaker(u32),
+}
+
+/// The store's state, for readiness and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreState {
+    /// Not connected yet since the start; `cause`: why the last attempt failed, if one did.
+    Connecting {
+        /// The last attempt's error.
+        cause: Option<String>,
+    },
+    /// Admissions go to Redis.
+    Up,
+    /// Marked down (a dropped connection, or consecutive timeouts: the breaker is open);
+    /// admissions answer at once without a round trip; one probe at a time brings it back.
+    Down {
+        /// Why.
+        cause: String,
+    },
+    /// Connected to something that cannot work as configured (a cluster node behind a
+    /// `redis://` URL); admissions fail, the log says what to write.
+    Misconfigured {
+        /// What is wrong and what to do.
+        cause: String,
+    },
+}
+
+impl StoreState {
+    /// `connecting`, `up`, `down` or `misconfigured`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StoreState::Connecting { .. } => "connecting",
+            StoreState::Up => "up",
+            StoreState::Down { .. } => "down",
+            StoreState::Misconfigured { .. } => "misconfigured",
+        }
+    }
 }
 
 /// What the store did, since it was made (for metrics).
@@ -79,8 +135,12 @@ pub enum ConfigError {
 pub struct RedisStats {
     /// Admissions asked of the store.
     pub admissions: u64,
-    /// Script calls sent (an admission's retry counts again).
+    /// Script calls sent (an admission's retry, and each part on a cluster, count again).
     pub round_trips: u64,
+    /// Round trips to a cluster's global slot.
+    pub global_round_trips: u64,
+    /// Refunds sent to a cluster's session slot (calls its global slot refused).
+    pub refunds: u64,
     /// Retries after a dropped connection.
     pub retries: u64,
     /// Admissions that answered [`StoreErrorKind::Timeout`].
@@ -89,8 +149,12 @@ pub struct RedisStats {
     pub unavailable: u64,
     /// Admissions that answered [`StoreErrorKind::Protocol`].
     pub protocol_errors: u64,
-    /// Connections made after a drop (the first connection is not counted).
+    /// Connections made after a drop or an open breaker (the first is not counted).
     pub reconnects: u64,
+    /// Times the breaker opened (consecutive timeouts marked the store down).
+    pub breaker_opens: u64,
+    /// Probes sent while down (each one command, bounded by `connect_timeout`).
+    pub probes: u64,
     /// Connected now.
     pub connected: bool,
 }
@@ -99,18 +163,36 @@ pub struct RedisStats {
 struct Counters {
     admissions: AtomicU64,
     round_trips: AtomicU64,
+    global_round_trips: AtomicU64,
+    refunds: AtomicU64,
     retries: AtomicU64,
     timeouts: AtomicU64,
     unavailable: AtomicU64,
     protocol_errors: AtomicU64,
     reconnects: AtomicU64,
+    breaker_opens: AtomicU64,
+    probes: AtomicU64,
+}
+
+// Made once per store: the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Client {
+    Single(redis::Client),
+    Cluster(redis::cluster::ClusterClient),
 }
 
 struct Inner {
-    client: redis::Client,
-    conn: RwLock<Option<ConnectionManager>>,
+    client: Client,
+    cluster: bool,
+    /// The URL as it may be logged.
+    address: String,
+    /// The URL's userinfo, blanked out of any error text.
+    secret: Option<String>,
+    conn: RwLock<Option<Conn>>,
     state: AtomicU8,
+    cause: Mutex<Option<String>>,
     probing: AtomicBool,
+    consecutive_timeouts: AtomicU32,
     script: redis::Script,
     opts: RedisOptions,
     counters: Counters,
@@ -127,8 +209,9 @@ pub struct RedisStore {
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
-            .field("state", &self.state_name())
-            .field("opts", &self.inner.opts)
+            .field("address", &self.inner.address)
+            .field("state", &self.state().name())
+            .field("timeout", &self.inner.opts.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -145,27 +228,97 @@ pub fn redis_guard_store(
     Ok(EarlyRefusal::new(RedisStore::connect(url, opts)?, keys))
 }
 
+fn metric_state(address: &str, state: u8) {
+    for (s, name) in [
+        (CONNECTING, "connecting"),
+        (UP, "up"),
+        (DOWN, "down"),
+        (MISCONFIGURED, "misconfigured"),
+    ] {
+        metrics::gauge!("toolmend_guard_store_state", "store" => "redis", "state" => name,
+            "address" => address.to_owned())
+        .set(if s == state { 1.0 } else { 0.0 });
+    }
+}
+
+fn metric_transition(to: &'static str, why: &'static str) {
+    metrics::counter!("toolmend_guard_store_transitions_total", "store" => "redis",
+        "to" => to, "why" => why)
+    .increment(1);
+}
+
 impl RedisStore {
-    /// Checks `url` (`redis://host:port/db`, `rediss://` needs a TLS feature of `redis`)
-    /// and returns at once; the connection is made in a background task on the current
-    /// Tokio runtime, retried every `opts.reconnect_interval` until Redis answers.
-    /// Until then, admissions answer [`StoreErrorKind::Unavailable`].
+    /// Checks `url` and returns at once; the connection is made in a background task on
+    /// the current Tokio runtime, retried until Redis answers. Until then, admissions
+    /// answer [`StoreErrorKind::Unavailable`] with the cause.
+    ///
+    /// `url`: `redis://[user:password@]host:port/db`, `rediss://…` (TLS, rustls),
+    /// `redis+cluster://[user:password@]host1:port1,host2:port2` or `rediss+cluster://…`
+    /// (a Redis Cluster: seed nodes, the rest is discovered).
     pub fn connect(url: &str, opts: RedisOptions) -> Result<RedisStore, ConfigError> {
         if opts.timeout.is_zero() {
             return Err(ConfigError::ZeroTimeout);
         }
-        let client = redis::Client::open(url).map_err(|e| ConfigError::Url(e.to_string()))?;
+        if !(1..=MAX_BREAKER_TIMEOUTS).contains(&opts.breaker_timeouts) {
+            return Err(ConfigError::Breaker(opts.breaker_timeouts));
+        }
+        let address = redact(url);
+        let secret = url
+            .split_once("://")
+            .and_then(|(_, r)| r.split(['/', '?', '#']).next())
+            .and_then(|a| a.rsplit_once('@'))
+            .map(|(u, _)| u.to_owned())
+            .filter(|u| !u.is_empty());
+        let scrub = |e: redis::RedisError| {
+            let mut m = e.to_string();
+            if let Some(s) = &secret {
+                m = m.replace(s.as_str(), "***");
+            }
+            ConfigError::Url(format!("{address}: {m}"))
+        };
+        let certs = |pem: &Vec<u8>| redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem.clone()),
+        };
+        let (client, cluster) = match Target::parse(url)? {
+            Target::Single(u) => {
+                let c = match &opts.tls_ca_pem {
+                    Some(pem) => redis::Client::build_with_tls(u.as_str(), certs(pem)),
+                    None => redis::Client::open(u.as_str()),
+                }
+                .map_err(scrub)?;
+                (Client::Single(c), false)
+            }
+            Target::Cluster(nodes) => {
+                let mut b = redis::cluster::ClusterClientBuilder::new(nodes)
+                    .connection_timeout(opts.connect_timeout)
+                    .response_timeout(opts.connect_timeout)
+                    .retries(1)
+                    .min_retry_wait(5)
+                    .max_retry_wait(50);
+                if let Some(pem) = &opts.tls_ca_pem {
+                    b = b.certs(certs(pem));
+                }
+                (Client::Cluster(b.build().map_err(scrub)?), true)
+            }
+        };
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
         let inner = Arc::new(Inner {
             client,
+            cluster,
+            address,
+            secret,
             conn: RwLock::new(None),
             state: AtomicU8::new(CONNECTING),
+            cause: Mutex::new(None),
             probing: AtomicBool::new(true),
+            consecutive_timeouts: AtomicU32::new(0),
             script: redis::Script::new(LUA),
             opts,
             counters: Counters::default(),
             runtime,
         });
+        metric_state(&inner.address, CONNECTING);
         let weak = Arc::downgrade(&inner);
         inner.runtime.spawn(supervise(weak));
         Ok(RedisStore { inner })
@@ -178,11 +331,15 @@ impl RedisStore {
         RedisStats {
             admissions: get(&c.admissions),
             round_trips: get(&c.round_trips),
+            global_round_trips: get(&c.global_round_trips),
+            refunds: get(&c.refunds),
             retries: get(&c.retries),
             timeouts: get(&c.timeouts),
             unavailable: get(&c.unavailable),
             protocol_errors: get(&c.protocol_errors),
             reconnects: get(&c.reconnects),
+            breaker_opens: get(&c.breaker_opens),
+            probes: get(&c.probes),
             connected: self.is_connected(),
         }
     }
@@ -190,6 +347,31 @@ impl RedisStore {
     /// True while admissions go to Redis.
     pub fn is_connected(&self) -> bool {
         self.inner.state.load(Ordering::Acquire) == UP
+    }
+
+    /// The state now, with its cause.
+    pub fn state(&self) -> StoreState {
+        let cause = self.cause();
+        match self.inner.state.load(Ordering::Acquire) {
+            CONNECTING => StoreState::Connecting { cause },
+            UP => StoreState::Up,
+            DOWN => StoreState::Down {
+                cause: cause.unwrap_or_else(|| "down".to_owned()),
+            },
+            _ => StoreState::Misconfigured {
+                cause: cause.unwrap_or_else(|| "misconfigured".to_owned()),
+            },
+        }
+    }
+
+    /// The URL as it may be logged (no userinfo, query or fragment).
+    pub fn address(&self) -> &str {
+        &self.inner.address
+    }
+
+    /// True for a `redis+cluster://` store.
+    pub fn is_cluster(&self) -> bool {
+        self.inner.cluster
     }
 
     /// Waits until connected, at most `within`; true if connected (a readiness probe, or a
@@ -207,18 +389,33 @@ impl RedisStore {
         }
     }
 
+    /// Waits until the first connection attempt ended, at most `within`: `Ok` when
+    /// connected, `Err` with the state otherwise (a start that logs why Redis is not
+    /// there, once).
+    pub async fn first_attempt(&self, within: Duration) -> Result<(), StoreState> {
+        let until = Instant::now() + within;
+        loop {
+            let st = self.state();
+            match &st {
+                StoreState::Up => return Ok(()),
+                StoreState::Connecting { cause: None } if Instant::now() < until => {}
+                _ => return Err(st),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// The options it was made with.
     pub fn options(&self) -> &RedisOptions {
         &self.inner.opts
     }
 
-    fn state_name(&self) -> &'static str {
-        match self.inner.state.load(Ordering::Acquire) {
-            CONNECTING => "connecting",
-            UP => "up",
-            DOWN => "reconnecting",
-            _ => "cluster (unsupported)",
-        }
+    fn cause(&self) -> Option<String> {
+        self.inner
+            .cause
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn fail(&self, kind: StoreErrorKind, message: impl Into<String>) -> StoreError {
@@ -235,20 +432,56 @@ impl RedisStore {
         }
     }
 
-    /// Marks the store down and starts the one reconnecting task, if none runs.
-    fn mark_down(&self) {
-        if self
-            .inner
+    /// Marks the store down and starts the one probing task, if none runs.
+    fn mark_down(&self, cause: String, why: &'static str) {
+        let inner = &self.inner;
+        if inner
             .state
             .compare_exchange(UP, DOWN, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
-            && !self.inner.probing.swap(true, Ordering::AcqRel)
         {
-            tracing::warn!(store = "redis", "guard store connection lost; reconnecting");
-            self.inner
-                .runtime
-                .spawn(supervise(Arc::downgrade(&self.inner)));
+            *inner.cause.lock().unwrap_or_else(|p| p.into_inner()) = Some(cause.clone());
+            if why == "timeouts" {
+                inner.counters.breaker_opens.fetch_add(1, Ordering::Relaxed);
+            }
+            metric_state(&inner.address, DOWN);
+            metric_transition("down", why);
+            tracing::warn!(
+                store = "redis",
+                address = %inner.address,
+                "guard store marked down: {cause}; decisions take guard.fail at once, one \
+                 probe at a time brings it back"
+            );
+            if !inner.probing.swap(true, Ordering::AcqRel) {
+                inner.runtime.spawn(supervise(Arc::downgrade(inner)));
+            }
         }
+    }
+
+    /// One timeout more; the breaker opens at `breaker_timeouts` in a row.
+    fn timed_out(&self) {
+        let n = self
+            .inner
+            .consecutive_timeouts
+            .fetch_add(1, Ordering::AcqRel)
+            + 1;
+        if n >= self.inner.opts.breaker_timeouts {
+            self.mark_down(
+                format!(
+                    "{n} admissions in a row got no answer within {} ms",
+                    self.inner.opts.timeout.as_millis()
+                ),
+                "timeouts",
+            );
+        }
+    }
+
+    fn scrub(&self, e: &redis::RedisError) -> String {
+        let mut m = e.to_string();
+        if let Some(s) = &self.inner.secret {
+            m = m.replace(s.as_str(), "***");
+        }
+        m
     }
 
     async fn admit_inner(&self, a: Admission<'_>) -> Result<Vec<CallAnswer>, StoreError> {
@@ -258,54 +491,144 @@ impl RedisStore {
         match inner.state.load(Ordering::Acquire) {
             UP => {}
             CONNECTING => {
-                return Err(self.fail(StoreErrorKind::Unavailable, "not connected yet"));
-            }
-            DOWN => return Err(self.fail(StoreErrorKind::Unavailable, "reconnecting")),
-            _ => {
+                let why = self
+                    .cause()
+                    .unwrap_or_else(|| "first attempt under way".to_owned());
                 return Err(self.fail(
-                    StoreErrorKind::Protocol,
-                    "Redis Cluster is not supported by toolmend-redis 0.1 (a message's \
-                     session and cross-session keys live in different slots); use a \
-                     standalone Redis",
+                    StoreErrorKind::Unavailable,
+                    format!("not connected yet to {}: {why}", inner.address),
                 ));
+            }
+            DOWN => {
+                let why = self.cause().unwrap_or_default();
+                return Err(self.fail(
+                    StoreErrorKind::Unavailable,
+                    format!("marked down ({}): {why}", inner.address),
+                ));
+            }
+            _ => {
+                let why = self.cause().unwrap_or_default();
+                return Err(self.fail(StoreErrorKind::Protocol, why));
             }
         }
         let conn = inner.conn.read().map_or(None, |c| c.clone());
         let Some(mut conn) = conn else {
             return Err(self.fail(StoreErrorKind::Unavailable, "not connected"));
         };
-        let (keys, args) = encode(a);
+        if !inner.cluster {
+            let inv = encode(&a, Part::All);
+            let reply = self.run(&mut conn, &inv, deadline).await?;
+            let (_, answers) = decode(&inv, reply).map_err(|m| self.protocol(m))?;
+            return Ok(merge(blank(&a), &inv, answers));
+        }
+        self.admit_cluster(&mut conn, a, deadline).await
+    }
+
+    fn protocol(&self, m: String) -> StoreError {
+        self.fail(StoreErrorKind::Protocol, m)
+    }
+
+    /// A cluster: the session's slot (its checks and ids, tentatively recorded), then the
+    /// global slot only when a call has a global check (exact: records only calls every
+    /// check admitted), then a refund in the session's slot only for calls the global
+    /// slot refused. See the crate docs for what holds between the round trips.
+    async fn admit_cluster(
+        &self,
+        conn: &mut Conn,
+        a: Admission<'_>,
+        deadline: Instant,
+    ) -> Result<Vec<CallAnswer>, StoreError> {
+        let mut out = blank(&a);
+        let global = has_global(&a);
+        let session = a.session.is_some()
+            || a.calls
+                .iter()
+                .any(|c| c.checks.iter().any(|k| !k.scope.is_global()));
+        let mut at = 0;
+        let mut session_ok = vec![true; a.calls.len()];
+        if session {
+            let inv = encode(&a, Part::Session);
+            let reply = self.run(conn, &inv, deadline).await?;
+            let (now, answers) = decode(&inv, reply).map_err(|m| self.protocol(m))?;
+            at = now;
+            out = merge(out, &inv, answers);
+            for (ok, answer) in session_ok.iter_mut().zip(&out) {
+                *ok = answer.admitted;
+            }
+        }
+        if !global {
+            return Ok(out);
+        }
+        let inv = encode(&a, Part::Global(&session_ok));
+        self.inner
+            .counters
+            .global_round_trips
+            .fetch_add(1, Ordering::Relaxed);
+        let reply = self.run(conn, &inv, deadline).await?;
+        let (_, answers) = decode(&inv, reply).map_err(|m| self.protocol(m))?;
+        let mut refund = vec![false; a.calls.len()];
+        for (i, (admitted, _, checks)) in answers.into_iter().enumerate() {
+            for (&k, r) in inv.picked[i].iter().zip(checks) {
+                out[i].checks[k] = r;
+            }
+            refund[i] = session && session_ok[i] && !admitted;
+            out[i].admitted = admitted;
+        }
+        if refund.iter().any(|&r| r) {
+            let inv = encode(&a, Part::Refund { at, calls: &refund });
+            self.inner.counters.refunds.fetch_add(1, Ordering::Relaxed);
+            self.run(conn, &inv, deadline).await?;
+        }
+        Ok(out)
+    }
+
+    /// One script call within `deadline`: a dropped connection retried once; the
+    /// breaker told of timeouts and of answers.
+    async fn run(
+        &self,
+        conn: &mut Conn,
+        inv: &Invocation,
+        deadline: Instant,
+    ) -> Result<redis::Value, StoreError> {
+        let inner = &self.inner;
         let mut invocation = inner.script.prepare_invoke();
-        for k in &keys {
+        for k in &inv.keys {
             invocation.key(k.as_str());
         }
-        for arg in &args {
+        for arg in &inv.args {
             invocation.arg(arg.as_str());
         }
         let mut retried = false;
         loop {
             inner.counters.round_trips.fetch_add(1, Ordering::Relaxed);
-            let answer = tokio::time::timeout_at(
-                deadline,
-                invocation.invoke_async::<Vec<Vec<i64>>>(&mut conn),
-            )
-            .await;
+            let answer =
+                tokio::time::timeout_at(deadline, invocation.invoke_async::<redis::Value>(conn))
+                    .await;
             match answer {
                 Ok(Ok(reply)) => {
-                    return decode(a, reply).map_err(|m| self.fail(StoreErrorKind::Protocol, m));
+                    inner.consecutive_timeouts.store(0, Ordering::Release);
+                    return Ok(reply);
                 }
                 Err(_) if retried => {
                     // The retry after a drop waited for the reconnect: Redis is away.
-                    self.mark_down();
+                    self.mark_down(
+                        "connection dropped and not back within the timeout".to_owned(),
+                        "dropped",
+                    );
                     return Err(self.fail(
                         StoreErrorKind::Unavailable,
                         "connection dropped and not back within the timeout",
                     ));
                 }
                 Err(_) => {
+                    self.timed_out();
                     return Err(self.fail(
                         StoreErrorKind::Timeout,
-                        format!("no answer within {} ms", inner.opts.timeout.as_millis()),
+                        format!(
+                            "no answer from {} within {} ms",
+                            inner.address,
+                            inner.opts.timeout.as_millis()
+                        ),
                     ));
                 }
                 Ok(Err(e)) => {
@@ -319,12 +642,11 @@ impl RedisStore {
                         continue;
                     }
                     if dropped {
-                        self.mark_down();
-                        return Err(self.fail(
-                            StoreErrorKind::Unavailable,
-                            format!("connection lost: {}", e.kind_name()),
-                        ));
+                        let cause = format!("connection lost: {}", self.scrub(&e));
+                        self.mark_down(cause.clone(), "dropped");
+                        return Err(self.fail(StoreErrorKind::Unavailable, cause));
                     }
+                    inner.consecutive_timeouts.store(0, Ordering::Release);
                     if matches!(
                         e.kind(),
                         redis::ErrorKind::Server(
@@ -345,7 +667,7 @@ impl RedisStore {
                     }
                     return Err(self.fail(
                         StoreErrorKind::Protocol,
-                        format!("script failed: {}", e.code().unwrap_or("error")),
+                        format!("script failed: {}", self.scrub(&e)),
                     ));
                 }
             }
@@ -353,15 +675,21 @@ impl RedisStore {
     }
 }
 
-/// A short, value-free name for an error (never a key or an argument).
-trait KindName {
-    fn kind_name(&self) -> String;
-}
-
-impl KindName for redis::RedisError {
-    fn kind_name(&self) -> String {
-        format!("{:?}", self.kind())
+/// Fills `out` with a part's answers (its checks at their indices).
+fn merge(
+    mut out: Vec<CallAnswer>,
+    inv: &Invocation,
+    answers: Vec<crate::encode::PartAnswer>,
+) -> Vec<CallAnswer> {
+    for (i, (admitted, seen, checks)) in answers.into_iter().enumerate() {
+        let o = &mut out[i];
+        o.admitted = admitted;
+        o.id_seen = seen;
+        for (&k, r) in inv.picked[i].iter().zip(checks) {
+            o.checks[k] = r;
+        }
     }
+    out
 }
 
 impl GuardStore for RedisStore {
@@ -377,234 +705,125 @@ impl GuardStore for RedisStore {
     }
 }
 
-/// Connects (or reconnects), loads the script, marks the store up; every
-/// `reconnect_interval` until it works or the store is dropped.
+/// Connects (or probes), loads the script, marks the store up; one attempt per pause,
+/// the pause doubling from `reconnect_interval` to `max_probe_interval`, until it works
+/// or the store is dropped.
 async fn supervise(weak: Weak<Inner>) {
+    let mut pause = None::<Duration>;
     loop {
+        if let Some(p) = pause {
+            tokio::time::sleep(p).await;
+        }
         let Some(inner) = weak.upgrade() else {
             return;
         };
-        let interval = inner.opts.reconnect_interval;
-        match tokio::time::timeout(inner.opts.connect_timeout, connect_once(&inner)).await {
-            Ok(Ok(cluster)) => {
-                let first = inner.state.load(Ordering::Acquire) == CONNECTING;
+        let first = inner.state.load(Ordering::Acquire) == CONNECTING;
+        if !first {
+            inner.counters.probes.fetch_add(1, Ordering::Relaxed);
+        }
+        let attempt = tokio::time::timeout(inner.opts.connect_timeout, connect_once(&inner)).await;
+        let cause = match attempt {
+            Ok(Ok(None)) => {
                 if !first {
                     inner.counters.reconnects.fetch_add(1, Ordering::Relaxed);
                 }
+                inner.consecutive_timeouts.store(0, Ordering::Release);
+                *inner.cause.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 inner.probing.store(false, Ordering::Release);
-                inner
-                    .state
-                    .store(if cluster { CLUSTER } else { UP }, Ordering::Release);
-                if cluster {
-                    tracing::error!(
-                        store = "redis",
-                        "the guard store's Redis is a cluster node: not supported, every \
-                         admission fails"
-                    );
-                } else {
-                    tracing::info!(store = "redis", reconnect = !first, "guard store connected");
-                }
+                inner.state.store(UP, Ordering::Release);
+                metric_state(&inner.address, UP);
+                metric_transition("up", if first { "connected" } else { "probe" });
+                tracing::info!(
+                    store = "redis",
+                    address = %inner.address,
+                    reconnect = !first,
+                    "guard store connected"
+                );
+                return;
+            }
+            Ok(Ok(Some(wrong))) => {
+                *inner.cause.lock().unwrap_or_else(|p| p.into_inner()) = Some(wrong.clone());
+                inner.probing.store(false, Ordering::Release);
+                inner.state.store(MISCONFIGURED, Ordering::Release);
+                metric_state(&inner.address, MISCONFIGURED);
+                metric_transition("misconfigured", "cluster");
+                tracing::error!(store = "redis", address = %inner.address, "{wrong}");
                 return;
             }
             Ok(Err(e)) => {
-                tracing::debug!(
-                    store = "redis",
-                    "guard store connect failed: {:?}",
-                    e.kind()
-                );
+                let mut m = e.to_string();
+                if let Some(s) = &inner.secret {
+                    m = m.replace(s.as_str(), "***");
+                }
+                m
             }
-            Err(_) => {
-                tracing::debug!(store = "redis", "guard store connect timed out");
-            }
-        }
-        drop(inner);
-        tokio::time::sleep(interval).await;
+            Err(_) => format!(
+                "no answer within {} ms",
+                inner.opts.connect_timeout.as_millis()
+            ),
+        };
+        tracing::debug!(store = "redis", address = %inner.address, "guard store attempt failed: {cause}");
+        *inner.cause.lock().unwrap_or_else(|p| p.into_inner()) = Some(if first {
+            cause
+        } else {
+            format!("probe failed: {cause}")
+        });
+        let base = inner.opts.reconnect_interval;
+        let max = inner.opts.max_probe_interval.max(base);
+        pause = Some(pause.map_or(base, |p| (p * 2).min(max)));
     }
 }
 
-/// One attempt: the existing manager (it reconnects on its own) or a new one; then the
-/// cluster check and the script load. True for a cluster node.
-async fn connect_once(inner: &Inner) -> redis::RedisResult<bool> {
+/// One attempt: the existing connection (it reconnects on its own) or a new one; then a
+/// check that a single URL does not name a cluster node, and the script load. `Some`:
+/// what is misconfigured.
+async fn connect_once(inner: &Inner) -> redis::RedisResult<Option<String>> {
     let existing = inner.conn.read().map_or(None, |c| c.clone());
     let mut conn = match existing {
         Some(c) => c,
         None => {
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(inner.opts.connect_timeout))
-                .set_response_timeout(Some(inner.opts.connect_timeout))
-                .set_number_of_retries(1)
-                .set_min_delay(Duration::from_millis(20))
-                .set_max_delay(inner.opts.reconnect_interval);
-            let c = ConnectionManager::new_with_config(inner.client.clone(), config).await?;
+            let c = match &inner.client {
+                Client::Single(client) => {
+                    let config = ConnectionManagerConfig::new()
+                        .set_connection_timeout(Some(inner.opts.connect_timeout))
+                        .set_response_timeout(Some(inner.opts.connect_timeout))
+                        .set_number_of_retries(1)
+                        .set_min_delay(Duration::from_millis(20))
+                        .set_max_delay(inner.opts.reconnect_interval);
+                    Conn::Single(ConnectionManager::new_with_config(client.clone(), config).await?)
+                }
+                Client::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+            };
             if let Ok(mut slot) = inner.conn.write() {
                 *slot = Some(c.clone());
             }
             c
         }
     };
-    let info: String = redis::cmd("INFO")
-        .arg("cluster")
-        .query_async(&mut conn)
-        .await?;
-    if info.contains("cluster_enabled:1") {
-        return Ok(true);
+    if let Conn::Single(_) = conn {
+        let info: String = redis::cmd("INFO")
+            .arg("cluster")
+            .query_async(&mut conn)
+            .await?;
+        if info.contains("cluster_enabled:1") {
+            return Ok(Some(format!(
+                "{} is a Redis Cluster node: write the URL as redis+cluster://host1:port1,\
+                 host2:port2 (or rediss+cluster:// with TLS) so the store routes each \
+                 session to its slot; every admission fails meanwhile",
+                inner.address
+            )));
+        }
     }
     inner.script.load_async(&mut conn).await?;
-    Ok(false)
-}
-
-/// The key of a scope within a session (or of the global space).
-pub(crate) fn key(session: Option<&str>, scope: &Scope) -> String {
-    if scope.is_global() {
-        format!("{KEY_PREFIX}{{{}}}:w", scope.suffix())
-    } else {
-        format!(
-            "{KEY_PREFIX}{{{}}}:{}",
-            session.unwrap_or("_"),
-            scope.suffix()
-        )
-    }
-}
-
-/// `KEYS` (the ids first, with a session; each key once) and `ARGV`.
-fn encode(a: Admission<'_>) -> (Vec<String>, Vec<String>) {
-    let mut keys: Vec<String> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    if let Some(s) = a.session {
-        keys.push(format!("{KEY_PREFIX}{{{s}}}:ids"));
-    }
-    let mut args = Vec::with_capacity(2 + 2 * a.calls.len());
-    args.push(a.ttl_ms.to_string());
-    args.push(if a.session.is_some() { "1" } else { "0" }.to_owned());
-    for call in a.calls {
-        let mut spec = String::with_capacity(24 * call.checks.len());
-        for c in &call.checks {
-            let k = key(a.session, &c.scope);
-            let n = match index.get(&k) {
-                Some(&n) => n,
-                None => {
-                    keys.push(k.clone());
-                    index.insert(k, keys.len());
-                    keys.len()
-                }
-            };
-            let window = c
-                .window_ms
-                .map_or(-1, |w| i64::try_from(w).unwrap_or(i64::MAX));
-            let _ = write!(
-                spec,
-                "{n},{},{window},{};",
-                c.limit,
-                if c.shadow { 1 } else { 0 }
-            );
-        }
-        args.push(call.call_id.clone());
-        args.push(spec);
-    }
-    (keys, args)
-}
-
-fn decode(a: Admission<'_>, reply: Vec<Vec<i64>>) -> Result<Vec<CallAnswer>, String> {
-    if reply.len() != a.calls.len() {
-        return Err(format!(
-            "{} answers for {} calls",
-            reply.len(),
-            a.calls.len()
-        ));
-    }
-    let as_u64 = |v: i64| u64::try_from(v).unwrap_or(0);
-    a.calls
-        .iter()
-        .zip(reply)
-        .map(|(call, r)| {
-            if r.len() != 2 + 3 * call.checks.len() {
-                return Err(format!(
-                    "{} values for a call of {} checks",
-                    r.len(),
-                    call.checks.len()
-                ));
-            }
-            Ok(CallAnswer {
-                admitted: r[0] == 1,
-                id_seen: r[1] == 1,
-                checks: r[2..]
-                    .chunks_exact(3)
-                    .map(|c| CheckResult {
-                        passed: c[0] == 1,
-                        count: as_u64(c[1]),
-                        retry_after_ms: as_u64(c[2]),
-                    })
-                    .collect(),
-            })
-        })
-        .collect()
+    Ok(None)
 }
 
 #[cfg(test)]
 mod tests {
-    use toolmend::guard::{
-        Rule,
-        store::{AdmitCall, Check},
-    };
-
     use super::*;
 
     #[test]
     fn the_prefix_carries_the_script_version() {
         assert_eq!(KEY_PREFIX, format!("tm:v{SCRIPT_VERSION}:"));
-    }
-
-    #[test]
-    fn keys_share_the_session_tag_and_globals_have_their_own() {
-        assert_eq!(
-            key(Some("00ab"), &Scope::SessionTool("search".into())),
-            "tm:v1:{00ab}:st:search"
-        );
-        assert_eq!(
-            key(Some("00ab"), &Scope::Tool("search".into())),
-            "tm:v1:{t:search}:w"
-        );
-        assert_eq!(key(None, &Scope::Thread), "tm:v1:{_}:th");
-    }
-
-    #[test]
-    fn an_admission_is_one_line_per_call_and_each_key_once() {
-        let check = |scope, window_ms| Check {
-            rule: Rule::SessionWindow,
-            scope,
-            limit: 3,
-            window_ms,
-            shadow: false,
-        };
-        let calls = [
-            AdmitCall {
-                call_id: "a".into(),
-                checks: vec![
-                    check(Scope::Session, Some(1000)),
-                    check(Scope::Thread, None),
-                ],
-            },
-            AdmitCall {
-                call_id: "b".into(),
-                checks: vec![check(Scope::Session, Some(1000))],
-            },
-        ];
-        let (keys, args) = encode(Admission {
-            session: Some("s1"),
-            ttl_ms: 60_000,
-            calls: &calls,
-        });
-        assert_eq!(keys, ["tm:v1:{s1}:ids", "tm:v1:{s1}:s", "tm:v1:{s1}:th"]);
-        assert_eq!(
-            args,
-            [
-                "60000",
-                "1",
-                "a",
-                "2,3,1000,0;3,3,-1,0;",
-                "b",
-                "2,3,1000,0;"
-            ]
-        );
     }
 }

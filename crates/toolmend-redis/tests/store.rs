@@ -16,6 +16,14 @@ use toolmend::guard::{
 };
 use toolmend_redis::{ConfigError, RedisOptions, RedisStore, redis_guard_store};
 
+/// The server's time in ms (a script: `TIME` answers an array).
+const TIME_MS: &str =
+    "local t = redis.call('TIME') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)";
+
+/// The `i:` (seen id) fields of a session's hash.
+const ID_FIELDS: &str = "local n = 0 for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do \
+    if string.sub(f, 1, 2) == 'i:' then n = n + 1 end end return n";
+
 fn opts() -> RedisOptions {
     RedisOptions {
         // Generous: these tests are about semantics on a shared 2-core machine.
@@ -113,11 +121,20 @@ async fn a_window_admits_exactly_its_limit_then_frees_at_its_edge() {
         [true],
         "sessions are apart"
     );
-    // The keys are versioned, tagged by session, and expire.
-    let ttl: i64 = redis.cmd(&["PTTL", "tm:v1:{s}:s"]).parse().unwrap();
-    assert!(ttl > 0 && ttl <= 600, "{ttl}");
-    let ids: i64 = redis.cmd(&["PTTL", "tm:v1:{s}:ids"]).parse().unwrap();
-    assert!(ids > 59_000, "{ids}");
+    // The keys are versioned, tagged by session, and expire: the window's own expiry is
+    // its field's first 13 digits (the last admission + the window), the session's hash
+    // lives the session TTL (the ids') after its last call.
+    let blob = redis.cmd(&["HGET", "tm:v2:{s}", "s"]);
+    let exp: u64 = blob[..13].parse().unwrap();
+    let now: u64 = redis.cmd(&["EVAL", TIME_MS, "0"]).parse().unwrap();
+    assert!(exp > now && exp <= now + 600, "{exp} {now}");
+    assert_eq!(
+        blob.len(),
+        13 * 4,
+        "the expiry and three admissions: {blob}"
+    );
+    let ttl: i64 = redis.cmd(&["PTTL", "tm:v2:{s}"]).parse().unwrap();
+    assert!(ttl > 59_000, "{ttl}");
 }
 
 #[tokio::test]
@@ -146,7 +163,11 @@ async fn a_refused_call_counts_nowhere_and_shadow_refuses_nothing() {
     for _ in 0..5 {
         admit(&s, "s", 60_000, &[call("d", vec![shadow.clone()])]).await;
     }
-    assert_eq!(redis.cmd(&["LLEN", "tm:v1:{s}:s"]), "1");
+    assert_eq!(
+        redis.cmd(&["HGET", "tm:v2:{s}", "s"]).len(),
+        26,
+        "the expiry and one admission"
+    );
 }
 
 #[tokio::test]
@@ -207,7 +228,7 @@ async fn later_calls_of_a_message_see_earlier_ones() {
             .collect::<Vec<_>>(),
         [(true, false), (false, false)]
     );
-    assert_eq!(redis.cmd(&["EXISTS", "tm:v1:{t:search}:w"]), "1");
+    assert_eq!(redis.cmd(&["EXISTS", "tm:v2:{g}:t:search"]), "1");
 }
 
 /// A small deterministic generator (no dependency, fixed seed).
@@ -459,7 +480,7 @@ async fn a_down_redis_neither_blocks_the_start_nor_the_admissions() {
 }
 
 #[tokio::test]
-async fn a_cluster_is_refused_with_a_clear_error() {
+async fn a_cluster_node_behind_a_single_url_is_refused_saying_what_to_write() {
     let nodes: Vec<Redis> = (0..3)
         .map(|_| {
             Redis::start_with(&[
@@ -505,7 +526,10 @@ async fn a_cluster_is_refused_with_a_clear_error() {
             .await
             .expect_err("refused");
         if e.kind == StoreErrorKind::Protocol {
-            assert!(e.message.contains("Cluster is not supported"), "{e}");
+            assert!(
+                e.message.contains("write the URL as redis+cluster://"),
+                "{e}"
+            );
             break;
         }
         assert!(std::time::Instant::now() < until, "never connected: {e}");
@@ -672,7 +696,7 @@ async fn a_session_keeps_its_last_ten_thousand_ids_like_the_memory_store() {
         let seen: Vec<bool> = again.iter().map(|a| a.id_seen).collect();
         assert_eq!(seen, [true, false, false, true], "{}", store.name());
     }
-    assert_eq!(redis.cmd(&["ZCARD", "tm:v1:{s}:ids"]), "10000");
+    assert_eq!(redis.cmd(&["EVAL", ID_FIELDS, "1", "tm:v2:{s}"]), "10000");
 }
 
 #[tokio::test]

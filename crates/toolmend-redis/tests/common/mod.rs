@@ -88,6 +88,29 @@ impl Redis {
         false
     }
 
+    /// The server's process id (while it runs).
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .map(Child::id)
+            .expect("a running server")
+    }
+
+    /// Freezes the server (SIGSTOP): its connections stay open and nothing answers.
+    pub fn freeze(&self) {
+        signal(self.pid(), "-STOP");
+    }
+
+    /// Thaws a frozen server (SIGCONT).
+    pub fn thaw(&self) {
+        signal(self.pid(), "-CONT");
+    }
+
+    /// The directory it runs in (its files, e.g. certificates).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// `redis://127.0.0.1:<port>/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
@@ -158,8 +181,101 @@ impl Redis {
     }
 }
 
+fn signal(pid: u32, sig: &str) {
+    let st = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill(1)");
+    assert!(st.success(), "kill {sig} {pid}");
+}
+
+/// Three primaries on loopback, slots spread by `redis-cli --cluster create`, killed on
+/// drop.
+#[derive(Debug)]
+pub struct Cluster {
+    pub nodes: Vec<Redis>,
+}
+
+impl Cluster {
+    /// Starts three `--cluster-enabled` servers and makes a cluster of them (no
+    /// replicas), waiting until every node says `cluster_state:ok`.
+    pub fn start() -> Cluster {
+        let nodes: Vec<Redis> = (0..3)
+            .map(|_| {
+                Redis::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli (Debian's redis-tools, a dependency of redis-server)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let until = Instant::now() + Duration::from_secs(20);
+        for n in &nodes {
+            while !n
+                .try_cmd(&["CLUSTER", "INFO"])
+                .is_some_and(|i| i.contains("cluster_state:ok"))
+            {
+                assert!(Instant::now() < until, "the cluster never became ok");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Cluster { nodes }
+    }
+
+    /// `redis+cluster://127.0.0.1:<p1>,127.0.0.1:<p2>,127.0.0.1:<p3>`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}", hosts.join(","))
+    }
+
+    /// The node that serves `key`'s slot.
+    pub fn node_of(&self, key: &str) -> &Redis {
+        let slot: u64 = self.nodes[0]
+            .cmd(&["CLUSTER", "KEYSLOT", key])
+            .parse()
+            .expect("a slot");
+        self.nodes
+            .iter()
+            .find(|n| {
+                // A node serving the slot answers an EXISTS for the key; the others MOVED.
+                n.try_cmd(&["EXISTS", key])
+                    .is_some_and(|r| !r.starts_with("MOVED"))
+            })
+            .unwrap_or_else(|| panic!("no node serves slot {slot}"))
+    }
+}
+
 impl Drop for Redis {
     fn drop(&mut self) {
+        // A frozen server would not die of SIGKILL's wait... it does; thaw anyway so
+        // `wait` returns at once.
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args(["-CONT", &c.id().to_string()])
+                .status();
+        }
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
