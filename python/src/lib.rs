@@ -39,7 +39,7 @@ use toolmend::{
         PlannedCall, SentCall,
     },
     protocol::{AssistantMessage, Content, Message},
-    schema::{Coercions, Phase, ValidationContext},
+    schema::{Coercions, Phase, SwitchError, ValidationContext},
 };
 
 create_exception!(
@@ -870,50 +870,8 @@ impl Toolbox {
     }
 }
 
-/// The coercion switches `coerce=` takes, by name (`Coercions`' fields).
-const COERCIONS: [&str; 13] = [
-    "numeric_strings",
-    "boolean_strings",
-    "scalar_to_string",
-    "wrap_in_array",
-    "csv_split",
-    "enum_case",
-    "rename_keys",
-    "drop_unknown_keys",
-    "json_strings",
-    "dates",
-    "null_omitted",
-    "unwrap_arguments",
-    "split_merged_calls",
-];
-
-/// The schema fix ids a report shows (`fixes[].kind`), each with the switch that makes
-/// it: `coerce=` takes them as well as the switch names. Some switches make several
-/// fixes (`numeric_strings`: `string_to_number`, `string_to_integer`, `float_to_integer`;
-/// `rename_keys`: every `key_*` fix), so a fix id turns its whole switch on or off.
-const FIX_IDS: [(&str, &str); 20] = [
-    ("string_to_number", "numeric_strings"),
-    ("string_to_integer", "numeric_strings"),
-    ("float_to_integer", "numeric_strings"),
-    ("string_to_boolean", "boolean_strings"),
-    ("scalar_to_string", "scalar_to_string"),
-    ("wrapped_in_array", "wrap_in_array"),
-    ("csv_split", "csv_split"),
-    ("enum_case_fixed", "enum_case"),
-    ("key_renamed", "rename_keys"),
-    ("key_case_fixed", "rename_keys"),
-    ("key_spelling_fixed", "rename_keys"),
-    ("key_renamed_by_tokens", "rename_keys"),
-    ("key_renamed_by_description", "rename_keys"),
-    ("key_renamed_by_structure", "rename_keys"),
-    ("unknown_key_dropped", "drop_unknown_keys"),
-    ("json_string_decoded", "json_strings"),
-    ("date_normalized", "dates"),
-    ("null_omitted", "null_omitted"),
-    ("arguments_unwrapped", "unwrap_arguments"),
-    ("merged_call_split", "split_merged_calls"),
-];
-
+/// `coerce=`: a bool (the defaults, or none), or a dict of switch names or fix ids to
+/// bools over the defaults: the core's one mapping (`Coercions::from_names`).
 fn coercions(coerce: &Bound<'_, PyAny>) -> PyResult<Coercions> {
     if let Ok(all) = coerce.extract::<bool>() {
         return Ok(if all {
@@ -926,56 +884,21 @@ fn coercions(coerce: &Bound<'_, PyAny>) -> PyResult<Coercions> {
         coerce,
         "coerce must be a bool or a dict of coercion names (or fix ids) to bools",
     )?;
-    // Each name resolved to its switch; two names of one switch must agree.
-    let mut switches: std::collections::BTreeMap<&str, (bool, String)> = Default::default();
-    for (name, on) in &flags {
-        let switch = match COERCIONS.iter().find(|c| **c == name.as_str()) {
-            Some(c) => *c,
-            None => match FIX_IDS.iter().find(|(id, _)| *id == name.as_str()) {
-                Some((_, c)) => *c,
-                None => {
-                    let ids: Vec<&str> = FIX_IDS.iter().map(|(id, _)| *id).collect();
-                    return Err(error(format!(
-                        "coerce: unknown coercion {name:?}; known switches: {}; or the fix \
-                         ids they make: {}",
-                        COERCIONS.join(", "),
-                        ids.join(", ")
-                    )));
-                }
-            },
-        };
-        if let Some((prev, prev_name)) = switches.get(switch)
-            && prev != on
-        {
-            return Err(error(format!(
-                "coerce: {prev_name:?}: {} and {name:?}: {} contradict each other: both are \
-                 the coercion {switch:?}, which makes them together",
-                py_bool(*prev),
-                py_bool(*on)
-            )));
-        }
-        switches.insert(switch, (*on, name.clone()));
-    }
-    let mut c = Coercions::default();
-    for (switch, (on, _)) in switches {
-        let slot = match switch {
-            "numeric_strings" => &mut c.numeric_strings,
-            "boolean_strings" => &mut c.boolean_strings,
-            "scalar_to_string" => &mut c.scalar_to_string,
-            "wrap_in_array" => &mut c.wrap_in_array,
-            "csv_split" => &mut c.csv_split,
-            "enum_case" => &mut c.enum_case,
-            "rename_keys" => &mut c.rename_keys,
-            "drop_unknown_keys" => &mut c.drop_unknown_keys,
-            "json_strings" => &mut c.json_strings,
-            "dates" => &mut c.dates,
-            "null_omitted" => &mut c.null_omitted,
-            "unwrap_arguments" => &mut c.unwrap_arguments,
-            _ => &mut c.split_merged_calls,
-        };
-        *slot = on;
-    }
-    Ok(c)
+    Coercions::from_names(flags).map_err(|e| match e {
+        SwitchError::Contradiction {
+            switch,
+            first,
+            second,
+        } => error(format!(
+            "coerce: {:?}: {} and {:?}: {} contradict each other: both are the coercion \
+             {switch:?}, which makes them together",
+            first.0,
+            py_bool(first.1),
+            second.0,
+            py_bool(second.1)
+        )),
+        other => error(format!("coerce: {other}")),
+    })
 }
 
 fn py_bool(b: bool) -> &'static str {

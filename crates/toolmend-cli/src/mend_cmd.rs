@@ -13,7 +13,7 @@ use toolmend::{
     mend::mend_call,
     message::{self, AcceptTruncated, MessagePlan, PlanOptions, PlannedCall},
     protocol::AssistantMessage,
-    schema::{Coercions, Phase, ValidationContext},
+    schema::{Phase, ValidationContext},
 };
 
 use crate::{
@@ -39,19 +39,20 @@ pub fn run(args: &MendArgs) -> Result<ExitCode> {
     // A call cut off mid-text is refused (feedback asking for the whole call) unless
     // --accept-truncated: the default of the tool node, the Python fronts and the gateway.
     let refuse_truncated = !args.accept_truncated || args.strict;
+    // --strict is the core's strict options (as the gateway's `calls.strict`).
+    let base = if args.strict {
+        MendOptions::strict()
+    } else {
+        MendOptions::default()
+    };
     let opts = MendOptions {
         repair: RepairOptions {
-            strict: args.strict,
             strip_thinking: !args.keep_thinking,
             max_depth: args.max_depth,
-            ..RepairOptions::default()
-        },
-        coercions: if args.strict {
-            Coercions::none()
-        } else {
-            Coercions::default()
+            ..base.repair
         },
         refuse_lossy: refuse_truncated,
+        ..base
     };
     let mut reader: Box<dyn BufRead> = match &args.input {
         Some(p) if p.as_os_str() != "-" => Box::new(BufReader::new(

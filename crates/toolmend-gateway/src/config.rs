@@ -570,6 +570,15 @@ pub struct Calls {
     pub calls_in_content: bool,
     /// Run a cut-off call on what could be read (off: it stays invalid).
     pub accept_truncated: bool,
+    /// As `toolmend mend --strict`: no repair of the arguments' text, no coercion, cut-off
+    /// calls refused; a call that is not valid as sent is invalid (`invalid` says what
+    /// follows). Wins over `coercions`.
+    pub strict: bool,
+    /// The coercions that run, as Python's `coerce=` takes them: `true` (the defaults),
+    /// `false` (none), or a table of switch names or fix ids to booleans over the
+    /// defaults (`{ string_to_integer = false, key_renamed = false }`); a fix id sets its
+    /// whole switch. An unknown name stops the start, listing the valid ones.
+    pub coercions: toolmend::schema::Coercions,
     /// The older switch for reasoning in the content: `false` is `reasoning = "keep"`
     /// (and wins over `reasoning`); `true` leaves the choice to `reasoning`.
     pub strip_thinking: bool,
@@ -602,6 +611,20 @@ pub enum ReasoningPolicy {
 }
 
 impl Calls {
+    /// How every call of the gateway is mended (the chat path, streamed or not, re-asked
+    /// answers, corrections, `/v1/tools/execute`, the round trip): the one place the
+    /// options are built from `strict` and `coercions`.
+    pub fn mend_options(&self) -> toolmend::MendOptions {
+        if self.strict {
+            toolmend::MendOptions::strict()
+        } else {
+            toolmend::MendOptions {
+                coercions: self.coercions.clone(),
+                ..toolmend::MendOptions::default()
+            }
+        }
+    }
+
     /// The reasoning policy in force (`strip_thinking = false` is `keep`).
     pub fn reasoning_policy(&self) -> ReasoningPolicy {
         if self.strip_thinking {
@@ -618,6 +641,8 @@ impl Default for Calls {
             mend: true,
             calls_in_content: true,
             accept_truncated: false,
+            strict: false,
+            coercions: toolmend::schema::Coercions::default(),
             strip_thinking: true,
             reasoning: ReasoningPolicy::Move,
             account: true,
@@ -887,6 +912,13 @@ impl Config {
         {
             return Err(ConfigError::Invalid(
                 "correction.max_retries is 0: the correction model would never be asked".to_owned(),
+            ));
+        }
+        if self.calls.strict && self.calls.accept_truncated {
+            return Err(ConfigError::Invalid(
+                "calls.strict = true refuses cut-off calls, and calls.accept_truncated = true \
+                 runs them: set one of them to false"
+                    .to_owned(),
             ));
         }
         let rt = &self.round_trip;

@@ -189,7 +189,10 @@ impl Gateway {
                 ));
             }
             let guard = pipeline.guard.as_ref().map(GatewayGuard::rule_guard);
-            pipeline.server_tools = Some(ServerTools::new(set, guard).map_err(StartError::Tools)?);
+            pipeline.server_tools = Some(
+                ServerTools::new(set, guard, pipeline.plan.mend.clone())
+                    .map_err(StartError::Tools)?,
+            );
         }
         let gate = Arc::new(Gate::new(
             &clients,

@@ -34,7 +34,7 @@ pub(crate) mod tools;
 
 use std::time::Duration;
 
-use toolmend::{MendOptions, message::PlanOptions};
+use toolmend::message::PlanOptions;
 
 use crate::{
     config::{self, Config, InvalidPolicy},
@@ -47,7 +47,9 @@ use self::{plan::MendConfig, tools::ToolCache};
 #[derive(Debug)]
 pub(crate) struct Pipeline {
     pub(crate) tools: ToolCache,
-    /// How the core plans each answer.
+    /// How the core plans each answer; its `mend` ([`config::Calls::mend_options`]) is
+    /// how every call the gateway sees is mended: corrections and the server tools' nodes
+    /// take it from here.
     pub(crate) plan: PlanOptions,
     pub(crate) corrector: Option<toolmend_openai::ModelCorrector>,
     /// The `tool` label values handed out so far (bounded).
@@ -78,7 +80,7 @@ impl Pipeline {
             // `move` and `drop` both take it out of the content; the front moves it.
             strip_thinking: config.calls.reasoning_policy() != config::ReasoningPolicy::Keep,
             ..MendConfig {
-                mend: MendOptions::default(),
+                mend: config.calls.mend_options(),
                 calls_in_content: config.calls.calls_in_content,
                 accept_truncated: config.calls.accept_truncated,
             }

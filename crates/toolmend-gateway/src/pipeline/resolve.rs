@@ -9,7 +9,7 @@ use std::{
 
 use serde_json::Value;
 use toolmend::{
-    Fix, FixKind, MendOptions, Toolbox,
+    Fix, FixKind, Toolbox,
     correct::{Attempts, CorrectionRequest, correct_call},
     future::BoxFuture,
     mend::Outcome,
@@ -203,7 +203,8 @@ impl Pipeline {
             .filter(|(_, c)| c.outcome == CallOutcome::Feedback && c.correctable)
             .map(|(i, c)| (i, raw_of(&c.id)))
             .collect();
-        let coercions = MendOptions::default().coercions;
+        // The configured coercions (`calls.strict`, `calls.coercions`), as the plan's.
+        let coercions = self.plan.mend.coercions.clone();
         let work = jobs.iter().map(|(i, raw)| {
             let report = &mended.calls[*i];
             let assistant_text = assistant_text.as_deref();

@@ -19,6 +19,7 @@ use std::{
 
 use serde_json::Value;
 use toolmend::{
+    MendOptions,
     guard::RuleGuard,
     message::CallOutcome,
     node::{InvokeOptions, NodeError, NodeOutput, ResultStatus, ToolNode},
@@ -38,6 +39,8 @@ type NodeCache = (HashMap<String, Arc<ToolNode>>, VecDeque<String>);
 #[derive(Debug)]
 pub(crate) struct ServerTools {
     set: ToolSet,
+    /// How every node mends (restricted ones too).
+    mend: MendOptions,
     /// The round trip's node: no guard (see the module's docs).
     trip: ToolNode,
     /// `/v1/tools/execute`'s node: the gateway's guard.
@@ -51,14 +54,24 @@ pub(crate) struct ServerTools {
 }
 
 impl ServerTools {
-    /// The nodes over `set`; `guard`: the gateway's, when a rule is set.
-    pub(crate) fn new(set: ToolSet, guard: Option<Arc<RuleGuard>>) -> Result<Self, String> {
+    /// The nodes over `set`; `guard`: the gateway's, when a rule is set; `mend`: how the
+    /// gateway mends (`calls.strict`, `calls.coercions`).
+    pub(crate) fn new(
+        set: ToolSet,
+        guard: Option<Arc<RuleGuard>>,
+        mend: MendOptions,
+    ) -> Result<Self, String> {
         let registry = || {
             set.registry()
                 .map_err(|e| format!("the tools' registry: {e}"))
         };
-        let trip = ToolNode::builder(registry()?).name("gateway").build();
-        let mut execute = ToolNode::builder(registry()?).name("gateway");
+        let trip = ToolNode::builder(registry()?)
+            .name("gateway")
+            .mend_options(mend.clone())
+            .build();
+        let mut execute = ToolNode::builder(registry()?)
+            .name("gateway")
+            .mend_options(mend.clone());
         if let Some(g) = &guard {
             execute = execute.guard(Arc::clone(g));
         }
@@ -80,6 +93,7 @@ impl ServerTools {
             "server tools loaded"
         );
         Ok(ServerTools {
+            mend,
             trip,
             execute: execute.build(),
             guard,
@@ -220,7 +234,9 @@ impl ServerTools {
                 code: "toolmend_internal_error",
                 message: format!("the tools' registry: {e}"),
             })?;
-        let mut builder = ToolNode::builder(registry).name("gateway");
+        let mut builder = ToolNode::builder(registry)
+            .name("gateway")
+            .mend_options(self.mend.clone());
         if let Some(g) = &self.guard {
             builder = builder.guard(Arc::clone(g));
         }

@@ -45,6 +45,7 @@ mod compile;
 mod dates;
 mod declared;
 mod issues;
+mod names;
 mod suggest;
 
 use std::collections::HashMap;
@@ -58,12 +59,15 @@ pub use business::BusinessRules;
 pub(crate) use coerce::preview;
 pub(crate) use compile::escape as escape_pointer;
 pub use declared::declared_path;
+pub use names::{SwitchError, UnknownSwitch};
 
 /// Which coercions run (lax mode). All on by default but `split_merged_calls`;
 /// [`Coercions::none`] is strict. Each is recorded as a fix with its
 /// [`Safety`](crate::Safety): some are safe (`"Celsius"` -> `"celsius"`), some unsafe (a
 /// reading was chosen: `"5"` -> `5`, `town` -> `city`), one lossy (`drop_unknown_keys`);
-/// [`Coercions::switch_of`] says which switch makes which fix.
+/// [`Coercions::switch_of`] says which switch makes which fix; [`Coercions::set`] and
+/// [`Coercions::from_names`] take a switch by name (or by the id of a fix it makes), as
+/// its serde form does (a bool, or a map of names to bools over the defaults).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[allow(clippy::struct_excessive_bools)]
 pub struct Coercions {
