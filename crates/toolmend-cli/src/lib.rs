@@ -38,7 +38,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// key_renamed_by_tokens, key_renamed_by_description, key_renamed_by_structure,
 /// date_normalized. `mend --strict` turns off every repair of the text and every
 /// coercion (tool_name_fixed stays); the libraries switch each coercion (Rust
-/// `Coercions`, Python `coerce=`); the gateway runs the defaults.
+/// `Coercions`, Python `coerce=`), and so does the gateway, by the same names
+/// (`calls.strict = true`, `calls.coercions = { string_to_integer = false }`).
 ///
 /// Exit status: 0 on success, 1 when `mend` met a malformed input line or
 /// `history check` finds violations, 2 on a usage or input error (a missing

@@ -669,7 +669,7 @@ fn listed_after(text: &str, marker: &str) -> std::collections::BTreeSet<String> 
 /// One vocabulary of safety: `--help` and the README's first screen name exactly the
 /// fixes the core's table calls unsafe and runs by default (`FixKind::safety`,
 /// `FixKind::runs_by_default`); a kind whose safety or default changes fails here until
-/// both say so.
+/// both say so. Both say how to turn them off, the gateway's keys included.
 #[test]
 fn the_help_and_the_readme_list_the_unsafe_fixes_that_run_by_default() {
     use toolmend::{FixKind, Safety};
@@ -694,5 +694,37 @@ fn the_help_and_the_readme_list_the_unsafe_fixes_that_run_by_default() {
     assert_eq!(
         listed_after(&first_screen, "Unsafe fixes that run by default:"),
         want
+    );
+    // And how to turn them off, the gateway included, with keys it reads.
+    for (name, text) in [("--help", &help), ("README", &first_screen)] {
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            !flat.contains("gateway runs the defaults"),
+            "{name}: {flat}"
+        );
+        for key in [
+            "calls.strict = true",
+            "calls.coercions = { string_to_integer = false",
+            "--strict",
+            "coerce=",
+        ] {
+            assert!(flat.contains(key), "{name} does not say {key:?}: {flat}");
+        }
+    }
+    let config = toolmend_gateway::Config::from_toml_and_env(
+        "upstream.base_url = \"http://127.0.0.1:9/v1\"\n\
+         calls.coercions = { string_to_integer = false }",
+        Vec::new(),
+    )
+    .unwrap();
+    assert!(!config.calls.mend_options().coercions.numeric_strings);
+    let strict = toolmend_gateway::Config::from_toml_and_env(
+        "upstream.base_url = \"http://127.0.0.1:9/v1\"\ncalls.strict = true",
+        Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        strict.calls.mend_options().coercions,
+        toolmend::schema::Coercions::none()
     );
 }
