@@ -339,7 +339,11 @@ fn the_switches_take_the_names_of_pythons_coerce() {
         &[("TOOLMEND_CALLS__COERCIONS__KEY_RENAMED", "false")],
     );
     assert!(!c.coercions.rename_keys && !c.coercions.dates);
-    let c = load("", &[("TOOLMEND_CALLS__STRICT", "true")]);
+    // Strict wins over the switches.
+    let c = load(
+        "calls.coercions = { split_merged_calls = true }",
+        &[("TOOLMEND_CALLS__STRICT", "true")],
+    );
     assert!(c.strict);
     assert!(c.mend_options().repair.strict);
     assert_eq!(
