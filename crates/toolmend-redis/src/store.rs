@@ -190,6 +190,8 @@ struct Inner {
     secret: Option<String>,
     conn: RwLock<Option<Conn>>,
     state: AtomicU8,
+    /// When `state` last changed (the store's creation for the first).
+    changed: Mutex<Instant>,
     cause: Mutex<Option<String>>,
     probing: AtomicBool,
     consecutive_timeouts: AtomicU32,
@@ -310,6 +312,7 @@ impl RedisStore {
             secret,
             conn: RwLock::new(None),
             state: AtomicU8::new(CONNECTING),
+            changed: Mutex::new(Instant::now()),
             cause: Mutex::new(None),
             probing: AtomicBool::new(true),
             consecutive_timeouts: AtomicU32::new(0),
@@ -362,6 +365,12 @@ impl RedisStore {
                 cause: cause.unwrap_or_else(|| "misconfigured".to_owned()),
             },
         }
+    }
+
+    /// How long the store has been in its [`state`](Self::state): since its creation
+    /// while it has never connected, since the last change otherwise.
+    pub fn time_in_state(&self) -> Duration {
+        self.inner.changed().elapsed()
     }
 
     /// The URL as it may be logged (no userinfo, query or fragment).
@@ -441,6 +450,7 @@ impl RedisStore {
             .is_ok()
         {
             *inner.cause.lock().unwrap_or_else(|p| p.into_inner()) = Some(cause.clone());
+            inner.changed_now();
             if why == "timeouts" {
                 inner.counters.breaker_opens.fetch_add(1, Ordering::Relaxed);
             }
@@ -675,6 +685,16 @@ impl RedisStore {
     }
 }
 
+impl Inner {
+    fn changed(&self) -> Instant {
+        *self.changed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn changed_now(&self) {
+        *self.changed.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+}
+
 /// Fills `out` with a part's answers (its checks at their indices).
 fn merge(
     mut out: Vec<CallAnswer>,
@@ -731,6 +751,7 @@ async fn supervise(weak: Weak<Inner>) {
                 *inner.cause.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 inner.probing.store(false, Ordering::Release);
                 inner.state.store(UP, Ordering::Release);
+                inner.changed_now();
                 metric_state(&inner.address, UP);
                 metric_transition("up", if first { "connected" } else { "probe" });
                 tracing::info!(
@@ -745,6 +766,7 @@ async fn supervise(weak: Weak<Inner>) {
                 *inner.cause.lock().unwrap_or_else(|p| p.into_inner()) = Some(wrong.clone());
                 inner.probing.store(false, Ordering::Release);
                 inner.state.store(MISCONFIGURED, Ordering::Release);
+                inner.changed_now();
                 metric_state(&inner.address, MISCONFIGURED);
                 metric_transition("misconfigured", "cluster");
                 tracing::error!(store = "redis", address = %inner.address, "{wrong}");
