@@ -79,7 +79,12 @@ pub(crate) fn encode(a: &Admission<'_>, part: Part<'_>) -> Invocation {
     let mut key_index: HashMap<String, usize> = HashMap::new();
     let mut fields: Vec<String> = Vec::new();
     let mut field_index: HashMap<String, usize> = HashMap::new();
-    let mut calls: Vec<(String, String)> = Vec::with_capacity(a.calls.len());
+    // The session's ids, each once (modes A and S): their fields follow the scoped ones
+    // in the hash's read; each call names its own by index.
+    let ids = hash.is_some() && matches!(part, Part::All | Part::Session);
+    let mut id_fields: Vec<String> = Vec::new();
+    let mut id_index: HashMap<&str, usize> = HashMap::new();
+    let mut calls: Vec<(usize, String, String)> = Vec::with_capacity(a.calls.len());
     let mut picked = Vec::with_capacity(a.calls.len());
     for (ci, call) in a.calls.iter().enumerate() {
         let mut spec = String::with_capacity(24 * call.checks.len());
@@ -128,15 +133,30 @@ pub(crate) fn encode(a: &Admission<'_>, part: Part<'_>) -> Invocation {
                 if c.shadow { 1 } else { 0 }
             );
         }
+        let id = if ids {
+            let n = id_fields.len();
+            *id_index.entry(call.call_id.as_str()).or_insert_with(|| {
+                id_fields.push(format!("i:{}", call.call_id));
+                n
+            }) + 1
+        } else {
+            0
+        };
         let tag = match part {
             Part::All | Part::Session => call.call_id.clone(),
             Part::Global(eligible) => if eligible[ci] { "1" } else { "0" }.to_owned(),
             Part::Refund { .. } => "-".to_owned(),
         };
-        calls.push((tag, spec));
+        calls.push((id, tag, spec));
         picked.push(mine);
     }
-    let mut args = Vec::with_capacity(4 + fields.len() + 2 * calls.len());
+    // The hash's fields to read: `n`, the scoped fields, the ids' fields.
+    let nh = if hash.is_some() {
+        1 + fields.len() + id_fields.len()
+    } else {
+        0
+    };
+    let mut args = Vec::with_capacity(5 + nh + 3 * calls.len());
     args.push(
         match part {
             Part::All => "A",
@@ -151,9 +171,21 @@ pub(crate) fn encode(a: &Admission<'_>, part: Part<'_>) -> Invocation {
         _ => a.ttl_ms.to_string(),
     });
     args.push(if hash.is_some() { "1" } else { "0" }.to_owned());
+    args.push(nh.to_string());
     args.push(fields.len().to_string());
+    if hash.is_some() {
+        args.push("n".to_owned());
+    }
+    let nf = fields.len();
     args.extend(fields);
-    for (tag, spec) in calls {
+    args.extend(id_fields);
+    for (id, tag, spec) in calls {
+        // An id's index among the `nh` fields read (`n` first, then the scoped ones).
+        args.push(if id == 0 {
+            "0".to_owned()
+        } else {
+            (1 + nf + id).to_string()
+        });
         args.push(tag);
         args.push(spec);
     }
@@ -163,8 +195,8 @@ pub(crate) fn encode(a: &Admission<'_>, part: Part<'_>) -> Invocation {
 /// One call's answer from one part: admitted, id seen, the results of its checks picked.
 pub(crate) type PartAnswer = (bool, bool, Vec<CheckResult>);
 
-/// The script's answer: its time, and per call `{admitted, id_seen, (passed, count,
-/// retry)…}` for the checks `picked`.
+/// The script's answer, one flat array: its time, then per call `admitted, id_seen,
+/// (passed, count, retry)…` for the checks `picked`.
 pub(crate) fn decode(
     inv: &Invocation,
     reply: redis::Value,
@@ -172,47 +204,35 @@ pub(crate) fn decode(
     let redis::Value::Array(items) = reply else {
         return Err("the script's answer is not an array".to_owned());
     };
-    let mut items = items.into_iter();
-    let now = match items.next() {
-        Some(redis::Value::Int(n)) => n,
-        _ => return Err("the script's answer has no time".to_owned()),
-    };
-    if items.len() != inv.picked.len() {
+    let want = 1 + inv.picked.iter().map(|p| 2 + 3 * p.len()).sum::<usize>();
+    if items.len() != want {
         return Err(format!(
-            "{} answers for {} calls",
+            "{} values for {} calls, {want} expected",
             items.len(),
             inv.picked.len()
         ));
     }
+    let mut vals = items.into_iter().map(|v| match v {
+        redis::Value::Int(n) => Ok(n),
+        _ => Err("the script's answer holds a non-integer".to_owned()),
+    });
+    let mut next = || vals.next().unwrap_or(Ok(0));
+    let now = next()?;
     let as_u64 = |v: i64| u64::try_from(v).unwrap_or(0);
     let mut out = Vec::with_capacity(inv.picked.len());
-    for (item, picked) in items.zip(&inv.picked) {
-        let redis::Value::Array(vals) = item else {
-            return Err("a call's answer is not an array".to_owned());
-        };
-        let mut r = Vec::with_capacity(vals.len());
-        for v in vals {
-            match v {
-                redis::Value::Int(n) => r.push(n),
-                _ => return Err("a call's answer holds a non-integer".to_owned()),
-            }
+    for picked in &inv.picked {
+        let admitted = next()? == 1;
+        let seen = next()? == 1;
+        let mut checks = Vec::with_capacity(picked.len());
+        for _ in picked {
+            let (p, c, r) = (next()?, next()?, next()?);
+            checks.push(CheckResult {
+                passed: p == 1,
+                count: as_u64(c),
+                retry_after_ms: as_u64(r),
+            });
         }
-        if r.len() != 2 + 3 * picked.len() && !(r.len() == 2 && picked.is_empty()) {
-            return Err(format!(
-                "{} values for a call of {} checks",
-                r.len(),
-                picked.len()
-            ));
-        }
-        let checks = r[2..]
-            .chunks_exact(3)
-            .map(|c| CheckResult {
-                passed: c[0] == 1,
-                count: as_u64(c[1]),
-                retry_after_ms: as_u64(c[2]),
-            })
-            .collect();
-        out.push((r[0] == 1, r[1] == 1, checks));
+        out.push((admitted, seen, checks));
     }
     Ok((now, out))
 }
@@ -300,11 +320,17 @@ mod tests {
                 "A",
                 "60000",
                 "1",
+                "5",
                 "2",
+                "n",
                 "s",
                 "th",
+                "i:a",
+                "i:b",
+                "4",
                 "a",
                 "-1,3,1000,0;-2,3,-1,0;2,3,500,0;3,3,-1,0;",
+                "5",
                 "b",
                 "-1,3,1000,0;"
             ]
@@ -314,7 +340,22 @@ mod tests {
         assert_eq!(s.picked, [vec![0, 1, 3], vec![0]]);
         let g = encode(&a, Part::Global(&[true, false]));
         assert_eq!(g.keys, ["tm:v2:{g}:t:t"]);
-        assert_eq!(g.args, ["G", "60000", "0", "0", "1", "1,3,500,0;", "0", ""]);
+        assert_eq!(
+            g.args,
+            [
+                "G",
+                "60000",
+                "0",
+                "0",
+                "0",
+                "0",
+                "1",
+                "1,3,500,0;",
+                "0",
+                "0",
+                ""
+            ]
+        );
         assert_eq!(g.picked, [vec![2], vec![]]);
         let r = encode(
             &a,
@@ -323,7 +364,7 @@ mod tests {
                 calls: &[true, false],
             },
         );
-        assert_eq!(r.args[..4], ["R", "7", "1", "2"]);
+        assert_eq!(r.args[..8], ["R", "7", "1", "3", "2", "n", "s", "th"]);
         assert_eq!(r.picked, [vec![0, 1, 3], vec![]]);
     }
 }
