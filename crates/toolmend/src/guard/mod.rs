@@ -13,6 +13,7 @@
 //! A refused call is still answered: its tool message begins with [`FLOOD_PREFIX`].
 
 pub mod config;
+mod fail_log;
 pub mod fingerprint;
 pub mod loops;
 mod rules;
@@ -26,6 +27,7 @@ use serde_json::Value;
 pub use config::{
     Budget, Duplicate, ExitBehavior, GuardConfig, Ladder, NoProgress, PingPong, ToolRules, Window,
 };
+pub use fail_log::FAIL_LOG_EVERY;
 pub use rules::{DEFAULT_TIMEOUT, FailMode, RuleGuard, session_key};
 pub use store::{GuardStore, MemoryStore, StoreError};
 

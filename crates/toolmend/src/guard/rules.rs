@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     Action, Decision, FLOOD_PREFIX, Guard, GuardContext, GuardRequest, Rule, Verdict,
     config::{Budget, ExitBehavior, GuardConfig, ToolRules, Window},
+    fail_log::{FAIL_LOG_EVERY, FailLog},
     fingerprint::fingerprint,
     loops::{NewCall, RunIndex, run_number},
     store::{Admission, AdmitCall, CallAnswer, Check, GuardStore, MemoryStore, Scope, StoreError},
@@ -60,6 +61,8 @@ pub struct RuleGuard {
     store: Option<Arc<dyn GuardStore>>,
     fail: FailMode,
     timeout: Duration,
+    /// The store's failures, said once per change and then at most every 30 s.
+    fail_log: FailLog,
 }
 
 impl fmt::Debug for RuleGuard {
@@ -92,6 +95,7 @@ impl RuleGuard {
             store,
             fail: FailMode::Open,
             timeout: DEFAULT_TIMEOUT,
+            fail_log: FailLog::new(FAIL_LOG_EVERY),
         })
     }
 
@@ -113,6 +117,15 @@ impl RuleGuard {
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// While the store gives no answer, the pause between two reminders (one WARN when it
+    /// stops answering, then at most one per `every`, each with how many decisions took
+    /// the fail mode meanwhile; one INFO when it answers again). Default 30 s.
+    #[must_use]
+    pub fn fail_log_every(mut self, every: Duration) -> Self {
+        self.fail_log = FailLog::new(every);
         self
     }
 
@@ -279,6 +292,7 @@ impl RuleGuard {
                 };
                 match answered {
                     Ok(answers) => {
+                        self.fail_log.answered(store.name(), self.fail);
                         for ((&i, call), answer) in asked.iter().zip(&admit).zip(answers) {
                             id_reused[i] = answer.id_seen;
                             for (check, r) in call.checks.iter().zip(&answer.checks) {
@@ -307,11 +321,12 @@ impl RuleGuard {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(
-                            store = store.name(),
-                            kind = e.kind.as_str(),
-                            fail = ?self.fail,
-                            "guard store gave no answer: {}", e.message
+                        self.fail_log.failed(
+                            store.name(),
+                            e.kind.as_str(),
+                            &e.message,
+                            self.fail,
+                            asked.len() as u64,
                         );
                         for &i in &asked {
                             decisions[i].push(Decision {
