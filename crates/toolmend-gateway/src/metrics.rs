@@ -71,6 +71,12 @@ pub(crate) fn guard_decision(rule: &'static str, action: &'static str, shadow: b
     .increment(1);
 }
 
+/// One call decided by the guard's fail mode (`open`: admitted, `closed`: refused)
+/// because `store` gave no answer.
+pub(crate) fn guard_fail_mode(store: &'static str, mode: &'static str) {
+    counter!("toolmend_guard_fail_mode_total", "store" => store, "mode" => mode).increment(1);
+}
+
 /// One guard check of a message: how long, through which store.
 pub(crate) fn guard_check(store: &'static str, took: Duration) {
     histogram!("toolmend_guard_seconds", "store" => store).record(took.as_secs_f64());

@@ -21,9 +21,9 @@ pub struct Gateway {
     pub(crate) upstream: Arc<Upstream>,
     pub(crate) pipeline: Pipeline,
     metrics: Option<PrometheusHandle>,
-    /// The Redis store whose connection `/readyz` reports: set when the guard fails
-    /// closed, where a gateway without Redis would refuse every call.
-    readiness: Option<toolmend_redis::RedisStore>,
+    /// The guard's Redis store, whose state `/readyz` reports (`ready`, `degraded` when
+    /// the guard fails open, 503 when it fails closed).
+    readiness: Option<crate::server::ready::StoreHealth>,
     /// The keys the main listener asks for (`[access]`).
     pub(crate) gate: Arc<Gate>,
     /// The clients of `[access]`, `access.clients_file`'s included.
@@ -170,7 +170,10 @@ impl Gateway {
             Some(s) => (s, None),
             None => redis_store(&guard_config)?,
         };
-        let readiness = redis.filter(|_| guard_config.fail == toolmend::guard::FailMode::Closed);
+        let readiness = redis.map(|store| crate::server::ready::StoreHealth {
+            store,
+            fail: guard_config.fail,
+        });
         let upstream = Arc::new(Upstream::new(
             &config.upstream,
             config.limits.max_upstream_bytes,
@@ -200,6 +203,9 @@ impl Gateway {
             config.access.admin_listen.is_some(),
         ));
         log_access(&config, &clients);
+        if let Some(health) = &readiness {
+            crate::server::ready::warn_at_start(health);
+        }
         Ok(Gateway {
             upstream,
             pipeline,

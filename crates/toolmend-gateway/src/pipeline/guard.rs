@@ -15,7 +15,7 @@ use serde_json::Value;
 use toolmend::{
     Toolbox,
     guard::{
-        Action, Guard, GuardContext, GuardRequest, GuardStore, MemoryStore, RuleGuard,
+        Action, Guard, GuardContext, GuardRequest, GuardStore, MemoryStore, Rule, RuleGuard,
         fingerprint::result_hash,
     },
     message::{CallOutcome, TimeOrderedIds},
@@ -446,6 +446,10 @@ impl Pipeline {
         for ((i, k, _), v) in asked.into_iter().zip(verdicts) {
             for d in &v.decisions {
                 m::guard_decision(d.rule.as_str(), d.action.as_str(), d.shadow);
+                if d.rule == Rule::StoreUnavailable {
+                    let mode = if d.refuses() { "closed" } else { "open" };
+                    m::guard_fail_mode(g.store, mode);
+                }
                 summary.note_rule(d.rule.as_str());
                 if !d.refuses() {
                     summary.observed += 1;

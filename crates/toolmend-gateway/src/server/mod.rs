@@ -11,6 +11,7 @@ pub(crate) mod auth;
 pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod listen;
+pub(crate) mod ready;
 pub(crate) mod upstream;
 
 use std::sync::Arc;
@@ -31,8 +32,8 @@ use self::upstream::Upstream;
 pub(crate) struct Plumbing {
     pub(crate) upstream: Arc<Upstream>,
     pub(crate) metrics: Option<PrometheusHandle>,
-    /// The guard's Redis store, when it fails closed (see [`readyz`]).
-    pub(crate) readiness: Option<toolmend_redis::RedisStore>,
+    /// The guard's Redis store and its fail mode, when the guard has one (see [`readyz`]).
+    pub(crate) readiness: Option<ready::StoreHealth>,
     /// `/metrics` is served on `access.admin_listen`, not on the main listener.
     pub(crate) admin_elsewhere: bool,
 }
@@ -57,21 +58,19 @@ pub(crate) fn admin_routes(mut state: Plumbing) -> Router {
         .with_state(Arc::new(state))
 }
 
-/// Ready unless the guard fails closed and its Redis store is not connected (at start,
-/// or since Redis went away): such a gateway would refuse every call, so a load balancer
-/// should send its traffic elsewhere. `/healthz` stays "ok" (the process is alive).
+/// Without a Redis guard store, "ok". With one, its state in JSON
+/// (`{"status": "ready" | "degraded" | "not_ready", "guard_store": {…}}`): 200 `ready`
+/// while connected; 200 `degraded` while not connected and the guard fails open (the
+/// shared limits do nothing meanwhile); 503 `not_ready` while not connected and the guard
+/// fails closed: such a gateway would refuse every call, so a load balancer should send
+/// its traffic elsewhere. `/healthz` stays "ok" (the process is alive).
 async fn readyz(State(s): State<Arc<Plumbing>>) -> Response {
     match &s.readiness {
-        Some(store) if !store.is_connected() => (
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(serde_json::json!({
-                "status": "not_ready",
-                "reason": "the guard's Redis store is not connected, and guard.fail = \"closed\" \
-                           refuses every call meanwhile",
-            })),
-        )
-            .into_response(),
-        _ => "ok".into_response(),
+        Some(health) => {
+            let (status, body) = health.report();
+            (status, axum::Json(body)).into_response()
+        }
+        None => "ok".into_response(),
     }
 }
 
