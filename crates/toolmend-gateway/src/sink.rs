@@ -152,6 +152,11 @@ pub struct LogFlush {
     done: Option<Receiver<()>>,
 }
 
+/// How long the log's writer lets lines gather after writing a batch: under load, one
+/// wake-up and one `write` per pause instead of one per line (a line waits at most this
+/// long to be written).
+pub const BATCH_PAUSE: Duration = Duration::from_millis(10);
+
 /// How long [`LogFlush`] waits for the queue to drain at exit.
 pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
@@ -287,6 +292,11 @@ fn write_batches(shared: &Shared, mut sink: impl Write) {
             batch.clear();
             // A batch that grew large once does not keep its memory.
             batch.shrink_to(64 << 10);
+            if !closing {
+                // Let the next lines gather (nobody wakes the writer meanwhile: it is not
+                // waiting), so a busy gateway pays one wake-up per batch.
+                std::thread::sleep(BATCH_PAUSE);
+            }
         }
         if closing {
             return;
