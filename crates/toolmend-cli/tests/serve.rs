@@ -491,13 +491,8 @@ fn banner_and_startup_logs_never_show_url_credentials() {
     let url = format!("http://user:secret@{}/v1", up.addr);
     let gw = Gateway::start(&url, &[("RUST_LOG", "debug")]);
     assert!(
-        gw.banner.contains(&format!("***@{}", up.addr)),
-        "{}",
         gw.banner
-    );
-    assert!(
-        gw.banner
-            .contains(&format!("-> http://***@127.0.0.1:{}/v1", up.addr.port())),
+            .contains(&format!("-> http://127.0.0.1:{}/v1", up.addr.port())),
         "{}",
         gw.banner
     );

@@ -954,50 +954,11 @@ impl Config {
     }
 }
 
-/// `url` with its credentials hidden, for banners, logs and errors: the user and
-/// password (`http://user:secret@host` -> `http://***@host`) and every query value
-/// (`?key=abc` -> `?key=***`).
+/// `url` with its credentials left out, for banners, logs and errors: the one redaction,
+/// [`toolmend::redact::url`] (no userinfo, query or fragment:
+/// `http://user:secret@host/v1?key=abc` -> `http://host/v1`).
 pub fn redact_url(url: &str) -> String {
-    let (scheme, rest) = match url.find("://") {
-        Some(at) => url.split_at(at + 3),
-        None => ("", url),
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let mut out = String::with_capacity(url.len());
-    out.push_str(scheme);
-    match authority.rfind('@') {
-        Some(at) => {
-            out.push_str("***@");
-            out.push_str(&authority[at + 1..]);
-        }
-        None => out.push_str(authority),
-    }
-    let (path, fragment) = match tail.find('#') {
-        Some(at) => tail.split_at(at),
-        None => (tail, ""),
-    };
-    match path.split_once('?') {
-        Some((path, query)) => {
-            out.push_str(path);
-            out.push('?');
-            for (n, pair) in query.split('&').enumerate() {
-                if n > 0 {
-                    out.push('&');
-                }
-                match pair.split_once('=') {
-                    Some((k, _)) => {
-                        out.push_str(k);
-                        out.push_str("=***");
-                    }
-                    None => out.push_str(pair),
-                }
-            }
-        }
-        None => out.push_str(path),
-    }
-    out.push_str(fragment);
-    out
+    toolmend::redact::url(url)
 }
 
 #[cfg(test)]
@@ -1008,15 +969,12 @@ mod tests {
     fn credentials_in_urls_are_hidden() {
         assert_eq!(
             redact_url("http://user:secret@host:8000/v1"),
-            "http://***@host:8000/v1"
+            "http://host:8000/v1"
         );
-        assert_eq!(
-            redact_url("https://u@h/v1?key=abc&x=1#f"),
-            "https://***@h/v1?key=***&x=***#f"
-        );
+        assert_eq!(redact_url("https://u@h/v1?key=abc&x=1#f"), "https://h/v1");
         assert_eq!(redact_url("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
-        // Not a URL at all: nothing after an '@' in the authority-like part leaks either.
-        assert_eq!(redact_url("secret@host"), "***@host");
+        // Not a URL at all: nothing before an '@' in the authority-like part leaks either.
+        assert_eq!(redact_url("secret@host"), "host");
         assert!(!redact_url("http://a:b@c@d/v1").contains('b'));
     }
 
@@ -1028,8 +986,8 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("***@host"), "{err}");
-        assert!(!err.contains("secret"), "{err}");
+        assert!(err.contains("ftp://host/v1"), "{err}");
+        assert!(!err.contains("secret") && !err.contains("user"), "{err}");
     }
 
     #[test]
