@@ -867,11 +867,21 @@ mod tests {
 
     #[test]
     fn the_assembler_is_linear_in_the_deltas() {
-        // Quadratic work (a rescan of everything held per delta) gives ~100x per 10x.
-        let (a, b, c) = (assemble(1_000), assemble(10_000), assemble(100_000));
-        let r1 = b.as_secs_f64() / a.as_secs_f64().max(1e-9);
-        let r2 = c.as_secs_f64() / b.as_secs_f64().max(1e-9);
-        assert!(r1 < 30.0 && r2 < 30.0, "1x {a:?}, 10x {b:?}, 100x {c:?}");
+        // Quadratic work (a rescan of everything held per delta) gives ~100x per 10x. A
+        // series that fails is measured again (up to three times) before the test fails:
+        // a burst of load on a shared 2-core machine is not quadratic work, and quadratic
+        // work fails every series.
+        let mut last = String::new();
+        for _ in 0..3 {
+            let (a, b, c) = (assemble(1_000), assemble(10_000), assemble(100_000));
+            let r1 = b.as_secs_f64() / a.as_secs_f64().max(1e-9);
+            let r2 = c.as_secs_f64() / b.as_secs_f64().max(1e-9);
+            if r1 < 30.0 && r2 < 30.0 {
+                return;
+            }
+            last = format!("1x {a:?}, 10x {b:?}, 100x {c:?}");
+        }
+        panic!("not linear in three series; the last: {last}");
     }
 
     #[test]
