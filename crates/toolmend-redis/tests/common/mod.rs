@@ -1,11 +1,13 @@
-//! A throwaway `redis-server` on a free loopback port, killed on drop.
+//! A throwaway `redis-server` on a free loopback port, killed on drop; one with TLS only
+//! (certificates made at test time by the `openssl` command line).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
     net::{TcpListener, TcpStream},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    sync::atomic::{AtomicU32, Ordering},
     time::{Duration, Instant},
 };
 
@@ -276,6 +278,264 @@ impl Drop for Redis {
                 .args(["-CONT", &c.id().to_string()])
                 .status();
         }
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A throwaway PKI in a directory, made by the `openssl` command line (P-256 keys, valid
+/// two days): a CA, a server certificate it signed for `127.0.0.1` and `localhost`, and a
+/// second CA that signed nothing (a client that trusts only it must refuse the server).
+#[derive(Debug)]
+pub struct Pki {
+    /// The CA that signed the server's certificate.
+    pub ca: PathBuf,
+    /// Another CA, unrelated (its own key and name).
+    pub other_ca: PathBuf,
+    /// The server's certificate and key.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "could not run openssl ({e}): install Debian's `openssl` package \
+                 (scripts/test installs it); the TLS tests make their certificates with it \
+                 and do not skip"
+            )
+        });
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A self-signed CA named `cn`: `<name>.crt`, `<name>.key` in `dir`.
+fn make_ca(dir: &Path, name: &str, cn: &str) {
+    let cnf = format!("{name}.cnf");
+    std::fs::write(
+        dir.join(&cnf),
+        format!(
+            "[req]\ndistinguished_name = dn\nprompt = no\nx509_extensions = ext\n\
+             [dn]\nCN = {cn}\n\
+             [ext]\nbasicConstraints = critical,CA:TRUE\n\
+             keyUsage = critical,keyCertSign,cRLSign\nsubjectKeyIdentifier = hash\n"
+        ),
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-config",
+            &cnf,
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.crt"),
+        ],
+    );
+}
+
+impl Pki {
+    /// Makes the files in `dir`.
+    pub fn make(dir: &Path) -> Pki {
+        make_ca(dir, "ca", "toolmend test CA");
+        make_ca(dir, "other-ca", "toolmend unrelated CA");
+        std::fs::write(
+            dir.join("server.ext"),
+            "basicConstraints = CA:FALSE\nkeyUsage = critical,digitalSignature\n\
+             extendedKeyUsage = serverAuth\nsubjectAltName = IP:127.0.0.1,DNS:localhost\n\
+             authorityKeyIdentifier = keyid\n",
+        )
+        .unwrap();
+        openssl(
+            dir,
+            &[
+                "req",
+                "-new",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+            ],
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "server.ext",
+                "-out",
+                "server.crt",
+            ],
+        );
+        Pki {
+            ca: dir.join("ca.crt"),
+            other_ca: dir.join("other-ca.crt"),
+            cert: dir.join("server.crt"),
+            key: dir.join("server.key"),
+        }
+    }
+}
+
+/// A `redis-server` that speaks TLS only (`--port 0`: no plain port), on a free loopback
+/// port, with `requirepass`; clients are not asked for certificates. Killed on drop.
+#[derive(Debug)]
+pub struct TlsRedis {
+    /// The TLS port.
+    pub port: u16,
+    pub pki: Pki,
+    password: String,
+    child: Option<Child>,
+    dir: PathBuf,
+}
+
+impl TlsRedis {
+    /// Makes a PKI, then starts the server, waiting until it answers `PING` over TLS
+    /// (`redis-cli --tls`, trusting the CA).
+    pub fn start(password: &str) -> TlsRedis {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "toolmend-redis-tls-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let pki = Pki::make(&dir);
+        let mut r = TlsRedis {
+            port: 0,
+            pki,
+            password: password.to_owned(),
+            child: None,
+            dir,
+        };
+        for _ in 0..5 {
+            r.port = free_port();
+            if r.spawn() {
+                return r;
+            }
+        }
+        panic!("could not start redis-server with TLS on a free loopback port");
+    }
+
+    fn spawn(&mut self) -> bool {
+        let port = self.port.to_string();
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--tls-port", &port])
+            .arg("--tls-cert-file")
+            .arg(&self.pki.cert)
+            .arg("--tls-key-file")
+            .arg(&self.pki.key)
+            .arg("--tls-ca-cert-file")
+            .arg(&self.pki.ca)
+            .args(["--tls-auth-clients", "no"])
+            .args(["--requirepass", &self.password])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (Debian's package, built with TLS)");
+        self.child = Some(child);
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if self.try_cli(&["PING"]).is_some_and(|r| r == "PONG") {
+                return true;
+            }
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(_)) = c.try_wait()
+            {
+                // Exited: most likely the port was taken meanwhile.
+                self.child = None;
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.stop();
+        false
+    }
+
+    /// The CA's PEM (what [`toolmend_redis::RedisOptions::tls_ca_pem`] takes).
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(&self.pki.ca).unwrap()
+    }
+
+    /// The unrelated CA's PEM.
+    pub fn other_ca_pem(&self) -> Vec<u8> {
+        std::fs::read(&self.pki.other_ca).unwrap()
+    }
+
+    /// `rediss://:<password>@127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("rediss://:{}@127.0.0.1:{}/", self.password, self.port)
+    }
+
+    /// One command through `redis-cli --tls` (trusting the CA, with the password): its
+    /// output trimmed, or `None` when it fails.
+    pub fn try_cli(&self, args: &[&str]) -> Option<String> {
+        let out = Command::new("redis-cli")
+            .args(["--tls", "-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .arg("--cacert")
+            .arg(&self.pki.ca)
+            .args(["--no-auth-warning", "-a", &self.password])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli (Debian's redis-tools, a dependency of redis-server)");
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        (out.status.success() && !text.starts_with("ERR") && !text.is_empty()).then_some(text)
+    }
+
+    /// One command over TLS; panics when it fails.
+    pub fn cli(&self, args: &[&str]) -> String {
+        self.try_cli(args)
+            .unwrap_or_else(|| panic!("redis-cli --tls on {} failed: {args:?}", self.port))
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
