@@ -34,7 +34,7 @@ def test_sdk_completion_keeps_the_account_and_nothing_else_changes(stack):
     assert by_id["c1"]["status"] == "valid"
     assert by_id["c2"]["status"] == "repaired"
     assert {"single_quotes", "trailing_comma", "string_to_integer"} <= set(by_id["c2"]["fixes"])
-    assert account["re_asks"] == {"made": 0, "calls": []}
+    assert account["re_asks"] == {"made": 0, "calls": [], "failed": None}
     assert args_of(resp.choices[0].message.tool_calls[1]) == MENDED
 
     # The strict wire shape otherwise: the provider's own answer parses to the same typed
@@ -57,7 +57,7 @@ def test_sdk_sees_a_re_ask_it_never_paid_for_in_the_account(stack):
     resp = s.sdk().chat.completions.create(model="m", messages=ASK, tools=[WEATHER])
     assert s.provider_is_exhausted(), "two upstream requests for one create()"
     account = resp.model_extra["toolmend"]
-    assert account["re_asks"] == {"made": 1, "calls": ["c1"]}
+    assert account["re_asks"] == {"made": 1, "calls": ["c1"], "failed": None}
     assert [c["id"] for c in account["calls"]] == ["c1b"]
     assert resp.choices[0].message.tool_calls[0].id == "c1b"
 
