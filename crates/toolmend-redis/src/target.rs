@@ -98,29 +98,10 @@ impl Target {
 }
 
 /// `url` as it may be logged: the scheme, hosts, ports and database; never the userinfo
-/// (a password), the query or the fragment.
+/// (a password), the query or the fragment. The core's one redaction,
+/// [`toolmend::redact::url`], under the name this crate has exported.
 pub fn redact(url: &str) -> String {
-    let (scheme, rest) = match url.split_once("://") {
-        Some((s, r)) => (Some(s), r),
-        None => (None, url),
-    };
-    let rest = rest.split(['?', '#']).next().unwrap_or_default();
-    let (authority, path) = match rest.split_once('/') {
-        Some((a, p)) => (a, Some(p)),
-        None => (rest, None),
-    };
-    let hosts = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let mut out = String::with_capacity(url.len());
-    if let Some(s) = scheme {
-        out.push_str(s);
-        out.push_str("://");
-    }
-    out.push_str(hosts);
-    if let Some(p) = path {
-        out.push('/');
-        out.push_str(p);
-    }
-    out
+    toolmend::redact::url(url)
 }
 
 /// A connection to one Redis (reconnecting on its own) or to a cluster (routing each
