@@ -357,17 +357,9 @@ impl Pipeline {
                 .collect();
             let (message, finish) = match reask.re_ask(out.clone(), feedback.clone()).await {
                 Ok(answer) => answer,
-                Err(mut failure) => {
-                    failure.asked_for = "refused";
-                    failure.calls = feedback.into_iter().map(|(id, _)| id).collect();
-                    tracing::warn!(
-                        target: "toolmend::re_ask",
-                        code = failure.code,
-                        upstream_status = failure.upstream_status,
-                        calls = failure.calls.len(),
-                        "the guard's re-ask failed: {}; the refusal goes to the client",
-                        failure.reason
-                    );
+                Err(failure) => {
+                    let failure =
+                        failure.noted("refused", feedback, "the refusal goes to the client");
                     let why = format!("the model could not be asked again: {}", failure.reason);
                     summary.re_ask_failed = Some(failure);
                     return Err(Rejection::new(refused, checked, Some(why)));

@@ -92,6 +92,27 @@ impl ReAskFailure {
         }
     }
 
+    /// This failure marked with what the re-ask was for and the calls it asked about,
+    /// and said at warn (target `toolmend::re_ask`) with what becomes of them.
+    pub(crate) fn noted(
+        mut self,
+        asked_for: &'static str,
+        feedback: Vec<(String, String)>,
+        then: &str,
+    ) -> Self {
+        self.asked_for = asked_for;
+        self.calls = feedback.into_iter().map(|(id, _)| id).collect();
+        tracing::warn!(
+            target: "toolmend::re_ask",
+            code = self.code,
+            upstream_status = self.upstream_status,
+            calls = self.calls.len(),
+            "a re-ask for {asked_for} calls failed: {}; {then}",
+            self.reason
+        );
+        self
+    }
+
     /// `failed for=invalid status=429 code=upstream_status` (`status=` only when the
     /// upstream answered one).
     pub(crate) fn header(&self) -> String {
@@ -327,19 +348,13 @@ impl Pipeline {
             let asking = reask.re_ask(calls.clone(), feedback.clone());
             let (message, finish) = match asking.await {
                 Ok(answer) => answer,
-                Err(mut failure) => {
+                Err(failure) => {
                     took += t.elapsed();
-                    failure.asked_for = "invalid";
-                    failure.calls = feedback.into_iter().map(|(id, _)| id).collect();
-                    tracing::warn!(
-                        target: "toolmend::re_ask",
-                        code = failure.code,
-                        upstream_status = failure.upstream_status,
-                        calls = failure.calls.len(),
-                        "a re-ask failed: {}; its calls go out flagged unresolved",
-                        failure.reason
-                    );
-                    tally.failed = Some(failure);
+                    tally.failed = Some(failure.noted(
+                        "invalid",
+                        feedback,
+                        "its calls go out flagged unresolved",
+                    ));
                     break;
                 }
             };
