@@ -9,10 +9,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, Redis};
+use common::{Cluster, Redis, budget, call, window};
 use toolmend::guard::{
-    GuardStore, MemoryStore, Rule,
-    store::{Admission, AdmitCall, CallAnswer, Check, ManualClock, Scope, StoreErrorKind},
+    GuardStore, MemoryStore,
+    store::{Admission, AdmitCall, CallAnswer, ManualClock, Scope, StoreErrorKind},
 };
 use toolmend_redis::{RedisOptions, RedisStore, StoreState};
 
@@ -27,33 +27,6 @@ async fn store(url: &str, opts: RedisOptions) -> RedisStore {
     let s = RedisStore::connect(url, opts).expect("url");
     assert!(s.wait_connected(Duration::from_secs(10)).await, "connected");
     s
-}
-
-fn window(scope: Scope, limit: u64, ms: u64) -> Check {
-    Check {
-        rule: Rule::SessionWindow,
-        scope,
-        limit,
-        window_ms: Some(ms),
-        shadow: false,
-    }
-}
-
-fn budget(scope: Scope, limit: u64) -> Check {
-    Check {
-        rule: Rule::ThreadLimit,
-        scope,
-        limit,
-        window_ms: None,
-        shadow: false,
-    }
-}
-
-fn call(id: &str, checks: Vec<Check>) -> AdmitCall {
-    AdmitCall {
-        call_id: id.to_owned(),
-        checks,
-    }
 }
 
 async fn admit(s: &impl GuardStore, session: &str, calls: &[AdmitCall]) -> Vec<CallAnswer> {

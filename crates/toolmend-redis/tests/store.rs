@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::Redis;
+use common::{Redis, budget, call, window};
 use toolmend::guard::{
     FailMode, Guard, GuardConfig, GuardContext, GuardRequest, GuardStore, MemoryStore, Rule,
     RuleGuard, Window,
@@ -36,33 +36,6 @@ async fn store(redis: &Redis, opts: RedisOptions) -> RedisStore {
     let s = RedisStore::connect(&redis.url(), opts).expect("url");
     assert!(s.wait_connected(Duration::from_secs(5)).await, "connected");
     s
-}
-
-fn window(scope: Scope, limit: u64, ms: u64) -> Check {
-    Check {
-        rule: Rule::SessionWindow,
-        scope,
-        limit,
-        window_ms: Some(ms),
-        shadow: false,
-    }
-}
-
-fn budget(scope: Scope, limit: u64) -> Check {
-    Check {
-        rule: Rule::ThreadLimit,
-        scope,
-        limit,
-        window_ms: None,
-        shadow: false,
-    }
-}
-
-fn call(id: &str, checks: Vec<Check>) -> AdmitCall {
-    AdmitCall {
-        call_id: id.to_owned(),
-        checks,
-    }
 }
 
 async fn admit(

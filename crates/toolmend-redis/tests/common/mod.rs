@@ -540,3 +540,42 @@ impl Drop for TlsRedis {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+// ---------------------------------------------------------------- the checks a test admits
+
+/// A window check (the session window's rule) of `limit` calls per `ms`.
+pub fn window(
+    scope: toolmend::guard::store::Scope,
+    limit: u64,
+    ms: u64,
+) -> toolmend::guard::store::Check {
+    toolmend::guard::store::Check {
+        rule: toolmend::guard::Rule::SessionWindow,
+        scope,
+        limit,
+        window_ms: Some(ms),
+        shadow: false,
+    }
+}
+
+/// A budget check (the thread limit's rule) of `limit` calls.
+pub fn budget(scope: toolmend::guard::store::Scope, limit: u64) -> toolmend::guard::store::Check {
+    toolmend::guard::store::Check {
+        rule: toolmend::guard::Rule::ThreadLimit,
+        scope,
+        limit,
+        window_ms: None,
+        shadow: false,
+    }
+}
+
+/// One call of a message, with its checks.
+pub fn call(
+    id: &str,
+    checks: Vec<toolmend::guard::store::Check>,
+) -> toolmend::guard::store::AdmitCall {
+    toolmend::guard::store::AdmitCall {
+        call_id: id.to_owned(),
+        checks,
+    }
+}
