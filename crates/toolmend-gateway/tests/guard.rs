@@ -462,20 +462,26 @@ fn closing_report(text: &str) -> Value {
     serde_json::from_str(line).unwrap()
 }
 
+/// A gateway whose guard admits one call per session and rejects (429) the next, in
+/// front of two answers of one call each.
+async fn one_call_then_rejected() -> Running {
+    let script = Script::new()
+        .then(call("c1", r#"{"q": "rome"}"#))
+        .then(call("c2", r#"{"q": "paris"}"#));
+    start(
+        script,
+        "[guard]\non_flood = \"reject\"\n[guard.session]\nlimit = 1\nwindow_secs = 60\n",
+        Vec::new(),
+    )
+    .await
+}
+
 /// A refusal says what the guard did (`x-toolmend-guard`, as every response it checked)
 /// and that it is not to be retried by the SDK (`x-should-retry: false`: each retry would
 /// be a paid model call), with `Retry-After` kept for whoever decides.
 #[tokio::test]
 async fn a_refusal_carries_the_guards_header_and_asks_sdks_not_to_retry() {
-    let script = Script::new()
-        .then(call("c1", r#"{"q": "rome"}"#))
-        .then(call("c2", r#"{"q": "paris"}"#));
-    let r = start(
-        script,
-        "[guard]\non_flood = \"reject\"\n[guard.session]\nlimit = 1\nwindow_secs = 60\n",
-        Vec::new(),
-    )
-    .await;
+    let r = one_call_then_rejected().await;
     let ok = post(&r, &ask(), Some("s"), false).await;
     assert_eq!(header(&ok, "x-should-retry"), "", "only a refusal says it");
     let resp = post(&r, &ask(), Some("s"), false).await;
@@ -612,15 +618,7 @@ async fn a_guard_re_ask_the_upstream_refuses_is_reported() {
 /// JSON path's refusal says it in `x-toolmend-guard`.
 #[tokio::test]
 async fn a_refused_stream_closes_with_the_guards_report() {
-    let script = Script::new()
-        .then(call("c1", r#"{"q": "rome"}"#))
-        .then(call("c2", r#"{"q": "paris"}"#));
-    let r = start(
-        script,
-        "[guard]\non_flood = \"reject\"\n[guard.session]\nlimit = 1\nwindow_secs = 60\n",
-        Vec::new(),
-    )
-    .await;
+    let r = one_call_then_rejected().await;
     post(&r, &ask(), Some("s"), true)
         .await
         .text()
