@@ -285,6 +285,19 @@ fn write_batches(shared: &Shared, mut sink: impl Write) {
             std::mem::swap(&mut q.buf, &mut batch);
             q.closing
         };
+        // The batch just taken leaves the queue empty: a report now has room (said after the
+        // lines that waited, in the next batch). Reported after the write instead, it would
+        // meet a queue refilled during the stall and be dropped itself.
+        if !closing && let Some(dropped) = reporter.due(&shared.drops) {
+            // Through the subscriber, like any line: it lands in this very queue.
+            tracing::warn!(
+                target: "toolmend::log",
+                dropped,
+                total = shared.drops.total(),
+                "log lines dropped: the reader of the log did not keep up (queue full at \
+                 {LOG_QUEUE_BYTES} bytes); counted in toolmend_log_lines_dropped_total"
+            );
+        }
         if !batch.is_empty() {
             // A sink that fails (a closed pipe) loses the batch; nobody is there to tell.
             let _ = sink.write_all(&batch);
@@ -300,16 +313,6 @@ fn write_batches(shared: &Shared, mut sink: impl Write) {
         }
         if closing {
             return;
-        }
-        if let Some(dropped) = reporter.due(&shared.drops) {
-            // Through the subscriber, like any line: it lands in this very queue.
-            tracing::warn!(
-                target: "toolmend::log",
-                dropped,
-                total = shared.drops.total(),
-                "log lines dropped: the reader of the log did not keep up (queue full at \
-                 {LOG_QUEUE_BYTES} bytes); counted in toolmend_log_lines_dropped_total"
-            );
         }
     }
 }
@@ -408,6 +411,65 @@ mod tests {
         // The sink never opens: the flush gives up after FLUSH_WAIT (waited for with a
         // generous bound, never timed).
         assert!(rx.recv_timeout(FLUSH_WAIT * 10).is_ok());
+    }
+
+    /// The WARN about drops goes through the subscriber, as any line, once the sink takes
+    /// lines again. The writer thread logs it, so the subscriber must be the global one:
+    /// the only test of this binary that sets it.
+    #[test]
+    fn the_drops_are_said_in_a_warn_once_the_sink_drains() {
+        let gate = Gate::default();
+        let (writer, flush) = LogWriter::with_bound(gate.clone(), 2000).unwrap();
+        let logs = tracing_subscriber::fmt()
+            .json()
+            .with_ansi(false)
+            .with_writer({
+                let writer = writer.clone();
+                move || writer.clone()
+            })
+            .finish();
+        tracing::subscriber::set_global_default(logs).unwrap();
+        for i in 0..1000 {
+            tracing::info!(target: "toolmend::request", i, "request");
+        }
+        assert!(writer.dropped() > 900, "dropped {}", writer.dropped());
+        gate.open();
+        // Waited for as a condition (bounded), never timed: the WARN lines (at most one per
+        // DROP_REPORT_EVERY), until one accounts for every line dropped (its own included).
+        let warns = |written: &str| -> Vec<serde_json::Value> {
+            written
+                .lines()
+                .filter(|l| l.contains("log lines dropped"))
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        let until = std::time::Instant::now() + DROP_REPORT_EVERY * 4;
+        let said = loop {
+            let written = String::from_utf8_lossy(&gate.written()).into_owned();
+            let said = warns(&written);
+            if said
+                .last()
+                .is_some_and(|w| w["fields"]["total"] == writer.dropped())
+            {
+                break said;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "drops not all said: {written}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        for w in &said {
+            assert_eq!(w["level"], "WARN");
+            assert_eq!(w["target"], "toolmend::log");
+        }
+        // Each line says the drops since the one before: together, every drop.
+        let sum: u64 = said
+            .iter()
+            .map(|w| w["fields"]["dropped"].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, writer.dropped());
+        drop(flush);
     }
 
     #[test]
