@@ -1,5 +1,6 @@
-"""What the gateway tests share: the release binary, a clean environment, and a subprocess
-that prints its base URL on its first stdout line (the scripted provider, `toolmend serve`)."""
+"""What the tests share: the release binary, a clean environment, a subprocess that prints
+its base URL on its first stdout line (the scripted provider, `toolmend serve`), and
+`wait_until`, the bounded wait on a condition that stands in for every fixed sleep."""
 
 from __future__ import annotations
 
@@ -9,13 +10,35 @@ import re
 import subprocess
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(os.environ.get("TOOLMEND_BIN") or ROOT / "target" / "release" / "toolmend")
+# The gateway binary: $TOOLMEND_BIN (scripts/test points it at the tests' dev build), else
+# the release build, else the dev build.
+BIN = Path(
+    os.environ.get("TOOLMEND_BIN")
+    or next(
+        (p for p in (ROOT / "target" / "release" / "toolmend", ROOT / "target" / "debug" / "toolmend") if p.exists()),
+        ROOT / "target" / "release" / "toolmend",
+    )
+)
 START_TIMEOUT = 60.0  # seconds for a subprocess to print its URL (a loaded CI box is slow)
+WAIT_TIMEOUT = 30.0  # seconds for a condition `wait_until` polls (a load of 8 on 2 cores included)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT_TIMEOUT) -> None:
+    """Polls `condition` until it holds; fails the test naming `what` when it still does not
+    after `timeout` seconds. What the tests wait for instead of a fixed sleep: the bound
+    only matters when the awaited thing never happens, so it is generous."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"still waiting after {timeout:.0f} s for {what}", pytrace=False)
+        time.sleep(0.02)
 
 
 def binary() -> Path:

@@ -1,7 +1,7 @@
 """One pipeline: the Python package plans every message as the Rust core does.
 
 The cases of ``tests/equivalence/cases.jsonl`` (the same ones the Rust fronts are held to
-by ``crates/toolmend-cli/tests/equivalence.rs``) go through ``toolmend.langgraph.ToolNode``
+by ``crates/toolmend-cli/tests/it/equivalence.rs``) go through ``toolmend.langgraph.ToolNode``
 and through ``toolmend mend`` (the core plan, as the CLI runs it); both must give the same
 call ids, names, arguments, dispositions (ran or answered with feedback) and remaining
 content. LangChain splits a message's calls into ``tool_calls`` and ``invalid_tool_calls``,

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import shutil
 import socket
 import subprocess
-import time
 from typing import Any
 
 import pytest
+from _servers import wait_until
 from langchain.agents import create_agent
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -410,36 +411,66 @@ def test_under_create_react_agent_an_ended_run_runs_no_tool_again():
 # ---- Redis: the counts shared between processes ---------------------------------------
 
 
+def _redis_pid(port: int) -> int | None:
+    """The process id the redis-server on `port` reports (INFO server), None if nothing
+    answers there yet."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            conn.sendall(b"INFO server\r\n")
+            reply = b""
+            while (found := re.search(rb"process_id:(\d+)\r\n", reply)) is None:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return None
+                reply += chunk
+    except OSError:
+        return None
+    return int(found.group(1))
+
+
 @pytest.fixture
 def redis_url(tmp_path):
     server = shutil.which("redis-server")
     # A real server or a failure, never a skip: scripts/test installs Debian's package.
     assert server is not None, "no redis-server on PATH: install Debian's redis-server (scripts/test does)"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
-    )
+    # redis-server cannot pick its own port (0 turns TCP off), so one is picked free here;
+    # another process may bind it first (redis-server then exits), so up to 5 ports are
+    # tried. The server is ours when the one answering there reports our process id.
+    log = tmp_path / "redis.log"
+    for _ in range(5):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path,
+            )
+        try:
+            wait_until(
+                lambda: proc.poll() is not None or _redis_pid(port) == proc.pid,
+                f"redis-server to answer on port {port}",
+            )
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if proc.poll() is None:
+            break
+    else:
+        pytest.fail(f"redis-server did not start on any of 5 free ports; its last log:\n{log.read_text()}")
     try:
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
         yield f"redis://127.0.0.1:{port}/"
     finally:
         proc.terminate()
-        proc.wait(timeout=5)
+        proc.wait(timeout=30)
 
 
 def test_two_guards_on_one_redis_share_the_counts(redis_url):
     rules = {"session": {"limit": 2, "window_secs": 60}}
-    a, b = (Guard(rules, redis_url=redis_url, timeout_ms=200) for _ in range(2))
-    assert a.wait_connected(5.0) and b.wait_connected(5.0)
+    # Every store call must answer here (a timeout would admit: fail open): generous bounds.
+    a, b = (Guard(rules, redis_url=redis_url, timeout_ms=30_000) for _ in range(2))
+    assert a.wait_connected(30.0) and b.wait_connected(30.0)
     assert a.store == "redis"
     node_a, node_b = ToolNode(TOOLS, guard=a), ToolNode(TOOLS, guard=b)
     one = lambda i: ai(call("search", {"q": str(i)}, f"r{i}"))  # noqa: E731

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -530,23 +529,42 @@ def test_create_react_agent_accepts_the_node():
 def test_async_path_bounds_concurrency():
     running = 0
     peak = 0
+    target = 0
+    full: asyncio.Event | None = None
+    deadline = 0.0
 
     @tool
     async def slow(x: int) -> int:
-        """Sleeps a little."""
+        """Holds its slot until `target` calls ran at once."""
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
-        await asyncio.sleep(0.02)
+        assert full is not None
+        if running >= target:
+            full.set()
+        # A condition, not a sleep: a call ends only once as many as the node should allow
+        # ran together, so the peak is reached however slow the box. The bound (30 s for
+        # the whole run) is there for a node that allows fewer: the peak assertion then
+        # names the shortfall.
+        try:
+            await asyncio.wait_for(full.wait(), max(0.0, deadline - asyncio.get_running_loop().time()))
+        except TimeoutError:
+            pass
+        await asyncio.sleep(0)  # one pass of the loop: a call admitted beyond the bound starts
         running -= 1
         return x
 
+    async def run(node: ToolNode, at_once: int) -> list:
+        nonlocal peak, target, full, deadline
+        peak, target, full = 0, at_once, asyncio.Event()
+        deadline = asyncio.get_running_loop().time() + 30
+        return await node.ainvoke([HumanMessage("hi"), msg], config=CONFIG)
+
     msg = AIMessage("", id="ai1", tool_calls=[{"name": "slow", "args": {"x": i}, "id": f"c{i}"} for i in range(6)])
-    out = asyncio.run(ToolNode([slow], max_concurrency=2).ainvoke([HumanMessage("hi"), msg], config=CONFIG))
+    out = asyncio.run(run(ToolNode([slow], max_concurrency=2), 2))
     assert [m.content for m in out] == [str(i) for i in range(6)]
     assert peak == 2
-    peak = 0
-    asyncio.run(ToolNode([slow]).ainvoke([HumanMessage("hi"), msg], config=CONFIG))
+    asyncio.run(run(ToolNode([slow]), 6))
     assert peak == 6
 
 

@@ -858,11 +858,10 @@ mod tests {
                 issues: &[],
             },
         );
-        let t = std::time::Instant::now();
         for _ in 0..10_000 {
             log.send(event.clone());
         }
-        assert!(t.elapsed() < Duration::from_secs(2), "send waited");
+        // A send that waited for room would never drop: drops show it did not wait.
         let dropped = log.dropped();
         assert!(
             dropped > 0,

@@ -69,6 +69,11 @@ mod state;
 #[cfg(feature = "otel")]
 pub mod telemetry;
 
+// The calling thread's CPU time for the unit tests that check linear time (the core's).
+#[cfg(test)]
+#[path = "../../toolmend/tests/it/cpu.rs"]
+mod test_cpu;
+
 use std::{future::Future, io, sync::Arc};
 
 use axum::{Router, extract::DefaultBodyLimit};

@@ -31,6 +31,11 @@ pub mod stderr;
 mod tool;
 pub mod transport;
 
+// The calling thread's CPU time for the unit tests that check linear time (the core's).
+#[cfg(test)]
+#[path = "../../toolmend/tests/it/cpu.rs"]
+mod test_cpu;
+
 pub use set::ToolSet;
 pub use spec::{LoadError, ToolsFile};
 pub use tool::{NetTool, TIMEOUT_MARGIN};

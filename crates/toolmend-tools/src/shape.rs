@@ -1030,10 +1030,7 @@ fn fit(s: String, budget: usize, markdown: bool) -> (String, usize) {
 
 #[cfg(test)]
 mod tests {
-    use std::{
-        borrow::Cow,
-        time::{Duration, Instant},
-    };
+    use std::{borrow::Cow, time::Duration};
 
     use proptest::prelude::*;
     use serde_json::json;
@@ -1169,11 +1166,17 @@ mod tests {
             "{% for a in range(100000) %}{{ \"y\" * 1000 }}{% endfor %}",
         ];
         for t in runaway {
-            let started = Instant::now();
             let s = shaper(Some(t), 500, false).shape(&data, None);
-            assert!(started.elapsed() < Duration::from_secs(10), "{t}");
             assert_eq!(s.how, "template_failed", "{t}: {s:?}");
-            assert!(s.template_error.is_some());
+            // Stopped by a bound (the fuel, the output cap, the recursion limit), not run
+            // to its end: that is what keeps it from hanging.
+            let why = s.template_error.as_deref().unwrap_or_default();
+            assert!(
+                ["fuel", "cap", "recursion limit"]
+                    .iter()
+                    .any(|bound| why.contains(bound)),
+                "{t}: {why}"
+            );
             // Nothing of the payload: the template was written to choose what shows.
             assert_eq!(s.content, "");
         }
@@ -1421,17 +1424,23 @@ mod tests {
         assert_eq!(sh.shape(&data, None), sh.shape(&data, None));
     }
 
+    use crate::test_cpu::cpu_ns;
+
+    /// The CPU time of one shape, the least of five.
     fn time_shape(sh: &Shaper, data: &Value) -> Duration {
         (0..5)
             .map(|_| {
-                let t = Instant::now();
+                let start = cpu_ns();
                 std::hint::black_box(sh.shape(data, None));
-                t.elapsed()
+                Duration::from_nanos(cpu_ns() - start)
             })
             .min()
             .unwrap()
     }
 
+    /// Linear: 10x the input costs under 35x the CPU time (quadratic: about 100x; the room
+    /// is for the larger input missing the caches more, with other processes evicting them
+    /// up to a load of 8 on two cores, as in the core's `MAX_CPU_RATIO`).
     #[test]
     fn shape_scales_with_input() {
         let floor = Duration::from_micros(200);
@@ -1445,7 +1454,7 @@ mod tests {
         };
         let (small, big) = (array(100_000), array(1_000_000));
         let (t1, t10) = (time_shape(&sh, &small), time_shape(&sh, &big));
-        assert!(t10 < 30 * t1.max(floor), "summary: {t1:?} vs {t10:?}");
+        assert!(t10 < 35 * t1.max(floor), "summary: {t1:?} vs {t10:?}");
         // Text: linear (cleaning, escaping), the cut itself constant.
         let sh = shaper(None, 4_000, true);
         let (small, big) = (
@@ -1453,7 +1462,7 @@ mod tests {
             json!("ab_c*\n".repeat(1_000_000)),
         );
         let (t1, t10) = (time_shape(&sh, &small), time_shape(&sh, &big));
-        assert!(t10 < 30 * t1.max(floor), "text: {t1:?} vs {t10:?}");
+        assert!(t10 < 35 * t1.max(floor), "text: {t1:?} vs {t10:?}");
         // A template over the payload: bounded by fuel.
         let sh = shaper(
             Some("{{ len(data) }} {% for x in data %}{{ x.id }}{% endfor %}"),
@@ -1462,7 +1471,7 @@ mod tests {
         );
         let (small, big) = (array(10_000), array(100_000));
         let (t1, t10) = (time_shape(&sh, &small), time_shape(&sh, &big));
-        assert!(t10 < 30 * t1.max(floor), "template: {t1:?} vs {t10:?}");
+        assert!(t10 < 35 * t1.max(floor), "template: {t1:?} vs {t10:?}");
     }
 
     fn json_value() -> impl Strategy<Value = Value> {

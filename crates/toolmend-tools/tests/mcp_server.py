@@ -1,5 +1,5 @@
 """An MCP server of the official Python SDK (`mcp`, 2.x: `MCPServer`, FastMCP's new
-name), the independent implementation `tests/mcp.rs` checks toolmend's client against.
+name), the independent implementation `tests/it/mcp.rs` checks toolmend's client against.
 
 Usage:
     python mcp_server.py stdio        serve on stdin/stdout

@@ -62,3 +62,9 @@ pub use issue::{Issue, IssueKind};
 pub use mend::{MendOptions, Mended, MendedCall, Outcome};
 pub use repair::{RepairOptions, Repaired, repair};
 pub use schema::{CompiledTool, Toolbox};
+
+// The unit tests' measure of work (allocations and CPU time, never a wall clock): the same
+// file as the integration tests', so both judge linear time one way.
+#[cfg(test)]
+#[path = "../tests/it/work.rs"]
+mod work;

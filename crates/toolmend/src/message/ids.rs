@@ -301,17 +301,13 @@ mod tests {
     #[test]
     fn renaming_many_calls_to_one_base_is_linear() {
         // 1x vs 10x: the counter resumes, so 10x the calls cost about 10x, not 100x.
-        let time = |n: usize| {
+        let rename = |n: usize| {
             let mut ids = IdAllocator::default();
             ids.reserve("dup");
-            let t = std::time::Instant::now();
             for _ in 0..n {
-                ids.renamed("dup");
+                std::hint::black_box(ids.renamed("dup"));
             }
-            t.elapsed()
         };
-        let small = time(2_000).max(std::time::Duration::from_micros(200));
-        let large = time(20_000);
-        assert!(large < small * 40, "{small:?} vs {large:?}");
+        crate::work::assert_linear("IdAllocator::renamed", 2_000, 20_000, rename);
     }
 }

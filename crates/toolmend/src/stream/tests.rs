@@ -2,8 +2,6 @@
 //! gate against the marker table the parser reads (the drift issue 12 names), properties,
 //! and a scaling test (1x against 10x deltas).
 
-use std::time::{Duration, Instant};
-
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -788,9 +786,9 @@ proptest! {
 
 // --- scaling ---------------------------------------------------------------------------
 
-/// Feeds `n` content deltas and `n` call fragments, then finishes: the fastest of 5 runs.
-fn assemble(n: usize) -> Duration {
-    let deltas: Vec<Value> = (0..n)
+/// `n` content deltas and `n` call fragments.
+fn assemble_input(n: usize) -> Vec<Value> {
+    (0..n)
         .flat_map(|i| {
             [
                 json!({"content": "some words of prose, then <b>more</b> "}),
@@ -802,60 +800,45 @@ fn assemble(n: usize) -> Duration {
                 ),
             ]
         })
-        .collect();
-    let mut best = Duration::MAX;
-    for _ in 0..5 {
-        let mut a = gated(Thinking::Strip);
-        let started = Instant::now();
-        for d in &deltas {
-            std::hint::black_box(a.push_delta(d).unwrap());
-        }
-        std::hint::black_box(a.finish());
-        best = best.min(started.elapsed());
-    }
-    best
+        .collect()
 }
 
-/// Held content (a call marker early, then many deltas) and a long thinking block.
-fn held_and_thinking(n: usize) -> Duration {
-    let mut best = Duration::MAX;
-    for _ in 0..5 {
-        let started = Instant::now();
-        let mut g = ContentGate::new(Thinking::Strip);
-        g.push("<think>");
-        for _ in 0..n {
-            std::hint::black_box(g.push("still thinking about it, <b>then</b> [more] "));
-        }
-        g.push("</think><tool_call>");
-        for _ in 0..n {
-            std::hint::black_box(g.push("{\"k\": [1, 2, 3]}, "));
-        }
-        std::hint::black_box(g.finish());
-        let mut ws = ContentGate::new(Thinking::Pass);
-        for _ in 0..n {
-            std::hint::black_box(ws.push("  \n"));
-        }
-        std::hint::black_box(ws.finish());
-        best = best.min(started.elapsed());
+/// Feeds the deltas, then finishes.
+fn assemble(deltas: &[Value]) {
+    let mut a = gated(Thinking::Strip);
+    for d in deltas {
+        std::hint::black_box(a.push_delta(d).unwrap());
     }
-    best
+    std::hint::black_box(a.finish());
+}
+
+/// Held content (a call marker early, then `n` deltas) and a long thinking block.
+fn held_and_thinking(n: usize) {
+    let mut g = ContentGate::new(Thinking::Strip);
+    g.push("<think>");
+    for _ in 0..n {
+        std::hint::black_box(g.push("still thinking about it, <b>then</b> [more] "));
+    }
+    g.push("</think><tool_call>");
+    for _ in 0..n {
+        std::hint::black_box(g.push("{\"k\": [1, 2, 3]}, "));
+    }
+    std::hint::black_box(g.finish());
+    let mut ws = ContentGate::new(Thinking::Pass);
+    for _ in 0..n {
+        std::hint::black_box(ws.push("  \n"));
+    }
+    std::hint::black_box(ws.finish());
 }
 
 #[test]
 fn the_assembler_and_the_gate_are_linear_in_the_deltas() {
-    // Quadratic work (a rescan of everything held per delta) gives ~100x per 10x.
-    for (what, f) in [
-        ("assemble", assemble as fn(usize) -> Duration),
-        ("held_and_thinking", held_and_thinking),
-    ] {
-        let mut last = (Duration::ZERO, Duration::ZERO);
-        let ok = (0..3).any(|_| {
-            let (a, b) = (f(2_000), f(20_000));
-            last = (a, b);
-            b.as_secs_f64() / a.as_secs_f64().max(1e-9) < 30.0
-        });
-        assert!(ok, "{what}: 1x {:?}, 10x {:?}", last.0, last.1);
-    }
+    // Quadratic work (a rescan of everything held per delta) costs ~100x per 10x.
+    let (small, large) = (assemble_input(2_000), assemble_input(20_000));
+    crate::work::assert_linear("assemble", &small, &large, |d: &Vec<Value>| {
+        assemble(d);
+    });
+    crate::work::assert_linear("held_and_thinking", 2_000, 20_000, held_and_thinking);
 }
 
 #[test]

@@ -469,7 +469,8 @@ async fn max_time_holds_while_a_tool_runs() {
             "Sleeps.",
             json!({"type": "object"}),
             |_, _| async {
-                tokio::time::sleep(Duration::from_secs(3)).await;
+                // Far past max_time: the outcome tells whether the limit held.
+                tokio::time::sleep(Duration::from_secs(120)).await;
                 Ok::<_, ToolError>("rested")
             },
         ))
@@ -482,12 +483,9 @@ async fn max_time_holds_while_a_tool_runs() {
         max_time: Some(Duration::from_millis(100)),
         ..Limits::default()
     };
-    let started = std::time::Instant::now();
     let out = run(&model, &node, vec![user("sleep")], &limits)
         .await
         .unwrap();
-    let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_millis(800), "{elapsed:?}");
     assert_eq!(out.stop, StopReason::MaxTime);
     assert_eq!(out.turns, 1);
     let Some(Message::Tool(t)) = out.messages.last() else {

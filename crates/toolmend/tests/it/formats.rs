@@ -3,8 +3,6 @@
 //! XML-style parameters typed by the schema, and the false-positive guard. Streaming (the
 //! gate holds every marker, split anywhere) is tested in `stream::tests`.
 
-use std::time::{Duration, Instant};
-
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use toolmend::{
@@ -438,20 +436,13 @@ fn family_readers_stay_linear() {
         "```tool_code\nget_weather(city=",
         "draft {\"city\": 1} then ```json\n{\"city\": \"x\"}\n``` ",
     ];
-    let time = |text: &str| {
-        let t = Instant::now();
-        let _ = repair(text, &RepairOptions::default());
-        let _ = message::read_calls_in_str(text, &tools(), &RepairOptions::default());
-        t.elapsed()
-    };
+    let tools = tools();
     for unit in units {
-        let small = unit.repeat(200);
-        let large = unit.repeat(2000);
-        let (a, b) = (time(&small), time(&large));
-        assert!(
-            b < a * 40 + Duration::from_millis(50),
-            "{unit:?}: 200 units {a:?}, 2000 units {b:?}"
-        );
+        let (small, large) = (unit.repeat(200), unit.repeat(2000));
+        crate::work::assert_linear(unit, small.as_str(), large.as_str(), |text| {
+            let _ = repair(text, &RepairOptions::default());
+            let _ = message::read_calls_in_str(text, &tools, &RepairOptions::default());
+        });
     }
 }
 

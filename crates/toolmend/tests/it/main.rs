@@ -13,4 +13,7 @@ mod node;
 mod properties;
 mod protocol;
 mod repair;
+mod scaling;
 mod schema;
+// Work counted, not timed: the measure every linear-time test uses.
+mod work;

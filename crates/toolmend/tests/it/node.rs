@@ -9,7 +9,7 @@ use std::{
         atomic::{AtomicBool, AtomicUsize, Ordering},
         mpsc,
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use proptest::prelude::*;
@@ -1087,8 +1087,8 @@ async fn a_guard_refuses_calls_with_its_reason() {
 // ---- 15. tool errors ----
 
 /// `fine`, `fail` (an error), `explode` (panics while building its future), `blowup`
-/// (panics inside its future), `slow` (sleeps a second; 10 ms timeout), `lazy` (sleeps a
-/// second; no timeout of its own).
+/// (panics inside its future), `slow` (sleeps two minutes; 10 ms timeout), `lazy` (sleeps
+/// two minutes; no timeout of its own): far past any timeout, however loaded the machine.
 fn failing_tools() -> Registry {
     let any = || json!({"type": "object"});
     let mut r = Registry::new();
@@ -1114,14 +1114,14 @@ fn failing_tools() -> Registry {
     .unwrap();
     r.add_with(
         tool_fn("slow", "", any(), |_, _| async {
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(Duration::from_secs(120)).await;
             Ok::<_, ToolError>("late")
         }),
         ToolOptions::default().timeout(Duration::from_millis(10)),
     )
     .unwrap();
     r.add(tool_fn("lazy", "", any(), |_, _| async {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_secs(120)).await;
         Ok::<_, ToolError>("late")
     }))
     .unwrap();
@@ -1302,7 +1302,8 @@ async fn a_panic_answers_its_own_call_under_every_policy() {
 
 #[tokio::test]
 async fn tools_that_do_not_finish_in_time_get_an_error_result() {
-    let started = Instant::now();
+    // The outcome, not the time: without the timeouts the node would wait two minutes and
+    // the slow tool would answer "late".
     let out = ToolNode::builder(failing_tools())
         .build()
         .invoke(&calls_to(&["slow", "fine"]))
@@ -1324,7 +1325,6 @@ async fn tools_that_do_not_finish_in_time_get_an_error_result() {
     let t = text(&out, "c0");
     assert!(t.contains("did not finish"), "{t}");
     assert_eq!(text(&out, "c1"), "fine");
-    assert!(started.elapsed() < Duration::from_millis(900));
 }
 
 // ---- 16. concurrency ----
@@ -1357,23 +1357,30 @@ async fn at_most_max_concurrency_tools_run_at_once() {
 
 #[tokio::test]
 async fn tools_run_concurrently() {
+    // Each call waits until all eight are running: one at a time, the first would wait
+    // forever.
+    let all_in = Arc::new(tokio::sync::Barrier::new(8));
     let mut reg = Registry::new();
     reg.add(tool_fn(
         "nap",
         "",
         json!({"type": "object"}),
-        |_, _| async {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            Ok::<_, ToolError>("rested")
+        move |_, _| {
+            let all_in = Arc::clone(&all_in);
+            async move {
+                all_in.wait().await;
+                Ok::<_, ToolError>("rested")
+            }
         },
     ))
     .unwrap();
     let node = ToolNode::builder(reg).max_concurrency(8).build();
-    let started = Instant::now();
-    let out = node.invoke(&calls_to(&["nap"; 8])).await.unwrap();
-    let elapsed = started.elapsed();
+    let out = tokio::time::timeout(Duration::from_secs(60), node.invoke(&calls_to(&["nap"; 8])))
+        .await
+        .expect("the calls ran one after another")
+        .unwrap();
     assert_eq!(out.results.len(), 8);
-    assert!(elapsed < Duration::from_millis(250), "{elapsed:?}");
+    assert!(out.results.iter().all(|r| r.content.text() == "rested"));
 }
 
 // ---- 17. typed tools, registry ----
@@ -1726,8 +1733,8 @@ async fn spawned_tools_catch_panics_and_time_out_even_when_blocking() {
     tools
         .add_with(
             tool_fn("blocking", "", json!({"type": "object"}), |_, _| async {
-                // Blocks its worker thread: only a spawned task lets the timeout fire.
-                // Long, so the bound below holds with a wide margin on a loaded machine.
+                // Blocks its worker thread: only a spawned task lets the timeout fire (a
+                // future polled in place would answer "late" once the sleep ends).
                 std::thread::sleep(Duration::from_millis(2_500));
                 Ok::<_, ToolError>("late")
             }),
@@ -1736,13 +1743,7 @@ async fn spawned_tools_catch_panics_and_time_out_even_when_blocking() {
         .unwrap();
     let node = ToolNode::builder(tools).spawn_tools(true).build();
     let messages = calls_to(&["fine", "explode", "blowup", "fail", "slow", "blocking"]);
-    let started = std::time::Instant::now();
     let out = node.invoke(&messages).await.unwrap();
-    assert!(
-        started.elapsed() < Duration::from_millis(1_500),
-        "the blocking tool held the node for {:?}",
-        started.elapsed()
-    );
     assert_eq!(text(&out, "c0"), "fine");
     for id in ["c1", "c2"] {
         assert!(
@@ -2264,16 +2265,10 @@ async fn a_guard_or_corrector_that_never_answers_times_out() {
         call("c1", "get_weather", r#"{"city": "Paris"}"#),
         call("c2", "get_time", r#"{"zone": "CET"}"#),
     ])];
-    let started = Instant::now();
-    let out = tokio::time::timeout(Duration::from_secs(5), node.invoke(&messages))
+    let out = tokio::time::timeout(Duration::from_secs(60), node.invoke(&messages))
         .await
         .expect("the guard held the node")
         .unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
     assert_eq!(runs(&n), 0);
     for r in &out.results {
         assert_eq!(r.outcome, CallOutcome::Flooded);
@@ -2289,16 +2284,10 @@ async fn a_guard_or_corrector_that_never_answers_times_out() {
         call("c1", "get_weather", r#"{"city": "Paris", "days": "three"}"#),
         call("c2", "get_time", r#"{"zone": "CET"}"#),
     ])];
-    let started = Instant::now();
-    let out = tokio::time::timeout(Duration::from_secs(5), node.invoke(&messages))
+    let out = tokio::time::timeout(Duration::from_secs(60), node.invoke(&messages))
         .await
         .expect("the corrector held the node")
         .unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
     assert_eq!(result(&out, "c1").outcome, CallOutcome::Feedback);
     let note = out.stats.calls[0].note.as_deref().unwrap();
     assert!(note.contains("did not answer"), "{note}");
@@ -2492,9 +2481,10 @@ async fn an_async_hook_salvages_words_and_times_out_to_the_default() {
             call("c4", "get_weather", r#"{"days": 4}"#),
         ]),
     ];
-    let started = std::time::Instant::now();
-    let out = node.invoke(&messages).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(2));
+    let out = tokio::time::timeout(Duration::from_secs(60), node.invoke(&messages))
+        .await
+        .expect("the hook that never answers held the node")
+        .unwrap();
     assert_eq!(result(&out, "c1").outcome, CallOutcome::Salvaged);
     assert_eq!(text(&out, "c1"), "sunny in Oslo");
     assert_eq!(text(&out, "c2"), "ask the user which city");

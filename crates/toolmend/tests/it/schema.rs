@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolmend::schema::{Checked, Coercions, CompiledTool, Phase, Toolbox, ValidationContext};
@@ -1393,16 +1392,22 @@ fn deep_recursive_any_of_input_stays_fast() {
         "type": "object",
         "properties": {"root": {"$ref": "#/$defs/Node"}}
     }));
-    let mut v = json!({"n": "0", "extra_key": 1});
-    for i in 1..60 {
-        v = json!({"n": i.to_string(), "cc": v});
-    }
-    let start = Instant::now();
-    let c = lax(&t, json!({ "root": v }));
+    let nested = |depth: usize| {
+        let mut v = json!({"n": "0", "extra_key": 1});
+        for i in 1..depth {
+            v = json!({"n": i.to_string(), "cc": v});
+        }
+        json!({ "root": v })
+    };
+    // Twice the depth: polynomial work grows a few times (8x if cubic), exponential work
+    // (each level's branches tried under every choice made above it) 2^30 times. The
+    // allocations are counted (deterministic), not timed.
+    let (half, full) = (nested(30), nested(60));
+    let (_, w30) = crate::work::measure(|| lax(&t, half));
+    let (c, w60) = crate::work::measure(|| lax(&t, full));
     assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        start.elapsed()
+        w60.allocations < 16 * w30.allocations.max(64),
+        "depth 30: {w30:?}, depth 60: {w60:?}"
     );
     // Every level was coerced ("cc" -> "c", "5" -> 5) and the extra key dropped.
     assert!(c.issues.is_empty(), "{:?}", c.issues.first());

@@ -798,36 +798,47 @@ mod tests {
         );
     }
 
-    /// Feeds `n` content deltas and `n` tool-call fragments through the assembler, then
-    /// finishes; returns the best time of three runs.
-    fn assemble(n: usize) -> std::time::Duration {
-        let mut best = std::time::Duration::MAX;
-        for _ in 0..3 {
+    /// This thread's time on a CPU so far (the core's test helper): time spent waiting
+    /// for a CPU, as on a loaded machine, is not in it.
+    fn cpu_time() -> std::time::Duration {
+        std::time::Duration::from_nanos(crate::test_cpu::cpu_ns())
+    }
+
+    /// Feeds `n` deltas (content and tool-call fragments, alternately) through the
+    /// assembler and finishes, `times` times; the CPU time per delta, in nanoseconds.
+    /// Long deltas (248 bytes of prose, 80 of arguments): what is held grows fast, so a
+    /// rescan of it per delta outweighs the fixed cost of a delta well before 20,000.
+    fn per_delta(n: usize, times: usize) -> f64 {
+        let prose = "some words of prose, then more ".repeat(8);
+        let args = "\"k\": 1, ".repeat(10);
+        let chunks: Vec<_> = (0..n)
+            .map(|i| {
+                let delta = if i % 2 == 0 {
+                    json!({"content": prose})
+                } else {
+                    json!({"tool_calls": [{"index": i % 4, "id": if i < 4 { json!(format!("c{i}")) } else { json!(null) },
+                        "function": {"arguments": args}}]})
+                };
+                json!({"id": "x", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+            })
+            .collect();
+        let last = json!({"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
+        let streams: Vec<_> = (0..times).map(|_| chunks.clone()).collect();
+        // One reading before and one after: the scheduler's count is exact to a tick.
+        let started = cpu_time();
+        for chunks in streams {
             let mut t = Transformer::new(Some(Thinking::Strip), usize::MAX, usize::MAX);
-            let chunks: Vec<_> = (0..n)
-                .map(|i| {
-                    let delta = if i % 2 == 0 {
-                        json!({"content": "some words of prose, then more "})
-                    } else {
-                        json!({"tool_calls": [{"index": i % 4, "id": if i < 4 { json!(format!("c{i}")) } else { json!(null) },
-                            "function": {"arguments": "\"k\": 1, "}}]})
-                    };
-                    json!({"id": "x", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
-                })
-                .collect();
-            let started = std::time::Instant::now();
             for c in chunks {
                 let _ = t.on_chunk(c).unwrap();
             }
-            let last = json!({"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
-            let Step::Finish(f) = t.on_chunk(last).unwrap() else {
+            let Step::Finish(f) = t.on_chunk(last.clone()).unwrap() else {
                 panic!("no finish")
             };
             let out = t.finish_chunks(None, &f.message, f.held_text, f.tail, f.finish, "");
             assert!(!out.is_empty());
-            best = best.min(started.elapsed());
         }
-        best
+        let spent = cpu_time() - started;
+        spent.as_nanos() as f64 / (n * times) as f64
     }
 
     /// The content a client receives for `chunks` (choice 0, no mending).
@@ -867,21 +878,20 @@ mod tests {
 
     #[test]
     fn the_assembler_is_linear_in_the_deltas() {
-        // Quadratic work (a rescan of everything held per delta) gives ~100x per 10x. A
-        // series that fails is measured again (up to three times) before the test fails:
-        // a burst of load on a shared 2-core machine is not quadratic work, and quadratic
-        // work fails every series.
-        let mut last = String::new();
-        for _ in 0..3 {
-            let (a, b, c) = (assemble(1_000), assemble(10_000), assemble(100_000));
-            let r1 = b.as_secs_f64() / a.as_secs_f64().max(1e-9);
-            let r2 = c.as_secs_f64() / b.as_secs_f64().max(1e-9);
-            if r1 < 30.0 && r2 < 30.0 {
-                return;
-            }
-            last = format!("1x {a:?}, 10x {b:?}, 100x {c:?}");
-        }
-        panic!("not linear in three series; the last: {last}");
+        // The same number of deltas (20,000) as 80 streams of 250 and as one stream of
+        // 20,000: linear work costs the same per delta in both; quadratic work (a rescan of
+        // everything held per delta) costs 80 times as much per delta in the long stream.
+        // CPU time: what a loaded machine adds (waiting for a CPU) is not in it. The margin
+        // (10x) is for caches (the long stream's buffers do not fit in them), far below
+        // the 80x of quadratic work. Measured once, never retried.
+        let short = per_delta(250, 80);
+        let long = per_delta(20_000, 1);
+        let ratio = long / short.max(1.0);
+        assert!(
+            ratio < 10.0,
+            "a delta of a 20,000-delta stream cost {ratio:.1}x one of a 250-delta stream \
+             ({long:.0} ns vs {short:.0} ns): not linear"
+        );
     }
 
     #[test]

@@ -1,0 +1,485 @@
+//! One pipeline: the same assistant messages through every front give the same calls.
+//!
+//! Each case of `tests/equivalence/cases.jsonl` (a history, an assistant message, the
+//! tools) goes through the core plan (`toolmend::message`), the tool node, `toolmend mend`,
+//! and `toolmend serve` in front of the scripted provider, as JSON and as a stream. Every
+//! front must give the same calls (ids, names, arguments, disposition: may run or
+//! feedback) and the same remaining content. A front that plans on its own drifts from the
+//! others on some case and fails here. The Python package is held to the same cases by
+//! `python/tests/test_equivalence.py`.
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader, Read, Write},
+    net::{SocketAddr, TcpStream},
+    process::{Child, Command, Stdio},
+    sync::Arc,
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+use toolmend::{
+    CompiledTool, Toolbox,
+    message::{self, CallOutcome, PlanOptions},
+    node::{Registry, ToolError, ToolNode, tool_fn},
+    protocol::{AssistantMessage, Message, Tool},
+    schema::{Phase, ValidationContext},
+};
+use toolmend_scripted::{Script, ScriptedProvider, Step};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolmend");
+
+#[derive(Debug, Clone)]
+struct Case {
+    name: String,
+    history: Vec<Message>,
+    message: AssistantMessage,
+    tools: Vec<Tool>,
+    raw: Value,
+}
+
+/// What a front made of a message: its calls in order and its remaining content.
+#[derive(Debug, Clone, PartialEq)]
+struct Outcome {
+    /// (id, name, arguments, disposition) per call.
+    calls: Vec<(String, String, Value, &'static str)>,
+    content: Option<String>,
+}
+
+fn cases() -> Vec<Case> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/equivalence/cases.jsonl"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let raw: Value = serde_json::from_str(l).unwrap();
+            let message = match serde_json::from_value(raw["message"].clone()).unwrap() {
+                Message::Assistant(a) => a,
+                other => panic!("not an assistant message: {other:?}"),
+            };
+            Case {
+                name: raw["name"].as_str().unwrap().to_owned(),
+                history: serde_json::from_value(raw["history"].clone()).unwrap(),
+                message,
+                tools: serde_json::from_value(raw["tools"].clone()).unwrap(),
+                raw,
+            }
+        })
+        .collect()
+}
+
+fn args_value(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+fn content_text(m: &AssistantMessage) -> Option<String> {
+    m.text().filter(|t| !t.is_empty())
+}
+
+/// The calls of a sanitized message, each with the disposition `of` gives its id.
+fn outcome_of(m: &AssistantMessage, of: impl Fn(&str) -> &'static str) -> Outcome {
+    let calls = m
+        .tool_calls
+        .iter()
+        .flatten()
+        .map(|tc| {
+            let id = tc.id.clone().unwrap_or_default();
+            let d = of(&id);
+            (
+                id,
+                tc.function.name.clone(),
+                args_value(&tc.function.arguments),
+                d,
+            )
+        })
+        .collect();
+    Outcome {
+        calls,
+        content: content_text(m),
+    }
+}
+
+fn disposition(o: CallOutcome) -> &'static str {
+    match o {
+        CallOutcome::Feedback => "feedback",
+        CallOutcome::Dropped => "dropped",
+        _ => "executed",
+    }
+}
+
+fn toolbox(tools: &[Tool]) -> Toolbox {
+    let mut b = Toolbox::new();
+    for t in tools {
+        let f = &t.function;
+        b.add(
+            CompiledTool::compile(
+                &f.name,
+                f.description.as_deref().unwrap_or_default(),
+                f.parameters.as_ref().unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    }
+    b
+}
+
+fn core(case: &Case) -> Outcome {
+    let tools = toolbox(&case.tools);
+    let ctx = ValidationContext::new("", Phase::Initial);
+    let opts = PlanOptions::default();
+    let plan = message::plan_assistant(
+        &case.message,
+        &case.history,
+        &[],
+        false,
+        &tools,
+        &opts,
+        &ctx,
+    );
+    let sanitized = message::sanitize_assistant(&case.message, &plan.shape, &plan.calls);
+    let by_id: BTreeMap<String, CallOutcome> = plan
+        .calls
+        .iter()
+        .filter_map(|c| Some((c.id.clone()?, c.outcome)))
+        .collect();
+    outcome_of(&sanitized, |id| disposition(by_id[id]))
+}
+
+async fn node(case: &Case) -> Outcome {
+    let mut registry = Registry::new();
+    for t in &case.tools {
+        let f = &t.function;
+        registry
+            .add(tool_fn(
+                f.name.clone(),
+                f.description.clone().unwrap_or_default(),
+                f.parameters.clone().unwrap(),
+                |_, _| async move { Ok::<_, ToolError>("ok".to_owned()) },
+            ))
+            .unwrap();
+    }
+    let node = ToolNode::builder(registry).build();
+    let mut messages = case.history.clone();
+    messages.push(Message::Assistant(case.message.clone()));
+    let out = node.invoke(&messages).await.unwrap();
+    let by_id: BTreeMap<String, CallOutcome> = out
+        .stats
+        .calls
+        .iter()
+        .filter_map(|c| Some((c.call_id.clone()?, c.outcome)))
+        .collect();
+    outcome_of(&out.assistant, |id| disposition(by_id[id]))
+}
+
+fn cli(cases: &[Case]) -> Vec<Outcome> {
+    let input: String = cases
+        .iter()
+        .map(|c| {
+            let line = json!({"message": c.raw["message"], "tools": c.raw["tools"], "history": c.raw["history"]});
+            format!("{line}\n")
+        })
+        .collect();
+    let mut child = Command::new(BIN)
+        .args(["mend", "--format", "json", "--refuse-truncated"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v.get("summary").is_none())
+        .map(|report| {
+            let m: AssistantMessage = serde_json::from_value(report["message"].clone()).unwrap();
+            let by_id: BTreeMap<String, String> = report["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| {
+                    Some((
+                        c["id"].as_str()?.to_owned(),
+                        c["disposition"].as_str()?.to_owned(),
+                    ))
+                })
+                .collect();
+            outcome_of(&m, |id| match by_id[id].as_str() {
+                "feedback" => "feedback",
+                "dropped" => "dropped",
+                _ => "executed",
+            })
+        })
+        .collect()
+}
+
+/// `toolmend serve` on a free port, in front of `upstream`.
+struct Serve {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(upstream: &str) -> Serve {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TOOLMEND_") || k == "RUST_LOG" {
+            cmd.env_remove(k);
+        }
+    }
+    // Invalid calls pass, flagged: the plan is what is compared, not a re-ask.
+    cmd.env("TOOLMEND_CALLS__INVALID", "pass")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut banner = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let addr = banner
+        .strip_prefix("toolmend gateway: http://")
+        .and_then(|rest| rest.split_once("/v1"))
+        .map(|(addr, _)| addr.parse().unwrap())
+        .unwrap_or_else(|| panic!("unexpected banner: {banner}"));
+    Serve { child, addr }
+}
+
+/// One POST; the response head and its (de-chunked) body.
+fn post(addr: SocketAddr, body: &Value) -> (String, Vec<u8>) {
+    let body = body.to_string();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let rest = &raw[end + 4..];
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_vec()
+    };
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "{head}\n{}",
+        String::from_utf8_lossy(&body)
+    );
+    (head, body)
+}
+
+fn dechunk(mut rest: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size_text = String::from_utf8_lossy(&rest[..eol]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&rest[eol + 2..eol + 2 + size]);
+        rest = &rest[eol + 2 + size + 2..];
+    }
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+fn request(case: &Case, stream: bool) -> Value {
+    json!({"model": "m", "messages": case.raw["history"], "tools": case.raw["tools"], "stream": stream})
+}
+
+fn gateway_json(addr: SocketAddr, case: &Case) -> Outcome {
+    let (head, body) = post(addr, &request(case, false));
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    let m: AssistantMessage = serde_json::from_value(v["choices"][0]["message"].clone()).unwrap();
+    let unresolved: Vec<String> = header(&head, "x-toolmend-unresolved")
+        .map(|h| h.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
+    outcome_of(&m, |id| {
+        if unresolved.iter().any(|u| u == id) {
+            "feedback"
+        } else {
+            "executed"
+        }
+    })
+}
+
+/// The stream assembled as a client does: content concatenated, calls by `index`.
+fn gateway_stream(addr: SocketAddr, case: &Case) -> Outcome {
+    let (_, body) = post(addr, &request(case, true));
+    let text = String::from_utf8(body).unwrap();
+    let mut content = String::new();
+    let mut calls: BTreeMap<u64, (String, String, String)> = BTreeMap::new();
+    let mut unresolved: Vec<String> = Vec::new();
+    for event in text.split("\n\n") {
+        if let Some(stats) = event.strip_prefix(": toolmend ") {
+            let v: Value = serde_json::from_str(stats).unwrap();
+            unresolved = v["unresolved"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|u| u.as_str().map(str::to_owned))
+                .collect();
+            continue;
+        }
+        let Some(data) = event.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            continue;
+        }
+        let v: Value = serde_json::from_str(data).unwrap();
+        assert!(v.get("error").is_none(), "{}: {v}", case.name);
+        let delta = &v["choices"][0]["delta"];
+        if let Some(c) = delta["content"].as_str() {
+            content.push_str(c);
+        }
+        for tc in delta["tool_calls"].as_array().into_iter().flatten() {
+            let slot = calls.entry(tc["index"].as_u64().unwrap()).or_default();
+            if let Some(id) = tc["id"].as_str() {
+                slot.0.push_str(id);
+            }
+            if let Some(n) = tc["function"]["name"].as_str() {
+                slot.1.push_str(n);
+            }
+            if let Some(a) = tc["function"]["arguments"].as_str() {
+                slot.2.push_str(a);
+            }
+        }
+    }
+    Outcome {
+        calls: calls
+            .into_values()
+            .map(|(id, name, args)| {
+                let d = if unresolved.contains(&id) {
+                    "feedback"
+                } else {
+                    "executed"
+                };
+                (id, name, args_value(&args), d)
+            })
+            .collect(),
+        content: Some(content).filter(|c| !c.is_empty()),
+    }
+}
+
+#[test]
+fn every_front_plans_every_message_the_same() {
+    let cases = cases();
+    assert!(cases.len() >= 20, "the case set shrank");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Each case is answered twice by the scripted upstream: as JSON, then streamed.
+    let script = cases.iter().fold(Script::new(), |s, c| {
+        s.then(Step::Reply(c.message.clone()))
+            .then(Step::Reply(c.message.clone()))
+    });
+    let provider = Arc::new(rt.block_on(ScriptedProvider::start(script)).unwrap());
+    let gateway = serve(&provider.base_url());
+    let from_cli = cli(&cases);
+    let mut failures = Vec::new();
+    for (case, cli_out) in cases.iter().zip(from_cli) {
+        let reference = core(case);
+        let fronts = [
+            ("node", rt.block_on(node(case))),
+            ("cli", cli_out),
+            ("gateway json", gateway_json(gateway.addr, case)),
+            ("gateway stream", gateway_stream(gateway.addr, case)),
+        ];
+        for (front, got) in fronts {
+            if got != reference {
+                failures.push(format!(
+                    "{}: {front} differs from the core plan\n  core:  {reference:?}\n  {front}: {got:?}",
+                    case.name
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_cases_cover_every_source_and_id_rule() {
+    // The set must keep exercising what the fronts used to disagree on.
+    let cases = cases();
+    let tools = toolbox(&cases[0].tools);
+    let ctx = ValidationContext::new("", Phase::Initial);
+    let mut fixes = std::collections::BTreeSet::new();
+    let mut sources = std::collections::BTreeSet::new();
+    let mut outcomes = std::collections::BTreeSet::new();
+    for c in &cases {
+        let plan = message::plan_assistant(
+            &c.message,
+            &c.history,
+            &[],
+            false,
+            &tools,
+            &PlanOptions::default(),
+            &ctx,
+        );
+        for p in &plan.calls {
+            sources.insert(p.source.as_str());
+            outcomes.insert(p.outcome.as_str());
+            for f in &p.call.fixes {
+                fixes.insert(f.kind.id());
+            }
+        }
+        for f in &plan.shape.message_fixes {
+            fixes.insert(f.kind.id());
+        }
+    }
+    for s in ["tool_calls", "text", "glued"] {
+        assert!(sources.contains(s), "no case with source {s}");
+    }
+    for o in ["executed", "feedback", "dropped"] {
+        assert!(outcomes.contains(o), "no case with outcome {o}");
+    }
+    for f in [
+        "call_id_minted",
+        "call_id_renamed",
+        "thinking_stripped",
+        "calls_moved_from_text",
+        "concatenated_calls_split",
+        "tool_name_fixed",
+    ] {
+        assert!(fixes.contains(f), "no case with fix {f}: {fixes:?}");
+    }
+}
