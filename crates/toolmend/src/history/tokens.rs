@@ -75,11 +75,50 @@ pub use self::tiktoken::Tiktoken;
 
 #[cfg(feature = "tiktoken")]
 mod tiktoken {
-    use tiktoken_rs::{CoreBPE, tokenizer::Tokenizer};
+    use std::sync::OnceLock;
+
+    use tiktoken_rs::CoreBPE;
+    use tiktoken_rs::tokenizer::Tokenizer;
 
     use super::TokenCounter;
 
-    /// An OpenAI encoding (`o200k_base`, `cl100k_base`, …) from `tiktoken-rs`.
+    /// The vocabularies, compact (scripts/tiktoken-data.py): for each rank from 0, one byte
+    /// of length, then the token. 2.3 MB for both, against 5.3 MB as tiktoken's text files,
+    /// which tiktoken-rs would otherwise put in every binary with its two older ones (7 MB).
+    const O200K_BASE: &[u8] = include_bytes!("../../data/o200k_base.bpe");
+    const CL100K_BASE: &[u8] = include_bytes!("../../data/cl100k_base.bpe");
+
+    /// cl100k_base's split pattern (tiktoken-rs has it inline in its constructor).
+    const CL100K_BASE_PAT_STR: &str = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
+
+    /// The tables of one compact vocabulary. Special tokens are left out: counting reads
+    /// them as ordinary text (`count_ordinary`), as the API does.
+    fn build(data: &'static [u8], pattern: &str) -> CoreBPE {
+        let mut ranks = Vec::new();
+        let mut at = 0;
+        while let Some(&len) = data.get(at) {
+            let end = at + 1 + usize::from(len);
+            ranks.push(data[at + 1..end].to_vec());
+            at = end;
+        }
+        let encoder = ranks.into_iter().zip(0..).collect();
+        // The data and the patterns are this crate's own, checked by its tests.
+        #[allow(clippy::expect_used)]
+        CoreBPE::new(encoder, Default::default(), pattern).expect("the embedded vocabulary loads")
+    }
+
+    fn o200k() -> &'static CoreBPE {
+        static BPE: OnceLock<CoreBPE> = OnceLock::new();
+        BPE.get_or_init(|| build(O200K_BASE, tiktoken_rs::O200K_BASE_PAT_STR))
+    }
+
+    fn cl100k() -> &'static CoreBPE {
+        static BPE: OnceLock<CoreBPE> = OnceLock::new();
+        BPE.get_or_init(|| build(CL100K_BASE, CL100K_BASE_PAT_STR))
+    }
+
+    /// An OpenAI encoding, `o200k_base` or `cl100k_base` (the tables embedded in this
+    /// crate; the model table and the tokenizer from `tiktoken-rs`).
     ///
     /// Building an encoding's tables takes a while (tens of milliseconds up to a few
     /// hundred); each is built once per process, on the first constructor call, and shared
@@ -109,7 +148,7 @@ mod tiktoken {
         /// `o200k_base` (GPT-4o, GPT-4.1, GPT-5, o-series).
         pub fn o200k_base() -> Self {
             Tiktoken {
-                bpe: tiktoken_rs::o200k_base_singleton(),
+                bpe: o200k(),
                 name: "o200k_base",
             }
         }
@@ -117,25 +156,30 @@ mod tiktoken {
         /// `cl100k_base` (GPT-4, GPT-3.5-turbo).
         pub fn cl100k_base() -> Self {
             Tiktoken {
-                bpe: tiktoken_rs::cl100k_base_singleton(),
+                bpe: cl100k(),
                 name: "cl100k_base",
             }
         }
 
-        /// The encoding of an OpenAI model name (`gpt-4o`, `gpt-4-0613`, `o3-mini` …), by
-        /// `tiktoken-rs`'s model table; `None` for a model it does not know.
+        /// The encoding of an OpenAI model name (`gpt-4o`, `gpt-4-0613`, `o3-mini`,
+        /// `gpt-oss-20b` …), by `tiktoken-rs`'s model table; `None` for a model it does not
+        /// know, and for the retired GPT-3 models (`p50k_base`, `r50k_base`: their tables are
+        /// not embedded).
         pub fn for_model(model: &str) -> Option<Self> {
-            let tokenizer = tiktoken_rs::tokenizer::get_tokenizer(model)?;
-            let bpe = tiktoken_rs::bpe_for_tokenizer(tokenizer).ok()?;
-            let name = match tokenizer {
-                Tokenizer::O200kHarmony => "o200k_harmony",
-                Tokenizer::O200kBase => "o200k_base",
-                Tokenizer::Cl100kBase => "cl100k_base",
-                Tokenizer::P50kBase => "p50k_base",
-                Tokenizer::R50kBase | Tokenizer::Gpt2 => "r50k_base",
-                Tokenizer::P50kEdit => "p50k_edit",
-            };
-            Some(Tiktoken { bpe, name })
+            match tiktoken_rs::tokenizer::get_tokenizer(model)? {
+                // o200k_harmony is o200k_base with more special tokens, which counting
+                // reads as text either way.
+                Tokenizer::O200kHarmony => Some(Tiktoken {
+                    bpe: o200k(),
+                    name: "o200k_harmony",
+                }),
+                Tokenizer::O200kBase => Some(Self::o200k_base()),
+                Tokenizer::Cl100kBase => Some(Self::cl100k_base()),
+                Tokenizer::P50kBase
+                | Tokenizer::R50kBase
+                | Tokenizer::Gpt2
+                | Tokenizer::P50kEdit => None,
+            }
         }
 
         /// The encoding's name (`o200k_base` …).
@@ -148,6 +192,87 @@ mod tiktoken {
         /// Special-token text (`<|endoftext|>`) counts as ordinary text, as the API reads it.
         fn count_text(&self, text: &str) -> usize {
             self.bpe.count_ordinary(text)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Texts of every kind the split patterns tell apart: words and contractions in
+        /// several scripts, digits, punctuation runs, whitespace at ends and in runs,
+        /// line breaks, code, JSON, emoji, special-token text.
+        fn texts() -> Vec<String> {
+            let mut v: Vec<String> = [
+                "hello world",
+                "",
+                " ",
+                "I'm sure they'll've DONE it, haven't they? It's 12345678 o'clock.",
+                "  leading and trailing spaces   \n\n\t\r\n",
+                "fn main() {\n    println!(\"{}\", 1 + 2);\n}\n",
+                "{\"city\": \"Osaka\", \"days\": 3, \"unit\": null}",
+                "日本語のテキストと한국어 그리고 русский текст, العربية",
+                "emoji 🎉🎉 and combining e\u{301} marks",
+                "<|endoftext|> <|endofprompt|> <|fim_prefix|>",
+                "!!!??? ...--- /// \\\\ ||| ~~~",
+                "CamelCaseWords and snake_case_words and SHOUTING",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            // Every printable ASCII character, and a long mixed text.
+            v.push((32u8..127).map(char::from).collect());
+            v.push(v.join(" ").repeat(20));
+            v
+        }
+
+        /// One test, so each table is built once (a few seconds each in a debug build).
+        #[test]
+        fn the_embedded_tables_are_tiktoken_rs_tables_and_count_as_it_does() {
+            let pairs = [
+                (o200k(), tiktoken_rs::o200k_base().unwrap(), 199_998u32),
+                (cl100k(), tiktoken_rs::cl100k_base().unwrap(), 100_256),
+            ];
+            for (ours, reference, len) in &pairs {
+                // Every 97th token decodes to the same bytes under both (the rank order kept).
+                for rank in (0..*len).step_by(97).chain([len - 1]) {
+                    assert_eq!(
+                        ours.decode_bytes(&[rank]).unwrap(),
+                        reference.decode_bytes(&[rank]).unwrap(),
+                        "rank {rank}"
+                    );
+                }
+                assert!(
+                    ours.decode_bytes(&[*len]).is_err(),
+                    "no rank past the table"
+                );
+                for text in texts() {
+                    assert_eq!(
+                        ours.count_ordinary(&text),
+                        reference.encode_ordinary(&text).len(),
+                        "{text:?}"
+                    );
+                    assert_eq!(
+                        ours.encode_ordinary(&text),
+                        reference.encode_ordinary(&text)
+                    );
+                }
+            }
+        }
+
+        #[test]
+        fn models_map_to_the_embedded_encodings() {
+            assert_eq!(Tiktoken::for_model("gpt-4o").unwrap().name(), "o200k_base");
+            assert_eq!(
+                Tiktoken::for_model("gpt-4-0613").unwrap().name(),
+                "cl100k_base"
+            );
+            assert_eq!(
+                Tiktoken::for_model("gpt-oss-20b").unwrap().name(),
+                "o200k_harmony"
+            );
+            assert!(Tiktoken::for_model("text-davinci-003").is_none());
+            assert!(Tiktoken::for_model("no-such-model").is_none());
         }
     }
 }
