@@ -7,7 +7,7 @@ use std::{net::SocketAddr, time::Duration};
 use serde::{Deserialize, Serialize};
 
 mod load;
-mod url;
+pub(crate) mod url;
 
 pub use load::Override;
 
@@ -867,6 +867,11 @@ impl Config {
                  redis://127.0.0.1:6379, or TOOLMEND_GUARD__REDIS_URL)"
                     .to_owned(),
             ));
+        }
+        if g.store == StoreKind::Redis
+            && let Some(redis_url) = &g.redis_url
+        {
+            url::no_tls("guard.redis_url", redis_url).map_err(ConfigError::Invalid)?;
         }
         if g.timeout_ms == 0 || g.timeout_ms > 10_000 {
             return Err(ConfigError::Invalid(format!(

@@ -106,6 +106,7 @@ impl Tracing {
                 crate::config::redact_url(&endpoint)
             ));
         }
+        crate::config::url::no_tls("the OTLP traces endpoint", &endpoint)?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)

@@ -97,6 +97,13 @@ pub enum ClientError {
     /// The answer was not a chat completion.
     #[error("unreadable answer: {0}")]
     Decode(String),
+    /// An `https://` base URL in a build without the `tls` feature: the build's fault,
+    /// not the server's (the URL is redacted).
+    #[error(
+        "{0} is an https:// URL, but this build has no TLS: rebuild with the `tls` feature \
+         (on by default), or use an http:// URL"
+    )]
+    NoTls(String),
 }
 
 impl ClientError {
@@ -107,7 +114,7 @@ impl ClientError {
                 matches!(status, 408 | 409 | 429) || *status >= 500
             }
             ClientError::Timeout(_) | ClientError::Transport(_) => true,
-            ClientError::Decode(_) => false,
+            ClientError::Decode(_) | ClientError::NoTls(_) => false,
         }
     }
 }
@@ -123,13 +130,22 @@ pub struct OpenAiClient {
 
 impl OpenAiClient {
     /// A client for `base_url` (e.g. `https://api.openai.com/v1`), 60 s timeout.
+    ///
+    /// # Errors
+    ///
+    /// The HTTP client cannot be built, or `base_url` is `https://` in a build without
+    /// the `tls` feature ([`ClientError::NoTls`]: said now rather than on every request).
     pub fn new(base_url: impl Into<String>) -> Result<Self, ClientError> {
+        let base_url: String = base_url.into();
+        if !cfg!(feature = "tls") && is_https(&base_url) {
+            return Err(ClientError::NoTls(toolmend::redact::url(base_url.trim())));
+        }
         let http = reqwest::Client::builder()
             .build()
             .map_err(|e| ClientError::Transport(e.to_string()))?;
         Ok(OpenAiClient {
             http,
-            base_url: base_url.into().trim_end_matches('/').to_owned(),
+            base_url: base_url.trim_end_matches('/').to_owned(),
             api_key: None,
             timeout: Duration::from_secs(60),
         })
@@ -365,6 +381,13 @@ impl ChatModel for OpenAiModel {
     }
 }
 
+/// Whether `url` asks for TLS (its scheme, in any case).
+fn is_https(url: &str) -> bool {
+    url.trim()
+        .split_once("://")
+        .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("https"))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -410,5 +433,28 @@ mod tests {
             (r.model.as_str(), r.usage.map(|u| u.total_tokens)),
             ("m", Some(3))
         );
+    }
+}
+
+/// Built without `tls` (`cargo test -p toolmend-openai --no-default-features`).
+#[cfg(all(test, not(feature = "tls")))]
+mod no_tls {
+    use super::{ClientError, OpenAiClient};
+
+    #[test]
+    fn an_https_base_url_is_refused_when_the_client_is_made() {
+        let err = OpenAiClient::new(" https://user:secret@api.example/v1 ").unwrap_err();
+        assert_eq!(err, ClientError::NoTls("https://api.example/v1".to_owned()));
+        let text = err.to_string();
+        assert!(text.contains("this build has no TLS"), "{text}");
+        assert!(text.contains("`tls` feature"), "{text}");
+        assert!(!text.contains("secret"), "{text}");
+        assert!(!err.is_transient());
+        assert!(matches!(
+            OpenAiClient::new("HTTPS://api.example/v1"),
+            Err(ClientError::NoTls(_))
+        ));
+        // Plain HTTP needs no TLS.
+        assert!(OpenAiClient::new("http://127.0.0.1:8000/v1").is_ok());
     }
 }

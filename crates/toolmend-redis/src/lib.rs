@@ -32,7 +32,7 @@
 //! URL at the primary (or a proxy/DNS name that follows failovers) instead. Every address
 //! the store logs or reports is [`redact`]ed: no userinfo, query or fragment.
 //!
-//! TLS is tested against a real server (`tests/tls.rs`): the test makes a throwaway CA and
+//! TLS is tested against a real server (`tests/it/tls.rs`): the test makes a throwaway CA and
 //! a certificate for `127.0.0.1`/`localhost` with the `openssl` command line, starts
 //! `redis-server --port 0 --tls-port …` (TLS only, a password required), and checks that a
 //! `rediss://` store given the CA ([`RedisOptions::tls_ca_pem`]) enforces a session window
@@ -130,7 +130,7 @@
 //! step 2 or 3 fails (timeout, connection), the admission fails as a whole (the guard's
 //! `fail` mode applies) and step 1's records stay (conservative again). A standalone Redis
 //! keeps the single atomic script and none of these caveats. Tests:
-//! `tests/cluster.rs` (two stores on a three-node cluster admit exactly the limits under
+//! `tests/it/cluster.rs` (two stores on a three-node cluster admit exactly the limits under
 //! 300 concurrent calls; one-call messages answer exactly as the memory store; the global
 //! slot is asked only when a rule needs it).
 //!

@@ -92,6 +92,13 @@ pub enum ConfigError {
     /// `breaker_timeouts` outside 1 to [`MAX_BREAKER_TIMEOUTS`].
     #[error("the Redis guard store's breaker_timeouts must be between 1 and 3, not {0}")]
     Breaker(u32),
+    /// A `rediss://` URL (redacted) in a build without the `tls` feature: the build's
+    /// fault, not the URL's.
+    #[error(
+        "{0} is a TLS address (rediss://), but this build has no TLS: rebuild with the \
+         `tls` feature (on by default), or use redis://"
+    )]
+    NoTls(String),
 }
 
 /// The store's state, for readiness and metrics.
@@ -278,29 +285,37 @@ impl RedisStore {
             }
             ConfigError::Url(format!("{address}: {m}"))
         };
+        // Without `tls` no URL that reaches here is rediss (Target::parse refused it), so
+        // the CA bundle has nothing to apply to.
+        #[cfg(feature = "tls")]
         let certs = |pem: &Vec<u8>| redis::TlsCertificates {
             client_tls: None,
             root_cert: Some(pem.clone()),
         };
         let (client, cluster) = match Target::parse(url)? {
             Target::Single(u) => {
+                #[cfg(feature = "tls")]
                 let c = match &opts.tls_ca_pem {
                     Some(pem) => redis::Client::build_with_tls(u.as_str(), certs(pem)),
                     None => redis::Client::open(u.as_str()),
-                }
-                .map_err(scrub)?;
+                };
+                #[cfg(not(feature = "tls"))]
+                let c = redis::Client::open(u.as_str());
+                let c = c.map_err(scrub)?;
                 (Client::Single(c), false)
             }
             Target::Cluster(nodes) => {
-                let mut b = redis::cluster::ClusterClientBuilder::new(nodes)
+                let b = redis::cluster::ClusterClientBuilder::new(nodes)
                     .connection_timeout(opts.connect_timeout)
                     .response_timeout(opts.connect_timeout)
                     .retries(1)
                     .min_retry_wait(5)
                     .max_retry_wait(50);
-                if let Some(pem) = &opts.tls_ca_pem {
-                    b = b.certs(certs(pem));
-                }
+                #[cfg(feature = "tls")]
+                let b = match &opts.tls_ca_pem {
+                    Some(pem) => b.certs(certs(pem)),
+                    None => b,
+                };
                 (Client::Cluster(b.build().map_err(scrub)?), true)
             }
         };

@@ -29,7 +29,13 @@ impl Target {
                 redact(url)
             )));
         };
-        let base = match scheme.to_ascii_lowercase().as_str() {
+        let lower = scheme.to_ascii_lowercase();
+        // Said now: the redis crate's own error would come only from the background
+        // connect, as "not connected yet" on every decision.
+        if !cfg!(feature = "tls") && matches!(lower.as_str(), "rediss" | "rediss+cluster") {
+            return Err(ConfigError::NoTls(redact(url)));
+        }
+        let base = match lower.as_str() {
             "redis" | "rediss" | "redis+unix" | "unix" => {
                 return Ok(Target::Single(url.to_owned()));
             }
@@ -167,18 +173,51 @@ mod tests {
                 "redis://:pw@h2:7001/".to_owned()
             ])
         );
-        assert_eq!(
-            Target::parse("rediss+cluster://h1:7000").unwrap(),
-            Target::Cluster(vec!["rediss://h1:7000/".to_owned()])
-        );
-        assert_eq!(
-            Target::parse("rediss://h:6380/1").unwrap(),
-            Target::Single("rediss://h:6380/1".to_owned())
-        );
+        // A build without `tls` refuses rediss (the `no_tls` test below).
+        if cfg!(feature = "tls") {
+            assert_eq!(
+                Target::parse("rediss+cluster://h1:7000").unwrap(),
+                Target::Cluster(vec!["rediss://h1:7000/".to_owned()])
+            );
+            assert_eq!(
+                Target::parse("rediss://h:6380/1").unwrap(),
+                Target::Single("rediss://h:6380/1".to_owned())
+            );
+        }
         let e = Target::parse("redis+cluster://h1:7000/3").unwrap_err();
         assert!(e.to_string().contains("only database 0"), "{e}");
         let e = Target::parse("http://u:pw@h:1").unwrap_err();
         assert!(e.to_string().contains("unknown scheme"), "{e}");
         assert!(!e.to_string().contains("pw"), "{e}");
+    }
+}
+
+/// Built without `tls` (`cargo test -p toolmend-redis --no-default-features --lib`).
+#[cfg(all(test, not(feature = "tls")))]
+mod no_tls {
+    use crate::{ConfigError, RedisOptions, redis_guard_store};
+
+    #[test]
+    fn a_rediss_store_is_refused_when_it_is_made() {
+        for (url, shown) in [
+            ("rediss://:pw@h:6380/1", "rediss://h:6380/1"),
+            (
+                "REDISS+cluster://:pw@h1:7000,h2:7001",
+                "REDISS+cluster://h1:7000,h2:7001",
+            ),
+        ] {
+            // Outside a runtime on purpose: the URL is refused before a runtime is asked for.
+            let err = redis_guard_store(url, RedisOptions::default()).err();
+            assert_eq!(err, Some(ConfigError::NoTls(shown.to_owned())), "{url}");
+            let text = err.map(|e| e.to_string()).unwrap_or_default();
+            assert!(text.contains("this build has no TLS"), "{text}");
+            assert!(text.contains("`tls` feature"), "{text}");
+            assert!(!text.contains("pw"), "{text}");
+        }
+        // Plain redis:// is checked further (here: no runtime to connect in).
+        assert_eq!(
+            redis_guard_store("redis://h:6379/0", RedisOptions::default()).err(),
+            Some(ConfigError::NoRuntime)
+        );
     }
 }

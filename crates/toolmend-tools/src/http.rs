@@ -133,21 +133,32 @@ impl Default for HttpOptions {
     }
 }
 
-/// Checks an endpoint from the configuration: an absolute `http` or `https` URL.
+/// Checks an endpoint from the configuration (an HTTP tool's, an MCP server's): an
+/// absolute `http` or `https` URL.
 ///
 /// # Errors
 ///
-/// Not a URL, or another scheme: the reason.
+/// Not a URL, or another scheme: the reason; an `https` URL in a build without the `tls`
+/// feature: that the build lacks it (rather than a connect error on every call).
 pub fn parse_endpoint(s: &str) -> Result<Url, String> {
     // Shown redacted: a URL's userinfo and query may hold a secret.
     let shown = redact::url(s);
     let url = Url::parse(s).map_err(|e| format!("endpoint {shown:?} is not a URL ({e})"))?;
     match url.scheme() {
+        "https" if !cfg!(feature = "tls") => Err(no_tls(&shown)),
         "http" | "https" if url.host_str().is_some() => Ok(url),
         other => Err(format!(
             "endpoint {shown:?} must be an http:// or https:// URL with a host (scheme {other:?})"
         )),
     }
+}
+
+/// Why `shown` (an https URL, redacted) cannot be used by a build without `tls`.
+pub(crate) fn no_tls(shown: &str) -> String {
+    format!(
+        "endpoint {shown:?} is an https:// URL, but this build has no TLS: rebuild with the \
+         `tls` feature (on by default), or use an http:// URL"
+    )
 }
 
 fn now_ms() -> i64 {
@@ -555,9 +566,29 @@ mod tests {
     #[test]
     fn endpoints_must_be_http_urls() {
         assert!(parse_endpoint("http://127.0.0.1:9/x").is_ok());
-        assert!(parse_endpoint("https://tools.example/weather").is_ok());
+        // A build without `tls` refuses it (the `no_tls` test below).
+        assert_eq!(
+            parse_endpoint("https://tools.example/weather").is_ok(),
+            cfg!(feature = "tls")
+        );
         assert!(parse_endpoint("tools.example/weather").is_err());
         assert!(parse_endpoint("file:///etc/passwd").is_err());
         assert!(parse_endpoint("ftp://x/y").is_err());
+    }
+}
+
+/// Built without `tls` (`cargo test -p toolmend-tools --no-default-features --lib`).
+#[cfg(all(test, not(feature = "tls")))]
+mod no_tls {
+    use super::parse_endpoint;
+
+    #[test]
+    fn an_https_endpoint_is_refused_with_what_to_do() {
+        let err = parse_endpoint("https://tools.example/weather?key=secret").unwrap_err();
+        assert!(err.contains("\"https://tools.example/weather\""), "{err}");
+        assert!(err.contains("this build has no TLS"), "{err}");
+        assert!(err.contains("`tls` feature"), "{err}");
+        assert!(!err.contains("secret"), "{err}");
+        assert!(parse_endpoint("http://127.0.0.1:9/x").is_ok());
     }
 }

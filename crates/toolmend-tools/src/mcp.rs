@@ -252,6 +252,14 @@ impl McpConnection {
         let timeout = Duration::from_millis(spec.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
         let (endpoint, dial) = match (&spec.url, &spec.command) {
             (Some(url), None) => {
+                // Said now, not as a failed handshake on every redial.
+                if !cfg!(feature = "tls") && is_https(url) {
+                    let shown = redact::url(url.trim());
+                    return Err(format!(
+                        "MCP server {name:?}: {}",
+                        crate::http::no_tls(&shown)
+                    ));
+                }
                 let headers = http_headers(&spec.headers, env)
                     .map_err(|e| format!("MCP server {name:?}: {e}"))?;
                 (
@@ -532,6 +540,13 @@ impl McpConnection {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         schemas.as_ref().map(|s| s.get(tool).cloned())
     }
+}
+
+/// Whether `url` asks for TLS (its scheme, in any case).
+fn is_https(url: &str) -> bool {
+    url.trim()
+        .split_once("://")
+        .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("https"))
 }
 
 /// Starts a session: the child process or the HTTP transport, and the handshake, within
@@ -986,5 +1001,24 @@ mod tests {
         );
         assert_eq!(content_value(vec![]), Value::Null);
         assert_eq!(content_value(vec![ContentBlock::text("42")]), json!("42"));
+    }
+}
+
+/// Built without `tls` (`cargo test -p toolmend-tools --no-default-features --lib`).
+#[cfg(all(test, not(feature = "tls")))]
+mod no_tls {
+    use super::{McpConnection, McpSpec};
+
+    #[tokio::test]
+    async fn an_https_mcp_url_is_refused_before_any_connect() {
+        // Port 9 (discard): were it dialled, the error would be a connect or handshake one.
+        let spec: McpSpec =
+            toml::from_str("name = \"docs\"\nurl = \"HTTPS://:tok@127.0.0.1:9/mcp\"\n").unwrap();
+        let err = McpConnection::connect(&spec, &|_: &str| None)
+            .await
+            .unwrap_err();
+        assert!(err.starts_with("MCP server \"docs\": endpoint"), "{err}");
+        assert!(err.contains("this build has no TLS"), "{err}");
+        assert!(!err.contains("tok"), "{err}");
     }
 }

@@ -8,7 +8,8 @@
 //! - surrounding whitespace and trailing slashes are removed;
 //! - refused, with the reason: a scheme other than http(s) or none, no host, a query or a
 //!   fragment (they would end up in the middle of every URL), or an endpoint instead of a
-//!   base (`…/v1/chat/completions`, `…/v1/models`).
+//!   base (`…/v1/chat/completions`, `…/v1/models`); an `https` URL in a build without the
+//!   `tls` feature (`no_tls`).
 
 use super::redact_url;
 
@@ -62,6 +63,8 @@ pub(crate) fn normalize(key: &str, url: &str) -> Result<(String, Option<String>)
             redact_url(&format!("{scheme}://{authority}{base}"))
         ));
     }
+    // Last: a URL of the wrong shape is told its shape first.
+    no_tls(key, trimmed)?;
     let base = format!("{scheme}://{authority}");
     if path.is_empty() {
         let normal = format!("{base}/v1");
@@ -74,6 +77,29 @@ pub(crate) fn normalize(key: &str, url: &str) -> Result<(String, Option<String>)
         return Ok((normal, Some(note)));
     }
     Ok((format!("{base}{path}"), None))
+}
+
+/// Refuses a URL that needs TLS (`https`, `rediss`, `rediss+cluster`) in a build without
+/// the `tls` feature, saying so: otherwise it would fail only when first used, as a
+/// connect error that blames the server. `key` names the setting.
+pub(crate) fn no_tls(key: &str, url: &str) -> Result<(), String> {
+    let scheme = url
+        .trim()
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_lowercase());
+    if cfg!(feature = "tls")
+        || !matches!(
+            scheme.as_deref(),
+            Some("https" | "rediss" | "rediss+cluster")
+        )
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "{key} {} needs TLS, and this build has no TLS: rebuild with the `tls` feature \
+         (on by default), or use a plain address",
+        redact_url(url.trim())
+    ))
 }
 
 #[cfg(test)]
@@ -99,21 +125,24 @@ mod tests {
             ok("http://127.0.0.1:8000/"),
             ("http://127.0.0.1:8000/v1".into(), true)
         );
-        assert_eq!(
-            ok(" https://api.openai.com/v1/ "),
-            ("https://api.openai.com/v1".into(), false)
-        );
-        assert_eq!(
-            ok("https://openrouter.ai/api/v1"),
-            ("https://openrouter.ai/api/v1".into(), false)
-        );
-        assert_eq!(
-            ok("https://generativelanguage.googleapis.com/v1beta/openai/"),
-            (
-                "https://generativelanguage.googleapis.com/v1beta/openai".into(),
-                false
-            )
-        );
+        // A build without `tls` refuses these (the `no_tls` test below).
+        if cfg!(feature = "tls") {
+            assert_eq!(
+                ok(" https://api.openai.com/v1/ "),
+                ("https://api.openai.com/v1".into(), false)
+            );
+            assert_eq!(
+                ok("https://openrouter.ai/api/v1"),
+                ("https://openrouter.ai/api/v1".into(), false)
+            );
+            assert_eq!(
+                ok("https://generativelanguage.googleapis.com/v1beta/openai/"),
+                (
+                    "https://generativelanguage.googleapis.com/v1beta/openai".into(),
+                    false
+                )
+            );
+        }
         let (_, note) = normalize("upstream.base_url", "http://u:secret@h:1").unwrap();
         let note = note.unwrap();
         assert!(note.contains("http://h:1/v1"), "{note}");
@@ -130,5 +159,39 @@ mod tests {
         assert!(e.contains("use http://127.0.0.1:8000/v1"), "{e}");
         assert!(refused("").contains("--upstream"));
         assert!(!refused("ftp://u:secret@h/v1").contains("secret"));
+    }
+}
+
+/// Built without `tls` (`cargo test -p toolmend-gateway --no-default-features --lib`).
+#[cfg(all(test, not(feature = "tls")))]
+mod no_tls {
+    use super::{no_tls, normalize};
+
+    #[test]
+    fn tls_addresses_are_refused_with_what_to_do() {
+        let e = normalize("upstream.base_url", " HTTPS://u:secret@api.openai.com/v1 ").unwrap_err();
+        assert!(
+            e.starts_with("upstream.base_url HTTPS://api.openai.com/v1 needs TLS"),
+            "{e}"
+        );
+        assert!(
+            e.contains("this build has no TLS: rebuild with the `tls` feature"),
+            "{e}"
+        );
+        assert!(!e.contains("secret"), "{e}");
+        let e = no_tls("guard.redis_url", "rediss+cluster://:pw@h1:7000,h2:7001").unwrap_err();
+        assert!(
+            e.starts_with("guard.redis_url rediss+cluster://h1:7000,h2:7001 needs TLS"),
+            "{e}"
+        );
+        assert!(!e.contains("pw"), "{e}");
+        // The shape is told first; plain addresses pass.
+        assert!(
+            normalize("upstream.base_url", "https://h/v1?k=1")
+                .unwrap_err()
+                .contains("query")
+        );
+        assert!(normalize("upstream.base_url", "http://127.0.0.1:8000/v1").is_ok());
+        assert!(no_tls("guard.redis_url", "redis://h:6379/0").is_ok());
     }
 }
