@@ -12,7 +12,12 @@ if [ ! -f "$corpus" ] || [ ! -f "$scorer" ]; then
   echo "corpus or scorer not found ($corpus); skipped"
   exit 0
 fi
-[ -x target/release/toolmend ] || cargo build --release --locked -p toolmend-cli
+# TOOLMEND_BIN: the binary to score (scripts/test passes its dev build's, so the suite
+# builds no release CLI); by default the release build, made when missing.
+bin="${TOOLMEND_BIN:-target/release/toolmend}"
+if [ -z "${TOOLMEND_BIN:-}" ] && [ ! -x "$bin" ]; then
+  cargo build --release --locked -p toolmend-cli
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 # --accept-truncated: the corpus scores the repair of cut-off texts (its truncated_*
@@ -21,7 +26,7 @@ trap 'rm -rf "$out"' EXIT
 # node, the Python fronts and the gateway do; TOOLMEND_CORPUS_DEFAULTS=1 scores that.
 accept="--accept-truncated"
 [ "${TOOLMEND_CORPUS_DEFAULTS:-0}" = 1 ] && accept=""
-python3 "$scorer" --corpus "$corpus" --tool cmd --cmd "target/release/toolmend mend --lines $accept" \
+python3 "$scorer" --corpus "$corpus" --tool cmd --cmd "$bin mend --lines $accept" \
   --cmd-input record --json-out "$out/score.json" | sed -n '1,6p'
 python3 - "$out/score.json" "$corpus" <<'PY'
 import json, sys
