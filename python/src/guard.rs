@@ -9,7 +9,6 @@
 //! background on that runtime.
 
 use std::{
-    panic::{AssertUnwindSafe, catch_unwind},
     sync::{LazyLock, RwLock},
     time::Duration,
 };
@@ -27,7 +26,7 @@ use toolmend_redis::{RedisOptions, RedisStore, redis_guard_store};
 use toolmend::{
     guard::{
         Decision, FailMode, Guard as _, GuardConfig, GuardContext, GuardRequest, RuleGuard,
-        ToolRules, Verdict,
+        ToolRules, Verdict, stage,
     },
     protocol::Message,
 };
@@ -194,16 +193,10 @@ impl Guard {
             })
             .collect();
         let ctx = GuardContext { session, history };
-        // A guard that panics refuses: a call is never run unchecked.
-        let mut verdicts = catch_unwind(AssertUnwindSafe(|| {
-            rt.block_on(guard.check(ctx, &requests))
-        }))
-        .unwrap_or_else(|_| {
-            vec![Verdict::deny("the call was not run: the flood guard failed"); calls.len()]
-        });
-        verdicts.resize_with(calls.len(), || {
-            Verdict::deny("the guard gave no verdict for this call")
-        });
+        // The core's guard stage: one verdict per call; a panic or a guard past its limit
+        // refuses (a call is never run unchecked).
+        let limit = guard.stage_limit();
+        let verdicts = rt.block_on(stage::verdicts(&*guard, ctx, &requests, limit));
         Ok(verdicts)
     }
 }

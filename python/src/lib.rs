@@ -1156,6 +1156,13 @@ fn run_cli(py: Python<'_>, args: Vec<std::ffi::OsString>) -> u8 {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ToolmendError", m.py().get_type::<ToolmendError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The outcomes whose call may run (the guard checks them), as the core defines them.
+    let may_run: Vec<&str> = toolmend::message::CallOutcome::ALL
+        .into_iter()
+        .filter(|o| o.may_run())
+        .map(|o| o.as_str())
+        .collect();
+    m.add("MAY_RUN", may_run)?;
     m.add_class::<Toolbox>()?;
     m.add_class::<guard::Guard>()?;
     m.add_class::<tools::NetTools>()?;

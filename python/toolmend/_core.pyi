@@ -3,6 +3,8 @@
 from typing import Any, Literal, Sequence, TypedDict
 
 __version__: str
+MAY_RUN: list[str]
+"""The call outcomes whose call may run (the guard checks them): the core's list."""
 
 class ToolmendError(Exception):
     """Bad input to toolmend; the message says what is wrong and what to do."""

@@ -26,7 +26,7 @@ from typing import Any, Callable, Literal, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from toolmend._core import Toolbox, ToolmendError, correctable, rename_reused, repair
+from toolmend._core import MAY_RUN, Toolbox, ToolmendError, correctable, rename_reused, repair
 from toolmend._guard import ToolCallLimitExceededError, as_guard, declare_tools
 
 #: Attribute of a planned call dict holding its feedback: the call is answered with it
@@ -859,7 +859,7 @@ class Mender:
     # not run; ``end``: no call of the message runs, every one is answered, the run ends;
     # ``error``: ToolCallLimitExceededError before anything runs.
 
-    _RUNS = frozenset(("executed", "corrected", "salvaged"))
+    _RUNS = frozenset(MAY_RUN)
 
     def guard_plan(
         self, plan: Plan, history: Sequence[BaseMessage], session: str | None, *, rename: bool = True

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::{
     future::BoxFuture,
     history::{self, Budget, ByteEstimate, SanitizePolicy, TokenCounter, ViolationKind},
-    node::{CallOutcome, InvokeOptions, NodeError, NodeStats, ToolNode},
+    node::{InvokeOptions, NodeError, NodeStats, ToolNode},
     protocol::{AssistantMessage, Message, Tool},
 };
 
@@ -219,12 +219,7 @@ pub async fn run(
             .stats
             .calls
             .iter()
-            .filter(|c| {
-                matches!(
-                    c.outcome,
-                    CallOutcome::Executed | CallOutcome::Corrected | CallOutcome::Salvaged
-                )
-            })
+            .filter(|c| c.outcome.may_run())
             .count();
         if had_calls {
             stats.push(out.stats.clone());

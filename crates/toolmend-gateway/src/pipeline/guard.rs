@@ -15,8 +15,8 @@ use serde_json::Value;
 use toolmend::{
     Toolbox,
     guard::{
-        Action, Guard, GuardContext, GuardRequest, GuardStore, MemoryStore, Rule, RuleGuard,
-        fingerprint::result_hash,
+        Action, GuardContext, GuardRequest, GuardStore, MemoryStore, Rule, RuleGuard,
+        fingerprint::result_hash, stage,
     },
     message::{CallOutcome, TimeOrderedIds},
     protocol::{AssistantMessage, Content, Message, ToolCall, ToolMessage},
@@ -254,13 +254,6 @@ struct Refusal {
     retry_after: Option<Duration>,
 }
 
-fn runnable(outcome: CallOutcome) -> bool {
-    matches!(
-        outcome,
-        CallOutcome::Executed | CallOutcome::Corrected | CallOutcome::Salvaged
-    )
-}
-
 impl Pipeline {
     /// The guard stage for the answer `mended` to a request whose messages are
     /// `history`, in `session`; what it did goes into `report.guard`. Returns the answer
@@ -406,7 +399,7 @@ impl Pipeline {
             .calls
             .iter()
             .enumerate()
-            .filter(|(_, c)| runnable(c.outcome))
+            .filter(|(_, c)| c.outcome.may_run())
             .filter_map(|(i, c)| {
                 let k = *place.get(c.id.as_str())?;
                 let args =
@@ -429,9 +422,10 @@ impl Pipeline {
                     arguments: args,
                 })
                 .collect();
-            g.guard
-                .check(GuardContext { session, history }, &requests)
-                .await
+            // The core's guard stage: one verdict per call, a panic or a guard past its
+            // limit refusing (a call is never run unchecked).
+            let ctx = GuardContext { session, history };
+            stage::verdicts(&*g.guard, ctx, &requests, g.guard.stage_limit()).await
         };
         m::guard_check(g.store, t.elapsed());
         let mut refused = Vec::new();

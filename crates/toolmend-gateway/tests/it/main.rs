@@ -18,6 +18,7 @@ mod events;
 mod faults;
 mod gateway;
 mod guard;
+mod guard_faults;
 mod guard_store;
 mod ops;
 #[cfg(feature = "otel")]

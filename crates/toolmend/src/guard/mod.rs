@@ -17,6 +17,7 @@ mod fail_log;
 pub mod fingerprint;
 pub mod loops;
 mod rules;
+pub mod stage;
 pub mod store;
 
 use std::{fmt, time::Duration};

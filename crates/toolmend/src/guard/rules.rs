@@ -120,6 +120,14 @@ impl RuleGuard {
         self
     }
 
+    /// How long a whole check may take before the guard stage refuses its calls
+    /// ([`super::stage::verdicts`]): the store's timeout and a margin, so that a slow
+    /// store is judged by the fail mode, and only a guard that hangs past it (a local
+    /// store that never answers) by the stage.
+    pub fn stage_limit(&self) -> Duration {
+        self.timeout + super::stage::MARGIN
+    }
+
     /// While the store gives no answer, the pause between two reminders (one WARN when it
     /// stops answering, then at most one per `every`, each with how many decisions took
     /// the fail mode meanwhile; one INFO when it answers again). Default 30 s.
@@ -290,6 +298,26 @@ impl RuleGuard {
                         }),
                     }
                 };
+                // A store that answers for fewer (or more) calls than it was asked about
+                // answered wrongly: the fail mode decides, never a call left unchecked.
+                let answered = answered.and_then(|answers| {
+                    let whole = answers.len() == admit.len()
+                        && answers
+                            .iter()
+                            .zip(&admit)
+                            .all(|(a, c)| a.checks.len() == c.checks.len());
+                    if whole {
+                        Ok(answers)
+                    } else {
+                        Err(StoreError {
+                            kind: super::store::StoreErrorKind::Protocol,
+                            message: format!(
+                                "an answer that does not match its {} calls' checks",
+                                admit.len()
+                            ),
+                        })
+                    }
+                });
                 match answered {
                     Ok(answers) => {
                         self.fail_log.answered(store.name(), self.fail);
@@ -769,6 +797,47 @@ mod tests {
             .fail_mode(FailMode::Closed);
         let v = closed.check(ctx, &calls).await;
         assert_eq!(v[0].action, Action::Deny);
+    }
+
+    #[tokio::test]
+    async fn a_store_that_answers_for_too_few_calls_fails_as_configured() {
+        // Answers for the first call only: the second is never left unchecked.
+        #[derive(Debug)]
+        struct Short;
+        impl GuardStore for Short {
+            fn name(&self) -> &'static str {
+                "short"
+            }
+            fn is_local(&self) -> bool {
+                true
+            }
+            fn admit<'a>(
+                &'a self,
+                _a: Admission<'a>,
+            ) -> BoxFuture<'a, Result<Vec<CallAnswer>, StoreError>> {
+                Box::pin(std::future::ready(Ok(vec![CallAnswer::default()])))
+            }
+        }
+        let config = GuardConfig {
+            session: Some(Window::new(10, 60.0)),
+            ..GuardConfig::default()
+        };
+        let args = json!({});
+        let calls = [req("a", "s", &args), req("b", "s", &args)];
+        let ctx = GuardContext {
+            session: Some("u"),
+            history: &[],
+        };
+        let closed = RuleGuard::new(config.clone())
+            .expect("config")
+            .with_store(Short)
+            .fail_mode(FailMode::Closed);
+        let v = closed.check(ctx, &calls).await;
+        assert!(v.iter().all(|v| v.action == Action::Deny), "{v:?}");
+        assert!(v.iter().all(|v| v.decisions[0].rule == Rule::StoreUnavailable));
+        let open = RuleGuard::new(config).expect("config").with_store(Short);
+        let v = open.check(ctx, &calls).await;
+        assert!(v.iter().all(|v| v.is_allowed() && v.decisions[0].rule == Rule::StoreUnavailable));
     }
 
     #[tokio::test]

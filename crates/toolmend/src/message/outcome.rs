@@ -23,6 +23,15 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
+    /// True for the outcomes whose call may run (executed, corrected, salvaged): what the
+    /// guard checks and the executor runs, in every front.
+    pub fn may_run(self) -> bool {
+        matches!(
+            self,
+            CallOutcome::Executed | CallOutcome::Corrected | CallOutcome::Salvaged
+        )
+    }
+
     /// Every outcome, in order.
     pub const ALL: [CallOutcome; 6] = [
         CallOutcome::Executed,

@@ -166,11 +166,7 @@ pub struct PlannedCall {
 impl PlannedCall {
     /// True when the call may run: mended to valid and with an id.
     pub fn is_runnable(&self) -> bool {
-        self.id.is_some()
-            && matches!(
-                self.outcome,
-                CallOutcome::Executed | CallOutcome::Corrected | CallOutcome::Salvaged
-            )
+        self.id.is_some() && self.outcome.may_run()
     }
 }
 

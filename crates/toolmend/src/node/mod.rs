@@ -72,7 +72,7 @@ use crate::{
     Fix, FixKind, MendOptions,
     correct::{Attempts, Corrected, CorrectionRequest, Corrector, NoCorrector},
     feedback,
-    guard::{Action, Decision, Guard, GuardContext, GuardRequest, NoGuard, Verdict},
+    guard::{Action, Decision, Guard, GuardContext, GuardRequest, NoGuard},
     history,
     mend::Outcome,
     message::{self, AcceptTruncated, PlanOptions, PlannedCall},
@@ -884,34 +884,14 @@ impl ToolNode {
                 session: opts.session.as_deref(),
                 history,
             };
-            // A guard that fails (panics, even before its first await: it is called inside
-            // the future) or does not answer in time refuses: a call is never run unchecked.
-            let checked =
-                AssertUnwindSafe(async { self.guard.check(ctx, &requests).await }).catch_unwind();
-            match tokio::time::timeout(self.stage_timeout, checked).await {
-                Ok(Ok(verdicts)) => verdicts,
-                Ok(Err(_)) => vec![
-                    Verdict::deny("the call was not run: the flood guard failed");
-                    requests.len()
-                ],
-                Err(_) => vec![
-                    Verdict::deny(
-                        "the call was not run: the flood guard did not answer in time"
-                    );
-                    requests.len()
-                ],
-            }
+            crate::guard::stage::verdicts(&*self.guard, ctx, &requests, self.stage_timeout).await
         };
         let share = t0.elapsed() / u32::try_from(runnable.len()).unwrap_or(u32::MAX);
         let mut stopped = None;
-        for (k, &i) in runnable.iter().enumerate() {
+        // Exactly one verdict per runnable call (the stage's promise).
+        for (&i, verdict) in runnable.iter().zip(verdicts) {
             let p = &mut plans[i];
             p.timings.guard = share;
-            // A guard that answers too few verdicts refuses the rest: never run unchecked.
-            let verdict = verdicts
-                .get(k)
-                .cloned()
-                .unwrap_or_else(|| Verdict::deny("the guard gave no verdict for this call"));
             if verdict.id_reused {
                 message::rename_reused(&mut p.p, self.fresh_ids.next_id());
             }
