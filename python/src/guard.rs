@@ -394,3 +394,23 @@ impl Guard {
         Ok(format!("Guard({})", config.bind(py).repr()?))
     }
 }
+
+/// A guard whose store breaks on purpose (`kind`: `panics`, `hangs` or `short`), over
+/// `config` (the `[guard]` table), failing `fail`: for the suite's tests that a broken
+/// guard refuses the calls it leaves unjudged, in every Python path. Not the supported API.
+#[pyfunction]
+#[pyo3(signature = (kind, config, fail = "open"))]
+pub(crate) fn _broken_guard(kind: &str, config: &Bound<'_, PyAny>, fail: &str) -> PyResult<Guard> {
+    let store = toolmend::testing::BrokenStore::named(kind).ok_or_else(|| {
+        PyValueError::new_err(format!("kind: panics, hangs or short, not {kind:?}"))
+    })?;
+    let config: GuardConfig = read_as(json_of(config, "guard")?, "guard")?;
+    let guard = RuleGuard::new(config)
+        .map_err(PyValueError::new_err)?
+        .fail_mode(fail_mode(fail)?)
+        .with_store(store);
+    Ok(Guard {
+        inner: RwLock::new(guard),
+        redis: None,
+    })
+}

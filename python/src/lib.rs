@@ -1175,5 +1175,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(history_sanitize, m)?)?;
     m.add_function(wrap_pyfunction!(history_trim, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(guard::_broken_guard, m)?)?;
     Ok(())
 }

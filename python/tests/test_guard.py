@@ -194,6 +194,40 @@ def test_the_middleware_refuses_duplicates_before_the_tools():
     assert mw.stats["outcome:flooded"] == 1
 
 
+# ---- a guard that breaks --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("front", ["node", "middleware"])
+@pytest.mark.parametrize("kind", ["panics", "hangs", "short"])
+def test_a_broken_guard_refuses_the_calls_it_left_unjudged(kind, front, asynchronous):
+    # The core's guard stage: a store that panics, a local one that never answers, one
+    # that answers for the first call only (judged by fail = "closed"): no call runs.
+    from toolmend._core import _broken_guard
+
+    guard = _broken_guard(kind, {"session": {"limit": 100, "window_secs": 60}}, fail="closed")
+    msg = ai(call("get_weather", {"city": "Rome"}, "a"), call("search", {"q": "x"}, "b"))
+    model = Script(script=[msg, AIMessage("done")])
+    stats: list[dict] = []
+    if front == "node":
+        app = graph(model, ToolNode(TOOLS, guard=guard, on_stats=stats.append))
+    else:
+        app = agent(model, MendMiddleware(guard=guard, on_stats=stats.append))
+    start = {"messages": [HumanMessage("go")]}
+    cfg = thread(f"broken-{kind}")
+    out = asyncio.run(app.ainvoke(start, config=cfg)) if asynchronous else app.invoke(start, config=cfg)
+    got = answers(out["messages"])
+    assert RAN == []
+    assert sorted(got) == ["a", "b"] and all(m.status == "error" for m in got.values())
+    expected = {
+        "panics": "the call was not run: the flood guard failed",
+        "hangs": "the call was not run: the flood guard did not answer in time",
+        "short": "rule store_unavailable",
+    }[kind]
+    assert all(expected in m.content for m in got.values()), [m.content for m in got.values()]
+    assert [c["outcome"] for c in stats[-1]["calls"]] == ["flooded", "flooded"]
+
+
 # ---- loops ---------------------------------------------------------------------------
 
 

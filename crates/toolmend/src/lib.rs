@@ -55,6 +55,8 @@ pub mod redact;
 pub mod repair;
 pub mod schema;
 pub mod stream;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use error::Error;
 pub use fix::{Fix, FixKind, Safety};

@@ -7,52 +7,17 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolmend::{
-    future::BoxFuture,
     guard::{
-        GuardStore, StoreError,
+        GuardStore,
         stage::{GUARD_FAILED, GUARD_LATE},
-        store::{Admission, CallAnswer},
     },
     protocol::{AssistantMessage, ToolCall},
+    testing::BrokenStore as Broken,
 };
 use toolmend_gateway::{Config, Gateway};
 use toolmend_scripted::{Script, ScriptedProvider, Step};
 
 use crate::common;
-
-/// A store that does one wrong thing.
-#[derive(Debug, Clone, Copy)]
-enum Broken {
-    /// Panics inside its future.
-    Panics,
-    /// Says it answers at once (no timer around it), then never answers.
-    Hangs,
-    /// Answers for the first call only.
-    Short,
-}
-
-impl GuardStore for Broken {
-    fn name(&self) -> &'static str {
-        "broken"
-    }
-    fn is_local(&self) -> bool {
-        matches!(self, Broken::Hangs)
-    }
-    fn admit<'a>(
-        &'a self,
-        _admission: Admission<'a>,
-    ) -> BoxFuture<'a, Result<Vec<CallAnswer>, StoreError>> {
-        match self {
-            Broken::Panics => Box::pin(async { panic!("a store bug") }),
-            Broken::Hangs => Box::pin(std::future::pending()),
-            Broken::Short => Box::pin(std::future::ready(Ok(vec![CallAnswer {
-                admitted: true,
-                checks: vec![Default::default()],
-                id_seen: false,
-            }]))),
-        }
-    }
-}
 
 fn two_calls() -> Step {
     let call = |id: &str, q: &str| ToolCall::new(id, "search", format!(r#"{{"q": "{q}"}}"#));
