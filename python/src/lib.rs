@@ -26,7 +26,7 @@ mod guard;
 mod tools;
 
 use toolmend::{
-    CompiledTool, Fix, Issue, MendOptions, MendedCall, RepairOptions,
+    CompiledTool, Fix, FixKind, Issue, MendOptions, MendedCall, RepairOptions,
     correct::{self, CorrectionRequest, PromptOptions},
     feedback,
     history::{
@@ -1062,6 +1062,32 @@ fn rename_reused<'py>(py: Python<'py>, old: &str) -> PyResult<(String, Bound<'py
     Ok((new, fix))
 }
 
+/// The fix recorded for arguments replaced whole, as every front records it
+/// (`toolmend::Fix::replaced`): `kind` `arguments_corrected` (a correction model's) or
+/// `arguments_salvaged` (an unresolved-call hook's), the detail `before -> after`
+/// (`before`: the plan's reading, `None` when it read none, then `raw`, the text sent).
+#[pyfunction]
+#[pyo3(signature = (kind, before, raw, after))]
+fn replaced_fix<'py>(
+    py: Python<'py>,
+    kind: &str,
+    before: Option<&Bound<'py, PyAny>>,
+    raw: &str,
+    after: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let kind = [FixKind::ArgumentsCorrected, FixKind::ArgumentsSalvaged]
+        .into_iter()
+        .find(|k| k.id() == kind)
+        .ok_or_else(|| error(format!("kind: arguments_corrected or arguments_salvaged, not {kind:?}")))?;
+    let mut non_finite = false;
+    let before = match before.filter(|b| !b.is_none()) {
+        Some(b) => Some(to_value(b, 0, &mut non_finite)?),
+        None => None,
+    };
+    let after = to_value(after, 0, &mut non_finite)?;
+    fix_to_py(py, &Fix::replaced(kind, before.as_ref(), raw, &after))
+}
+
 /// The pairing violations of an OpenAI-format history (list of message dicts), each a
 /// dict `{kind, message, call, call_id, detail, providers}`; `[]` when valid.
 #[pyfunction]
@@ -1170,6 +1196,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(repair, m)?)?;
     m.add_function(wrap_pyfunction!(strip_thinking, m)?)?;
     m.add_function(wrap_pyfunction!(rename_reused, m)?)?;
+    m.add_function(wrap_pyfunction!(replaced_fix, m)?)?;
     m.add_function(wrap_pyfunction!(correctable, m)?)?;
     m.add_function(wrap_pyfunction!(history_check, m)?)?;
     m.add_function(wrap_pyfunction!(history_sanitize, m)?)?;

@@ -370,11 +370,15 @@ def fix(args: dict) -> AIMessage:
 
 def test_a_correction_model_fixes_what_rules_cannot_with_context_and_no_system_prompt():
     model = ScriptedChatModel(script=[fix({"a": 1, "b": 2})], prompts=[], bound=[])
-    node = ToolNode(TOOLS, correction_model=model)
+    stats: list[dict] = []
+    node = ToolNode(TOOLS, correction_model=model, on_stats=stats.append)
     history = [SystemMessage("SECRET"), HumanMessage("add one and two")]
     out = run(node, BAD, history)
     assert tool_messages(out)["c1"].content == "3"
     assert sanitized(out).tool_calls[0]["args"] == {"a": 1, "b": 2}
+    # The core's record, word for word the Rust node's: the plan's reading -> the new one.
+    (fixed,) = [f for f in stats[-1]["calls"][0]["fixes"] if f["kind"] == "arguments_corrected"]
+    assert fixed["detail"] == '{"a":1,"b":"two"} -> {"a":1,"b":2}'
     prompt = model.prompts[0]
     assert "[user] add one and two" in prompt and "SECRET" not in prompt and '"two"' in prompt
     assert model.bound[0][1] == "add"  # the one tool bound and forced

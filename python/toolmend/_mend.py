@@ -26,7 +26,7 @@ from typing import Any, Callable, Literal, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from toolmend._core import MAY_RUN, Toolbox, ToolmendError, correctable, rename_reused, repair
+from toolmend._core import MAY_RUN, Toolbox, ToolmendError, correctable, rename_reused, repair, replaced_fix
 from toolmend._guard import ToolCallLimitExceededError, as_guard, declare_tools
 
 #: Attribute of a planned call dict holding its feedback: the call is answered with it
@@ -770,6 +770,11 @@ class Mender:
                 break
         rec.correct_us = (time.perf_counter() - t0) * 1e6
 
+    @staticmethod
+    def _replaced(kind: str, item: dict[str, Any], after: Any) -> dict[str, Any]:
+        """The core's record of arguments replaced whole: ``before -> after``."""
+        return replaced_fix(kind, item["mended"].get("arguments"), _dumps(item["raw"].get("args") or {}), after)
+
     def _accept(self, item, checked) -> bool:
         """Takes a valid corrected call; else keeps the new issues for the next attempt."""
         if checked["outcome"] == "feedback":
@@ -780,7 +785,7 @@ class Mender:
         item["resolved"] = call
         rec: CallRecord = item["record"]
         rec.outcome = "corrected"
-        rec.fixes.append({"kind": "arguments_corrected", "detail": json.dumps(checked["arguments"], ensure_ascii=False)})
+        rec.fixes.append(self._replaced("arguments_corrected", item, checked["arguments"]))
         rec.fixes.extend(checked.get("fixes", []))
         rec.issues = []
         return True
@@ -817,7 +822,7 @@ class Mender:
                 call["args"] = checked[0]["arguments"]
                 item["resolved"] = call
                 rec.outcome = "salvaged"
-                rec.fixes.append({"kind": "arguments_salvaged", "detail": json.dumps(checked[0]["arguments"], ensure_ascii=False)})
+                rec.fixes.append(self._replaced("arguments_salvaged", item, checked[0]["arguments"]))
                 rec.issues = []
                 return
             rec.note = "the hook's arguments were invalid too"

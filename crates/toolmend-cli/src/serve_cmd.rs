@@ -55,6 +55,7 @@ use toolmend_gateway::{
 ///                 (no default, both: required for "correct")
 ///               api_key_env = "CORRECTION_KEY" (no default: no key sent; named, it must be
 ///                 set when used)   max_retries = 2   context_messages = 10   timeout_secs = 30
+///               max_concurrency = 4 (calls of one answer corrected at once, 1 to 64)
 ///   [limits]    max_body_bytes = 8388608   max_header_bytes = 65536   tool_cache = 256
 ///               header_timeout_secs = 30   body_timeout_secs = 60   max_connections = 4096
 ///               max_messages = 100000   max_calls_per_message = 100000   max_tools = 1024

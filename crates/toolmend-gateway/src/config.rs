@@ -544,6 +544,8 @@ pub struct Correction {
     pub context_messages: usize,
     /// Seconds per attempt.
     pub timeout_secs: f64,
+    /// Calls of one answer corrected at once (1 to 64); the others wait their turn.
+    pub max_concurrency: usize,
 }
 
 impl Default for Correction {
@@ -555,6 +557,7 @@ impl Default for Correction {
             max_retries: 2,
             context_messages: 10,
             timeout_secs: 30.0,
+            max_concurrency: 4,
         }
     }
 }
@@ -918,6 +921,13 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "correction.max_retries is 0: the correction model would never be asked".to_owned(),
             ));
+        }
+        if !(1..=64).contains(&self.correction.max_concurrency) {
+            return Err(ConfigError::Invalid(format!(
+                "correction.max_concurrency is {}: use 1 to 64 (calls of one answer corrected \
+                 at once)",
+                self.correction.max_concurrency
+            )));
         }
         if self.calls.strict && self.calls.accept_truncated {
             return Err(ConfigError::Invalid(

@@ -279,6 +279,20 @@ impl Fix {
         }
     }
 
+    /// The fix for arguments replaced whole (`arguments_corrected` by a correction model,
+    /// `arguments_salvaged` by an unresolved-call hook), in every front alike: the
+    /// detail is `before -> after`, `before` the arguments the plan read (or, where it
+    /// read none, the text the model sent), `after` the new arguments.
+    pub fn replaced(
+        kind: FixKind,
+        before: Option<&serde_json::Value>,
+        raw: &str,
+        after: &serde_json::Value,
+    ) -> Self {
+        let before = before.map_or_else(|| raw.to_owned(), serde_json::Value::to_string);
+        Fix::on(kind, "", format!("{before} -> {after}"))
+    }
+
     /// Adds a detail.
     #[must_use]
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {

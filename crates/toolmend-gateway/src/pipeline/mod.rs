@@ -70,6 +70,8 @@ pub(crate) struct Pipeline {
     correction_retries: u32,
     /// `correction.timeout_secs`: how long one correction attempt may take.
     correction_timeout: Duration,
+    /// `correction.max_concurrency`: calls of one answer corrected at once.
+    correction_concurrency: usize,
 }
 
 impl Pipeline {
@@ -120,6 +122,7 @@ impl Pipeline {
             events: None,
             correction_retries: config.correction.max_retries,
             correction_timeout: Duration::from_secs_f64(config.correction.timeout_secs.max(0.001)),
+            correction_concurrency: config.correction.max_concurrency,
         })
     }
 }

@@ -38,6 +38,10 @@ pub struct CallReport {
     /// Worth asking the correction model about (the core's rule).
     #[serde(skip)]
     pub correctable: bool,
+    /// The plan's reading of the arguments (for an invalid call, what the correction
+    /// model is shown and its fix's `before`), as the node keeps it.
+    #[serde(skip)]
+    pub arguments: Option<serde_json::Value>,
     /// True when the call was read from the message text.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub from_text: bool,
@@ -132,6 +136,7 @@ pub fn plan_message(
             fixes: p.call.fixes,
             issues: p.call.issues,
             correctable: p.correctable,
+            arguments: p.call.arguments,
             from_text,
         })
         .collect::<Vec<CallReport>>();

@@ -10,7 +10,7 @@ use std::{
 use serde_json::Value;
 use toolmend::{
     Fix, FixKind, Toolbox,
-    correct::{Attempts, CorrectionRequest, correct_call},
+    correct::{Attempts, CorrectionRequest, correct_calls},
     future::BoxFuture,
     mend::Outcome,
     message::CallOutcome,
@@ -222,53 +222,52 @@ impl Pipeline {
             .iter()
             .enumerate()
             .filter(|(_, c)| c.outcome == CallOutcome::Feedback && c.correctable)
+            .filter(|(_, c)| toolbox.get(&c.tool).is_some())
             .map(|(i, c)| (i, raw_of(&c.id)))
             .collect();
-        // The configured coercions (`calls.strict`, `calls.coercions`), as the plan's.
-        let coercions = self.plan.mend.coercions.clone();
-        let work = jobs.iter().map(|(i, raw)| {
-            let report = &mended.calls[*i];
-            let assistant_text = assistant_text.as_deref();
-            let coercions = &coercions;
-            async move {
-                let tool = toolbox.get(&report.tool)?;
-                // The one correction loop of the core: asked, re-validated, asked again
-                // with the new issues; a failing or silent model ends it.
-                let done = correct_call(
-                    corrector,
-                    CorrectionRequest {
-                        tool,
-                        call_id: &report.id,
-                        raw_arguments: raw,
-                        arguments: None,
-                        issues: &report.issues,
-                        attempt: 1,
-                        messages: history,
-                        assistant_text,
-                    },
-                    Attempts {
-                        max: self.correction_retries,
-                        timeout: self.correction_timeout,
-                        coercions,
-                        ctx: ValidationContext::new(tool.name(), Phase::Correction),
-                    },
-                )
-                .await;
-                m::corrections(done.attempts);
-                Some((done.attempts, done.value.map(|(value, _)| (*i, value))))
-            }
-        });
-        let mut attempts = 0;
-        let fixed: Vec<(usize, Value)> = futures::future::join_all(work)
-            .await
-            .into_iter()
-            .flatten()
-            .filter_map(|(n, fixed)| {
-                attempts += n;
-                fixed
+        // The core's correction stage: the one loop per call (asked, re-validated, asked
+        // again with the new issues), at most `correction.max_concurrency` at a time, with
+        // the configured coercions (`calls.strict`, `calls.coercions`), as the node runs it.
+        let requests = jobs
+            .iter()
+            .filter_map(|(i, raw)| {
+                let report = &mended.calls[*i];
+                Some(CorrectionRequest {
+                    tool: toolbox.get(&report.tool)?,
+                    call_id: &report.id,
+                    raw_arguments: raw,
+                    arguments: report.arguments.as_ref(),
+                    issues: &report.issues,
+                    attempt: 1,
+                    messages: history,
+                    assistant_text: assistant_text.as_deref(),
+                })
             })
             .collect();
-        for (i, value) in fixed {
+        let attempts = Attempts {
+            max: self.correction_retries,
+            timeout: self.correction_timeout,
+            coercions: &self.plan.mend.coercions,
+            ctx: ValidationContext {
+                messages: history,
+                ..ValidationContext::new("", Phase::Correction)
+            },
+        };
+        let done = correct_calls(corrector, requests, attempts, self.correction_concurrency).await;
+        let mut attempts = 0;
+        let mut fixed: Vec<(usize, Value, Vec<Fix>)> = Vec::new();
+        for ((i, raw), done) in jobs.iter().zip(done) {
+            m::corrections(done.attempts);
+            attempts += done.attempts;
+            // The model's rewrite, then what re-validating it fixed: the node's record.
+            if let Some((value, checked)) = done.value {
+                let before = mended.calls[*i].arguments.as_ref();
+                let mut fixes = vec![Fix::replaced(FixKind::ArgumentsCorrected, before, raw, &value)];
+                fixes.extend(checked);
+                fixed.push((*i, value, fixes));
+            }
+        }
+        for (i, value, fixes) in fixed {
             let text = value.to_string();
             let at = place.get(&mended.calls[i].id).copied();
             if let Some(call) = at.and_then(|k| mended.message.tool_calls.as_mut()?.get_mut(k)) {
@@ -279,9 +278,8 @@ impl Pipeline {
             report.outcome = CallOutcome::Corrected;
             report.mend = Outcome::Repaired;
             report.correctable = false;
-            report
-                .fixes
-                .push(Fix::on(FixKind::ArgumentsCorrected, "", text));
+            report.fixes.extend(fixes);
+            report.arguments = Some(value);
             report.issues.clear();
             report.feedback = None;
             mended.changed = true;

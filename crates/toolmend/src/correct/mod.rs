@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use prompt::{CONTEXT_CHARS, PromptOptions, prompt, render_context};
-pub use retry::{Attempts, Corrected, correct_call};
+pub use retry::{Attempts, Corrected, correct_call, correct_calls};
 
 use crate::{
     Fix, FixKind, Issue, IssueKind, RepairOptions, future::BoxFuture, protocol::Message,

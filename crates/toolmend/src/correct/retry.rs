@@ -136,3 +136,24 @@ pub async fn correct_call(
     out.elapsed = t0.elapsed();
     out
 }
+
+/// The correction stage, once for every front: each request through [`correct_call`],
+/// at most `limit` at a time (at least one); the results in the requests' order.
+// Boxed: a future built by a closure over borrowed requests is not provably `Send` for
+// every lifetime at the caller's spawn; the box states it once here.
+pub fn correct_calls<'a>(
+    corrector: &'a dyn Corrector,
+    requests: Vec<CorrectionRequest<'a>>,
+    attempts: Attempts<'a>,
+    limit: usize,
+) -> crate::future::BoxFuture<'a, Vec<Corrected>> {
+    use futures::StreamExt as _;
+    let each = requests
+        .into_iter()
+        .map(move |request: CorrectionRequest<'a>| correct_call(corrector, request, attempts));
+    Box::pin(
+        futures::stream::iter(each)
+            .buffered(limit.max(1))
+            .collect(),
+    )
+}

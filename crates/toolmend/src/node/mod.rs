@@ -70,7 +70,7 @@ pub use tool::{TypedTool, typed_tool, typed_tool_with_context};
 
 use crate::{
     Fix, FixKind, MendOptions,
-    correct::{Attempts, Corrected, CorrectionRequest, Corrector, NoCorrector},
+    correct::{Attempts, CorrectionRequest, Corrector, NoCorrector},
     feedback,
     guard::{Action, Decision, Guard, GuardContext, GuardRequest, NoGuard},
     history,
@@ -653,25 +653,45 @@ impl ToolNode {
             return;
         }
         let assistant_text = assistant.text();
-        let jobs: Vec<usize> = plans
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| self.correctable(p))
-            .map(|(i, _)| i)
-            .collect();
+        let toolbox = self.registry.toolbox();
+        let mut jobs = Vec::new();
+        let mut requests = Vec::new();
+        for (i, p) in plans.iter().enumerate() {
+            if !self.correctable(p) {
+                continue;
+            }
+            let Some(tool) = toolbox.get(&p.p.call.tool) else {
+                continue;
+            };
+            jobs.push(i);
+            requests.push(CorrectionRequest {
+                tool,
+                call_id: p.p.id.as_deref().unwrap_or_default(),
+                raw_arguments: p.raw,
+                arguments: p.p.call.arguments.as_ref(),
+                issues: &p.p.call.issues,
+                attempt: 1,
+                messages: history,
+                assistant_text: assistant_text.as_deref(),
+            });
+        }
         if jobs.is_empty() {
             return;
         }
-        let work = jobs.into_iter().map(|i| {
-            let plan = &plans[i];
-            let text = assistant_text.as_deref();
-            async move { (i, self.correct_one(plan, history, text, ctx).await) }
-        });
-        let done: Vec<(usize, Corrected)> = stream::iter(work)
-            .buffer_unordered(self.max_concurrency)
-            .collect()
-            .await;
-        for (i, c) in done {
+        let attempts = Attempts {
+            max: self.max_correction_retries,
+            timeout: self.stage_timeout,
+            coercions: &self.plan.mend.coercions,
+            ctx: *ctx,
+        };
+        let done = crate::correct::correct_calls(
+            &*self.corrector,
+            requests,
+            attempts,
+            self.max_concurrency,
+        )
+        .await;
+        for (i, c) in jobs.into_iter().zip(done) {
             let p = &mut plans[i];
             p.correction_attempts = c.attempts;
             p.correction_usage = c.usage;
@@ -680,10 +700,11 @@ impl ToolNode {
             // A failed correction leaves the call's own issues: the feedback is about the
             // call the model sent (and still sees), not about the corrector's attempts.
             if let Some((value, fixes)) = c.value {
-                p.p.call.fixes.push(Fix::on(
+                p.p.call.fixes.push(Fix::replaced(
                     FixKind::ArgumentsCorrected,
-                    "",
-                    before_after(p.p.call.arguments.as_ref(), p.raw, &value),
+                    p.p.call.arguments.as_ref(),
+                    p.raw,
+                    &value,
                 ));
                 p.p.arguments_text = Some(value.to_string());
                 p.p.call.arguments = Some(value);
@@ -696,38 +717,6 @@ impl ToolNode {
 
     fn correctable(&self, p: &Plan<'_>) -> bool {
         p.p.correctable && p.p.id.is_some()
-    }
-
-    async fn correct_one(
-        &self,
-        plan: &Plan<'_>,
-        history: &[Message],
-        assistant_text: Option<&str>,
-        ctx: &ValidationContext<'_>,
-    ) -> Corrected {
-        let Some(tool) = self.registry.toolbox().get(&plan.p.call.tool) else {
-            return Corrected::default();
-        };
-        crate::correct::correct_call(
-            &*self.corrector,
-            CorrectionRequest {
-                tool,
-                call_id: plan.p.id.as_deref().unwrap_or_default(),
-                raw_arguments: plan.raw,
-                arguments: plan.p.call.arguments.as_ref(),
-                issues: &plan.p.call.issues,
-                attempt: 1,
-                messages: history,
-                assistant_text,
-            },
-            Attempts {
-                max: self.max_correction_retries,
-                timeout: self.stage_timeout,
-                coercions: &self.plan.mend.coercions,
-                ctx: *ctx,
-            },
-        )
-        .await
     }
 
     /// Resolve: what stays invalid gets feedback, raises, or goes to the hook.
@@ -828,10 +817,11 @@ impl ToolNode {
             let first = checked.issues.first().map_or("", |i| i.message.as_str());
             return Err(first.to_owned());
         }
-        p.p.call.fixes.push(Fix::on(
+        p.p.call.fixes.push(Fix::replaced(
             FixKind::ArgumentsSalvaged,
-            "",
-            before_after(p.p.call.arguments.as_ref(), p.raw, &checked.value),
+            p.p.call.arguments.as_ref(),
+            p.raw,
+            &checked.value,
         ));
         p.p.arguments_text = Some(checked.value.to_string());
         p.p.call.arguments = Some(checked.value);
@@ -1063,12 +1053,6 @@ fn emitted_name<'p>(p: &'p Plan<'_>, sent: &'p [ToolCall]) -> &'p str {
         Some(tc) if p.p.arguments_text.is_none() => &tc.function.name,
         _ => &p.p.call.tool,
     }
-}
-
-/// "before -> after" for a fix that replaced the arguments wholesale.
-fn before_after(before: Option<&Value>, raw: &str, after: &Value) -> String {
-    let before = before.map_or_else(|| raw.to_owned(), Value::to_string);
-    format!("{before} -> {after}")
 }
 
 /// Runs a tool body inside the invoking task: no scheduling cost; a panic is caught.
