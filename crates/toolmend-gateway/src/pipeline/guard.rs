@@ -29,7 +29,7 @@ use crate::{
         Pipeline,
         plan::{Mended, plan_message},
         report::Summary,
-        resolve::{ReAsk, ReAskFailure},
+        resolve::{ReAsk, ReAskFailure, merge},
     },
     server::error::GatewayError,
 };
@@ -374,7 +374,9 @@ impl Pipeline {
                 })
             }));
             let again = plan_message(&message, &next, toolbox, &self.plan, finish.as_deref());
-            mended = merge(mended, again);
+            // The refused calls' reports stay (`flooded`); their calls left the answer.
+            let replaced = by_id.keys().map(|id| (*id).to_owned()).collect();
+            mended = merge(mended, again, &replaced, true);
             before = Some(next);
         }
     }
@@ -515,30 +517,5 @@ impl Rejection {
             ends_run,
             headers,
         }
-    }
-}
-
-/// The first answer (all its calls refused) and the re-asked one: the new calls, the
-/// first answer's flooded reports kept, the texts joined.
-fn merge(first: Mended, again: Mended) -> Mended {
-    let mut message = again.message.clone();
-    let texts: Vec<String> = [first.message.text(), again.message.text()]
-        .into_iter()
-        .flatten()
-        .filter(|t| !t.trim().is_empty())
-        .collect();
-    if !texts.is_empty() {
-        message.content = Some(Some(Content::Text(texts.join("\n"))));
-    }
-    let mut calls = first.calls;
-    calls.extend(again.calls);
-    let mut message_fixes = first.message_fixes;
-    message_fixes.extend(again.message_fixes);
-    Mended {
-        message,
-        calls,
-        message_fixes,
-        changed: true,
-        added_text: again.message.text().filter(|t| !t.trim().is_empty()),
     }
 }

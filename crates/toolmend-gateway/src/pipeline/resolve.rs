@@ -370,7 +370,8 @@ impl Pipeline {
             }));
             let mut again = plan_message(&message, &before, toolbox, &self.plan, finish.as_deref());
             flag_values_lost(&calls, &mut again);
-            mended = merge(mended, again);
+            let replaced: HashSet<String> = calls.iter().filter_map(|c| c.id.clone()).collect();
+            mended = merge(mended, again, &replaced, false);
         }
         (mended, took)
     }
@@ -439,30 +440,36 @@ fn flag_values_lost(asked: &[ToolCall], again: &mut Mended) {
     }
 }
 
-/// The first answer's good calls, then the re-asked calls (their ids already unique: the
-/// re-asked answer was planned after the first). The re-ask's text never lands in a
-/// message whose calls it did not produce: when calls of the first answer are kept, the
-/// content stays the first answer's (the re-ask's text, "Done.", would speak for calls it
-/// never made); when every call was re-asked, its text follows the first's.
-fn merge(first: Mended, again: Mended) -> Mended {
+/// The one merge of a re-asked answer into the first, for both re-asks (invalid calls,
+/// `calls.invalid = "re_ask"`; refused calls, the guard's `on_flood = "feedback"`): the
+/// first answer's calls but the `replaced` ones, then the re-asked calls (their ids
+/// already unique: the re-asked answer was planned after the first). The replaced calls'
+/// reports are dropped (invalid: counted as replaced already) or kept (`keep_replaced`:
+/// refused, reported `flooded`). The re-ask's text never lands in a message whose calls
+/// it did not produce: when calls of the first answer are kept, the content stays the
+/// first answer's (the re-ask's text, "Done.", would speak for calls it never made); when
+/// every call was replaced, its text follows the first's. Linear in the calls.
+pub(crate) fn merge(
+    first: Mended,
+    again: Mended,
+    replaced: &HashSet<String>,
+    keep_replaced: bool,
+) -> Mended {
     let added_text = again.message.text().filter(|t| !t.trim().is_empty());
-    let bad: Vec<String> = first.unresolved().map(|c| c.id.clone()).collect();
     let mut message = first.message.clone();
     let mut calls: Vec<_> = message
         .tool_calls
         .take()
         .unwrap_or_default()
         .into_iter()
-        .filter(|c| {
-            !c.id
-                .as_deref()
-                .is_some_and(|id| bad.iter().any(|b| b == id))
-        })
+        .filter(|c| !c.id.as_deref().is_some_and(|id| replaced.contains(id)))
         .collect();
     let mut reports: Vec<CallReport> = first
         .calls
         .into_iter()
-        .filter(|c| !(c.outcome == CallOutcome::Feedback && bad.contains(&c.id)))
+        .filter(|c| {
+            keep_replaced || !(c.outcome == CallOutcome::Feedback && replaced.contains(&c.id))
+        })
         .collect();
     let kept_first = !calls.is_empty();
     calls.extend(again.message.tool_calls.unwrap_or_default());
