@@ -1542,6 +1542,122 @@ async fn usage_in_a_finishing_chunk_with_other_choices_is_sent_once() {
     assert_eq!(with_usage, 1, "{text}");
 }
 
+/// One choice of a streamed answer put back together: `(content, reasoning, calls as
+/// (id, name, arguments), finish_reason)`.
+fn streamed_choice(events: &[Value], index: u64) -> (String, String, Vec<(String, String, String)>, String) {
+    let (mut content, mut reasoning, mut finish) = (String::new(), String::new(), String::new());
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    for e in events {
+        for c in e["choices"].as_array().into_iter().flatten() {
+            if c["index"].as_u64() != Some(index) {
+                continue;
+            }
+            content.push_str(c["delta"]["content"].as_str().unwrap_or_default());
+            reasoning.push_str(c["delta"]["reasoning_content"].as_str().unwrap_or_default());
+            for t in c["delta"]["tool_calls"].as_array().into_iter().flatten() {
+                let i = t["index"].as_u64().unwrap() as usize;
+                if calls.len() <= i {
+                    calls.resize(i + 1, Default::default());
+                }
+                let call = &mut calls[i];
+                call.0.push_str(t["id"].as_str().unwrap_or_default());
+                call.1.push_str(t["function"]["name"].as_str().unwrap_or_default());
+                call.2.push_str(t["function"]["arguments"].as_str().unwrap_or_default());
+            }
+            if let Some(f) = c["finish_reason"].as_str() {
+                finish = f.to_owned();
+            }
+        }
+    }
+    (content, reasoning, calls, finish)
+}
+
+#[tokio::test]
+async fn every_choice_of_a_stream_is_mended_as_the_json_answer_mends_it() {
+    // n = 2: choice 1 leaks its thinking and sends a broken call, in small deltas
+    // interleaved with choice 0. The stream must give what the JSON answer gives.
+    let broken = r#"{'city': 'Paris', 'days': '3',}"#;
+    let thought = "<think>they want Paris</think>Checking.";
+    let good = r#"{"city": "Rome"}"#;
+    let json_answer = json!({"id": "chatcmpl-f", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a1", "type": "function", "function": {"name": "get_weather", "arguments": good}}]},
+             "logprobs": null, "finish_reason": "tool_calls"},
+            {"index": 1, "message": {"role": "assistant", "content": thought, "tool_calls": [
+                {"id": "b1", "type": "function", "function": {"name": "get_weather", "arguments": broken}}]},
+             "logprobs": null, "finish_reason": "tool_calls"}]})
+    .to_string();
+    let piece = |index: u64, delta: Value, finish: Option<&str>| {
+        let c = json!({"id": "chatcmpl-f", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": index, "delta": delta, "logprobs": null, "finish_reason": finish}]});
+        format!("data: {c}\n\n")
+    };
+    let mut sse = vec![
+        piece(0, json!({"role": "assistant", "content": null}), None),
+        piece(1, json!({"role": "assistant", "content": ""}), None),
+    ];
+    let cut = |s: &str, n: usize| -> Vec<String> {
+        s.chars().collect::<Vec<_>>().chunks(n).map(|c| c.iter().collect()).collect()
+    };
+    for text in cut(thought, 4) {
+        sse.push(piece(1, json!({"content": text}), None));
+    }
+    sse.push(piece(0, json!({"tool_calls": [{"index": 0, "id": "a1", "type": "function",
+        "function": {"name": "get_weather", "arguments": ""}}]}), None));
+    sse.push(piece(1, json!({"tool_calls": [{"index": 0, "id": "b1", "type": "function",
+        "function": {"name": "get_weather", "arguments": ""}}]}), None));
+    for (a, b) in cut(good, 3).into_iter().zip(cut(broken, 3).into_iter().chain(std::iter::repeat(String::new()))) {
+        sse.push(piece(0, json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}), None));
+        sse.push(piece(1, json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}), None));
+    }
+    for b in cut(broken, 3).into_iter().skip(cut(good, 3).len()) {
+        sse.push(piece(1, json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}), None));
+    }
+    sse.push(piece(1, json!({}), Some("tool_calls")));
+    sse.push(piece(0, json!({}), Some("tool_calls")));
+    sse.push("data: [DONE]\n\n".to_owned());
+    let reasoning = "calls.reasoning = \"move\"";
+    let (url, _) = canned(vec![("application/json", json_answer)]).await;
+    let body: Value = post(gateway(&url, reasoning).await, &request(ask(), false))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let (url, _) = canned(vec![("text/event-stream", sse.concat())]).await;
+    let text = post(gateway(&url, reasoning).await, &request(ask(), true))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let events = events(&text);
+    for index in [0u64, 1] {
+        let want = &body["choices"][index as usize];
+        let (content, reasoning, calls, finish) = streamed_choice(&events, index);
+        let m = &want["message"];
+        assert_eq!(content, m["content"].as_str().unwrap_or_default(), "choice {index}: {text}");
+        assert_eq!(reasoning, m["reasoning_content"].as_str().unwrap_or_default(), "choice {index}");
+        let json_calls: Vec<(String, String, String)> = m["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                (s(&c["id"]), s(&c["function"]["name"]), s(&c["function"]["arguments"]))
+            })
+            .collect();
+        assert_eq!(calls, json_calls, "choice {index}: {text}");
+        assert_eq!(finish, want["finish_reason"].as_str().unwrap(), "choice {index}");
+    }
+    // And the JSON answer did mend choice 1: its call is valid JSON with an integer.
+    let args: Value = serde_json::from_str(
+        body["choices"][1]["message"]["tool_calls"][0]["function"]["arguments"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(args, json!({"city": "Paris", "days": 3}));
+    assert_eq!(body["choices"][1]["message"]["reasoning_content"], "they want Paris");
+}
+
 #[tokio::test]
 async fn a_client_that_writes_a_too_large_body_whole_before_reading_gets_the_413() {
     // Python's http.client and httpx send the whole body, then read. A gateway that

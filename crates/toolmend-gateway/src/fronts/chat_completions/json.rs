@@ -263,7 +263,7 @@ async fn plan_choices(
 
 /// The reasoning policy on a message no plan runs on (a request without tools): its text
 /// content's thinking moved to `reasoning_content` or dropped. True when it changed.
-fn reason_alone(message: &mut Value, policy: ReasoningPolicy, summary: &mut Summary) -> bool {
+pub(crate) fn reason_alone(message: &mut Value, policy: ReasoningPolicy, summary: &mut Summary) -> bool {
     if policy == ReasoningPolicy::Keep {
         return false;
     }
@@ -282,7 +282,7 @@ fn reason_alone(message: &mut Value, policy: ReasoningPolicy, summary: &mut Summ
 
 /// Writes `mended` into `choice` (its message where it changed, the `finish_reason` the
 /// client gets) and counts it. True when the choice changed.
-fn write_choice(
+pub(crate) fn write_choice(
     choice: &mut Value,
     mended: &Mended,
     summary: &mut Summary,

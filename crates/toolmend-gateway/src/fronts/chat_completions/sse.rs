@@ -26,7 +26,7 @@ use crate::{
     config::ReasoningPolicy,
     fronts::chat_completions::{
         exchange::Exchange,
-        json::{ACCOUNT_KEY, Answer},
+        json::{self, ACCOUNT_KEY, Answer},
         wire,
     },
     metrics as m,
@@ -55,6 +55,25 @@ struct Transformer {
     /// The content the gate released before choice 0 finished: the plan reads the whole
     /// text, and only what is left of its content is sent at the end.
     released: String,
+    /// The choices after the first, when the answer is mended: each held whole (content
+    /// and tool calls; its other deltas pass) until its finish, then planned as the JSON
+    /// path plans it ([`OtherChoice`]). `None`: they pass untouched.
+    others: Option<std::collections::BTreeMap<u64, Assembler>>,
+    /// `max_bytes`, `max_calls` of [`Transformer::new`]: the choices after the first
+    /// share the byte budget; each may hold as many calls as choice 0.
+    max_bytes: usize,
+    max_calls: usize,
+}
+
+/// At most this many choices after the first are held at once (OpenAI's `n` goes to 128).
+const MAX_OTHER_CHOICES: usize = 128;
+
+/// A choice after the first, finished: its whole message and its finishing choice object
+/// (`delta` emptied), for the JSON path's rule to plan and write.
+struct OtherChoice {
+    index: u64,
+    message: AssistantMessage,
+    finish: Value,
 }
 
 /// What one upstream event turns into.
@@ -95,7 +114,94 @@ impl Transformer {
             tap: None,
             move_reasoning: false,
             released: String::new(),
+            others: None,
+            max_bytes,
+            max_calls,
         }
+    }
+
+    /// Holds the choices after the first whole, to be planned at their finish.
+    fn holding_other_choices(mut self) -> Self {
+        self.others = Some(std::collections::BTreeMap::new());
+        self
+    }
+
+    /// True when a choice after the first holds content or calls not yet released.
+    fn others_pending(&self) -> Option<u64> {
+        self.others.as_ref()?.keys().next().copied()
+    }
+
+    /// Takes the choices after the first out of `chunk` (when they are held): their
+    /// content and tool-call deltas are kept, what else they carry stays in the chunk,
+    /// and a choice that finishes is returned whole. The second value is true when the
+    /// chunk was left with no choice and nothing else to say (not to be sent).
+    fn take_others(&mut self, chunk: &mut Value) -> Result<(Vec<OtherChoice>, bool), String> {
+        let (max_bytes, max_calls) = (self.max_bytes, self.max_calls);
+        let Some(others) = self.others.as_mut() else {
+            return Ok((Vec::new(), false));
+        };
+        let Some(choices) = chunk.get_mut("choices").and_then(Value::as_array_mut) else {
+            return Ok((Vec::new(), false));
+        };
+        let had = choices.len();
+        let mut done = Vec::new();
+        let mut kept = Vec::with_capacity(choices.len());
+        for mut choice in std::mem::take(choices) {
+            let index = choice["index"].as_u64().unwrap_or(0);
+            if index == 0 {
+                kept.push(choice);
+                continue;
+            }
+            if !others.contains_key(&index) && others.len() >= MAX_OTHER_CHOICES {
+                return Err(format!(
+                    "the upstream stream held more than {MAX_OTHER_CHOICES} choices at once"
+                ));
+            }
+            let asm = others.entry(index).or_insert_with(|| {
+                Assembler::new(AssembleOptions {
+                    max_bytes,
+                    max_calls,
+                    content: ContentMode::Keep,
+                })
+            });
+            if let Some(delta) = choice.get_mut("delta").and_then(Value::as_object_mut) {
+                if let Some(Value::Array(parts)) = delta.remove("tool_calls") {
+                    for p in &parts {
+                        asm.push_call(CallDelta::from_value(p)).map_err(|e| e.to_string())?;
+                    }
+                }
+                if let Some(Value::String(text)) = delta.remove("content") {
+                    asm.push_content(&text).map_err(|e| e.to_string())?;
+                }
+            }
+            if choice.get("finish_reason").is_some_and(|f| !f.is_null()) {
+                if let Some(mut asm) = others.remove(&index) {
+                    done.push(OtherChoice {
+                        index,
+                        message: asm.finish().message,
+                        finish: choice,
+                    });
+                }
+                continue;
+            }
+            let empty = choice["delta"].as_object().is_none_or(Map::is_empty)
+                && choice.get("logprobs").is_none_or(Value::is_null);
+            if !empty {
+                kept.push(choice);
+            }
+        }
+        // One budget for every held choice: n choices never hold n times the limit.
+        let held: usize = others.values().map(Assembler::retained).sum();
+        if held > max_bytes {
+            return Err(format!(
+                "the upstream stream's choices after the first held more than \
+                 limits.max_upstream_bytes ({max_bytes} bytes) of content and tool calls"
+            ));
+        }
+        let emptied = had > 0 && kept.is_empty();
+        *choices = kept;
+        let silent = emptied && chunk.get("usage").is_none_or(Value::is_null);
+        Ok((done, silent))
     }
 
     /// Follows the content's reasoning: `move` sends it as `delta.reasoning_content`;
@@ -327,6 +433,29 @@ impl Transformer {
 }
 
 impl Transformer {
+    /// The chunks of one whole choice (a chat-completion `choice` object, its message as
+    /// written): its reasoning (`reasoning_content`, when any), its text, its calls; not
+    /// its role or finish chunks.
+    fn whole_choice_chunks(&self, index: usize, choice: &Value) -> Vec<Value> {
+        let message = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        if let Some(r) = choice["message"]["reasoning_content"]
+            .as_str()
+            .filter(|r| !r.is_empty())
+        {
+            out.push(self.chunk(json!({"index": index, "delta": {"reasoning_content": r},
+                "logprobs": null, "finish_reason": null})));
+        }
+        let text = message.text().unwrap_or_default();
+        out.extend(self.message_chunks(
+            index,
+            &text,
+            message.tool_calls.as_deref().unwrap_or_default(),
+        ));
+        out
+    }
+
     /// The chunks of one choice's whole message: its text in one content chunk (none when
     /// empty), then one chunk per call with its whole arguments, in OpenAI's format
     /// (`index`, `id`, `type`, `function.name`, `function.arguments`).
@@ -384,18 +513,11 @@ pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
         .enumerate()
     {
         let index = choice["index"].as_u64().map_or(i, |n| n as usize);
-        let message = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
-            .unwrap_or_default();
         chunks.push(t.chunk(
             json!({"index": index, "delta": {"role": "assistant", "content": ""},
             "logprobs": null, "finish_reason": null}),
         ));
-        let text = message.text().unwrap_or_default();
-        chunks.extend(t.message_chunks(
-            index,
-            &text,
-            message.tool_calls.as_deref().unwrap_or_default(),
-        ));
+        chunks.extend(t.whole_choice_chunks(index, choice));
         chunks.push(
             t.chunk(json!({"index": index, "delta": {}, "logprobs": null,
             "finish_reason": choice["finish_reason"]})),
@@ -454,7 +576,7 @@ impl Driver {
                 self.fail(&format!("the upstream stream broke: {e}"));
                 return false;
             }
-            Ok(None) if self.finished => {
+            Ok(None) if self.finished && self.t.others_pending().is_none() => {
                 self.end();
                 return false;
             }
@@ -476,6 +598,14 @@ impl Driver {
         };
         let Some(data) = event.data else { return true };
         if data.trim() == "[DONE]" {
+            if let Some(index) = self.t.others_pending() {
+                m::upstream_error("stream");
+                self.fail(&format!(
+                    "the upstream stream ended ([DONE]) before choice {index}'s finish_reason; \
+                     what was buffered for it was not released"
+                ));
+                return false;
+            }
             if !self.finished && self.t.holds_anything() {
                 // Never dropped in silence: what was buffered for choice 0 (calls, held
                 // content) had no finish to be released with.
@@ -499,7 +629,23 @@ impl Driver {
             self.queue.push_back(frame(&chunk));
             return true;
         }
-        let step = match self.t.on_chunk(chunk) {
+        let mut chunk = chunk;
+        // The choices after the first are held whole and planned at their finish.
+        let (others, silent) = match self.t.take_others(&mut chunk) {
+            Ok(taken) => taken,
+            Err(why) => {
+                m::upstream_error("too_large");
+                self.fail_with(GatewayError::UpstreamTooLarge(format!(
+                    "{why}; it was not read further"
+                )));
+                return false;
+            }
+        };
+        let step = match if silent {
+            Ok(Step::Emit(Vec::new()))
+        } else {
+            self.t.on_chunk(chunk)
+        } {
             Ok(step) => step,
             Err(e) => {
                 m::upstream_error("too_large");
@@ -567,6 +713,7 @@ impl Driver {
                             .await;
                         match guarded {
                             Ok(mended) => {
+                                self.summary.choice = 0;
                                 self.summary.add(&mended, toolbox, &pipeline.labels);
                                 if let Some(log) = &pipeline.events {
                                     log.chat_calls(
@@ -616,7 +763,45 @@ impl Driver {
                 self.send(chunks);
             }
         }
+        for other in others {
+            let chunks = self.other_choice(other);
+            self.send(chunks);
+        }
         true
+    }
+
+    /// A choice after the first, finished: planned and written by the JSON path's rule
+    /// ([`json::write_choice`], or the reasoning policy alone without tools), then sent
+    /// whole: its reasoning, text and calls, then its finish chunk.
+    fn other_choice(&mut self, o: OtherChoice) -> Vec<Value> {
+        let ex = &self.ex;
+        let index = usize::try_from(o.index).unwrap_or(usize::MAX);
+        let upstream_finish = o.finish["finish_reason"].clone();
+        let mut choice = json!({"index": o.index, "message": o.message,
+            "finish_reason": upstream_finish});
+        let calls = &ex.gw.config.calls;
+        match &ex.toolbox {
+            Some(toolbox) => {
+                let mended = plan_message(
+                    &o.message,
+                    &ex.history,
+                    toolbox,
+                    &ex.gw.pipeline.plan,
+                    upstream_finish.as_str(),
+                );
+                self.summary.choice = index;
+                json::write_choice(&mut choice, &mended, &mut self.summary, toolbox, ex);
+            }
+            None if calls.mend => {
+                json::reason_alone(&mut choice["message"], calls.reasoning_policy(), &mut self.summary);
+            }
+            None => {}
+        }
+        let mut out = self.t.whole_choice_chunks(index, &choice);
+        let mut finish = o.finish;
+        finish["finish_reason"] = choice["finish_reason"].clone();
+        out.push(self.t.chunk(finish));
+        out
     }
 
     /// Queues `chunks`; from choice 0's finish on (with the account) the last one is kept
@@ -708,7 +893,7 @@ pub(crate) async fn respond(ex: Exchange) -> Response {
         ex.gw.config.limits.max_calls_per_message,
     );
     if calls.mend {
-        t = t.with_reasoning(calls.reasoning_policy());
+        t = t.with_reasoning(calls.reasoning_policy()).holding_other_choices();
     }
     let account = calls.account;
     if gate && let Some(toolbox) = &ex.toolbox {
@@ -863,6 +1048,39 @@ mod tests {
         out.iter()
             .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
             .collect()
+    }
+
+    #[test]
+    fn held_choices_are_bounded_in_number_and_in_bytes_together() {
+        let chunk = |index: u64, text: &str| {
+            json!({"id": "x", "choices": [{"index": index, "delta": {"content": text},
+                "finish_reason": null}]})
+        };
+        // 128 choices after the first are held; a 129th is refused, not held.
+        let mut t = Transformer::new(None, 1 << 20, 8).holding_other_choices();
+        for i in 1..=128 {
+            let (done, silent) = t.take_others(&mut chunk(i, "a")).unwrap();
+            assert!(done.is_empty() && silent);
+        }
+        let err = t.take_others(&mut chunk(129, "a")).err().unwrap();
+        assert!(err.contains("more than 128 choices"), "{err}");
+        // Ten choices of 60 bytes each under a 500-byte budget: the budget is shared.
+        let mut t = Transformer::new(None, 500, 8).holding_other_choices();
+        let text = "x".repeat(60);
+        let results: Vec<_> = (1..=10).map(|i| t.take_others(&mut chunk(i, &text))).collect();
+        assert!(results[..8].iter().all(Result::is_ok));
+        assert!(results[8].as_ref().err().unwrap().contains("(500 bytes)"));
+        // Choice 0 stays in the chunk; a finished choice comes back whole.
+        let mut t = Transformer::new(None, 1 << 20, 8).holding_other_choices();
+        let mut c = json!({"id": "x", "choices": [
+            {"index": 0, "delta": {"content": "zero"}, "finish_reason": null},
+            {"index": 1, "delta": {"content": "one"}, "finish_reason": "stop"}]});
+        let (done, silent) = t.take_others(&mut c).unwrap();
+        assert!(!silent);
+        assert_eq!(c["choices"].as_array().unwrap().len(), 1);
+        assert_eq!(done[0].index, 1);
+        assert_eq!(done[0].message.text().as_deref(), Some("one"));
+        assert_eq!(t.others_pending(), None);
     }
 
     #[test]
