@@ -48,6 +48,8 @@ use toolmend_gateway::{
 ///                 Python's coerce=: a switch or a fix id; true: the defaults, false: none)
 ///               invalid = "re_ask" | "correct" | "pass" | ["re_ask", "correct"]   max_re_asks = 1
 ///               reasoning = "move" (to reasoning_content) | "drop" | "keep" (in the content)
+///               template_opens_thinking = false (true: the model's template opens <think>
+///                 in the prompt; all before the first </think> is reasoning)
 ///               strip_thinking = true (false: reasoning = "keep")   account = true (the
 ///                 body's `toolmend` object)
 ///   [correction] (for invalid = "correct": any OpenAI-compatible endpoint)

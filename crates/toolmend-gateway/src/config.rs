@@ -590,6 +590,13 @@ pub struct Calls {
     /// `reasoning_content` (a stream's `delta.reasoning_content`), `drop`, or `keep` in
     /// the content.
     pub reasoning: ReasoningPolicy,
+    /// The model's chat template opens a thinking block in the prompt (DeepSeek-R1's,
+    /// Qwen3's thinking templates served without a reasoning parser): its answer begins
+    /// inside the block, everything up to the first `</think>` (all of it, with none) is
+    /// reasoning, in the JSON answer and the stream alike. Off (default): a bare
+    /// `</think>` is removed alone, the text before it stays content (what a stream,
+    /// which sent that text already, can only do).
+    pub template_opens_thinking: bool,
     /// The `toolmend` object in every chat completion (and a stream's last chunk): what
     /// the gateway did, where SDKs keep it. Off: only the headers and the SSE comment.
     pub account: bool,
@@ -628,6 +635,12 @@ impl Calls {
         }
     }
 
+    /// True when answers are read as begun inside a thinking block the template opened:
+    /// `template_opens_thinking`, and reasoning not kept (kept, nothing is read).
+    pub fn opens_thinking(&self) -> bool {
+        self.template_opens_thinking && self.mend && self.reasoning_policy() != ReasoningPolicy::Keep
+    }
+
     /// The reasoning policy in force (`strip_thinking = false` is `keep`).
     pub fn reasoning_policy(&self) -> ReasoningPolicy {
         if self.strip_thinking {
@@ -648,6 +661,7 @@ impl Default for Calls {
             coercions: toolmend::schema::Coercions::default(),
             strip_thinking: true,
             reasoning: ReasoningPolicy::Move,
+            template_opens_thinking: false,
             account: true,
             invalid: Policies::One(InvalidPolicy::ReAsk),
             max_re_asks: 1,

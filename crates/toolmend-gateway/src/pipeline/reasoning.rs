@@ -12,22 +12,18 @@ use toolmend::{message::strip_thinking, repair::markers};
 
 /// The reasoning blocks of `text` (joined by a newline, each trimmed) and the content
 /// without them (the core's [`strip_thinking`]); `None` when there is no thinking.
-/// The blocks are the ones `strip_thinking` removes: every tagged block, an unclosed
-/// opening block to the end, and everything before a bare closing tag.
+/// The blocks are the ones `strip_thinking` removes: every tagged block and an unclosed
+/// opening block to the end (a bare closing tag goes alone; with
+/// `calls.template_opens_thinking` the front puts the opening tag back first,
+/// [`open_in_prompt`]).
 pub(crate) fn split(text: &str) -> Option<(String, String)> {
     let content = strip_thinking(text)?;
     let find = |from: usize, closing: bool| {
         markers::find_thinking(text, from, closing).map(|t| (t.at, t.len))
     };
     let mut parts: Vec<&str> = Vec::new();
+    // (A bare closing tag before any opening one is dropped alone: no reasoning.)
     let mut pos = 0;
-    let first_open = find(0, false);
-    if let Some((close_at, close_len)) = find(0, true)
-        && first_open.is_none_or(|(open_at, _)| open_at > close_at)
-    {
-        parts.push(&text[..close_at]);
-        pos = close_at + close_len;
-    }
     while let Some((open_at, open_len)) = find(pos, false) {
         let inner = open_at + open_len;
         match find(inner, true) {
@@ -47,6 +43,21 @@ pub(crate) fn split(text: &str) -> Option<(String, String)> {
         .filter(|p| !p.is_empty())
         .collect();
     Some((reasoning.join("\n"), content))
+}
+
+/// With `calls.template_opens_thinking`: the text content of `message` (a chat-completions
+/// message object) read as begun inside a thinking block the template opened
+/// ([`toolmend::message::open_thinking`]), before anything plans it or splits it.
+pub(crate) fn open_in_prompt(message: &mut serde_json::Value) {
+    if let Some(text) = message
+        .get_mut("content")
+        .and_then(|c| match c {
+            serde_json::Value::String(t) if !t.is_empty() => Some(t),
+            _ => None,
+        })
+    {
+        *text = toolmend::message::open_thinking(text);
+    }
 }
 
 /// Adds `reasoning` to the `reasoning_content` of `message` (a chat-completions message
@@ -219,7 +230,7 @@ mod tests {
         for (text, reasoning, content) in [
             ("<think>plan</think>Hello", "plan", "Hello"),
             ("A <THINKING> x </Thinking> B", "x", "A  B"),
-            ("plan…</think>Answer", "plan…", "Answer"),
+            ("plan…</think>Answer", "", "plan…Answer"),
             ("Answer<think>never closed", "never closed", "Answer"),
             ("<think>a</think>mid[THINK]b[/THINK]end", "a\nb", "midend"),
         ] {

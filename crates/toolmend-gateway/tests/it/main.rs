@@ -20,6 +20,7 @@ mod gateway;
 mod guard;
 mod guard_faults;
 mod guard_store;
+mod json_vs_stream;
 mod ops;
 #[cfg(feature = "otel")]
 mod otel;

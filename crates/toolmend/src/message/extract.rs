@@ -376,9 +376,10 @@ fn pythonic_start(text: &str, name: &str) -> Option<usize> {
 
 /// Removes reasoning a model leaked into its answer: blocks of any tag of
 /// [`markers::THINKING_TAGS`] (`<think>…</think>`, `<thinking>`, `<reasoning>`,
-/// `[THINK]` …; any ASCII case), an unclosed opening block to the end, and everything
-/// before a bare closing tag (templates that open the block in the prompt).
-/// Returns `None` when there was nothing to remove.
+/// `[THINK]` …; any ASCII case), an unclosed opening block to the end, and a bare
+/// closing tag (the tag alone: what came before it stays, as a stream that sent it can
+/// only leave it; a template that opens the block in the prompt is said with
+/// [`open_thinking`]). Returns `None` when there was nothing to remove.
 pub fn strip_thinking(text: &str) -> Option<String> {
     let find_tag = |from: usize, closing: bool| {
         markers::find_thinking(text, from, closing).map(|t| (t.at, t.len))
@@ -391,10 +392,10 @@ pub fn strip_thinking(text: &str) -> Option<String> {
     let mut out = String::with_capacity(text.len());
     let mut pos = 0;
     let mut changed = false;
-    // A bare closing tag before any opening one: everything before it was thinking.
-    if let Some((close_at, close_len)) = first_close
-        && first_open.is_none_or(|(open_at, _)| open_at > close_at)
-    {
+    // Bare closing tags before the first opening one: the tags alone go.
+    let bare_end = first_open.map_or(text.len(), |(open_at, _)| open_at);
+    while let Some((close_at, close_len)) = find_tag(pos, true).filter(|(at, _)| *at < bare_end) {
+        out.push_str(&text[pos..close_at]);
         pos = close_at + close_len;
         changed = true;
     }
@@ -412,6 +413,21 @@ pub fn strip_thinking(text: &str) -> Option<String> {
     out.push_str(&text[pos..]);
     changed.then(|| out.trim().to_owned())
 }
+
+/// The text as a model whose chat template opened a thinking block in the prompt wrote
+/// it (DeepSeek-R1's, Qwen3's thinking templates …): the answer begins inside the
+/// block, so it is read with its `<think>` put back. Text with no closing tag is then
+/// all reasoning, as vLLM's DeepSeek-R1 reasoning parser reads it. Empty text stays empty.
+pub fn open_thinking(text: &str) -> String {
+    if text.is_empty() {
+        return String::new();
+    }
+    format!("{TEMPLATE_THINKING_TAG}{text}")
+}
+
+/// The opening tag a template puts in the prompt ([`open_thinking`]); a stream's gate is
+/// given it before the first content.
+pub const TEMPLATE_THINKING_TAG: &str = "<think>";
 
 /// The text of `content` with thinking removed, or `None` when nothing changed.
 pub(crate) fn strip_content(content: &Content) -> Option<Content> {
@@ -451,10 +467,22 @@ mod tests {
             strip_thinking("A <THINKING>x</Thinking> B").as_deref(),
             Some("A  B")
         );
+        // A bare closing tag: the tag alone goes (what came before stays, as in a stream).
         assert_eq!(
             strip_thinking("plan…</think>Answer").as_deref(),
+            Some("plan…Answer")
+        );
+        assert_eq!(
+            strip_thinking("a</think>b</think>c<think>x</think>d").as_deref(),
+            Some("abcd")
+        );
+        // A template that opened the block: all before the closing tag was reasoning.
+        assert_eq!(
+            strip_thinking(&open_thinking("plan…</think>Answer")).as_deref(),
             Some("Answer")
         );
+        assert_eq!(strip_thinking(&open_thinking("plan, never closed")).as_deref(), Some(""));
+        assert_eq!(open_thinking(""), "");
         assert_eq!(
             strip_thinking("Answer<think>never closed").as_deref(),
             Some("Answer")

@@ -234,7 +234,13 @@ pub fn plan(
 ) -> MessagePlan {
     let mut shape = Shape::default();
     let text = input.text.as_deref().filter(|t| !t.trim().is_empty());
-    let read: Vec<TextCall> = match text {
+    let stripped = match text {
+        Some(t) if opts.strip_thinking => extract::strip_thinking(t),
+        _ => None,
+    };
+    // Calls are read outside the reasoning: a call the model only thought about (inside
+    // a block, closed or not) is no call, as a stream's gate never holds it.
+    let read: Vec<TextCall> = match stripped.as_deref().or(text) {
         Some(t) if input.calls.is_empty() && opts.calls_in_text && !tools.is_empty() => {
             extract::read_calls_in_str(t, tools, &opts.mend.repair)
         }
@@ -387,10 +393,6 @@ pub fn plan(
         }
     }
 
-    let stripped = match text {
-        Some(t) if opts.strip_thinking => extract::strip_thinking(t),
-        _ => None,
-    };
     if stripped.is_some() {
         shape.message_fixes.push(thinking_stripped());
     }

@@ -225,6 +225,9 @@ async fn plan_choices(
         if ex.gw.config.calls.mend {
             let policy = ex.gw.config.calls.reasoning_policy();
             for message in choices.iter_mut().filter_map(|c| c.get_mut("message")) {
+                if ex.gw.config.calls.opens_thinking() {
+                    reasoning::open_in_prompt(message);
+                }
                 *changed |= reason_alone(message, policy, summary);
             }
         }
@@ -232,6 +235,9 @@ async fn plan_choices(
     };
     let mut first = None;
     for (i, choice) in choices.iter_mut().enumerate() {
+        if ex.gw.config.calls.opens_thinking() {
+            reasoning::open_in_prompt(&mut choice["message"]);
+        }
         let Ok(message) = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
         else {
             continue;

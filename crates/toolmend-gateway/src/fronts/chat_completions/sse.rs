@@ -59,6 +59,9 @@ struct Transformer {
     /// and tool calls; its other deltas pass) until its finish, then planned as the JSON
     /// path plans it ([`OtherChoice`]). `None`: they pass untouched.
     others: Option<std::collections::BTreeMap<u64, Assembler>>,
+    /// `calls.template_opens_thinking`: the first content is read as inside a thinking
+    /// block (the gate and the tap are given its opening tag first); false once given.
+    open_thinking: bool,
     /// `max_bytes`, `max_calls` of [`Transformer::new`]: the choices after the first
     /// share the byte budget; each may hold as many calls as choice 0.
     max_bytes: usize,
@@ -115,6 +118,7 @@ impl Transformer {
             move_reasoning: false,
             released: String::new(),
             others: None,
+            open_thinking: false,
             max_bytes,
             max_calls,
         }
@@ -272,6 +276,17 @@ impl Transformer {
             if let Some(text) = text
                 && (self.gate_content || self.tap.is_some())
             {
+                if self.open_thinking && !text.is_empty() {
+                    // The template opened the block: what follows is inside it.
+                    self.open_thinking = false;
+                    let tag = toolmend::message::TEMPLATE_THINKING_TAG;
+                    if let Some(tap) = self.tap.as_mut() {
+                        tap.push(tag);
+                    }
+                    if self.gate_content {
+                        self.asm.push_content(tag)?;
+                    }
+                }
                 let parts = self.tap.as_mut().map(|t| t.push(&text));
                 let now = match (&parts, self.gate_content) {
                     (_, true) => Some(self.asm.push_content(&text)?),
@@ -780,10 +795,15 @@ impl Driver {
         let mut choice = json!({"index": o.index, "message": o.message,
             "finish_reason": upstream_finish});
         let calls = &ex.gw.config.calls;
+        if calls.opens_thinking() {
+            reasoning::open_in_prompt(&mut choice["message"]);
+        }
+        let message = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
+            .unwrap_or(o.message);
         match &ex.toolbox {
             Some(toolbox) => {
                 let mended = plan_message(
-                    &o.message,
+                    &message,
                     &ex.history,
                     toolbox,
                     &ex.gw.pipeline.plan,
@@ -894,6 +914,7 @@ pub(crate) async fn respond(ex: Exchange) -> Response {
     );
     if calls.mend {
         t = t.with_reasoning(calls.reasoning_policy()).holding_other_choices();
+        t.open_thinking = calls.opens_thinking();
     }
     let account = calls.account;
     if gate && let Some(toolbox) = &ex.toolbox {
