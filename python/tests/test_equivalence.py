@@ -130,3 +130,42 @@ def test_the_python_package_plans_as_the_core(index: int) -> None:
     expected = _expected(PLANS[index])
     got = _python(CASES[index])
     assert got == expected, CASES[index]["name"]
+
+
+GUARDED = [c for c in CASES if "guard" in c]
+
+
+def _guard(table: dict):
+    """The gateway's ``[guard]`` table as the Python package takes it: the rules, and
+    (for a shared store) a ``Guard`` with its fail mode and Redis URL."""
+    from toolmend import Guard
+
+    keep = {"store", "redis_url", "fail", "timeout_ms", "on_flood", "session_from", "max_keys", "max_re_asks"}
+    rules = {k: v for k, v in table.items() if k not in keep}
+    if table.get("store") != "redis":
+        return rules
+    return Guard(rules, fail=table.get("fail", "open"), timeout_ms=table.get("timeout_ms", 20), redis_url=table["redis_url"])
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("index", range(len(GUARDED)), ids=[c["name"] for c in GUARDED])
+def test_the_python_package_guards_as_every_front(index: int, asynchronous: bool) -> None:
+    # The guard cases: each call's id, tool and outcome, as the Rust node and the gateway
+    # give them (crates/toolmend-cli/tests/it/equivalence.rs holds those to `expect`).
+    import asyncio
+
+    case = GUARDED[index]
+    stats: list[dict] = []
+    node = ToolNode(_tools(case["tools"]), guard=_guard(case["guard"]), on_stats=stats.append)
+    config = {"configurable": {"__pregel_runtime": Runtime()}}
+    if case.get("session", True):
+        config["configurable"]["thread_id"] = f"eq-py-{index}-{asynchronous}"
+    state = {"messages": [*convert_to_messages(case["history"]), _ai_message(case["message"])]}
+    if asynchronous:
+        asyncio.run(node.ainvoke(state, config))
+    else:
+        node.invoke(state, config)
+    # By id: LangChain puts a call whose arguments do not parse in invalid_tool_calls,
+    # after the others, so the records' order is not the message's.
+    got = {c["tool_call_id"]: (c["tool"], c["outcome"]) for c in stats[-1]["calls"]}
+    assert got == {i: (tool, outcome) for i, tool, outcome in case["expect"]}, case["name"]

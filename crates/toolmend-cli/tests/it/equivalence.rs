@@ -7,6 +7,11 @@
 //! feedback) and the same remaining content. A front that plans on its own drifts from the
 //! others on some case and fails here. The Python package is held to the same cases by
 //! `python/tests/test_equivalence.py`.
+//!
+//! The cases with a `guard` (the gateway's `[guard]` table) go once more through the fronts
+//! that guard (the node, the gateway as JSON and as a stream; Python in its own test): each
+//! call's id, tool and outcome (`flooded` for a refused one) must be the same. The CLI's
+//! `mend` has no guard.
 
 use std::{
     collections::BTreeMap,
@@ -32,6 +37,10 @@ const BIN: &str = env!("CARGO_BIN_EXE_toolmend");
 #[derive(Debug, Clone)]
 struct Case {
     name: String,
+    /// The gateway's `[guard]` table, for the guard cases.
+    guard: Option<Value>,
+    /// False: the guarding fronts are given no session (`"session": false`).
+    session: bool,
     history: Vec<Message>,
     message: AssistantMessage,
     tools: Vec<Tool>,
@@ -62,6 +71,8 @@ fn cases() -> Vec<Case> {
             };
             Case {
                 name: raw["name"].as_str().unwrap().to_owned(),
+                guard: raw.get("guard").cloned(),
+                session: raw["session"].as_bool() != Some(false),
                 history: serde_json::from_value(raw["history"].clone()).unwrap(),
                 message,
                 tools: serde_json::from_value(raw["tools"].clone()).unwrap(),
@@ -265,13 +276,21 @@ fn serve(upstream: &str) -> Serve {
 
 /// One POST; the response head and its (de-chunked) body.
 fn post(addr: SocketAddr, body: &Value) -> (String, Vec<u8>) {
+    post_as(addr, body, None)
+}
+
+/// [`post`] in `session` (`x-toolmend-session`), when one is given.
+fn post_as(addr: SocketAddr, body: &Value, session: Option<&str>) -> (String, Vec<u8>) {
     let body = body.to_string();
+    let session = session
+        .map(|s| format!("x-toolmend-session: {s}\r\n"))
+        .unwrap_or_default();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     write!(
         s,
         "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+         {session}content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -482,4 +501,181 @@ fn the_cases_cover_every_source_and_id_rule() {
     ] {
         assert!(fixes.contains(f), "no case with fix {f}: {fixes:?}");
     }
+}
+
+// ---- the guard cases ----------------------------------------------------------------
+
+/// What a guarding front made of a message: (id, tool, outcome) per call, in order.
+type Guarded = Vec<(String, String, String)>;
+
+/// The case's `[guard]` as the gateway reads it (the rules and how they are kept).
+fn guard_config(case: &Case) -> toolmend_gateway::config::Guard {
+    serde_json::from_value(case.guard.clone().unwrap()).unwrap()
+}
+
+async fn node_guarded(case: &Case, session: &str) -> Guarded {
+    let cfg = guard_config(case);
+    let mut guard = toolmend::guard::RuleGuard::new(cfg.rules.clone())
+        .unwrap()
+        .fail_mode(cfg.fail)
+        .timeout(Duration::from_millis(cfg.timeout_ms));
+    if let Some(url) = &cfg.redis_url {
+        let opts = toolmend_redis::RedisOptions {
+            timeout: Duration::from_millis(cfg.timeout_ms),
+            ..toolmend_redis::RedisOptions::default()
+        };
+        guard = guard.with_store(toolmend_redis::redis_guard_store(url, opts).unwrap());
+    }
+    let mut registry = Registry::new();
+    for t in &case.tools {
+        let f = &t.function;
+        registry
+            .add(tool_fn(
+                f.name.clone(),
+                f.description.clone().unwrap_or_default(),
+                f.parameters.clone().unwrap(),
+                |_, _| async move { Ok::<_, ToolError>("ok".to_owned()) },
+            ))
+            .unwrap();
+    }
+    let node = ToolNode::builder(registry).rule_guard(guard).unwrap().build();
+    let mut messages = case.history.clone();
+    messages.push(Message::Assistant(case.message.clone()));
+    let opts = toolmend::node::InvokeOptions {
+        session: case.session.then(|| session.to_owned()),
+        ..Default::default()
+    };
+    let out = node.invoke_with(&messages, &opts).await.unwrap();
+    out.stats
+        .calls
+        .iter()
+        .map(|c| {
+            (
+                c.call_id.clone().unwrap_or_default(),
+                c.tool.clone(),
+                c.outcome.as_str().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The case's `[guard]` as TOML dotted keys under `guard.`.
+fn toml_lines(prefix: &str, v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                toml_lines(&format!("{prefix}.{k}"), v, out);
+            }
+        }
+        other => out.push_str(&format!("{prefix} = {other}\n")),
+    }
+}
+
+/// The calls of a gateway's account (the `toolmend` object of the completion, or of the
+/// stream's last chunk).
+fn account_calls(account: &Value) -> Guarded {
+    account["calls"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no account calls: {account}"))
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+            (s("id"), s("tool"), s("outcome"))
+        })
+        .collect()
+}
+
+fn gateway_guarded(case: &Case, upstream: &str, session: &str, stream: bool) -> Guarded {
+    let mut toml = format!("upstream.base_url = \"{upstream}\"\ncalls.invalid = \"pass\"\n");
+    toml_lines("guard", case.guard.as_ref().unwrap(), &mut toml);
+    let dir = std::env::temp_dir().join(format!(
+        "toolmend-eq-{}-{}",
+        std::process::id(),
+        session
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TOOLMEND_") || k == "RUST_LOG" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut banner = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let addr: SocketAddr = banner
+        .strip_prefix("toolmend gateway: http://")
+        .and_then(|rest| rest.split_once("/v1"))
+        .map(|(addr, _)| addr.parse().unwrap())
+        .unwrap_or_else(|| panic!("unexpected banner: {banner} (config:\n{toml})"));
+    let served = Serve { child, addr };
+    let session = case.session.then_some(session);
+    let (_, answer) = post_as(served.addr, &request(case, stream), session);
+    let text = String::from_utf8(answer).unwrap();
+    let account = if stream {
+        text.split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+            .find_map(|v| v.get("toolmend").cloned())
+            .unwrap_or_else(|| panic!("{}: no account in the stream: {text}", case.name))
+    } else {
+        serde_json::from_str::<Value>(&text).unwrap()["toolmend"].clone()
+    };
+    account_calls(&account)
+}
+
+#[test]
+fn every_guarding_front_refuses_the_same_calls() {
+    let cases: Vec<Case> = cases().into_iter().filter(|c| c.guard.is_some()).collect();
+    assert!(cases.len() >= 3, "the guard cases shrank");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let script = cases.iter().fold(Script::new(), |s, c| {
+        s.then(Step::Reply(c.message.clone()))
+            .then(Step::Reply(c.message.clone()))
+    });
+    let provider = Arc::new(rt.block_on(ScriptedProvider::start(script)).unwrap());
+    let mut failures = Vec::new();
+    let mut refused_somewhere = 0;
+    for (i, case) in cases.iter().enumerate() {
+        let session = format!("eq{i}");
+        let node = rt.block_on(node_guarded(case, &session));
+        // The case says what a guard must refuse: (id, tool, outcome) per call.
+        let expected: Guarded = serde_json::from_value(case.raw["expect"].clone()).unwrap();
+        if node != expected {
+            failures.push(format!(
+                "{}: the node differs from the case\n  case: {expected:?}\n  node: {node:?}",
+                case.name
+            ));
+        }
+        refused_somewhere += usize::from(expected.iter().any(|c| c.2 == "flooded"));
+        let fronts = [
+            ("gateway json", gateway_guarded(case, &provider.base_url(), &format!("{session}j"), false)),
+            ("gateway stream", gateway_guarded(case, &provider.base_url(), &format!("{session}s"), true)),
+        ];
+        for (front, got) in fronts {
+            if got != node {
+                failures.push(format!(
+                    "{}: {front} differs from the node\n  node:  {node:?}\n  {front}: {got:?}",
+                    case.name
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Every case refuses something: a guard that refuses nothing would pass in silence.
+    assert_eq!(refused_somewhere, cases.len());
 }
