@@ -249,15 +249,24 @@ impl Drop for Serve {
 }
 
 fn serve(upstream: &str) -> Serve {
+    // Invalid calls pass, flagged: the plan is what is compared, not a re-ask.
+    serve_with(
+        &["--upstream", upstream],
+        &[("TOOLMEND_CALLS__INVALID", "pass")],
+    )
+}
+
+/// `toolmend serve` on a free port with `args`, in an environment cleared of
+/// `TOOLMEND_*` but for `env`.
+fn serve_with(args: &[&str], env: &[(&str, &str)]) -> Serve {
     let mut cmd = Command::new(BIN);
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream]);
+    cmd.args(["serve", "--listen", "127.0.0.1:0"]).args(args);
     for (k, _) in std::env::vars() {
         if k.starts_with("TOOLMEND_") || k == "RUST_LOG" {
             cmd.env_remove(k);
         }
     }
-    // Invalid calls pass, flagged: the plan is what is compared, not a re-ask.
-    cmd.env("TOOLMEND_CALLS__INVALID", "pass")
+    cmd.envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -596,28 +605,7 @@ fn gateway_guarded(case: &Case, upstream: &str, session: &str, stream: bool) -> 
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("gateway.toml");
     std::fs::write(&path, &toml).unwrap();
-    let mut cmd = Command::new(BIN);
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&path);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("TOOLMEND_") || k == "RUST_LOG" {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let mut banner = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut banner)
-        .unwrap();
-    let addr: SocketAddr = banner
-        .strip_prefix("toolmend gateway: http://")
-        .and_then(|rest| rest.split_once("/v1"))
-        .map(|(addr, _)| addr.parse().unwrap())
-        .unwrap_or_else(|| panic!("unexpected banner: {banner} (config:\n{toml})"));
-    let served = Serve { child, addr };
+    let served = serve_with(&["--config", path.to_str().unwrap()], &[]);
     let session = case.session.then_some(session);
     let (_, answer) = post_as(served.addr, &request(case, stream), session);
     let text = String::from_utf8(answer).unwrap();
