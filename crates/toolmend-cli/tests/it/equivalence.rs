@@ -160,7 +160,8 @@ fn core(case: &Case) -> Outcome {
     outcome_of(&sanitized, |id| disposition(by_id[id]))
 }
 
-async fn node(case: &Case) -> Outcome {
+/// The case's tools, each answering "ok".
+fn registry(case: &Case) -> Registry {
     let mut registry = Registry::new();
     for t in &case.tools {
         let f = &t.function;
@@ -173,7 +174,11 @@ async fn node(case: &Case) -> Outcome {
             ))
             .unwrap();
     }
-    let node = ToolNode::builder(registry).build();
+    registry
+}
+
+async fn node(case: &Case) -> Outcome {
+    let node = ToolNode::builder(registry(case)).build();
     let mut messages = case.history.clone();
     messages.push(Message::Assistant(case.message.clone()));
     let out = node.invoke(&messages).await.unwrap();
@@ -535,19 +540,10 @@ async fn node_guarded(case: &Case, session: &str) -> Guarded {
         };
         guard = guard.with_store(toolmend_redis::redis_guard_store(url, opts).unwrap());
     }
-    let mut registry = Registry::new();
-    for t in &case.tools {
-        let f = &t.function;
-        registry
-            .add(tool_fn(
-                f.name.clone(),
-                f.description.clone().unwrap_or_default(),
-                f.parameters.clone().unwrap(),
-                |_, _| async move { Ok::<_, ToolError>("ok".to_owned()) },
-            ))
-            .unwrap();
-    }
-    let node = ToolNode::builder(registry).rule_guard(guard).unwrap().build();
+    let node = ToolNode::builder(registry(case))
+        .rule_guard(guard)
+        .unwrap()
+        .build();
     let mut messages = case.history.clone();
     messages.push(Message::Assistant(case.message.clone()));
     let opts = toolmend::node::InvokeOptions {
