@@ -19,7 +19,7 @@ use toolmend::{history::check, mend::MendOptions, protocol::Message};
 use toolmend_gateway::{
     Config, Gateway,
     fuzzing::{prepare, tools},
-    mend::{MendConfig, mend_message},
+    plan::{MendConfig, plan_message},
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -112,7 +112,8 @@ fuzz_target!(|data: &[u8]| {
                 for m in &messages {
                     if let Message::Assistant(a) = m {
                         for finish in [None, Some("length")] {
-                            let mended = mend_message(a, &toolbox, &MEND, "fuzz", finish);
+                            let opts = MEND.plan_options();
+                            let mended = plan_message(a, &[], &toolbox, &opts, finish);
                             // "Never drops a call", but for an exact repeat (the same id,
                             // name and arguments as an earlier call): the one id rule drops
                             // it, recorded. Distinct (id, name, arguments) count once.
@@ -135,7 +136,7 @@ fuzz_target!(|data: &[u8]| {
                             let out = mended.message.tool_calls.as_ref().map_or(0, Vec::len);
                             assert!(
                                 out >= sent,
-                                "mend_message dropped calls: {sent} distinct sent, {out} out"
+                                "plan_message dropped calls: {sent} distinct sent, {out} out"
                             );
                         }
                     }

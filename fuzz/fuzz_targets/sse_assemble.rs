@@ -21,7 +21,7 @@
 //!   fed the same deltas releases + keeps back + holds exactly the content (nothing lost
 //!   or repeated), and what it holds starts with a call marker;
 //! - (b) every distinct non-empty tool-call id sent appears in the answer (without tools;
-//!   with tools, those `mend_message` keeps: not blank, at most `MAX_ID_LEN`);
+//!   with tools, those `plan_message` keeps: not blank, at most `MAX_ID_LEN`);
 //! - (c) the chunk with choice 0's `finish_reason` is choice 0's last, and the only one.
 //!
 //! Any stream (well formed or not) must not panic and must only produce JSON frames.
@@ -276,7 +276,13 @@ fn generate(data: &[u8]) -> Vec<Value> {
         );
     }
     let mut choices = vec![json!({"index": 0, "delta": delta, "finish_reason": reason})];
-    if flags & 16 != 0 {
+    // Choice 1 begun: mostly finished (a well-formed stream), sometimes left open.
+    let began_1 = out.iter().any(|c| {
+        c["choices"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|ch| ch["index"] == 1))
+    });
+    if flags & 16 != 0 || (began_1 && flags & 128 == 0) {
         choices.push(json!({"index": 1, "delta": {}, "finish_reason": "stop"}));
     }
     let mut last = chunk(Value::Array(choices));
@@ -334,6 +340,10 @@ fn expect(chunks: &[Value]) -> Option<Expect> {
     let mut ids = BTreeSet::new();
     let mut finishes = 0;
     let mut after_finish = false;
+    // The other choices (n > 1): each is held whole until its finish, so a well-formed
+    // stream finishes every choice it begins (one left open ends the answer with an
+    // error event naming it).
+    let mut others: std::collections::BTreeMap<u64, u32> = std::collections::BTreeMap::new();
     for c in chunks {
         let obj = c.as_object()?;
         if obj.contains_key("error") {
@@ -348,6 +358,17 @@ fn expect(chunks: &[Value]) -> Option<Expect> {
             if !ch.is_object() || !seen.insert(ch["index"].as_u64().unwrap_or(0)) {
                 return None;
             }
+        }
+        for ch in choices
+            .iter()
+            .filter(|ch| ch["index"].as_u64().unwrap_or(0) != 0)
+        {
+            let finished = ch.get("finish_reason").is_some_and(|f| !f.is_null());
+            let n = others.entry(ch["index"].as_u64().unwrap_or(0)).or_default();
+            if *n > 0 {
+                return None;
+            }
+            *n += u32::from(finished);
         }
         let Some(ch) = choice0(c) else { continue };
         if after_finish {
@@ -385,7 +406,7 @@ fn expect(chunks: &[Value]) -> Option<Expect> {
             after_finish = true;
         }
     }
-    (finishes == 1).then_some(Expect { content, ids })
+    (finishes == 1 && others.values().all(|&n| n == 1)).then_some(Expect { content, ids })
 }
 
 fn sse(chunks: &[Value]) -> Bytes {
@@ -474,7 +495,7 @@ fn check(frames: &[Value], want: &Expect, mended: bool) {
     // (b)
     for id in &want.ids {
         if mended && (id.trim().is_empty() || id.len() > toolmend::history::MAX_ID_LEN) {
-            continue; // mend_message gives such a call an id of its own
+            continue; // plan_message gives such a call an id of its own
         }
         assert!(
             ids.contains(id),

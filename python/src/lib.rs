@@ -1078,7 +1078,11 @@ fn replaced_fix<'py>(
     let kind = [FixKind::ArgumentsCorrected, FixKind::ArgumentsSalvaged]
         .into_iter()
         .find(|k| k.id() == kind)
-        .ok_or_else(|| error(format!("kind: arguments_corrected or arguments_salvaged, not {kind:?}")))?;
+        .ok_or_else(|| {
+            error(format!(
+                "kind: arguments_corrected or arguments_salvaged, not {kind:?}"
+            ))
+        })?;
     let mut non_finite = false;
     let before = match before.filter(|b| !b.is_none()) {
         Some(b) => Some(to_value(b, 0, &mut non_finite)?),

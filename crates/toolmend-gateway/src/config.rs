@@ -638,7 +638,9 @@ impl Calls {
     /// True when answers are read as begun inside a thinking block the template opened:
     /// `template_opens_thinking`, and reasoning not kept (kept, nothing is read).
     pub fn opens_thinking(&self) -> bool {
-        self.template_opens_thinking && self.mend && self.reasoning_policy() != ReasoningPolicy::Keep
+        self.template_opens_thinking
+            && self.mend
+            && self.reasoning_policy() != ReasoningPolicy::Keep
     }
 
     /// The reasoning policy in force (`strip_thinking = false` is `keep`).

@@ -87,10 +87,10 @@ pub use state::{Gateway, StartError};
 /// the configuration's text, or `ToolsFile::parse` on a tools file of their own).
 pub use toolmend_tools;
 
-/// The response path's plan of one message, under its old name (the fuzz targets use it).
-pub mod mend {
+/// The response path's plan of one message (the fuzz targets use it).
+pub mod plan {
     pub use crate::pipeline::{
-        plan::{CallReport, MendConfig, Mended, mend_message, plan_message},
+        plan::{CallReport, MendConfig, Mended, plan_message},
         tools::{ToolCache, ToolsError},
     };
 }

@@ -593,11 +593,7 @@ fn account_calls(account: &Value) -> Guarded {
 fn gateway_guarded(case: &Case, upstream: &str, session: &str, stream: bool) -> Guarded {
     let mut toml = format!("upstream.base_url = \"{upstream}\"\ncalls.invalid = \"pass\"\n");
     toml_lines("guard", case.guard.as_ref().unwrap(), &mut toml);
-    let dir = std::env::temp_dir().join(format!(
-        "toolmend-eq-{}-{}",
-        std::process::id(),
-        session
-    ));
+    let dir = std::env::temp_dir().join(format!("toolmend-eq-{}-{}", std::process::id(), session));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("gateway.toml");
     std::fs::write(&path, &toml).unwrap();
@@ -647,8 +643,14 @@ fn every_guarding_front_refuses_the_same_calls() {
         }
         refused_somewhere += usize::from(expected.iter().any(|c| c.2 == "flooded"));
         let fronts = [
-            ("gateway json", gateway_guarded(case, &provider.base_url(), &format!("{session}j"), false)),
-            ("gateway stream", gateway_guarded(case, &provider.base_url(), &format!("{session}s"), true)),
+            (
+                "gateway json",
+                gateway_guarded(case, &provider.base_url(), &format!("{session}j"), false),
+            ),
+            (
+                "gateway stream",
+                gateway_guarded(case, &provider.base_url(), &format!("{session}s"), true),
+            ),
         ];
         for (front, got) in fronts {
             if got != node {

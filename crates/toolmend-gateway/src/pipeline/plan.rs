@@ -151,15 +151,3 @@ pub fn plan_message(
         added_text: None,
     }
 }
-
-/// [`plan_message`] with options from `cfg` and no history. `_token` is ignored: ids
-/// follow the core's rule. Kept for the `gateway_request` fuzz target.
-pub fn mend_message(
-    message: &AssistantMessage,
-    tools: &Toolbox,
-    cfg: &MendConfig,
-    _token: &str,
-    finish_reason: Option<&str>,
-) -> Mended {
-    plan_message(message, &[], tools, &cfg.plan_options(), finish_reason)
-}

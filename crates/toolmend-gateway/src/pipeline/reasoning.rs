@@ -49,13 +49,10 @@ pub(crate) fn split(text: &str) -> Option<(String, String)> {
 /// message object) read as begun inside a thinking block the template opened
 /// ([`toolmend::message::open_thinking`]), before anything plans it or splits it.
 pub(crate) fn open_in_prompt(message: &mut serde_json::Value) {
-    if let Some(text) = message
-        .get_mut("content")
-        .and_then(|c| match c {
-            serde_json::Value::String(t) if !t.is_empty() => Some(t),
-            _ => None,
-        })
-    {
+    if let Some(text) = message.get_mut("content").and_then(|c| match c {
+        serde_json::Value::String(t) if !t.is_empty() => Some(t),
+        _ => None,
+    }) {
         *text = toolmend::message::open_thinking(text);
     }
 }

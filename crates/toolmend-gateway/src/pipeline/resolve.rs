@@ -262,7 +262,12 @@ impl Pipeline {
             // The model's rewrite, then what re-validating it fixed: the node's record.
             if let Some((value, checked)) = done.value {
                 let before = mended.calls[*i].arguments.as_ref();
-                let mut fixes = vec![Fix::replaced(FixKind::ArgumentsCorrected, before, raw, &value)];
+                let mut fixes = vec![Fix::replaced(
+                    FixKind::ArgumentsCorrected,
+                    before,
+                    raw,
+                    &value,
+                )];
                 fixes.extend(checked);
                 fixed.push((*i, value, fixes));
             }

@@ -1544,7 +1544,10 @@ async fn usage_in_a_finishing_chunk_with_other_choices_is_sent_once() {
 
 /// One choice of a streamed answer put back together: `(content, reasoning, calls as
 /// (id, name, arguments), finish_reason)`.
-fn streamed_choice(events: &[Value], index: u64) -> (String, String, Vec<(String, String, String)>, String) {
+fn streamed_choice(
+    events: &[Value],
+    index: u64,
+) -> (String, String, Vec<(String, String, String)>, String) {
     let (mut content, mut reasoning, mut finish) = (String::new(), String::new(), String::new());
     let mut calls: Vec<(String, String, String)> = Vec::new();
     for e in events {
@@ -1561,8 +1564,10 @@ fn streamed_choice(events: &[Value], index: u64) -> (String, String, Vec<(String
                 }
                 let call = &mut calls[i];
                 call.0.push_str(t["id"].as_str().unwrap_or_default());
-                call.1.push_str(t["function"]["name"].as_str().unwrap_or_default());
-                call.2.push_str(t["function"]["arguments"].as_str().unwrap_or_default());
+                call.1
+                    .push_str(t["function"]["name"].as_str().unwrap_or_default());
+                call.2
+                    .push_str(t["function"]["arguments"].as_str().unwrap_or_default());
             }
             if let Some(f) = c["finish_reason"].as_str() {
                 finish = f.to_owned();
@@ -1598,21 +1603,49 @@ async fn every_choice_of_a_stream_is_mended_as_the_json_answer_mends_it() {
         piece(1, json!({"role": "assistant", "content": ""}), None),
     ];
     let cut = |s: &str, n: usize| -> Vec<String> {
-        s.chars().collect::<Vec<_>>().chunks(n).map(|c| c.iter().collect()).collect()
+        s.chars()
+            .collect::<Vec<_>>()
+            .chunks(n)
+            .map(|c| c.iter().collect())
+            .collect()
     };
     for text in cut(thought, 4) {
         sse.push(piece(1, json!({"content": text}), None));
     }
-    sse.push(piece(0, json!({"tool_calls": [{"index": 0, "id": "a1", "type": "function",
-        "function": {"name": "get_weather", "arguments": ""}}]}), None));
-    sse.push(piece(1, json!({"tool_calls": [{"index": 0, "id": "b1", "type": "function",
-        "function": {"name": "get_weather", "arguments": ""}}]}), None));
-    for (a, b) in cut(good, 3).into_iter().zip(cut(broken, 3).into_iter().chain(std::iter::repeat(String::new()))) {
-        sse.push(piece(0, json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}), None));
-        sse.push(piece(1, json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}), None));
+    sse.push(piece(
+        0,
+        json!({"tool_calls": [{"index": 0, "id": "a1", "type": "function",
+        "function": {"name": "get_weather", "arguments": ""}}]}),
+        None,
+    ));
+    sse.push(piece(
+        1,
+        json!({"tool_calls": [{"index": 0, "id": "b1", "type": "function",
+        "function": {"name": "get_weather", "arguments": ""}}]}),
+        None,
+    ));
+    for (a, b) in cut(good, 3).into_iter().zip(
+        cut(broken, 3)
+            .into_iter()
+            .chain(std::iter::repeat(String::new())),
+    ) {
+        sse.push(piece(
+            0,
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}),
+            None,
+        ));
+        sse.push(piece(
+            1,
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}),
+            None,
+        ));
     }
     for b in cut(broken, 3).into_iter().skip(cut(good, 3).len()) {
-        sse.push(piece(1, json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}), None));
+        sse.push(piece(
+            1,
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}),
+            None,
+        ));
     }
     sse.push(piece(1, json!({}), Some("tool_calls")));
     sse.push(piece(0, json!({}), Some("tool_calls")));
@@ -1635,27 +1668,48 @@ async fn every_choice_of_a_stream_is_mended_as_the_json_answer_mends_it() {
         let want = &body["choices"][index as usize];
         let (content, reasoning, calls, finish) = streamed_choice(&events, index);
         let m = &want["message"];
-        assert_eq!(content, m["content"].as_str().unwrap_or_default(), "choice {index}: {text}");
-        assert_eq!(reasoning, m["reasoning_content"].as_str().unwrap_or_default(), "choice {index}");
+        assert_eq!(
+            content,
+            m["content"].as_str().unwrap_or_default(),
+            "choice {index}: {text}"
+        );
+        assert_eq!(
+            reasoning,
+            m["reasoning_content"].as_str().unwrap_or_default(),
+            "choice {index}"
+        );
         let json_calls: Vec<(String, String, String)> = m["tool_calls"]
             .as_array()
             .into_iter()
             .flatten()
             .map(|c| {
                 let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-                (s(&c["id"]), s(&c["function"]["name"]), s(&c["function"]["arguments"]))
+                (
+                    s(&c["id"]),
+                    s(&c["function"]["name"]),
+                    s(&c["function"]["arguments"]),
+                )
             })
             .collect();
         assert_eq!(calls, json_calls, "choice {index}: {text}");
-        assert_eq!(finish, want["finish_reason"].as_str().unwrap(), "choice {index}");
+        assert_eq!(
+            finish,
+            want["finish_reason"].as_str().unwrap(),
+            "choice {index}"
+        );
     }
     // And the JSON answer did mend choice 1: its call is valid JSON with an integer.
     let args: Value = serde_json::from_str(
-        body["choices"][1]["message"]["tool_calls"][0]["function"]["arguments"].as_str().unwrap(),
+        body["choices"][1]["message"]["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap(),
     )
     .unwrap();
     assert_eq!(args, json!({"city": "Paris", "days": 3}));
-    assert_eq!(body["choices"][1]["message"]["reasoning_content"], "they want Paris");
+    assert_eq!(
+        body["choices"][1]["message"]["reasoning_content"],
+        "they want Paris"
+    );
 }
 
 #[tokio::test]

@@ -49,8 +49,10 @@ async fn answer(store: Broken, fail: &str, stream: bool) -> (u16, String) {
     let resp = reqwest::Client::new()
         .post(format!("http://{addr}/v1/chat/completions"))
         .header("x-toolmend-session", "alice")
-        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "find"}],
-            "tools": tools, "stream": stream}))
+        .json(
+            &json!({"model": "m", "messages": [{"role": "user", "content": "find"}],
+            "tools": tools, "stream": stream}),
+        )
         .send()
         .await
         .unwrap();
@@ -113,7 +115,10 @@ async fn a_store_short_of_answers_is_judged_by_the_fail_mode() {
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
-        v["choices"][0]["message"]["tool_calls"].as_array().unwrap().len(),
+        v["choices"][0]["message"]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .len(),
         2,
         "{body}"
     );

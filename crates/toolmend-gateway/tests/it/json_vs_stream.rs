@@ -125,14 +125,20 @@ fn from_json(body: &Value) -> Seen {
         .map(|t| {
             (
                 t["id"].as_str().unwrap_or_default().to_owned(),
-                t["function"]["name"].as_str().unwrap_or_default().to_owned(),
+                t["function"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
                 args(t["function"]["arguments"].as_str().unwrap_or_default()),
             )
         })
         .collect();
     (
         m["content"].as_str().unwrap_or_default().to_owned(),
-        m["reasoning_content"].as_str().unwrap_or_default().to_owned(),
+        m["reasoning_content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
         calls,
         c["finish_reason"].as_str().unwrap_or_default().to_owned(),
     )
@@ -156,14 +162,21 @@ fn from_stream(text: &str) -> Seen {
                 calls.resize(i + 1, Default::default());
             }
             calls[i].0.push_str(t["id"].as_str().unwrap_or_default());
-            calls[i].1.push_str(t["function"]["name"].as_str().unwrap_or_default());
-            calls[i].2.push_str(t["function"]["arguments"].as_str().unwrap_or_default());
+            calls[i]
+                .1
+                .push_str(t["function"]["name"].as_str().unwrap_or_default());
+            calls[i]
+                .2
+                .push_str(t["function"]["arguments"].as_str().unwrap_or_default());
         }
         if let Some(f) = c["finish_reason"].as_str() {
             finish = f.to_owned();
         }
     }
-    let calls = calls.into_iter().map(|(i, n, a)| (i, n, args(&a))).collect();
+    let calls = calls
+        .into_iter()
+        .map(|(i, n, a)| (i, n, args(&a)))
+        .collect();
     (content, reasoning, calls, finish)
 }
 
@@ -175,7 +188,12 @@ async fn the_json_and_the_streamed_answer_agree_on_every_dialect_and_cut() {
         "description": "Weather.", "parameters": {"type": "object", "properties": {
             "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}]);
     let mut differ = Vec::new();
-    for (policy, opened) in [("move", false), ("drop", false), ("move", true), ("drop", true)] {
+    for (policy, opened) in [
+        ("move", false),
+        ("drop", false),
+        ("move", true),
+        ("drop", true),
+    ] {
         let gw = gateway(&up, policy, opened).await;
         for case in 0..answers().len() {
             let ask = |split: usize, stream: bool| {
@@ -201,5 +219,10 @@ async fn the_json_and_the_streamed_answer_agree_on_every_dialect_and_cut() {
             }
         }
     }
-    assert!(differ.is_empty(), "{} disagreements:\n{}", differ.len(), differ.join("\n"));
+    assert!(
+        differ.is_empty(),
+        "{} disagreements:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
 }

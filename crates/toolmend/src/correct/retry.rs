@@ -151,9 +151,5 @@ pub fn correct_calls<'a>(
     let each = requests
         .into_iter()
         .map(move |request: CorrectionRequest<'a>| correct_call(corrector, request, attempts));
-    Box::pin(
-        futures::stream::iter(each)
-            .buffered(limit.max(1))
-            .collect(),
-    )
+    Box::pin(futures::stream::iter(each).buffered(limit.max(1)).collect())
 }

@@ -834,10 +834,16 @@ mod tests {
             .fail_mode(FailMode::Closed);
         let v = closed.check(ctx, &calls).await;
         assert!(v.iter().all(|v| v.action == Action::Deny), "{v:?}");
-        assert!(v.iter().all(|v| v.decisions[0].rule == Rule::StoreUnavailable));
+        assert!(
+            v.iter()
+                .all(|v| v.decisions[0].rule == Rule::StoreUnavailable)
+        );
         let open = RuleGuard::new(config).expect("config").with_store(Short);
         let v = open.check(ctx, &calls).await;
-        assert!(v.iter().all(|v| v.is_allowed() && v.decisions[0].rule == Rule::StoreUnavailable));
+        assert!(
+            v.iter()
+                .all(|v| v.is_allowed() && v.decisions[0].rule == Rule::StoreUnavailable)
+        );
     }
 
     #[tokio::test]

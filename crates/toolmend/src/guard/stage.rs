@@ -4,10 +4,7 @@
 //! the stage's limit, or answers fewer verdicts than calls refuses the calls it left
 //! unjudged: a call is never run unchecked. Extra verdicts are ignored.
 
-use std::{
-    panic::AssertUnwindSafe,
-    time::Duration,
-};
+use std::{panic::AssertUnwindSafe, time::Duration};
 
 use futures::FutureExt;
 
@@ -40,7 +37,10 @@ pub async fn verdicts(
     let mut verdicts = match tokio::time::timeout(limit, checked).await {
         Ok(Ok(verdicts)) => verdicts,
         Ok(Err(_)) => {
-            tracing::warn!(calls = calls.len(), "the guard panicked; its calls are refused");
+            tracing::warn!(
+                calls = calls.len(),
+                "the guard panicked; its calls are refused"
+            );
             return vec![Verdict::deny(GUARD_FAILED); calls.len()];
         }
         Err(_) => {
@@ -94,9 +94,7 @@ mod tests {
                 Faulty::Panics => Box::pin(async { panic!("a guard bug") }),
                 Faulty::Hangs => Box::pin(std::future::pending()),
                 Faulty::AnswersOne => Box::pin(std::future::ready(vec![Verdict::allow()])),
-                Faulty::AnswersThree => {
-                    Box::pin(std::future::ready(vec![Verdict::allow(); 3]))
-                }
+                Faulty::AnswersThree => Box::pin(std::future::ready(vec![Verdict::allow(); 3])),
             }
         }
     }
@@ -104,8 +102,16 @@ mod tests {
     fn run(guard: &dyn Guard) -> Vec<Verdict> {
         let args = Value::Null;
         let calls = [
-            GuardRequest { call_id: "a", tool: "t", arguments: &args },
-            GuardRequest { call_id: "b", tool: "t", arguments: &args },
+            GuardRequest {
+                call_id: "a",
+                tool: "t",
+                arguments: &args,
+            },
+            GuardRequest {
+                call_id: "b",
+                tool: "t",
+                arguments: &args,
+            },
         ];
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -127,13 +133,19 @@ mod tests {
     fn every_fault_refuses_the_calls_it_left_unjudged() {
         let denied = |why| vec![(Action::Deny, Some(why)); 2];
         assert_eq!(reasons(&run(&Faulty::Panics)), denied(GUARD_FAILED));
-        assert_eq!(reasons(&run(&Faulty::PanicsBeforeItsFuture)), denied(GUARD_FAILED));
+        assert_eq!(
+            reasons(&run(&Faulty::PanicsBeforeItsFuture)),
+            denied(GUARD_FAILED)
+        );
         assert_eq!(reasons(&run(&Faulty::Hangs)), denied(GUARD_LATE));
         assert_eq!(
             reasons(&run(&Faulty::AnswersOne)),
             vec![(Action::Allow, None), (Action::Deny, Some(NO_VERDICT))]
         );
-        assert_eq!(reasons(&run(&Faulty::AnswersThree)), vec![(Action::Allow, None); 2]);
+        assert_eq!(
+            reasons(&run(&Faulty::AnswersThree)),
+            vec![(Action::Allow, None); 2]
+        );
         assert_eq!(reasons(&run(&NoGuard)), vec![(Action::Allow, None); 2]);
     }
 }

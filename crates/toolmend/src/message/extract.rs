@@ -481,7 +481,10 @@ mod tests {
             strip_thinking(&open_thinking("plan…</think>Answer")).as_deref(),
             Some("Answer")
         );
-        assert_eq!(strip_thinking(&open_thinking("plan, never closed")).as_deref(), Some(""));
+        assert_eq!(
+            strip_thinking(&open_thinking("plan, never closed")).as_deref(),
+            Some("")
+        );
         assert_eq!(open_thinking(""), "");
         assert_eq!(
             strip_thinking("Answer<think>never closed").as_deref(),

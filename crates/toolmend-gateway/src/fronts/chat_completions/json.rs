@@ -269,7 +269,11 @@ async fn plan_choices(
 
 /// The reasoning policy on a message no plan runs on (a request without tools): its text
 /// content's thinking moved to `reasoning_content` or dropped. True when it changed.
-pub(crate) fn reason_alone(message: &mut Value, policy: ReasoningPolicy, summary: &mut Summary) -> bool {
+pub(crate) fn reason_alone(
+    message: &mut Value,
+    policy: ReasoningPolicy,
+    summary: &mut Summary,
+) -> bool {
     if policy == ReasoningPolicy::Keep {
         return false;
     }

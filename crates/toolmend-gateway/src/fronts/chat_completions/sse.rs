@@ -171,7 +171,8 @@ impl Transformer {
             if let Some(delta) = choice.get_mut("delta").and_then(Value::as_object_mut) {
                 if let Some(Value::Array(parts)) = delta.remove("tool_calls") {
                     for p in &parts {
-                        asm.push_call(CallDelta::from_value(p)).map_err(|e| e.to_string())?;
+                        asm.push_call(CallDelta::from_value(p))
+                            .map_err(|e| e.to_string())?;
                     }
                 }
                 if let Some(Value::String(text)) = delta.remove("content") {
@@ -459,8 +460,10 @@ impl Transformer {
             .as_str()
             .filter(|r| !r.is_empty())
         {
-            out.push(self.chunk(json!({"index": index, "delta": {"reasoning_content": r},
-                "logprobs": null, "finish_reason": null})));
+            out.push(
+                self.chunk(json!({"index": index, "delta": {"reasoning_content": r},
+                "logprobs": null, "finish_reason": null})),
+            );
         }
         let text = message.text().unwrap_or_default();
         out.extend(self.message_chunks(
@@ -813,7 +816,11 @@ impl Driver {
                 json::write_choice(&mut choice, &mended, &mut self.summary, toolbox, ex);
             }
             None if calls.mend => {
-                json::reason_alone(&mut choice["message"], calls.reasoning_policy(), &mut self.summary);
+                json::reason_alone(
+                    &mut choice["message"],
+                    calls.reasoning_policy(),
+                    &mut self.summary,
+                );
             }
             None => {}
         }
@@ -913,7 +920,9 @@ pub(crate) async fn respond(ex: Exchange) -> Response {
         ex.gw.config.limits.max_calls_per_message,
     );
     if calls.mend {
-        t = t.with_reasoning(calls.reasoning_policy()).holding_other_choices();
+        t = t
+            .with_reasoning(calls.reasoning_policy())
+            .holding_other_choices();
         t.open_thinking = calls.opens_thinking();
     }
     let account = calls.account;
@@ -1088,7 +1097,9 @@ mod tests {
         // Ten choices of 60 bytes each under a 500-byte budget: the budget is shared.
         let mut t = Transformer::new(None, 500, 8).holding_other_choices();
         let text = "x".repeat(60);
-        let results: Vec<_> = (1..=10).map(|i| t.take_others(&mut chunk(i, &text))).collect();
+        let results: Vec<_> = (1..=10)
+            .map(|i| t.take_others(&mut chunk(i, &text)))
+            .collect();
         assert!(results[..8].iter().all(Result::is_ok));
         assert!(results[8].as_ref().err().unwrap().contains("(500 bytes)"));
         // Choice 0 stays in the chunk; a finished choice comes back whole.
