@@ -130,9 +130,14 @@ impl Transformer {
         self
     }
 
-    /// True when a choice after the first holds content or calls not yet released.
+    /// The first choice after the first that holds content or calls not yet released (one
+    /// that began and holds nothing loses nothing when the stream ends).
     fn others_pending(&self) -> Option<u64> {
-        self.others.as_ref()?.keys().next().copied()
+        self.others
+            .as_ref()?
+            .iter()
+            .find(|(_, asm)| asm.retained() > 0 || asm.holds_anything())
+            .map(|(&index, _)| index)
     }
 
     /// Takes the choices after the first out of `chunk` (when they are held): their
@@ -1113,6 +1118,14 @@ mod tests {
         assert_eq!(done[0].index, 1);
         assert_eq!(done[0].message.text().as_deref(), Some("one"));
         assert_eq!(t.others_pending(), None);
+        // A choice that began with its role alone holds nothing: not pending; with text, it is.
+        let mut role = json!({"id": "x", "choices": [
+            {"index": 2, "delta": {"role": "assistant"}, "finish_reason": null}]});
+        let (_, silent) = t.take_others(&mut role).unwrap();
+        assert!(!silent, "the role delta still goes out");
+        assert_eq!(t.others_pending(), None);
+        t.take_others(&mut chunk(2, "held")).unwrap();
+        assert_eq!(t.others_pending(), Some(2));
     }
 
     #[test]
