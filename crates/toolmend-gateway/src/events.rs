@@ -369,7 +369,7 @@ pub fn now() -> String {
 pub fn format_ts(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
     let rest = ms.rem_euclid(86_400_000);
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = toolmend::calendar::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
         rest / 3_600_000,
@@ -422,40 +422,10 @@ pub fn parse_ts(s: &str) -> Option<i64> {
         }
         _ => return None,
     };
-    let days = days_from_civil(y, mo, d);
+    // In range: checked above (month 1 to 12, day 1 to 31).
+    let (mo_u, d_u) = (u32::try_from(mo).ok()?, u32::try_from(d).ok()?);
+    let days = toolmend::calendar::days_from_civil(y, mo_u, d_u);
     Some(((days * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60) * 1000) + frac_ms)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of a day since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
 }
 
 /// The gateway's event log: events go through a bounded channel to a thread that

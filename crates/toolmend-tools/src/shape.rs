@@ -85,6 +85,7 @@ use minijinja::{
     value::{Kwargs, Serde, Value as Mj},
 };
 use serde_json::Value;
+use toolmend::calendar::{civil_from_days, days_from_civil, days_in_month};
 
 /// Fuel for one render: about this many instructions (or ~64 bytes of values each).
 pub const TEMPLATE_FUEL: u64 = 50_000;
@@ -427,40 +428,6 @@ struct DateTime {
     second: u32,
     /// Read from a date without a time.
     date_only: bool,
-}
-
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The civil date of a day since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-fn days_in_month(y: i64, m: u32) -> u32 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        _ => 28,
-    }
 }
 
 fn from_unix(secs: i64) -> Option<DateTime> {
@@ -1119,15 +1086,6 @@ mod tests {
                 s.template_error.as_deref().unwrap().contains("date:"),
                 "{s:?}"
             );
-        }
-    }
-
-    #[test]
-    fn civil_round_trip() {
-        for days in (-800_000..800_000).step_by(997) {
-            let (y, m, d) = civil_from_days(days);
-            assert!(d >= 1 && d <= days_in_month(y, m));
-            assert_eq!(days_from_civil(y, m, d), days);
         }
     }
 

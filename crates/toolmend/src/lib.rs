@@ -39,6 +39,7 @@
 //! ```
 
 pub mod agent;
+pub mod calendar;
 pub mod correct;
 pub mod error;
 pub mod feedback;

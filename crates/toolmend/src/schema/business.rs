@@ -24,7 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::{Issue, IssueKind, schema::ValidationContext};
+use crate::{Issue, IssueKind, calendar, schema::ValidationContext};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Rule {
@@ -49,44 +49,18 @@ enum Step {
     Items,
 }
 
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// The date part of `YYYY-MM-DD…`, as days since the epoch.
 fn parse_date(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days_in = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    if !(1..=12).contains(&m) || d < 1 || d > days_in[(m - 1) as usize] {
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<u32>().ok();
+    let (y, m, d) = (i64::from(num(0..4)?), num(5..7)?, num(8..10)?);
+    if d < 1 || d > calendar::days_in_month(y, m) {
         return None;
     }
-    Some(days_from_civil(y, m, d))
+    Some(calendar::days_from_civil(y, m, d))
 }
 
 fn today() -> i64 {
@@ -173,17 +147,7 @@ impl crate::schema::CustomValidator for BusinessRules {
 
 /// `YYYY-MM-DD` of days since the epoch.
 fn show(days: i64) -> String {
-    // civil_from_days (Hinnant).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    format!("{:04}-{m:02}-{d:02}", if m <= 2 { y + 1 } else { y })
+    crate::calendar::format_date(days)
 }
 
 fn visit(v: &Value, steps: &[Step], path: String, f: &mut impl FnMut(String, &Value)) {

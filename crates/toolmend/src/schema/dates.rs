@@ -162,17 +162,10 @@ fn digits(s: &str) -> Option<u32> {
 }
 
 fn valid(y: u32, m: u32, d: u32) -> bool {
-    (1..=9999).contains(&y) && (1..=12).contains(&m) && d >= 1 && d <= days_in_month(y, m)
-}
-
-fn days_in_month(y: u32, m: u32) -> u32 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400) => 29,
-        2 => 28,
-        _ => 0,
-    }
+    (1..=9999).contains(&y)
+        && (1..=12).contains(&m)
+        && d >= 1
+        && d <= crate::calendar::days_in_month(i64::from(y), m)
 }
 
 fn parse_date(s: &str) -> Option<(u32, u32, u32)> {
