@@ -1010,6 +1010,28 @@ mod tests {
     }
 
     #[test]
+    fn correction_concurrency_is_bounded_and_named() {
+        let base = "upstream.base_url = \"http://127.0.0.1:9/v1\"\n";
+        for bad in [0, 65] {
+            let err = super::Config::from_toml_and_env(
+                &format!("{base}correction.max_concurrency = {bad}\n"),
+                Vec::new(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("correction.max_concurrency is"), "{err}");
+        }
+        let ok = super::Config::from_toml_and_env(
+            &format!("{base}correction.max_concurrency = 64\n"),
+            Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(ok.correction.max_concurrency, 64);
+        let default = super::Config::from_toml_and_env(base, Vec::new()).unwrap();
+        assert_eq!(default.correction.max_concurrency, 4);
+    }
+
+    #[test]
     fn a_config_error_about_the_upstream_url_hides_its_credentials() {
         let err = super::Config::from_toml_and_env(
             r#"upstream.base_url = "ftp://user:secret@host/v1""#,

@@ -153,3 +153,82 @@ pub fn correct_calls<'a>(
         .map(move |request: CorrectionRequest<'a>| correct_call(corrector, request, attempts));
     Box::pin(futures::stream::iter(each).buffered(limit.max(1)).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::{CompiledTool, future::BoxFuture};
+
+    /// Counts the corrections in flight at once, and the most seen; gives up on each.
+    #[derive(Default)]
+    struct Counting {
+        now: AtomicUsize,
+        most: AtomicUsize,
+    }
+
+    impl Corrector for Counting {
+        fn correct<'a>(
+            &'a self,
+            _request: CorrectionRequest<'a>,
+        ) -> BoxFuture<'a, Result<Correction, CorrectError>> {
+            Box::pin(async move {
+                let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.most.fetch_max(n, Ordering::SeqCst);
+                for _ in 0..8 {
+                    tokio::task::yield_now().await;
+                }
+                self.now.fetch_sub(1, Ordering::SeqCst);
+                Ok(Correction {
+                    arguments: None,
+                    usage: None,
+                })
+            })
+        }
+    }
+
+    #[test]
+    fn the_stage_corrects_at_most_its_limit_at_once() {
+        let tool = CompiledTool::compile("t", "", &json!({"type": "object"})).unwrap();
+        let coercions = Coercions::default();
+        let ids: Vec<String> = (0..12).map(|i| format!("c{i}")).collect();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for limit in [1, 3, 12] {
+            let corrector = Counting::default();
+            let requests = ids
+                .iter()
+                .map(|id| CorrectionRequest {
+                    tool: &tool,
+                    call_id: id,
+                    raw_arguments: "{}",
+                    arguments: None,
+                    issues: &[],
+                    attempt: 1,
+                    messages: &[],
+                    assistant_text: None,
+                })
+                .collect();
+            let attempts = Attempts {
+                max: 1,
+                timeout: Duration::from_secs(60),
+                coercions: &coercions,
+                ctx: ValidationContext::new("t", Phase::Correction),
+            };
+            let done = rt.block_on(correct_calls(&corrector, requests, attempts, limit));
+            assert_eq!(done.len(), ids.len());
+            assert!(done.iter().all(|c| c.attempts == 1 && c.value.is_none()));
+            // Overlapping (the limit is reached) but never past it.
+            assert_eq!(
+                corrector.most.load(Ordering::SeqCst),
+                limit,
+                "limit {limit}"
+            );
+        }
+    }
+}

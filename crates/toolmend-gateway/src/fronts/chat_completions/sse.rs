@@ -152,6 +152,13 @@ impl Transformer {
         let Some(choices) = chunk.get_mut("choices").and_then(Value::as_array_mut) else {
             return Ok((Vec::new(), false));
         };
+        // Choice 0 alone (n = 1, nearly every stream): nothing to take, nothing to copy.
+        if choices
+            .iter()
+            .all(|c| c["index"].as_u64().unwrap_or(0) == 0)
+        {
+            return Ok((Vec::new(), false));
+        }
         let had = choices.len();
         let mut done = Vec::new();
         let mut kept = Vec::with_capacity(choices.len());
