@@ -41,6 +41,7 @@
 pub mod agent;
 pub mod calendar;
 pub mod correct;
+pub mod drive;
 pub mod error;
 pub mod feedback;
 pub mod fix;

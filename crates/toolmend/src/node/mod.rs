@@ -43,7 +43,7 @@ mod stats;
 mod tool;
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     panic::{AssertUnwindSafe, catch_unwind},
     sync::Arc,
     time::{Duration, Instant},
@@ -70,14 +70,15 @@ pub use tool::{TypedTool, typed_tool, typed_tool_with_context};
 
 use crate::{
     Fix, FixKind, MendOptions,
-    correct::{Attempts, CorrectionRequest, Corrector, NoCorrector},
-    feedback,
-    guard::{Action, Decision, Guard, GuardContext, GuardRequest, NoGuard},
+    correct::{Corrector, NoCorrector},
+    drive::{
+        self, CallReport, Correcting, Driven, Guarding, Invalid, NoObserver, OnRefused, Resolved,
+        Settle, Stages, Stop, Turn,
+    },
+    guard::{Action, Guard, NoGuard},
     history,
-    mend::Outcome,
-    message::{self, AcceptTruncated, PlanOptions, PlannedCall},
-    protocol::{AssistantMessage, Content, Message, ToolCall, ToolMessage},
-    schema::{Phase, ValidationContext},
+    message::{self, AcceptTruncated, PlanOptions},
+    protocol::{AssistantMessage, Content, Message, ToolMessage},
 };
 
 /// The tool node. Build one with [`ToolNode::builder`]; share it (`&self` everywhere).
@@ -396,24 +397,17 @@ impl NodeOutput {
     }
 }
 
-/// One call on its way through the pipeline: its plan, then what the later stages did.
+/// What running one call produced (beside its report, [`CallReport`]).
 #[derive(Debug)]
-struct Plan<'m> {
-    /// The plan of the call (id, source, mended arguments, outcome so far).
-    p: PlannedCall,
-    /// The argument text as the model sent it.
-    raw: &'m str,
-    correction_attempts: u32,
-    correction_usage: Vec<crate::correct::Usage>,
-    /// The text of the answer, once known (feedback, refusal, tool output).
+struct Run {
+    /// The answer, once known (feedback, refusal, tool output).
     answer: Option<ToolOutput>,
     status: ResultStatus,
     tool_error: bool,
     /// Whose fault the tool's failure is.
     fault: Option<Fault>,
-    timings: Timings,
-    /// The guard's decisions on it.
-    guard: Vec<Decision>,
+    /// Time the tool body took.
+    execute: Duration,
 }
 
 impl ToolNode {
@@ -480,138 +474,185 @@ impl ToolNode {
             return Err(NodeError::NoAssistantMessage);
         };
         let history = &messages[..at];
-        let ctx = ValidationContext {
-            tool: "",
-            phase: Phase::Initial,
-            messages: history,
+        let correction = self.corrector.is_enabled().then(|| Correcting {
+            corrector: &*self.corrector,
+            max_retries: self.max_correction_retries,
+            timeout: self.stage_timeout,
+            concurrency: self.max_concurrency,
+        });
+        let guard = self.guard.is_enabled().then(|| Guarding {
+            guard: &*self.guard,
+            session: opts.session.as_deref(),
+            timeout: self.stage_timeout,
+            fresh_ids: &self.fresh_ids,
+            on_refused: OnRefused::Answer,
+            max_re_asks: 0,
+        });
+        let hook = HookSettle {
+            policy: &self.on_unresolved,
+            shared: std::sync::Mutex::new(None),
+        };
+        let stages = Stages {
+            toolbox: self.registry.toolbox(),
+            plan: &self.plan,
+            invalid: &[Invalid::Correct],
+            correction,
+            re_ask: None,
+            max_re_asks: 0,
+            raise_unresolved: matches!(self.on_unresolved, OnUnresolved::Raise),
+            settle: matches!(
+                self.on_unresolved,
+                OnUnresolved::Hook(_) | OnUnresolved::AsyncHook(_)
+            )
+            .then_some(&hook as &dyn Settle),
+            budget: opts.max_calls,
+            guard,
+            stage_timeout: self.stage_timeout,
+            observer: &NoObserver,
+        };
+        let turn = Turn {
+            message: assistant,
+            history,
+            later: &messages[at + 1..],
+            cut_off: false,
             state: opts.state.as_deref(),
         };
-
-        let planned = message::plan_assistant(
-            assistant,
-            history,
-            &messages[at + 1..],
-            false,
-            self.registry.toolbox(),
-            &self.plan,
-            &ctx,
-        );
-        let message::MessagePlan {
-            calls,
-            answered,
-            shape,
-        } = planned;
-        let sent: &[ToolCall] = if shape.from_text {
-            &shape.text_calls
-        } else {
-            assistant.tool_calls.as_deref().unwrap_or(&[])
+        let driven = drive::drive(
+            turn,
+            &stages,
+            &mut drive::Tally::default(),
+            &mut drive::GuardTally::default(),
+        )
+        .await;
+        let Driven { resolved, stopped } = match driven {
+            Ok(driven) => driven,
+            Err(Stop::Unresolved(calls)) => return Err(NodeError::Unresolved(calls)),
+            Err(Stop::Rejected(r)) => {
+                let reason = r
+                    .refused
+                    .iter()
+                    .find(|x| x.action == Action::Error)
+                    .map_or_else(|| r.message(), |x| x.reason.clone());
+                return Err(NodeError::LimitExceeded { reason });
+            }
         };
-        let mut plans: Vec<Plan<'_>> = calls
-            .into_iter()
-            .map(|p| {
-                let raw = sent
-                    .get(p.index)
-                    .map_or("", |tc| tc.function.arguments.as_str());
-                Plan::new(p, raw)
+        let Resolved {
+            message: mut sanitized,
+            calls: mut reports,
+            mut message_fixes,
+            answered,
+            ..
+        } = resolved;
+        // What stays invalid is answered with its feedback; a refused call with the reason.
+        let mut runs: Vec<Run> = reports
+            .iter()
+            .map(|c| {
+                let text = match c.outcome {
+                    CallOutcome::Feedback => c.feedback.clone(),
+                    CallOutcome::Flooded => c.note.clone(),
+                    _ => None,
+                };
+                Run {
+                    answer: text.map(ToolOutput::text),
+                    status: ResultStatus::Error,
+                    tool_error: false,
+                    fault: None,
+                    execute: Duration::ZERO,
+                }
             })
             .collect();
-        self.correct(&mut plans, history, assistant, &ctx).await;
-        self.resolve(&mut plans, history, &ctx).await?;
-        let stopped = self.guard(&mut plans, history, opts).await?;
-        self.execute(&mut plans, opts, opts.received_at.unwrap_or(started))
-            .await?;
+        self.execute(
+            &mut reports,
+            &mut runs,
+            opts,
+            opts.received_at.unwrap_or(started),
+        )
+        .await?;
 
-        let mut message_fixes = shape.message_fixes.clone();
-        for p in &mut plans {
-            if p.p.id.is_some() && !history::is_valid_function_name(emitted_name(p, sent)) {
-                let name = emitted_name(p, sent).to_owned();
-                let fixed = history::sanitize_name(&name);
-                p.p.call.fixes.push(Fix::on(
+        // A name OpenAI's pattern rejects would fail the next request (HTTP 400), even for
+        // a call answered with feedback or one answered before (recorded as a fix).
+        if let Some(calls) = &mut sanitized.tool_calls
+            && calls
+                .iter()
+                .any(|tc| !history::is_valid_function_name(&tc.function.name))
+        {
+            let by_id: HashMap<&str, usize> = reports
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| Some((c.answered_id()?, i)))
+                .collect();
+            let answered_ids: HashSet<&str> = answered.iter().map(|a| a.id.as_str()).collect();
+            let mut call_fixes = Vec::new();
+            for tc in calls.iter_mut() {
+                if history::is_valid_function_name(&tc.function.name) {
+                    continue;
+                }
+                let fixed = history::sanitize_name(&tc.function.name);
+                let fix = Fix::on(
                     FixKind::FunctionNameSanitized,
                     "",
-                    format!("{name:?} -> {fixed:?}"),
-                ));
+                    format!("{:?} -> {fixed:?}", tc.function.name),
+                );
+                let id = tc.id.as_deref().unwrap_or_default();
+                if let Some(&i) = by_id.get(id) {
+                    call_fixes.push((i, fix));
+                } else if answered_ids.contains(id) {
+                    message_fixes.push(fix);
+                }
+                tc.function.name = fixed;
             }
-            // Anthropic and Bedrock refuse an empty result, whoever wrote it.
-            if let Some(answer) = &mut p.answer
+            for (i, fix) in call_fixes {
+                reports[i].fixes.push(fix);
+            }
+        }
+        // Anthropic and Bedrock refuse an empty result, whoever wrote it.
+        for (c, run) in reports.iter_mut().zip(&mut runs) {
+            if let Some(answer) = &mut run.answer
                 && history::is_blank(&answer.content)
             {
                 answer.content = Content::Text(history::EMPTY_RESULT.to_owned());
-                p.p.call.fixes.push(Fix::on(
+                c.fixes.push(Fix::on(
                     FixKind::EmptyResultFilled,
                     "",
                     history::EMPTY_RESULT,
                 ));
             }
         }
-        let mut sanitized =
-            message::sanitize_assistant(assistant, &shape, plans.iter().map(|p| &p.p));
-        // A name OpenAI's pattern rejects would fail the next request (HTTP 400), even for
-        // a call answered with feedback or one answered before (recorded as a fix).
-        if let Some(calls) = &mut sanitized.tool_calls {
-            // Built only when a name needs fixing (hardly ever).
-            let mut answered_ids: Option<HashSet<&str>> = None;
-            for tc in calls.iter_mut() {
-                if !history::is_valid_function_name(&tc.function.name) {
-                    let fixed = history::sanitize_name(&tc.function.name);
-                    let ids = answered_ids
-                        .get_or_insert_with(|| answered.iter().map(|a| a.id.as_str()).collect());
-                    let was_answered = tc.id.as_deref().is_some_and(|id| ids.contains(id));
-                    if was_answered {
-                        message_fixes.push(Fix::on(
-                            FixKind::FunctionNameSanitized,
-                            "",
-                            format!("{:?} -> {fixed:?}", tc.function.name),
-                        ));
-                    }
-                    tc.function.name = fixed;
-                }
-            }
-        }
         let changed = &sanitized != assistant;
-        let mut results = Vec::with_capacity(plans.len());
-        let mut calls = Vec::with_capacity(plans.len());
-        for Plan {
-            p,
-            correction_attempts,
-            correction_usage,
-            answer,
-            status,
-            tool_error,
-            fault,
-            mut timings,
-            guard,
-            ..
-        } in plans
-        {
-            if let (Some(id), Some(answer)) = (&p.id, answer) {
+        let mut results = Vec::with_capacity(reports.len());
+        let mut calls = Vec::with_capacity(reports.len());
+        for (c, run) in reports.into_iter().zip(runs) {
+            let call_id = c.answered_id().map(str::to_owned);
+            if let (Some(id), Some(answer)) = (&call_id, run.answer) {
                 results.push(ToolResult {
                     call_id: id.clone(),
-                    tool: p.call.tool.clone(),
+                    tool: c.tool.clone(),
                     content: answer.content,
-                    status,
+                    status: run.status,
                     artifact: answer.artifact,
                     metadata: answer.metadata,
-                    outcome: p.outcome,
-                    fault,
+                    outcome: c.outcome,
+                    fault: run.fault,
                 });
             }
-            timings.mend = p.mend_time;
             calls.push(CallStats {
-                call_id: p.id,
-                original_id: p.original_id,
-                tool: p.call.tool,
-                outcome: p.outcome,
-                source: p.source,
-                fixes: p.call.fixes,
-                issues: p.call.issues,
-                correction_attempts,
-                correction_usage,
-                tool_error,
-                fault,
-                note: p.note,
-                guard,
-                timings,
+                call_id,
+                original_id: c.original_id,
+                tool: c.tool,
+                outcome: c.outcome,
+                source: c.source,
+                fixes: c.fixes,
+                issues: c.issues,
+                correction_attempts: c.correction_attempts,
+                correction_usage: c.correction_usage,
+                tool_error: run.tool_error,
+                fault: run.fault,
+                note: c.note,
+                guard: c.guard,
+                timings: Timings {
+                    execute: run.execute,
+                    ..c.timings
+                },
             });
         }
         let stats = NodeStats {
@@ -641,291 +682,24 @@ impl ToolNode {
         }
     }
 
-    /// Correct: ask the corrector for calls that stayed invalid, re-validate its answers.
-    async fn correct(
-        &self,
-        plans: &mut [Plan<'_>],
-        history: &[Message],
-        assistant: &AssistantMessage,
-        ctx: &ValidationContext<'_>,
-    ) {
-        if !self.corrector.is_enabled() {
-            return;
-        }
-        let assistant_text = assistant.text();
-        let toolbox = self.registry.toolbox();
-        let mut jobs = Vec::new();
-        let mut requests = Vec::new();
-        for (i, p) in plans.iter().enumerate() {
-            if !self.correctable(p) {
-                continue;
-            }
-            let Some(tool) = toolbox.get(&p.p.call.tool) else {
-                continue;
-            };
-            jobs.push(i);
-            requests.push(CorrectionRequest {
-                tool,
-                call_id: p.p.id.as_deref().unwrap_or_default(),
-                raw_arguments: p.raw,
-                arguments: p.p.call.arguments.as_ref(),
-                issues: &p.p.call.issues,
-                attempt: 1,
-                messages: history,
-                assistant_text: assistant_text.as_deref(),
-            });
-        }
-        if jobs.is_empty() {
-            return;
-        }
-        let attempts = Attempts {
-            max: self.max_correction_retries,
-            timeout: self.stage_timeout,
-            coercions: &self.plan.mend.coercions,
-            ctx: *ctx,
-        };
-        let done = crate::correct::correct_calls(
-            &*self.corrector,
-            requests,
-            attempts,
-            self.max_concurrency,
-        )
-        .await;
-        for (i, c) in jobs.into_iter().zip(done) {
-            let p = &mut plans[i];
-            p.correction_attempts = c.attempts;
-            p.correction_usage = c.usage;
-            p.timings.correct = c.elapsed;
-            p.p.note = c.note;
-            // A failed correction leaves the call's own issues: the feedback is about the
-            // call the model sent (and still sees), not about the corrector's attempts.
-            if let Some((value, fixes)) = c.value {
-                p.p.call.fixes.push(Fix::replaced(
-                    FixKind::ArgumentsCorrected,
-                    p.p.call.arguments.as_ref(),
-                    p.raw,
-                    &value,
-                ));
-                p.p.arguments_text = Some(value.to_string());
-                p.p.call.arguments = Some(value);
-                p.p.call.fixes.extend(fixes);
-                p.p.call.outcome = Outcome::Repaired;
-                p.p.outcome = CallOutcome::Corrected;
-            }
-        }
-    }
-
-    fn correctable(&self, p: &Plan<'_>) -> bool {
-        p.p.correctable && p.p.id.is_some()
-    }
-
-    /// Resolve: what stays invalid gets feedback, raises, or goes to the hook.
-    async fn resolve(
-        &self,
-        plans: &mut [Plan<'_>],
-        history: &[Message],
-        ctx: &ValidationContext<'_>,
-    ) -> Result<(), NodeError> {
-        let unresolved = |p: &Plan<'_>| p.p.outcome == CallOutcome::Feedback && p.p.id.is_some();
-        if matches!(self.on_unresolved, OnUnresolved::Raise) {
-            let failed: Vec<UnresolvedCall> = plans
-                .iter()
-                .filter(|p| unresolved(p))
-                .map(Plan::unresolved)
-                .collect();
-            if !failed.is_empty() {
-                return Err(NodeError::Unresolved(failed));
-            }
-            return Ok(());
-        }
-        let mut shared_history: Option<Arc<[Message]>> = None;
-        for p in plans.iter_mut().filter(|p| unresolved(p)) {
-            let t0 = Instant::now();
-            let default = feedback::render(&p.p.call.tool, &p.p.call.issues).text;
-            let resolution = match &self.on_unresolved {
-                OnUnresolved::Hook(hook) => Some(
-                    catch_unwind(AssertUnwindSafe(|| hook(&p.unresolved(), history)))
-                        .unwrap_or_else(|_| {
-                            tracing::warn!(tool = %p.p.call.tool, "the unresolved-call hook panicked; default feedback given");
-                            Resolution::Default
-                        }),
-                ),
-                OnUnresolved::AsyncHook(hook) => {
-                    let history = shared_history
-                        .get_or_insert_with(|| Arc::from(history.to_vec()))
-                        .clone();
-                    // Called inside the caught future: a panic while building it counts too.
-                    let answer =
-                        AssertUnwindSafe(async { hook(p.unresolved(), history).await })
-                            .catch_unwind();
-                    Some(match tokio::time::timeout(self.stage_timeout, answer).await {
-                        Ok(Ok(r)) => r,
-                        Ok(Err(_)) => {
-                            tracing::warn!(tool = %p.p.call.tool, "the unresolved-call hook panicked; default feedback given");
-                            Resolution::Default
-                        }
-                        Err(_) => {
-                            tracing::warn!(tool = %p.p.call.tool, "the unresolved-call hook did not answer in time; default feedback given");
-                            Resolution::Default
-                        }
-                    })
-                }
-                _ => None,
-            };
-            let text = match resolution {
-                Some(resolution) => match resolution {
-                    Resolution::Salvage(value) => match self.salvage(p, value, ctx) {
-                        Ok(()) => None,
-                        Err(why) => {
-                            tracing::warn!(tool = %p.p.call.tool, "salvaged arguments rejected: {why}");
-                            p.p.note = Some(format!("salvage rejected: {why}"));
-                            Some(default)
-                        }
-                    },
-                    Resolution::Feedback(text) => Some(text),
-                    Resolution::Default => Some(default),
-                },
-                None => Some(default),
-            };
-            if let Some(text) = text {
-                p.answer = Some(ToolOutput::text(text));
-                p.status = ResultStatus::Error;
-            }
-            p.timings.resolve = t0.elapsed();
-        }
-        Ok(())
-    }
-
-    fn salvage(
-        &self,
-        p: &mut Plan<'_>,
-        value: Value,
-        ctx: &ValidationContext<'_>,
-    ) -> Result<(), String> {
-        let tool = self
-            .registry
-            .toolbox()
-            .get(&p.p.call.tool)
-            .ok_or_else(|| format!("there is no tool named {:?}", p.p.call.tool))?;
-        let ctx = ValidationContext {
-            tool: tool.name(),
-            phase: Phase::Salvage,
-            ..*ctx
-        };
-        let checked = tool.check(value, &self.plan.mend.coercions, &ctx);
-        if !checked.is_valid() {
-            let first = checked.issues.first().map_or("", |i| i.message.as_str());
-            return Err(first.to_owned());
-        }
-        p.p.call.fixes.push(Fix::replaced(
-            FixKind::ArgumentsSalvaged,
-            p.p.call.arguments.as_ref(),
-            p.raw,
-            &checked.value,
-        ));
-        p.p.arguments_text = Some(checked.value.to_string());
-        p.p.call.arguments = Some(checked.value);
-        p.p.call.fixes.extend(checked.fixes);
-        p.p.call.outcome = Outcome::Repaired;
-        p.p.outcome = CallOutcome::Salvaged;
-        Ok(())
-    }
-
-    /// Guard: valid calls the guard refuses are answered with its reason. Returns the
-    /// reason when the guard ends the run.
-    async fn guard(
-        &self,
-        plans: &mut [Plan<'_>],
-        history: &[Message],
-        opts: &InvokeOptions,
-    ) -> Result<Option<String>, NodeError> {
-        if let Some(budget) = opts.max_calls {
-            for p in plans.iter_mut().filter(|p| p.runnable()).skip(budget) {
-                let reason = "Not run: the tool-call budget of this run is used up. Answer \
-                              with what you have."
-                    .to_owned();
-                p.p.outcome = CallOutcome::Flooded;
-                p.p.note = Some(reason.clone());
-                p.answer = Some(ToolOutput::text(reason));
-                p.status = ResultStatus::Error;
-            }
-        }
-        if !self.guard.is_enabled() {
-            return Ok(None);
-        }
-        let runnable: Vec<usize> = (0..plans.len()).filter(|&i| plans[i].runnable()).collect();
-        if runnable.is_empty() {
-            return Ok(None);
-        }
-        let t0 = Instant::now();
-        let verdicts = {
-            let requests: Vec<GuardRequest<'_>> = runnable
-                .iter()
-                .map(|&i| {
-                    let p = &plans[i];
-                    GuardRequest {
-                        call_id: p.p.id.as_deref().unwrap_or_default(),
-                        tool: &p.p.call.tool,
-                        arguments: p.p.call.arguments.as_ref().unwrap_or(&Value::Null),
-                    }
-                })
-                .collect();
-            let ctx = GuardContext {
-                session: opts.session.as_deref(),
-                history,
-            };
-            crate::guard::stage::verdicts(&*self.guard, ctx, &requests, self.stage_timeout).await
-        };
-        let share = t0.elapsed() / u32::try_from(runnable.len()).unwrap_or(u32::MAX);
-        let mut stopped = None;
-        // Exactly one verdict per runnable call (the stage's promise).
-        for (&i, verdict) in runnable.iter().zip(verdicts) {
-            let p = &mut plans[i];
-            p.timings.guard = share;
-            if verdict.id_reused {
-                message::rename_reused(&mut p.p, self.fresh_ids.next_id());
-            }
-            p.guard = verdict.decisions;
-            match verdict.action {
-                Action::Allow => {}
-                Action::Error => {
-                    return Err(NodeError::LimitExceeded {
-                        reason: verdict.reason.unwrap_or_default(),
-                    });
-                }
-                Action::Deny | Action::End => {
-                    let reason = verdict
-                        .reason
-                        .unwrap_or_else(|| "the call was not run: refused by the guard".into());
-                    if verdict.action == Action::End && stopped.is_none() {
-                        stopped = Some(reason.clone());
-                    }
-                    p.p.outcome = CallOutcome::Flooded;
-                    p.p.note = Some(reason.clone());
-                    p.answer = Some(ToolOutput::text(reason));
-                    p.status = ResultStatus::Error;
-                }
-            }
-        }
-        Ok(stopped)
-    }
-
     /// Execute: every runnable call, concurrently (bounded), in call order.
     async fn execute(
         &self,
-        plans: &mut [Plan<'_>],
+        reports: &mut [CallReport],
+        runs: &mut [Run],
         opts: &InvokeOptions,
         received_at: Instant,
     ) -> Result<(), NodeError> {
-        let jobs: Vec<Job> = plans
+        let jobs: Vec<Job> = reports
             .iter_mut()
+            .zip(runs.iter())
             .enumerate()
-            .filter(|(_, p)| p.runnable() && p.answer.is_none())
-            .filter_map(|(i, p)| {
-                let entry = self.registry.entry(&p.p.call.tool)?;
+            .filter(|(_, (c, run))| c.may_run() && run.answer.is_none())
+            .filter_map(|(i, (c, _))| {
+                let entry = self.registry.entry(&c.tool)?;
                 let ctx = CallContext {
-                    call_id: p.p.id.clone()?,
-                    tool: p.p.call.tool.clone(),
+                    call_id: c.id.clone(),
+                    tool: c.tool.clone(),
                     state: opts.state.clone(),
                     trace_id: opts.trace_id.clone(),
                     received_at: Some(received_at),
@@ -935,12 +709,12 @@ impl ToolNode {
                     let left = deadline.saturating_duration_since(Instant::now());
                     timeout = Some(timeout.map_or(left, |t| t.min(left)));
                 }
-                let args = p.p.call.arguments.take().unwrap_or(Value::Null);
+                let args = c.arguments.take().unwrap_or(Value::Null);
                 Some((i, Arc::clone(&entry.tool), timeout, args, ctx))
             })
             .collect();
         let spawn = self.spawn_tools;
-        let runs = jobs
+        let running = jobs
             .into_iter()
             .map(move |(i, tool, timeout, args, ctx)| async move {
                 let t0 = Instant::now();
@@ -951,45 +725,45 @@ impl ToolNode {
                 };
                 (i, result, t0.elapsed())
             });
-        let mut runs: Vec<_> = runs.collect();
-        let done: Vec<_> = if runs.len() == 1 {
+        let mut running: Vec<_> = running.collect();
+        let done: Vec<_> = if running.len() == 1 {
             // One call: no scheduling to do.
-            let only = runs.pop();
+            let only = running.pop();
             match only {
                 Some(run) => vec![run.await],
                 None => Vec::new(),
             }
         } else {
-            stream::iter(runs)
+            stream::iter(running)
                 .buffered(self.max_concurrency)
                 .collect()
                 .await
         };
         let mut propagate = None;
         for (i, result, elapsed) in done {
-            let p = &mut plans[i];
-            p.timings.execute = elapsed;
+            let (c, run) = (&mut reports[i], &mut runs[i]);
+            run.execute = elapsed;
             match result {
                 Ok(out) => {
-                    p.answer = Some(out);
-                    p.status = ResultStatus::Success;
+                    run.answer = Some(out);
+                    run.status = ResultStatus::Success;
                 }
                 Err(e) => {
-                    p.tool_error = true;
-                    p.fault = Some(e.fault());
-                    p.p.note = Some(e.to_string());
-                    p.status = ResultStatus::Error;
+                    run.tool_error = true;
+                    run.fault = Some(e.fault());
+                    c.note = Some(e.to_string());
+                    run.status = ResultStatus::Error;
                     match self.on_tool_error.render(&e) {
                         Some(text) => {
                             // What the service sent beside its failure stays the caller's.
                             let mut out = ToolOutput::text(text);
                             (out.artifact, out.metadata) = e.into_details();
-                            p.answer = Some(out);
+                            run.answer = Some(out);
                         }
                         None => {
                             propagate.get_or_insert(NodeError::Tool {
-                                call_id: p.p.id.clone().unwrap_or_default(),
-                                tool: p.p.call.tool.clone(),
+                                call_id: c.id.clone(),
+                                tool: c.tool.clone(),
                                 error: e,
                             });
                         }
@@ -1004,36 +778,36 @@ impl ToolNode {
 /// One tool run: the plan's index, the tool, its timeout, the arguments, the context.
 type Job = (usize, Arc<dyn Tool>, Option<Duration>, Value, CallContext);
 
-impl<'m> Plan<'m> {
-    fn new(p: PlannedCall, raw: &'m str) -> Self {
-        Plan {
-            p,
-            raw,
-            correction_attempts: 0,
-            correction_usage: Vec::new(),
-            answer: None,
-            status: ResultStatus::Error,
-            tool_error: false,
-            fault: None,
-            timings: Timings::default(),
-            guard: Vec::new(),
-        }
-    }
+/// The node's [`OnUnresolved`] hook as the driver's settle capability.
+struct HookSettle<'a> {
+    policy: &'a OnUnresolved,
+    /// The conversation an async hook shares, copied once per invocation.
+    shared: std::sync::Mutex<Option<Arc<[Message]>>>,
+}
 
-    fn runnable(&self) -> bool {
-        self.p.is_runnable()
-    }
-
-    fn unresolved(&self) -> UnresolvedCall {
-        UnresolvedCall {
-            call_id: self.p.id.clone().unwrap_or_default(),
-            tool: self.p.call.tool.clone(),
-            arguments: self.p.call.arguments.clone(),
-            raw_arguments: self.raw.to_owned(),
-            issues: self.p.call.issues.clone(),
-            feedback: feedback::render(&self.p.call.tool, &self.p.call.issues).text,
-            correction_attempts: self.correction_attempts,
-        }
+impl Settle for HookSettle<'_> {
+    fn settle<'a>(
+        &'a self,
+        call: UnresolvedCall,
+        history: &'a [Message],
+    ) -> BoxFuture<'a, Resolution> {
+        Box::pin(async move {
+            match self.policy {
+                OnUnresolved::Hook(hook) => hook(&call, history),
+                OnUnresolved::AsyncHook(hook) => {
+                    let shared = {
+                        let mut slot = self
+                            .shared
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        slot.get_or_insert_with(|| Arc::from(history.to_vec()))
+                            .clone()
+                    };
+                    hook(call, shared).await
+                }
+                _ => Resolution::Default,
+            }
+        })
     }
 }
 
@@ -1043,15 +817,6 @@ struct AbortOnDrop(tokio::task::AbortHandle);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// The name a call carries in the sanitized message: the registered name once mended
-/// arguments replace the model's, else the name the model sent.
-fn emitted_name<'p>(p: &'p Plan<'_>, sent: &'p [ToolCall]) -> &'p str {
-    match sent.get(p.p.index) {
-        Some(tc) if p.p.arguments_text.is_none() => &tc.function.name,
-        _ => &p.p.call.tool,
     }
 }
 

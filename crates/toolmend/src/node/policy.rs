@@ -3,42 +3,9 @@
 
 use std::{fmt, sync::Arc};
 
-use serde::Serialize;
-use serde_json::Value;
-
 use super::{Fault, ToolError};
-use crate::{Issue, protocol::Message};
-
-/// A call still invalid after repair, validation and correction.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct UnresolvedCall {
-    /// The call id.
-    pub call_id: String,
-    /// The tool (the name sent, for an unknown tool).
-    pub tool: String,
-    /// The best reading of the arguments, if any could be read.
-    pub arguments: Option<Value>,
-    /// The argument text as the model sent it.
-    pub raw_arguments: String,
-    /// What is wrong.
-    pub issues: Vec<Issue>,
-    /// The feedback text the agent gets by default.
-    pub feedback: String,
-    /// Correction attempts made.
-    pub correction_attempts: u32,
-}
-
-/// What a hook decides for an unresolved call.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Resolution {
-    /// Run with these arguments (re-validated first, phase `salvage`; if they fail, the
-    /// call gets the default feedback and a warning is logged).
-    Salvage(Value),
-    /// Answer with this text instead of the default feedback.
-    Feedback(String),
-    /// The default feedback.
-    Default,
-}
+pub use crate::drive::{Resolution, UnresolvedCall};
+use crate::protocol::Message;
 
 /// A hook deciding unresolved calls; sees the call and the conversation.
 pub type ResolveHook = Arc<dyn Fn(&UnresolvedCall, &[Message]) -> Resolution + Send + Sync>;

@@ -9,35 +9,15 @@ use std::{
     time::Duration,
 };
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
+
+use crate::drive::micros;
 
 use crate::{Fix, Issue, correct::Usage};
 
 pub use crate::message::{CallOutcome, CallSource};
 
-/// Time spent per stage on one call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Timings {
-    /// Repair and validation.
-    #[serde(serialize_with = "micros")]
-    pub mend: Duration,
-    /// Correction (all attempts).
-    #[serde(serialize_with = "micros")]
-    pub correct: Duration,
-    /// The unresolved hook.
-    #[serde(serialize_with = "micros")]
-    pub resolve: Duration,
-    /// The guard (its share of the batch).
-    #[serde(serialize_with = "micros")]
-    pub guard: Duration,
-    /// The tool body.
-    #[serde(serialize_with = "micros")]
-    pub execute: Duration,
-}
-
-fn micros<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1e6)
-}
+pub use crate::drive::Timings;
 
 /// One call's record.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,0 +1,69 @@
+//! The plan stage: the core's plan of the message ([`crate::message`]) as the driver's
+//! [`Resolved`] answer; it keeps no rule of its own.
+
+use super::{CallReport, Resolved, Timings, Turn};
+use crate::{
+    Toolbox, feedback,
+    message::{self, CallOutcome, PlanOptions},
+    schema::{Phase, ValidationContext},
+};
+
+/// Plans `turn.message` against `tools`: its calls extracted (sent, or written into the
+/// text), ids settled by the one rule against the history, each call mended, a cut-off
+/// answer's last call marked, the content shaped; the sanitized message and one report
+/// per call.
+pub fn plan(turn: Turn<'_>, tools: &Toolbox, opts: &PlanOptions) -> Resolved {
+    let ctx = ValidationContext {
+        tool: "",
+        phase: Phase::Initial,
+        messages: turn.history,
+        state: turn.state,
+    };
+    let plan = message::plan_assistant(
+        turn.message,
+        turn.history,
+        turn.later,
+        turn.cut_off,
+        tools,
+        opts,
+        &ctx,
+    );
+    let sanitized = message::sanitize_assistant(turn.message, &plan.shape, &plan.calls);
+    let from_text = plan.shape.from_text;
+    let calls = plan
+        .calls
+        .into_iter()
+        .map(|p| CallReport {
+            id: p.id.or_else(|| p.original_id.clone()).unwrap_or_default(),
+            original_id: p.original_id,
+            feedback: (p.outcome == CallOutcome::Feedback)
+                .then(|| feedback::render(&p.call.tool, &p.call.issues).text),
+            tool: p.call.tool,
+            outcome: p.outcome,
+            source: p.source,
+            mend: p.call.outcome,
+            fixes: p.call.fixes,
+            issues: p.call.issues,
+            note: p.note,
+            correctable: p.correctable,
+            arguments: p.call.arguments,
+            from_text,
+            correction_attempts: 0,
+            correction_usage: Vec::new(),
+            guard: Vec::new(),
+            timings: Timings {
+                mend: p.mend_time,
+                ..Timings::default()
+            },
+        })
+        .collect();
+    let changed = sanitized != *turn.message;
+    Resolved {
+        message: sanitized,
+        calls,
+        message_fixes: plan.shape.message_fixes,
+        answered: plan.answered,
+        changed,
+        added_text: None,
+    }
+}
