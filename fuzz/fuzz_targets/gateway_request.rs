@@ -15,11 +15,16 @@ use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use toolmend::{history::check, mend::MendOptions, protocol::Message};
+use toolmend::{
+    drive::{self, Turn},
+    history::check,
+    mend::MendOptions,
+    protocol::Message,
+};
 use toolmend_gateway::{
     Config, Gateway,
     fuzzing::{prepare, tools},
-    plan::{MendConfig, plan_message},
+    plan::MendConfig,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -111,9 +116,16 @@ fuzz_target!(|data: &[u8]| {
                 };
                 for m in &messages {
                     if let Message::Assistant(a) = m {
-                        for finish in [None, Some("length")] {
+                        for cut_off in [false, true] {
                             let opts = MEND.plan_options();
-                            let mended = plan_message(a, &[], &toolbox, &opts, finish);
+                            let turn = Turn {
+                                message: a,
+                                history: &[],
+                                later: &[],
+                                cut_off,
+                                state: None,
+                            };
+                            let mended = drive::plan(turn, &toolbox, &opts);
                             // "Never drops a call", but for an exact repeat (the same id,
                             // name and arguments as an earlier call): the one id rule drops
                             // it, recorded. Distinct (id, name, arguments) count once.
@@ -136,7 +148,7 @@ fuzz_target!(|data: &[u8]| {
                             let out = mended.message.tool_calls.as_ref().map_or(0, Vec::len);
                             assert!(
                                 out >= sent,
-                                "plan_message dropped calls: {sent} distinct sent, {out} out"
+                                "the plan dropped calls: {sent} distinct sent, {out} out"
                             );
                         }
                     }

@@ -21,7 +21,7 @@
 //!   fed the same deltas releases + keeps back + holds exactly the content (nothing lost
 //!   or repeated), and what it holds starts with a call marker;
 //! - (b) every distinct non-empty tool-call id sent appears in the answer (without tools;
-//!   with tools, those `plan_message` keeps: not blank, at most `MAX_ID_LEN`);
+//!   with tools, those the plan keeps: not blank, at most `MAX_ID_LEN`);
 //! - (c) the chunk with choice 0's `finish_reason` is choice 0's last, and the only one.
 //!
 //! Any stream (well formed or not) must not panic and must only produce JSON frames.
@@ -495,7 +495,7 @@ fn check(frames: &[Value], want: &Expect, mended: bool) {
     // (b)
     for id in &want.ids {
         if mended && (id.trim().is_empty() || id.len() > toolmend::history::MAX_ID_LEN) {
-            continue; // plan_message gives such a call an id of its own
+            continue; // the plan gives such a call an id of its own
         }
         assert!(
             ids.contains(id),

@@ -31,14 +31,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolmend::{
     Fix, Issue, Toolbox,
+    drive::Resolved,
     mend::Outcome,
     message::{CallOutcome, CallSource},
 };
 
-use crate::{
-    pipeline::plan::Mended,
-    sink::{DropReporter, Drops},
-};
+use crate::sink::{DropReporter, Drops};
 
 /// The format's version, the `v` of every line.
 pub const VERSION: u32 = 1;
@@ -525,7 +523,7 @@ impl EventLog {
         request: &Value,
         session: Option<&str>,
         request_id: &str,
-        mended: &Mended,
+        mended: &Resolved,
         tools: &Toolbox,
     ) {
         // Within the `[access]` client, as the guard's own sessions are.

@@ -87,10 +87,11 @@ pub use state::{Gateway, StartError};
 /// the configuration's text, or `ToolsFile::parse` on a tools file of their own).
 pub use toolmend_tools;
 
-/// The response path's plan of one message (the fuzz targets use it).
+/// The response path's plan options and tool cache (the fuzz targets use them; the plan
+/// itself is the core's, `toolmend::drive::plan`).
 pub mod plan {
     pub use crate::pipeline::{
-        plan::{CallReport, MendConfig, Mended, plan_message},
+        plan::MendConfig,
         tools::{ToolCache, ToolsError},
     };
 }

@@ -266,11 +266,11 @@ pub(crate) fn requested_model(body: &[u8]) -> Option<String> {
     serde_json::from_slice::<Request>(body).ok()?.model
 }
 
-/// The span of one answer's mending (entered for the plan, which does not await).
-pub(crate) fn mend_span() -> tracing::span::EnteredSpan {
+/// The span of one answer's mending: the driver's stages (re-asks inside it).
+pub(crate) fn mend_span() -> tracing::Span {
     use tracing::field::Empty;
     if !active() {
-        return tracing::Span::none().entered();
+        return tracing::Span::none();
     }
     tracing::info_span!(
         target: "toolmend::trace",
@@ -281,11 +281,10 @@ pub(crate) fn mend_span() -> tracing::span::EnteredSpan {
         toolmend.calls.feedback = Empty,
         toolmend.calls.dropped = Empty,
     )
-    .entered()
 }
 
 /// The planned calls' outcomes, on the current (mend) span.
-pub(crate) fn record_mend<'a>(outcomes: impl Iterator<Item = &'a str>) {
+pub(crate) fn record_mend<'a>(span: &tracing::Span, outcomes: impl Iterator<Item = &'a str>) {
     if !active() {
         return;
     }
@@ -295,7 +294,6 @@ pub(crate) fn record_mend<'a>(outcomes: impl Iterator<Item = &'a str>) {
         feedback += i64::from(o == "feedback");
         dropped += i64::from(o == "dropped");
     }
-    let span = tracing::Span::current();
     span.record("toolmend.calls", n);
     span.record("toolmend.calls.feedback", feedback);
     span.record("toolmend.calls.dropped", dropped);

@@ -5,10 +5,11 @@
 //! - [`plan`]: the plan of one assistant message, by the core (`toolmend::message`): its
 //!   calls (sent, or written into the text) mended against the request's tools, ids
 //!   settled by the core's one rule against the request's history; the gateway's reports.
-//! - [`resolve`]: the chain for calls that stayed invalid: re-ask (through the front's
-//!   [`resolve::ReAsk`]), correct, pass.
-//! - [`guard`]: the guard stage: flood windows, duplicates, loops and budgets over the
-//!   calls that may run, and what `guard.on_flood` does with a refusal.
+//! - [`answer`]: the answer through the core's driver ([`toolmend::drive`]): the
+//!   gateway's capabilities handed in (the correction model, the front's
+//!   [`toolmend::drive::ReAsk`], the guard), its metrics as the driver's observer.
+//! - [`guard`]: the gateway's guard: the rule guard of `[guard]`, the request's session,
+//!   `guard.on_flood` as what a refusal does.
 //! - [`tools`]: the compiled tools of a request, cached.
 //! - [`server_tools`]: the tools the gateway runs itself (`[[tools]]`, `[[mcp]]`), through
 //!   the core's tool node: `POST /v1/tools/execute` and the round trip.
@@ -22,12 +23,12 @@
 //! Works on `toolmend::protocol` messages only: no wire format, no HTTP. It never imports
 //! a front; a front converts its wire format to these messages and back.
 
+pub(crate) mod answer;
 pub(crate) mod guard;
 pub(crate) mod plan;
 pub(crate) mod reasoning;
 pub(crate) mod report;
 pub(crate) mod request;
-pub(crate) mod resolve;
 pub(crate) mod round_trip;
 pub(crate) mod server_tools;
 pub(crate) mod tools;
@@ -72,6 +73,8 @@ pub(crate) struct Pipeline {
     correction_timeout: Duration,
     /// `correction.max_concurrency`: calls of one answer corrected at once.
     correction_concurrency: usize,
+    /// `calls.invalid`, as the driver's chain.
+    invalid: Vec<toolmend::drive::Invalid>,
 }
 
 impl Pipeline {
@@ -123,6 +126,7 @@ impl Pipeline {
             correction_retries: config.correction.max_retries,
             correction_timeout: Duration::from_secs_f64(config.correction.timeout_secs.max(0.001)),
             correction_concurrency: config.correction.max_concurrency,
+            invalid: answer::invalid_chain(config.calls.invalid.list()),
         })
     }
 }

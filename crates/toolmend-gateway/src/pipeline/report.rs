@@ -10,18 +10,12 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 use toolmend::{
     Toolbox,
+    drive::{CallReport, ReAskFailure, Resolved, Tally},
     mend::Outcome,
     message::{CallOutcome, CallSource},
 };
 
-use crate::{
-    metrics as m,
-    pipeline::{
-        plan::{CallReport, Mended},
-        request::RequestNotes,
-        resolve::{ReAskFailure, Tally},
-    },
-};
+use crate::{metrics as m, pipeline::request::RequestNotes};
 
 /// Issues listed per call in the account (the rest counted): a call may carry thousands.
 const ISSUES_LISTED: usize = 16;
@@ -88,7 +82,7 @@ pub(crate) struct Summary {
     /// Calls by source (`tool_calls`, `text`, `glued`).
     pub sources: BTreeMap<&'static str, usize>,
     /// What the guard did.
-    pub guard: crate::pipeline::guard::GuardSummary,
+    pub guard: toolmend::drive::GuardTally,
     /// What the resolve chain cost (re-asks, corrections).
     pub resolve: Tally,
     /// Reasoning taken out of the content: `moved` (to `reasoning_content`) or
@@ -103,7 +97,7 @@ pub(crate) struct Summary {
 impl Summary {
     /// Counts `mended`'s calls (and records their metrics: only a tool the request
     /// declared names a series, and only so many do).
-    pub(crate) fn add(&mut self, mended: &Mended, tools: &Toolbox, labels: &m::ToolLabels) {
+    pub(crate) fn add(&mut self, mended: &Resolved, tools: &Toolbox, labels: &m::ToolLabels) {
         for c in &mended.calls {
             let tool = tools.get(&c.tool);
             let label = if tool.is_some() {

@@ -23,17 +23,14 @@ use std::{
 use serde_json::{Value, json};
 use toolmend::{
     Toolbox,
+    drive::{CallReport, Resolved},
     node::ResultStatus,
     protocol::{AssistantMessage, Message, ToolCall},
 };
 
 use crate::{
     metrics as m,
-    pipeline::{
-        Pipeline,
-        plan::{CallReport, Mended},
-        report::Summary,
-    },
+    pipeline::{Pipeline, report::Summary},
     server::error::GatewayError,
 };
 
@@ -64,7 +61,7 @@ pub(crate) struct RoundTrip {
 pub(crate) enum Round {
     /// Give the client this answer (it calls no server-side tool, or only alongside the
     /// client's own calls, which are all it keeps).
-    Final(Box<Mended>),
+    Final(Box<Resolved>),
     /// Ask the model again with these messages: the request's, the answer, its results.
     Again(Vec<Message>),
 }
@@ -103,7 +100,7 @@ impl Pipeline {
         trip: &mut RoundTrip,
         history: &[Message],
         toolbox: &Toolbox,
-        mut mended: Mended,
+        mut mended: Resolved,
         answered_at: Instant,
     ) -> Result<Round, GatewayError> {
         trip.rounds += 1;
@@ -212,12 +209,9 @@ impl Pipeline {
 
     /// The call metrics of an answer the client does not get (an earlier round's).
     fn count_calls(&self, calls: Vec<CallReport>, toolbox: &Toolbox) {
-        let gone = Mended {
-            message: AssistantMessage::default(),
+        let gone = Resolved {
             calls,
-            message_fixes: Vec::new(),
-            changed: false,
-            added_text: None,
+            ..Resolved::default()
         };
         Summary::default().add(&gone, toolbox, &self.labels);
     }

@@ -11,7 +11,7 @@ use std::{
 use serde_json::Value;
 
 use super::{
-    Guarding, Resolved, Stages, Stop, Turn, plan,
+    Guarding, Resolved, Stages, Stop, Turn, observed_plan,
     re_ask::{self, ReAskFailure, ReAskRequest},
 };
 use crate::{
@@ -316,7 +316,7 @@ pub(super) async fn stage(
             ..AssistantMessage::default()
         };
         let next = re_ask::history_after(history, shown, &results);
-        let again = plan(
+        let again = observed_plan(
             Turn {
                 message: &answer.message,
                 history: &next,
@@ -324,8 +324,7 @@ pub(super) async fn stage(
                 cut_off: answer.cut_off,
                 state: turn.state,
             },
-            stages.toolbox,
-            stages.plan,
+            stages,
         );
         // The refused calls' reports stay (`flooded`); their calls left the answer.
         let replaced: HashSet<String> = by_id.keys().map(|id| (*id).to_owned()).collect();

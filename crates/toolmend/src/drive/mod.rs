@@ -191,6 +191,12 @@ pub trait Observer: Sync {
     fn guard_decision(&self, _decision: &Decision) {}
     /// The guard refused calls of the answer.
     fn refused(&self, _calls: usize) {}
+    /// The span each plan of an answer (the first, each re-asked one) runs in.
+    fn plan_span(&self) -> tracing::Span {
+        tracing::Span::none()
+    }
+    /// An answer was planned in `span`.
+    fn planned(&self, _span: &tracing::Span, _calls: &[CallReport]) {}
 }
 
 /// Observes nothing.
@@ -369,8 +375,16 @@ pub async fn drive(
     tally: &mut Tally,
     guard: &mut GuardTally,
 ) -> Result<Driven, Stop> {
-    let resolved = plan(turn, stages.toolbox, stages.plan);
+    let resolved = observed_plan(turn, stages);
     drive_planned(turn, resolved, stages, tally, guard).await
+}
+
+/// The plan stage, in the observer's span.
+fn observed_plan(turn: Turn<'_>, stages: &Stages<'_>) -> Resolved {
+    let span = stages.observer.plan_span();
+    let resolved = span.in_scope(|| plan(turn, stages.toolbox, stages.plan));
+    stages.observer.planned(&span, &resolved.calls);
+    resolved
 }
 
 /// [`drive`] on an answer already planned (a stream planned its message as it ended).

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::{CallReport, Resolved, Stages, Tally, Turn, plan};
+use super::{CallReport, Resolved, Stages, Tally, Turn, observed_plan};
 use crate::{
     feedback,
     future::BoxFuture,
@@ -218,7 +218,7 @@ pub(super) async fn invalid(
             cut_off: answer.cut_off,
             state: turn.state,
         };
-        let mut again = plan(again_turn, stages.toolbox, stages.plan);
+        let mut again = observed_plan(again_turn, stages);
         flag_values_lost(&calls, &mut again);
         let replaced: HashSet<String> = calls.iter().filter_map(|c| c.id.clone()).collect();
         resolved = merge(resolved, again, &replaced, false);

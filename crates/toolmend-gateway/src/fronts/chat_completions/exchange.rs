@@ -1,5 +1,5 @@
 //! [`Exchange`]: one chat-completions request on its way, what both answer paths need;
-//! and how it re-asks the upstream (the pipeline's [`ReAsk`], in this wire). In a round
+//! and how it re-asks the upstream (the driver's [`ReAsk`], in this wire). In a round
 //! trip its `request` and `history` grow by each round's answer and results, so a
 //! re-ask in a later round carries them too.
 
@@ -9,16 +9,14 @@ use axum::http::HeaderMap;
 use serde_json::Value;
 use toolmend::{
     Toolbox,
+    drive::{ReAnswer, ReAsk, ReAskFailure, ReAskRequest},
     future::BoxFuture,
-    protocol::{AssistantMessage, Message, ToolCall},
+    protocol::Message,
 };
 
 use crate::{
     fronts::chat_completions::wire,
-    pipeline::{
-        request::RequestNotes,
-        resolve::{ReAsk, ReAskFailure},
-    },
+    pipeline::{answer::re_ask_failure, request::RequestNotes},
     server::error::GatewayError,
     state::Gateway,
 };
@@ -50,24 +48,30 @@ impl Exchange {
 }
 
 impl ReAsk for Exchange {
-    fn re_ask<'a>(
-        &'a self,
-        calls: Vec<ToolCall>,
-        feedback: Vec<(String, String)>,
-    ) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ReAskFailure>> {
-        Box::pin(async move {
-            let body = wire::re_ask_body(&self.request, &calls, &feedback);
+    fn re_ask(&self, request: ReAskRequest) -> BoxFuture<'_, Result<ReAnswer, ReAskFailure>> {
+        // The re-ask's span (the `otel` feature): docs/gateway.md, "Tracing".
+        #[cfg(feature = "otel")]
+        let span = crate::telemetry::re_ask_span(request.round, request.calls.len());
+        let asking = async move {
+            let body = wire::re_ask_body(&self.request, &request.calls, &request.results);
             let req = self.gw.upstream.post(wire::PATH, &self.headers, &body);
             let raw = self
                 .gw
                 .upstream
                 .fetch(req)
                 .await
-                .map_err(|e| ReAskFailure::from_error(&e))?;
-            let answer = serde_json::from_slice::<Value>(&raw).map_err(|e| {
-                ReAskFailure::from_error(&GatewayError::UpstreamInvalidJson(e.to_string()))
-            })?;
-            wire::first_choice(&answer).ok_or_else(ReAskFailure::no_message)
-        })
+                .map_err(|e| re_ask_failure(&e))?;
+            let answer = serde_json::from_slice::<Value>(&raw)
+                .map_err(|e| re_ask_failure(&GatewayError::UpstreamInvalidJson(e.to_string())))?;
+            let (message, finish) =
+                wire::first_choice(&answer).ok_or_else(ReAskFailure::no_message)?;
+            Ok(ReAnswer {
+                message,
+                cut_off: wire::cut_off(finish.as_deref()),
+            })
+        };
+        #[cfg(feature = "otel")]
+        let asking = tracing::Instrument::instrument(asking, span);
+        Box::pin(asking)
     }
 }

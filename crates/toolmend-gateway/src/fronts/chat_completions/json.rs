@@ -16,20 +16,17 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde_json::{Value, json};
-use toolmend::{FixKind, Toolbox, protocol::AssistantMessage};
+use toolmend::{
+    FixKind, Toolbox,
+    drive::{GuardTally, Resolved, Tally},
+    protocol::AssistantMessage,
+};
 
 use crate::{
     config::ReasoningPolicy,
     fronts::chat_completions::{exchange::Exchange, wire},
     metrics as m,
-    pipeline::{
-        guard::GuardSummary,
-        plan::{Mended, plan_message},
-        reasoning,
-        report::Summary,
-        resolve::Tally,
-        round_trip::Round,
-    },
+    pipeline::{plan::plan_only, reasoning, report::Summary, round_trip::Round},
     server::{error::GatewayError, http},
 };
 
@@ -116,7 +113,7 @@ pub(crate) async fn answer(
     let mut upstream_time = Duration::ZERO;
     let mut trip = pipeline.round_trip(&ex.request_id, ex.started);
     // What the guard did and what the resolve chain cost, over every round.
-    let mut guard = GuardSummary::default();
+    let mut guard = GuardTally::default();
     let mut tally = Tally::default();
     loop {
         let t = Instant::now();
@@ -213,7 +210,7 @@ async fn plan_choices(
     summary: &mut Summary,
     upstream_time: &mut Duration,
     changed: &mut bool,
-) -> Result<Option<Mended>, GatewayError> {
+) -> Result<Option<Resolved>, GatewayError> {
     let pipeline = &ex.gw.pipeline;
     // Only a completion's `choices` list is mended; any other JSON passes as it came (an
     // array or a string at the top used to panic on the way back).
@@ -242,27 +239,28 @@ async fn plan_choices(
         else {
             continue;
         };
-        let finish = choice["finish_reason"].as_str();
-        let mended = plan_message(&message, &ex.history, toolbox, &pipeline.plan, finish);
+        let cut_off = wire::cut_off(choice["finish_reason"].as_str());
         if i > 0 {
+            let planned = plan_only(&message, &ex.history, toolbox, &pipeline.plan, cut_off);
             summary.choice = i;
-            *changed |= write_choice(choice, &mended, summary, toolbox, ex);
+            *changed |= write_choice(choice, &planned, summary, toolbox, ex);
             continue;
         }
-        let (m2, took) = pipeline
-            .resolve(&ex.history, toolbox, mended, ex, &mut summary.resolve)
-            .await;
-        let t = Instant::now();
-        let re_asks = summary.guard.re_asks;
-        let guarded = pipeline
-            .guard(ex.session(), &ex.history, toolbox, m2, ex, summary)
+        let (answered, took) = pipeline
+            .answer(
+                &message,
+                cut_off,
+                &ex.history,
+                toolbox,
+                ex.session(),
+                ex,
+                summary,
+            )
             .await?;
-        // A guard re-ask is time upstream (the check itself is ours).
-        if summary.guard.re_asks > re_asks {
-            *upstream_time += t.elapsed();
-        }
+        // Re-asks are time upstream, corrections time at the correction model (the
+        // checks themselves are ours).
         *upstream_time += took;
-        first = Some(guarded);
+        first = Some(answered);
     }
     Ok(first)
 }
@@ -294,7 +292,7 @@ pub(crate) fn reason_alone(
 /// client gets) and counts it. True when the choice changed.
 pub(crate) fn write_choice(
     choice: &mut Value,
-    mended: &Mended,
+    mended: &Resolved,
     summary: &mut Summary,
     toolbox: &Toolbox,
     ex: &Exchange,

@@ -18,6 +18,7 @@ use axum::{
 use futures::{Stream, StreamExt, stream};
 use serde_json::{Map, Value, json};
 use toolmend::{
+    drive::Resolved,
     protocol::{AssistantMessage, ToolCall},
     stream::{AssembleOptions, Assembler, CallDelta, ContentMode, StreamError, Thinking},
 };
@@ -31,7 +32,7 @@ use crate::{
     },
     metrics as m,
     pipeline::{
-        plan::{Mended, plan_message},
+        plan::plan_only,
         reasoning::{self, Tap},
         report::Summary,
     },
@@ -411,7 +412,7 @@ impl Transformer {
     /// the text, a re-ask's text), then the finish chunk.
     fn finish_chunks(
         &self,
-        mended: Option<&Mended>,
+        mended: Option<&Resolved>,
         message: &AssistantMessage,
         held_text: Option<String>,
         tail: String,
@@ -716,32 +717,26 @@ impl Driver {
                 let pipeline = &ex.gw.pipeline;
                 let mended = match &ex.toolbox {
                     Some(toolbox) => {
-                        let mut first = plan_message(
-                            &message,
-                            &ex.history,
-                            toolbox,
-                            &pipeline.plan,
-                            upstream_finish.as_deref(),
-                        );
-                        if stripped || self.t.saw_thinking() {
-                            first
-                                .message_fixes
-                                .insert(0, toolmend::message::thinking_stripped());
-                        }
-                        let (mended, _) = pipeline
-                            .resolve(&ex.history, toolbox, first, ex, &mut self.summary.resolve)
-                            .await;
-                        let guarded = pipeline
-                            .guard(
-                                ex.session(),
+                        let answered = pipeline
+                            .answer(
+                                &message,
+                                wire::cut_off(upstream_finish.as_deref()),
                                 &ex.history,
                                 toolbox,
-                                mended,
+                                ex.session(),
                                 ex,
                                 &mut self.summary,
                             )
-                            .await;
-                        match guarded {
+                            .await
+                            .map(|(mut answered, _)| {
+                                if stripped || self.t.saw_thinking() {
+                                    answered
+                                        .message_fixes
+                                        .insert(0, toolmend::message::thinking_stripped());
+                                }
+                                answered
+                            });
+                        match answered {
                             Ok(mended) => {
                                 self.summary.choice = 0;
                                 self.summary.add(&mended, toolbox, &pipeline.labels);
@@ -817,12 +812,12 @@ impl Driver {
             .unwrap_or(o.message);
         match &ex.toolbox {
             Some(toolbox) => {
-                let mended = plan_message(
+                let mended = plan_only(
                     &message,
                     &ex.history,
                     toolbox,
                     &ex.gw.pipeline.plan,
-                    upstream_finish.as_str(),
+                    wire::cut_off(upstream_finish.as_str()),
                 );
                 self.summary.choice = index;
                 json::write_choice(&mut choice, &mended, &mut self.summary, toolbox, ex);

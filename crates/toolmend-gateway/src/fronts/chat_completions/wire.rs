@@ -106,6 +106,12 @@ pub(crate) fn first_choice(answer: &Value) -> Option<(AssistantMessage, Option<S
     Some((message, finish))
 }
 
+/// The neutral model's `cut_off`: the upstream stopped at its token limit
+/// (`finish_reason = "length"`), so its last call may be cut off.
+pub(crate) fn cut_off(finish_reason: Option<&str>) -> bool {
+    finish_reason == Some("length")
+}
+
 /// The `finish_reason` the client gets, when it is not the upstream's: `tool_calls` when
 /// calls go out (read from the text, or after a `stop`), `stop` when none are left. A
 /// `length` stays: the answer was cut off, whatever calls it holds.
