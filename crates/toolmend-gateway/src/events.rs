@@ -26,7 +26,6 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolmend::{
@@ -514,33 +513,32 @@ impl EventLog {
         self.key.hash(id)
     }
 
-    /// Logs the calls of `mended`, an answer of a chat-completions request: `session` is
-    /// the guard's when it found one, else the request's own (`x-toolmend-session`, the
-    /// body's `user`, `metadata.session_id`), hashed; never the API key.
-    pub(crate) fn chat_calls(
+    /// Logs the calls of `mended`, an answer to a request of `front`: `session` is the
+    /// guard's when it found one, else the one the request names itself (`hints`),
+    /// hashed; never the API key. `model`: the model the request asked for.
+    #[allow(clippy::too_many_arguments)] // the request's parts, each its own
+    pub(crate) fn answer_calls(
         &self,
-        headers: &HeaderMap,
-        request: &Value,
+        front: &'static str,
+        hints: &crate::pipeline::guard::SessionHints<'_>,
+        model: Option<&str>,
         session: Option<&str>,
         request_id: &str,
         mended: &Resolved,
         tools: &Toolbox,
     ) {
         // Within the `[access]` client, as the guard's own sessions are.
-        let session = session.map(str::to_owned).or_else(|| {
-            request_session(headers, request).map(crate::pipeline::guard::client_scoped)
-        });
+        let session = session
+            .map(str::to_owned)
+            .or_else(|| hints.named().map(crate::pipeline::guard::client_scoped));
         let ctx = Context {
             ts: now(),
-            front: "chat_completions".to_owned(),
+            front: front.to_owned(),
             request_id: Some(request_id.to_owned()),
             line: None,
             session: session.map(|s| self.session_hash(&s)),
             client: crate::server::access::current_client().map(|c| c.to_string()),
-            model: request
-                .get("model")
-                .and_then(Value::as_str)
-                .and_then(model_name),
+            model: model.and_then(model_name),
         };
         for (index, c) in mended.calls.iter().enumerate() {
             let schema = tools.get(&c.tool).map(|t| t.parameters());
@@ -559,28 +557,6 @@ impl EventLog {
             ));
         }
     }
-}
-
-/// The session a request names itself, as the guard's default order reads it (prefixed
-/// by where it came from, as the guard's are); never the API key.
-fn request_session(headers: &HeaderMap, request: &Value) -> Option<String> {
-    fn text(v: Option<&Value>) -> Option<&str> {
-        v.and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-    }
-    if let Some(h) = headers
-        .get("x-toolmend-session")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        return Some(format!("h:{h}"));
-    }
-    if let Some(u) = text(request.get("user")) {
-        return Some(format!("u:{u}"));
-    }
-    text(request.pointer("/metadata/session_id")).map(|m| format!("m:{m}"))
 }
 
 impl Drop for EventLog {

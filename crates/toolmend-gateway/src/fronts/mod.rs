@@ -6,3 +6,30 @@
 
 pub(crate) mod chat_completions;
 pub(crate) mod tools;
+
+use axum::http::{HeaderMap, header::AUTHORIZATION};
+use serde_json::Value;
+
+use crate::pipeline::guard::SessionHints;
+
+/// The header a client names its session in.
+pub(crate) const SESSION_HEADER: &str = "x-toolmend-session";
+
+/// The session hints of an HTTP request with a JSON body (`user`, `metadata`), as the
+/// chat and tools fronts read them.
+pub(crate) fn session_hints<'a>(headers: &'a HeaderMap, body: &'a Value) -> SessionHints<'a> {
+    let blank = |s: &'a str| Some(s.trim()).filter(|s| !s.is_empty());
+    SessionHints {
+        header: headers
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(blank),
+        user: body.get("user").and_then(Value::as_str).and_then(blank),
+        metadata: body.get("metadata").filter(|m| m.is_object()),
+        api_key: headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(blank),
+    }
+}

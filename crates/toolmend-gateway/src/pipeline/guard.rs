@@ -6,7 +6,6 @@
 
 use std::{sync::Arc, time::Duration};
 
-use axum::http::HeaderMap;
 use serde_json::Value;
 use toolmend::{
     drive::{Guarding, OnRefused},
@@ -15,9 +14,6 @@ use toolmend::{
 };
 
 use crate::config::{self, FloodPolicy, SessionSource};
-
-/// The header a client names its session in.
-pub(crate) const SESSION_HEADER: &str = "x-toolmend-session";
 
 /// The configured guard and how the gateway applies it.
 #[derive(Debug)]
@@ -108,51 +104,65 @@ impl GatewayGuard {
     /// The request's session and where it came from, by `guard.session_from`. With an
     /// `[access]` client, the client's name is the prefix of whatever source found it
     /// (`c:ci/h:alice`), so two clients never share a session; `client` is the name alone.
-    pub(crate) fn session(
-        &self,
-        headers: &HeaderMap,
-        request: &Value,
-    ) -> Option<(String, SessionSource)> {
-        self.session_of(headers, request).map(|(s, src)| match src {
+    pub(crate) fn session(&self, hints: &SessionHints<'_>) -> Option<(String, SessionSource)> {
+        self.session_of(hints).map(|(s, src)| match src {
             SessionSource::Client => (s, src),
             _ => (client_scoped(s), src),
         })
     }
 
-    fn session_of(&self, headers: &HeaderMap, request: &Value) -> Option<(String, SessionSource)> {
-        let text = |v: Option<&Value>| {
-            v.and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-        };
+    fn session_of(&self, hints: &SessionHints<'_>) -> Option<(String, SessionSource)> {
         self.session_from.iter().find_map(|&src| {
             let found = match src {
-                SessionSource::Header => headers
-                    .get(SESSION_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(|s| format!("h:{s}")),
-                SessionSource::User => text(request.get("user")).map(|s| format!("u:{s}")),
+                SessionSource::Header => hints.header.map(|s| format!("h:{s}")),
+                SessionSource::User => hints.user.map(|s| format!("u:{s}")),
                 SessionSource::Metadata => {
-                    text(request.pointer(&format!("/metadata/{}", self.metadata_key)))
-                        .map(|s| format!("m:{s}"))
+                    hints.metadata(&self.metadata_key).map(|s| format!("m:{s}"))
                 }
                 SessionSource::Client => {
                     crate::server::access::current_client().map(|c| format!("c:{c}"))
                 }
                 // Only a hash of the key is ever kept.
-                SessionSource::ApiKey => headers
-                    .get(axum::http::header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "))
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(|k| format!("k:{:016x}", result_hash(k))),
+                SessionSource::ApiKey => {
+                    hints.api_key.map(|k| format!("k:{:016x}", result_hash(k)))
+                }
             };
             found.map(|s| (s, src))
         })
+    }
+}
+
+/// What a request says about its session, read by its front from its own wire: the
+/// pipeline never reads headers or bodies. Blank values are `None`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SessionHints<'a> {
+    /// The session the client names (`x-toolmend-session`).
+    pub header: Option<&'a str>,
+    /// The end user the body names (chat's `user`).
+    pub user: Option<&'a str>,
+    /// The body's metadata object, read by `guard.metadata_key`.
+    pub metadata: Option<&'a Value>,
+    /// The client's API key (only ever kept hashed).
+    pub api_key: Option<&'a str>,
+}
+
+impl SessionHints<'_> {
+    /// The metadata's `key`, when it is non-blank text.
+    pub(crate) fn metadata(&self, key: &str) -> Option<&str> {
+        self.metadata?
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The session a request names itself, as the guard's default order reads it
+    /// (prefixed by where it came from, as the guard's are); never the API key.
+    pub(crate) fn named(&self) -> Option<String> {
+        self.header
+            .map(|h| format!("h:{h}"))
+            .or_else(|| self.user.map(|u| format!("u:{u}")))
+            .or_else(|| self.metadata("session_id").map(|m| format!("m:{m}")))
     }
 }
 

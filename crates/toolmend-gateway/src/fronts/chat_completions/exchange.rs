@@ -41,6 +41,21 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
+    /// Logs the calls of `resolved`, an answer of this request, when `[events]` is on.
+    pub(crate) fn log_calls(&self, resolved: &toolmend::drive::Resolved, toolbox: &Toolbox) {
+        if let Some(log) = &self.gw.pipeline.events {
+            log.answer_calls(
+                super::FRONT,
+                &crate::fronts::session_hints(&self.headers, &self.request),
+                self.request.get("model").and_then(Value::as_str),
+                self.session().map(|s| s.0),
+                &self.request_id,
+                resolved,
+                toolbox,
+            );
+        }
+    }
+
     /// The session as the guard stage takes it.
     pub(crate) fn session(&self) -> Option<(&str, crate::config::SessionSource)> {
         self.session.as_ref().map(|(s, src)| (s.as_str(), *src))

@@ -298,16 +298,7 @@ pub(crate) fn write_choice(
     ex: &Exchange,
 ) -> bool {
     summary.add(mended, toolbox, &ex.gw.pipeline.labels);
-    if let Some(log) = &ex.gw.pipeline.events {
-        log.chat_calls(
-            &ex.headers,
-            &ex.request,
-            ex.session().map(|s| s.0),
-            &ex.request_id,
-            mended,
-            toolbox,
-        );
-    }
+    ex.log_calls(mended, toolbox);
     let mut changed = false;
     if mended.changed {
         // The plan took reasoning out of the content: moved, it is what the core strips.

@@ -12,6 +12,9 @@ pub(crate) mod wire;
 
 use std::{sync::Arc, time::Instant};
 
+/// This front's name in events and logs.
+pub(crate) const FRONT: &str = "chat_completions";
+
 use axum::{
     Router,
     body::{Body, Bytes},
@@ -106,7 +109,7 @@ async fn chat_inner(
         .pipeline
         .guard
         .as_ref()
-        .and_then(|g| g.session(&headers, &request));
+        .and_then(|g| g.session(&crate::fronts::session_hints(&headers, &request)));
     let exchange = Exchange {
         gw,
         headers,

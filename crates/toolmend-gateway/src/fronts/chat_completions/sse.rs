@@ -740,16 +740,7 @@ impl Driver {
                             Ok(mended) => {
                                 self.summary.choice = 0;
                                 self.summary.add(&mended, toolbox, &pipeline.labels);
-                                if let Some(log) = &pipeline.events {
-                                    log.chat_calls(
-                                        &ex.headers,
-                                        &ex.request,
-                                        ex.session().map(|s| s.0),
-                                        &ex.request_id,
-                                        &mended,
-                                        toolbox,
-                                    );
-                                }
+                                ex.log_calls(&mended, toolbox);
                                 Some(mended)
                             }
                             Err(e) => {

@@ -109,7 +109,7 @@ async fn execute_inner(
             .pipeline
             .guard
             .as_ref()
-            .and_then(|g| g.session(headers, &request))
+            .and_then(|g| g.session(&crate::fronts::session_hints(headers, &request)))
             .map(|(s, _)| s),
         Some(_) => {
             return Err(GatewayError::invalid(
