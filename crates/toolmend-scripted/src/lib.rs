@@ -179,7 +179,17 @@ async fn chat_completions(State(state): State<Arc<Shared>>, body: Bytes) -> Resp
     if let Err(refusal) = openai::validate(&request, state.strictness) {
         return refusal.into_response();
     }
-    let step = state.script.lock().ok().and_then(|mut s| s.pop_step());
+    // `n` choices: the next `n` steps, one per choice (an error among them answers).
+    let choices = request
+        .get("n")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .clamp(1, 128);
+    let steps: Vec<Option<Step>> = state
+        .script
+        .lock()
+        .map(|mut s| (0..choices).map(|_| s.pop_step()).collect())
+        .unwrap_or_default();
     let n = state
         .served
         .lock()
@@ -188,16 +198,30 @@ async fn chat_completions(State(state): State<Arc<Shared>>, body: Bytes) -> Resp
             *n
         })
         .unwrap_or(0);
-    match step {
-        None => openai::error(
+    let mut replies = Vec::with_capacity(steps.len());
+    for step in steps {
+        match step {
+            None => {
+                return openai::error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "The scripted provider's script is exhausted: no reply left for this request.",
+                    None,
+                );
+            }
+            Some(Step::Error { status, body }) => {
+                let status =
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                return (status, axum::Json(body)).into_response();
+            }
+            Some(Step::Reply(reply)) => replies.push(reply),
+        }
+    }
+    if replies.is_empty() {
+        return openai::error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "The scripted provider's script is exhausted: no reply left for this request.",
             None,
-        ),
-        Some(Step::Error { status, body }) => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            (status, axum::Json(body)).into_response()
-        }
-        Some(Step::Reply(reply)) => openai::completion(&request, &reply, n),
+        );
     }
+    openai::completion(&request, &replies, n)
 }

@@ -120,7 +120,9 @@ pub(crate) fn validate(request: &Value, strictness: Strictness) -> Result<(), Re
 
 /// The scripted reply as OpenAI sends it: a `chat.completion`, or SSE chunks when the
 /// request asked for a stream.
-pub(crate) fn completion(request: &Value, reply: &AssistantMessage, n: u64) -> Response {
+/// The completion of `replies`, one choice each (a request's `n`); streamed, each
+/// choice's chunks interleaved with the others', as servers send them.
+pub(crate) fn completion(request: &Value, replies: &[AssistantMessage], n: u64) -> Response {
     let model = request
         .get("model")
         .and_then(Value::as_str)
@@ -128,47 +130,70 @@ pub(crate) fn completion(request: &Value, reply: &AssistantMessage, n: u64) -> R
         .to_owned();
     let id = format!("chatcmpl-scripted-{n}");
     let created = 1_700_000_000 + n;
-    let calls = reply.tool_calls.as_deref().unwrap_or(&[]);
-    let finish = if calls.is_empty() {
-        "stop"
-    } else {
-        "tool_calls"
+    let finish_of = |reply: &AssistantMessage| {
+        if reply.tool_calls.as_deref().unwrap_or(&[]).is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        }
     };
-    let content = reply.text();
-    let usage = usage(request, reply);
+    let usage = replies
+        .iter()
+        .map(|r| usage(request, r))
+        .reduce(|mut sum, u| {
+            for key in ["completion_tokens", "total_tokens"] {
+                let (a, b) = (sum[key].as_u64().unwrap_or(0), u[key].as_u64().unwrap_or(0));
+                sum[key] = json!(a + b);
+            }
+            sum
+        })
+        .unwrap_or(Value::Null);
     if request.get("stream").and_then(Value::as_bool) == Some(true) {
         let include_usage = request
             .pointer("/stream_options/include_usage")
             .and_then(Value::as_bool)
             == Some(true);
-        let chunk = |delta: Value, finish: Option<&str>| {
+        let chunk = |index: usize, delta: Value, finish: Option<&str>| {
             json!({
                 "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
                 "system_fingerprint": null,
-                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]
+                "choices": [{"index": index, "delta": delta, "logprobs": null, "finish_reason": finish}]
             })
         };
-        let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
-        if let Some(text) = &content {
-            for piece in pieces(text, 8) {
-                events.push(chunk(json!({"content": piece}), None));
-            }
-        }
-        for (k, tc) in calls.iter().enumerate() {
-            let mut first = json!({"index": k, "type": "function",
-                                   "function": {"name": tc.function.name, "arguments": ""}});
-            if let Some(id) = &tc.id {
-                first["id"] = json!(id);
-            }
-            events.push(chunk(json!({"tool_calls": [first]}), None));
-            for piece in pieces(&tc.function.arguments, 8) {
-                events.push(chunk(
-                    json!({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}),
-                    None,
-                ));
-            }
-        }
-        events.push(chunk(json!({}), Some(finish)));
+        // Each choice's events, then round-robin across the choices.
+        let per_choice: Vec<Vec<Value>> = replies
+            .iter()
+            .enumerate()
+            .map(|(i, reply)| {
+                let mut events = vec![chunk(i, json!({"role": "assistant", "content": ""}), None)];
+                if let Some(text) = &reply.text() {
+                    for piece in pieces(text, 8) {
+                        events.push(chunk(i, json!({"content": piece}), None));
+                    }
+                }
+                for (k, tc) in reply.tool_calls.iter().flatten().enumerate() {
+                    let mut first = json!({"index": k, "type": "function",
+                                           "function": {"name": tc.function.name, "arguments": ""}});
+                    if let Some(id) = &tc.id {
+                        first["id"] = json!(id);
+                    }
+                    events.push(chunk(i, json!({"tool_calls": [first]}), None));
+                    for piece in pieces(&tc.function.arguments, 8) {
+                        events.push(chunk(
+                            i,
+                            json!({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}),
+                            None,
+                        ));
+                    }
+                }
+                events.push(chunk(i, json!({}), Some(finish_of(reply))));
+                events
+            })
+            .collect();
+        let longest = per_choice.iter().map(Vec::len).max().unwrap_or(0);
+        let mut events: Vec<Value> = (0..longest)
+            .flat_map(|k| per_choice.iter().filter_map(move |c| c.get(k).cloned()))
+            .collect();
         if include_usage {
             events.push(json!({
                 "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -187,20 +212,24 @@ pub(crate) fn completion(request: &Value, reply: &AssistantMessage, n: u64) -> R
             .body(Body::from_stream(futures::stream::iter(frames)))
             .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
     }
-    let mut message = json!({"role": "assistant", "content": content, "refusal": null});
-    if !calls.is_empty() {
-        message["tool_calls"] = serde_json::to_value(calls).unwrap_or(Value::Null);
-    }
+    let choices: Vec<Value> = replies
+        .iter()
+        .enumerate()
+        .map(|(i, reply)| {
+            let mut message = json!({"role": "assistant", "content": reply.text(), "refusal": null});
+            if let Some(calls) = reply.tool_calls.as_ref().filter(|c| !c.is_empty()) {
+                message["tool_calls"] = serde_json::to_value(calls).unwrap_or(Value::Null);
+            }
+            json!({"index": i, "message": message, "logprobs": null, "finish_reason": finish_of(reply)})
+        })
+        .collect();
     axum::Json(json!({
         "id": id, "object": "chat.completion", "created": created, "model": model,
-        "system_fingerprint": null,
-        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
-        "usage": usage
+        "system_fingerprint": null, "choices": choices, "usage": usage
     }))
     .into_response()
 }
 
-/// A deterministic token count (bytes / 4, rounded up), as a provider's `usage`.
 fn usage(request: &Value, reply: &AssistantMessage) -> Value {
     let prompt = request
         .get("messages")

@@ -665,3 +665,338 @@ fn every_guarding_front_refuses_the_same_calls() {
     // Every case refuses something: a guard that refuses nothing would pass in silence.
     assert_eq!(refused_somewhere, cases.len());
 }
+
+// ---- the correction cases -----------------------------------------------------------
+
+/// What a correcting front made of a message: (id, tool, outcome, fix kinds, arguments)
+/// per call, in order.
+type Corrected = Vec<(String, String, String, Vec<String>, Value)>;
+
+/// The arguments of `m`'s calls, by id.
+fn arguments_by_id(m: &AssistantMessage) -> BTreeMap<String, Value> {
+    m.tool_calls
+        .iter()
+        .flatten()
+        .map(|tc| {
+            (
+                tc.id.clone().unwrap_or_default(),
+                args_value(&tc.function.arguments),
+            )
+        })
+        .collect()
+}
+
+/// The node, correcting through the model client the gateway uses, against `base_url`.
+async fn node_corrected(case: &Case, base_url: &str) -> Corrected {
+    let client = toolmend_openai::OpenAiClient::new(base_url).unwrap();
+    let corrector = toolmend_openai::ModelCorrector::new(client, "m").context_messages(10);
+    let node = ToolNode::builder(registry(case))
+        .corrector(corrector, 1)
+        .build();
+    let mut messages = case.history.clone();
+    messages.push(Message::Assistant(case.message.clone()));
+    let out = node.invoke(&messages).await.unwrap();
+    let args = arguments_by_id(&out.assistant);
+    out.stats
+        .calls
+        .iter()
+        .map(|c| {
+            let id = c.call_id.clone().unwrap_or_default();
+            let mut kinds: Vec<String> = c.fixes.iter().map(|f| f.kind.id().to_owned()).collect();
+            kinds.dedup();
+            let a = args.get(&id).cloned().unwrap_or(Value::Null);
+            (id, c.tool.clone(), c.outcome.as_str().to_owned(), kinds, a)
+        })
+        .collect()
+}
+
+fn gateway_corrected(case: &Case, upstream: &str, stream: bool) -> Corrected {
+    let toml = format!(
+        "upstream.base_url = \"{upstream}\"\ncalls.invalid = \"correct\"\n\
+         correction.base_url = \"{upstream}\"\ncorrection.model = \"m\"\n\
+         correction.max_retries = 1\n"
+    );
+    let tag = if stream { "s" } else { "j" };
+    let dir = std::env::temp_dir().join(format!(
+        "toolmend-eq-correct-{}-{tag}-{}",
+        std::process::id(),
+        case.name.len()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let served = serve_with(&["--config", path.to_str().unwrap()], &[]);
+    let (_, answer) = post(served.addr, &request(case, stream));
+    let text = String::from_utf8(answer).unwrap();
+    let (account, args) = if stream {
+        let chunks: Vec<Value> = text
+            .split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+            .collect();
+        let account = chunks
+            .iter()
+            .find_map(|v| v.get("toolmend").cloned())
+            .unwrap_or_else(|| panic!("{}: no account in the stream: {text}", case.name));
+        let (message, _) = assemble_choices(&chunks).remove(&0).unwrap_or_default();
+        (account, arguments_by_id(&message))
+    } else {
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let m: AssistantMessage =
+            serde_json::from_value(v["choices"][0]["message"].clone()).unwrap();
+        (v["toolmend"].clone(), arguments_by_id(&m))
+    };
+    account["calls"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}: no account calls: {account}", case.name))
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+            let kinds = c["fixes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|k| k.as_str().map(str::to_owned))
+                .collect();
+            let a = args.get(&s("id")).cloned().unwrap_or(Value::Null);
+            (s("id"), s("tool"), s("outcome"), kinds, a)
+        })
+        .collect()
+}
+
+#[test]
+fn every_correcting_front_corrects_the_same_calls() {
+    let cases: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| c.raw.get("correct").is_some())
+        .collect();
+    assert!(cases.len() >= 3, "the correction cases shrank");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Per case: the node's correction; the gateway's answer and correction, as JSON,
+    // then streamed. The corrector answers with the case's `correct` arguments.
+    // The correction model is asked to call the tool (tool-calling mode): its call, to
+    // the tool of the case's first call that does not run as sent.
+    let answer = |c: &Case| {
+        let expect = c.raw["expect"].as_array().unwrap();
+        let tool = expect
+            .iter()
+            .find(|e| e[2] != "executed")
+            .and_then(|e| e[1].as_str())
+            .unwrap();
+        Step::Reply(AssistantMessage {
+            tool_calls: Some(vec![toolmend::protocol::ToolCall::new(
+                "fix",
+                tool,
+                c.raw["correct"].as_str().unwrap(),
+            )]),
+            ..AssistantMessage::default()
+        })
+    };
+    let script = cases.iter().fold(Script::new(), |s, c| {
+        s.then(answer(c))
+            .then(Step::Reply(c.message.clone()))
+            .then(answer(c))
+            .then(Step::Reply(c.message.clone()))
+            .then(answer(c))
+    });
+    let provider = Arc::new(rt.block_on(ScriptedProvider::start(script)).unwrap());
+    let mut failures = Vec::new();
+    let mut corrected_somewhere = 0;
+    for case in &cases {
+        let node = rt.block_on(node_corrected(case, &provider.base_url()));
+        let expected: Guarded = serde_json::from_value(case.raw["expect"].clone()).unwrap();
+        let got: Guarded = node
+            .iter()
+            .map(|(id, tool, outcome, ..)| (id.clone(), tool.clone(), outcome.clone()))
+            .collect();
+        if got != expected {
+            failures.push(format!(
+                "{}: the node differs from the case\n  case: {expected:?}\n  node: {node:?}",
+                case.name
+            ));
+        }
+        for (id, _, outcome, kinds, _) in &node {
+            if outcome == "corrected" {
+                corrected_somewhere += 1;
+                assert!(
+                    kinds.iter().any(|k| k == "arguments_corrected"),
+                    "{}: {id} corrected without its fix: {kinds:?}",
+                    case.name
+                );
+            }
+        }
+        for (front, got) in [
+            (
+                "gateway json",
+                gateway_corrected(case, &provider.base_url(), false),
+            ),
+            (
+                "gateway stream",
+                gateway_corrected(case, &provider.base_url(), true),
+            ),
+        ] {
+            if got != node {
+                failures.push(format!(
+                    "{}: {front} differs from the node\n  node:  {node:?}\n  {front}: {got:?}",
+                    case.name
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // A corrector that never answers usefully would pass in silence.
+    assert!(corrected_somewhere >= 2, "{corrected_somewhere} corrected");
+}
+
+// ---- the n > 1 cases ------------------------------------------------------------------
+
+/// The choices of a stream, assembled as a client does: per choice index, content
+/// concatenated and calls by `index`; with the dispositions of the closing report.
+fn assemble_choices(chunks: &[Value]) -> BTreeMap<u64, (AssistantMessage, ())> {
+    let mut content: BTreeMap<u64, String> = BTreeMap::new();
+    let mut calls: BTreeMap<u64, BTreeMap<u64, (String, String, String)>> = BTreeMap::new();
+    for v in chunks {
+        for choice in v["choices"].as_array().into_iter().flatten() {
+            let i = choice["index"].as_u64().unwrap_or(0);
+            let delta = &choice["delta"];
+            let text = content.entry(i).or_default();
+            if let Some(c) = delta["content"].as_str() {
+                text.push_str(c);
+            }
+            let slots = calls.entry(i).or_default();
+            for tc in delta["tool_calls"].as_array().into_iter().flatten() {
+                let slot = slots.entry(tc["index"].as_u64().unwrap()).or_default();
+                if let Some(id) = tc["id"].as_str() {
+                    slot.0.push_str(id);
+                }
+                if let Some(n) = tc["function"]["name"].as_str() {
+                    slot.1.push_str(n);
+                }
+                if let Some(a) = tc["function"]["arguments"].as_str() {
+                    slot.2.push_str(a);
+                }
+            }
+        }
+    }
+    content
+        .into_iter()
+        .map(|(i, text)| {
+            let tool_calls: Vec<toolmend::protocol::ToolCall> = calls
+                .remove(&i)
+                .unwrap_or_default()
+                .into_values()
+                .map(|(id, name, args)| toolmend::protocol::ToolCall::new(id, name, args))
+                .collect();
+            let message = AssistantMessage {
+                content: Some(
+                    Some(text)
+                        .filter(|t| !t.is_empty())
+                        .map(toolmend::protocol::Content::Text),
+                ),
+                tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),
+                ..AssistantMessage::default()
+            };
+            (i, (message, ()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_choice_of_an_answer_is_mended_alike_as_json_and_as_a_stream() {
+    let cases: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| c.raw.get("choices").is_some())
+        .collect();
+    assert!(!cases.is_empty(), "the n > 1 cases are gone");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let choices = |c: &Case| -> Vec<AssistantMessage> {
+        let mut all = vec![c.message.clone()];
+        all.extend(
+            c.raw["choices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| serde_json::from_value(m.clone()).unwrap()),
+        );
+        all
+    };
+    let script = cases.iter().fold(Script::new(), |s, c| {
+        let all = choices(c);
+        let s = all.iter().fold(s, |s, m| s.then(Step::Reply(m.clone())));
+        all.iter().fold(s, |s, m| s.then(Step::Reply(m.clone())))
+    });
+    let provider = Arc::new(rt.block_on(ScriptedProvider::start(script)).unwrap());
+    let gateway = serve(&provider.base_url());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let all = choices(case);
+        let n = all.len();
+        // Each choice as the core plans it on its own (dispositions aside: the stream's
+        // report and the JSON headers list ids, which choices may share).
+        let reference: Vec<Outcome> = all
+            .iter()
+            .map(|m| {
+                let one = Case {
+                    message: m.clone(),
+                    ..case.clone()
+                };
+                let mut o = core(&one);
+                for c in &mut o.calls {
+                    c.3 = "";
+                }
+                o
+            })
+            .collect();
+        let mut body = request(case, false);
+        body["n"] = json!(n);
+        let (_, raw) = post(gateway.addr, &body);
+        let v: Value = serde_json::from_slice(&raw).unwrap();
+        let mut stream_body = request(case, true);
+        stream_body["n"] = json!(n);
+        let (_, raw) = post(gateway.addr, &stream_body);
+        let text = String::from_utf8(raw).unwrap();
+        let chunks: Vec<Value> = text
+            .split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+            .collect();
+        assert!(
+            chunks.iter().all(|c| c.get("error").is_none()),
+            "{}: {text}",
+            case.name
+        );
+        let mut streamed = assemble_choices(&chunks);
+        for (i, want) in reference.iter().enumerate() {
+            let json_message: AssistantMessage =
+                serde_json::from_value(v["choices"][i]["message"].clone())
+                    .unwrap_or_else(|e| panic!("{}: choice {i}: {e}: {v}", case.name));
+            let stream_message = streamed
+                .remove(&(i as u64))
+                .map(|(m, _)| m)
+                .unwrap_or_else(|| panic!("{}: no choice {i} in the stream", case.name));
+            for (front, m) in [("json", json_message), ("stream", stream_message)] {
+                let got = outcome_of(&m, |_| "");
+                if &got != want {
+                    failures.push(format!(
+                        "{}: choice {i}, gateway {front} differs from the core plan\n  core: {want:?}\n  {front}: {got:?}",
+                        case.name
+                    ));
+                }
+            }
+        }
+        // Every choice changed something: a gateway passing later choices through as
+        // they came would fail above, not here.
+        assert!(reference.iter().skip(1).all(|o| !o.calls.is_empty()));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
