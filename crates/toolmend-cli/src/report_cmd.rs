@@ -1,4 +1,4 @@
-//! `toolmend report`: an event log (`toolmend_gateway::events`, JSON lines) read as a
+//! `toolmend report`: an event log (`toolmend::events`, JSON lines) read as a
 //! stream and aggregated into one self-contained HTML page: the worst offenders first
 //! (tools, fields, fix and issue kinds), by model and over time, with a legend of every
 //! kind it shows. Memory is bounded whatever the log's size: each line is read, counted
@@ -16,11 +16,11 @@ use std::{
 
 use anyhow::{Context, Result};
 use serde_json::Value;
+use toolmend::events::{self, CallEvent, format_ts, parse_ts};
 use toolmend::{
     MendedCall, Toolbox,
     message::{CallOutcome, CallSource, PlannedCall},
 };
-use toolmend_gateway::events::{self, CallEvent, format_ts, parse_ts};
 
 /// Build an HTML report from event logs: which tools, fields and fix kinds the models get
 /// wrong, the worst first.

@@ -33,7 +33,7 @@ pub struct Config {
     /// `server_side = true`, loaded by `toolmend-tools` from the same text).
     pub round_trip: RoundTrip,
     /// The event log: one JSON line per mended call (off without `events.path`).
-    pub events: crate::events::EventsConfig,
+    pub events: EventsConfig,
     /// Traces exported over OTLP (with the `otel` feature).
     pub telemetry: Telemetry,
     /// Who may call: client keys, the admin routes' listener or key, the explicit
@@ -59,7 +59,7 @@ impl Default for Config {
             correction: Correction::default(),
             guard: Guard::default(),
             round_trip: RoundTrip::default(),
-            events: crate::events::EventsConfig::default(),
+            events: EventsConfig::default(),
             telemetry: Telemetry::default(),
             access: Access::default(),
             notes: Vec::new(),
@@ -1060,5 +1060,36 @@ mod tests {
         );
         let config = super::Config::from_toml_and_env(base, Vec::new()).unwrap();
         assert!(config.warnings().is_empty());
+    }
+}
+
+/// `[events]`: the gateway's event log (off without `path`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EventsConfig {
+    /// The file events are appended to, one JSON line per call. None: no event log.
+    pub path: Option<std::path::PathBuf>,
+    /// Log calls that were valid as sent, too (`outcome` `executed`, `mend` `valid`):
+    /// the report's rates need them as their denominator. Off: only calls that were
+    /// repaired, corrected or left with issues (or dropped, or refused by the guard).
+    pub clean: bool,
+    /// Events queued for the writer thread; past it new events are dropped (counted in
+    /// `toolmend_events_dropped_total`) rather than wait.
+    pub buffer: usize,
+    /// The environment variable holding the key session ids are hashed with (keyed
+    /// SipHash-2-4), so the same session gets the same hash across restarts and
+    /// instances. None: a random key per process (hashes match within one run only).
+    /// Not a `TOOLMEND_…` name: those are configuration overrides.
+    pub session_salt_env: Option<String>,
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        EventsConfig {
+            path: None,
+            clean: true,
+            buffer: 10_000,
+            session_salt_env: None,
+        }
     }
 }

@@ -43,6 +43,7 @@ pub mod calendar;
 pub mod correct;
 pub mod drive;
 pub mod error;
+pub mod events;
 pub mod feedback;
 pub mod fix;
 pub mod future;

@@ -246,7 +246,7 @@ impl GatewayError {
                     axum::http::HeaderName::from_static(SHOULD_RETRY),
                     axum::http::HeaderValue::from_static("false"),
                 );
-                crate::server::http::set_headers(h, headers.iter().cloned());
+                crate::server::headers::set_headers(h, headers.iter().cloned());
                 out
             }
             GatewayError::Unauthorized { .. } => {

@@ -3,7 +3,7 @@
 
 use axum::{
     body::{Body, Bytes},
-    http::{HeaderMap, HeaderName, HeaderValue, header},
+    http::{HeaderMap, HeaderValue, header},
     response::{IntoResponse, Response},
 };
 
@@ -112,18 +112,6 @@ pub(crate) fn request_id(headers: &mut HeaderMap) -> String {
         headers.insert("x-request-id", v);
     }
     id
-}
-
-/// Sets each `(name, value)` whose value is a valid header value.
-pub(crate) fn set_headers(
-    headers: &mut HeaderMap,
-    pairs: impl IntoIterator<Item = (&'static str, String)>,
-) {
-    for (name, value) in pairs {
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            headers.insert(HeaderName::from_static(name), v);
-        }
-    }
 }
 
 /// A bug that panics in a handler answers that request with a 500 in OpenAI's shape

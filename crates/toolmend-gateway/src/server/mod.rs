@@ -9,6 +9,7 @@
 pub(crate) mod access;
 pub(crate) mod auth;
 pub(crate) mod error;
+pub(crate) mod headers;
 pub(crate) mod http;
 pub(crate) mod listen;
 pub(crate) mod ready;

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use toolmend::events::CallEvent;
 use toolmend::protocol::ToolCall;
-use toolmend_gateway::{Config, Gateway, events::CallEvent};
+use toolmend_gateway::{Config, Gateway};
 use toolmend_scripted::{Script, ScriptedProvider};
 
 use crate::common::{self, calls, eventually, weather_tools as tools};

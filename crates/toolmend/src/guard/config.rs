@@ -6,6 +6,17 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// What the guard does when its store gives no answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FailMode {
+    /// Let the calls run (the history rules still apply); reported as a decision.
+    #[default]
+    Open,
+    /// Refuse the calls the store would have counted (rule `store_unavailable`).
+    Closed,
+}
+
 /// Largest `limit` a window or budget may have: a sliding window keeps one timestamp per
 /// admitted call, so this bounds a key's memory (in process and in Redis).
 pub const MAX_LIMIT: u64 = 100_000;

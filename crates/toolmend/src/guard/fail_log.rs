@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::rules::FailMode;
+use super::config::FailMode;
 
 /// Default pause between two reminders while the store gives no answer.
 pub const FAIL_LOG_EVERY: Duration = Duration::from_secs(30);

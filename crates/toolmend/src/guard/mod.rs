@@ -26,10 +26,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use config::{
-    Budget, Duplicate, ExitBehavior, GuardConfig, Ladder, NoProgress, PingPong, ToolRules, Window,
+    Budget, Duplicate, ExitBehavior, FailMode, GuardConfig, Ladder, NoProgress, PingPong,
+    ToolRules, Window,
 };
 pub use fail_log::FAIL_LOG_EVERY;
-pub use rules::{DEFAULT_TIMEOUT, FailMode, RuleGuard, session_key};
+pub use rules::{DEFAULT_TIMEOUT, RuleGuard, session_key};
 pub use store::{GuardStore, MemoryStore, StoreError};
 
 use crate::{future::BoxFuture, protocol::Message};

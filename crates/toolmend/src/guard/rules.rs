@@ -4,28 +4,15 @@
 
 use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
 
-use serde::{Deserialize, Serialize};
-
 use super::{
     Action, Decision, FLOOD_PREFIX, Guard, GuardContext, GuardRequest, Rule, Verdict,
-    config::{Budget, ExitBehavior, GuardConfig, ToolRules, Window},
+    config::{Budget, ExitBehavior, FailMode, GuardConfig, ToolRules, Window},
     fail_log::{FAIL_LOG_EVERY, FailLog},
     fingerprint::fingerprint,
     loops::{NewCall, RunIndex, run_number},
     store::{Admission, AdmitCall, CallAnswer, Check, GuardStore, MemoryStore, Scope, StoreError},
 };
 use crate::future::BoxFuture;
-
-/// What the guard does when its store gives no answer in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum FailMode {
-    /// Let the calls run (the history rules still apply); reported as a decision.
-    #[default]
-    Open,
-    /// Refuse the calls the store would have counted (rule `store_unavailable`).
-    Closed,
-}
 
 /// The configured guard.
 ///

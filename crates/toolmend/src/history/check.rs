@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::provider::{self, Texts};
+use super::provider::{self, ProviderError, Texts};
 use super::{MAX_ID_LEN, call_id, is_blank, is_blank_id, is_object_text, longer_than};
 use crate::protocol::{AssistantMessage, Message, ToolCall, ToolMessage};
 
@@ -74,15 +74,6 @@ impl std::fmt::Display for ViolationKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.id())
     }
-}
-
-/// Another provider's answer to the same violation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ProviderError {
-    /// `anthropic`, `gemini`, `bedrock`, `minimax`.
-    pub provider: &'static str,
-    /// Its error text, ids and indices filled in.
-    pub message: String,
 }
 
 /// One rule a history breaks.

@@ -44,7 +44,8 @@ mod tokens;
 mod trim;
 
 use check::is_valid;
-pub use check::{ProviderError, Violation, ViolationKind, check, count};
+pub use check::{Violation, ViolationKind, check, count};
+pub use provider::ProviderError;
 pub use sanitize::{
     Action, ActionKind, EMPTY_RESULT, MISPLACED_RESULT, MissingIdPolicy, NO_ID_RESULT,
     OrphanPolicy, SanitizePolicy, Sanitized, UNANSWERED_RESULT, UNNAMED_TOOL, sanitize,

@@ -4,7 +4,16 @@
 //! Indices are toolmend's message indices (OpenAI's numbering). Providers that move system
 //! messages out of the list or merge tool results into one message number differently.
 
-use super::check::ProviderError;
+use serde::Serialize;
+
+/// Another provider's answer to the same violation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProviderError {
+    /// `anthropic`, `gemini`, `bedrock`, `minimax`.
+    pub provider: &'static str,
+    /// Its error text, ids and indices filled in.
+    pub message: String,
+}
 
 pub(crate) const OPENAI: &str = "openai";
 pub(crate) const ANTHROPIC: &str = "anthropic";

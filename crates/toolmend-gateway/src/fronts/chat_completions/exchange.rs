@@ -41,19 +41,28 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
-    /// Logs the calls of `resolved`, an answer of this request, when `[events]` is on.
+    /// Logs the calls of `resolved`, an answer of this request, when `[events]` is on:
+    /// under the guard's session, else the one the request names itself, within its
+    /// `[access]` client as the guard's are.
     pub(crate) fn log_calls(&self, resolved: &toolmend::drive::Resolved, toolbox: &Toolbox) {
-        if let Some(log) = &self.gw.pipeline.events {
-            log.answer_calls(
-                super::FRONT,
-                &crate::fronts::session_hints(&self.headers, &self.request),
-                self.request.get("model").and_then(Value::as_str),
-                self.session().map(|s| s.0),
-                &self.request_id,
-                resolved,
-                toolbox,
-            );
-        }
+        let Some(log) = &self.gw.pipeline.events else {
+            return;
+        };
+        let session = self.session().map(|(s, _)| s.to_owned()).or_else(|| {
+            crate::fronts::session_hints(&self.headers, &self.request)
+                .named()
+                .map(crate::pipeline::guard::client_scoped)
+        });
+        let client = crate::server::access::current_client();
+        log.answer_calls(
+            super::FRONT,
+            session,
+            client.as_deref(),
+            self.request.get("model").and_then(Value::as_str),
+            &self.request_id,
+            resolved,
+            toolbox,
+        );
     }
 
     /// The session as the guard stage takes it.

@@ -27,7 +27,7 @@ use crate::{
     fronts::chat_completions::{exchange::Exchange, wire},
     metrics as m,
     pipeline::{plan::plan_only, reasoning, report::Summary, round_trip::Round},
-    server::{error::GatewayError, http},
+    server::{error::GatewayError, headers},
 };
 
 /// The final answer to a request, before it is written (as JSON by [`respond`], as SSE
@@ -75,7 +75,7 @@ pub(crate) async fn respond(
             axum::Json(a.response).into_response()
         }
     };
-    http::set_headers(out.headers_mut(), a.headers);
+    headers::set_headers(out.headers_mut(), a.headers);
     Ok(out)
 }
 

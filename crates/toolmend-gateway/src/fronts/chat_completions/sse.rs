@@ -568,7 +568,7 @@ pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
     frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
     let body = stream::iter(frames.into_iter().map(Ok::<_, std::convert::Infallible>));
     let mut out = event_stream(Body::from_stream(body));
-    crate::server::http::set_headers(out.headers_mut(), headers);
+    crate::server::headers::set_headers(out.headers_mut(), headers);
     out
 }
 

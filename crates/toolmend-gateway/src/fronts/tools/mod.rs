@@ -38,7 +38,7 @@ use toolmend::{
 };
 
 use crate::{
-    server::{error::GatewayError, http},
+    server::{error::GatewayError, headers, http},
     state::Gateway,
 };
 
@@ -130,7 +130,7 @@ async fn execute_inner(
         .await?;
     let headers = vec![("x-toolmend-outcomes", outcomes(&out))];
     let mut resp = axum::Json(body_of(out)).into_response();
-    http::set_headers(resp.headers_mut(), headers);
+    headers::set_headers(resp.headers_mut(), headers);
     Ok(resp)
 }
 
