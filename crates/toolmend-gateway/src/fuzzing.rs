@@ -67,7 +67,8 @@ pub fn prepare(gw: &crate::Gateway, body: &mut Value) -> Result<Prepared, u16> {
 /// The tools the cache refuses (bad schema, past `limits.max_tools` …), as the message the
 /// client would get.
 pub fn tools(gw: &crate::Gateway, tools: &Value) -> Result<Arc<Toolbox>, String> {
-    gw.pipeline.tools.get(tools).map_err(|e| e.to_string())
+    crate::fronts::chat_completions::wire::toolbox(&gw.pipeline.tools, tools)
+        .map_err(|e| e.to_string())
 }
 
 /// The streaming answer (`sse::respond`) to `request`, read whole: the request is sent

@@ -6,7 +6,8 @@
 //! parser, the extractor and the streaming gate share), and the content a whole answer
 //! keeps is the core's `toolmend::message::strip_thinking`, exactly as the plan strips
 //! it. This module only collects what the core takes out, so that it can be moved:
-//! [`split`] for a whole text, [`Tap`] delta by delta for a stream.
+//! [`split`] for a whole text, [`Tap`] delta by delta for a stream. Where the reasoning
+//! goes in an answer is the front's (chat's `reasoning_content`: `wire::put_reasoning`).
 
 use toolmend::{message::strip_thinking, repair::markers};
 
@@ -15,7 +16,7 @@ use toolmend::{message::strip_thinking, repair::markers};
 /// The blocks are the ones `strip_thinking` removes: every tagged block and an unclosed
 /// opening block to the end (a bare closing tag goes alone; with
 /// `calls.template_opens_thinking` the front puts the opening tag back first,
-/// [`open_in_prompt`]).
+/// `toolmend::message::open_thinking`).
 pub(crate) fn split(text: &str) -> Option<(String, String)> {
     let content = strip_thinking(text)?;
     let find = |from: usize, closing: bool| {
@@ -43,40 +44,6 @@ pub(crate) fn split(text: &str) -> Option<(String, String)> {
         .filter(|p| !p.is_empty())
         .collect();
     Some((reasoning.join("\n"), content))
-}
-
-/// With `calls.template_opens_thinking`: the text content of `message` (a chat-completions
-/// message object) read as begun inside a thinking block the template opened
-/// ([`toolmend::message::open_thinking`]), before anything plans it or splits it.
-pub(crate) fn open_in_prompt(message: &mut serde_json::Value) {
-    if let Some(text) = message.get_mut("content").and_then(|c| match c {
-        serde_json::Value::String(t) if !t.is_empty() => Some(t),
-        _ => None,
-    }) {
-        *text = toolmend::message::open_thinking(text);
-    }
-}
-
-/// Adds `reasoning` to the `reasoning_content` of `message` (a chat-completions message
-/// or delta object), after what the upstream put there itself.
-pub(crate) fn put(message: &mut serde_json::Value, reasoning: &str) {
-    if reasoning.is_empty() {
-        return;
-    }
-    let Some(o) = message.as_object_mut() else {
-        return;
-    };
-    let text = match o
-        .get("reasoning_content")
-        .and_then(serde_json::Value::as_str)
-    {
-        Some(before) if !before.is_empty() => format!("{before}\n{reasoning}"),
-        _ => reasoning.to_owned(),
-    };
-    o.insert(
-        "reasoning_content".to_owned(),
-        serde_json::Value::String(text),
-    );
 }
 
 /// What one content delta splits into.

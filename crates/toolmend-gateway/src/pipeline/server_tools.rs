@@ -17,7 +17,6 @@ use std::{
     time::Instant,
 };
 
-use serde_json::Value;
 use toolmend::{
     MendOptions,
     guard::RuleGuard,
@@ -49,8 +48,8 @@ pub(crate) struct ServerTools {
     guard: Option<Arc<RuleGuard>>,
     /// Nodes that run only some tools, by their sorted names.
     restricted: Mutex<NodeCache>,
-    /// The server-side tools' definitions, as a request's `tools` holds them.
-    definitions: Vec<Value>,
+    /// The server-side tools' definitions.
+    definitions: Vec<toolmend::protocol::Tool>,
 }
 
 impl ServerTools {
@@ -75,11 +74,7 @@ impl ServerTools {
         if let Some(g) = &guard {
             execute = execute.guard(Arc::clone(g));
         }
-        let definitions = set
-            .definitions(true)
-            .iter()
-            .filter_map(|d| serde_json::to_value(d).ok())
-            .collect();
+        let definitions = set.definitions(true);
         let server_side: Vec<&str> = set
             .tools()
             .iter()
@@ -118,27 +113,9 @@ impl ServerTools {
         self.set.tools().iter().map(|t| t.name()).collect()
     }
 
-    /// Adds the server-side tools' definitions to a chat request's `tools` (replacing a
-    /// client tool of the same name: the gateway runs that name). True when it changed.
-    pub(crate) fn inject(&self, request: &mut Value) -> bool {
-        if self.definitions.is_empty() {
-            return false;
-        }
-        let Some(obj) = request.as_object_mut() else {
-            return false;
-        };
-        let mut tools = match obj.remove("tools") {
-            Some(Value::Array(t)) => t,
-            _ => Vec::new(),
-        };
-        tools.retain(|t| {
-            !t.pointer("/function/name")
-                .and_then(Value::as_str)
-                .is_some_and(|n| self.set.is_server_side(n))
-        });
-        tools.extend(self.definitions.iter().cloned());
-        obj.insert("tools".to_owned(), Value::Array(tools));
-        true
+    /// The server-side tools' definitions, for a front to add to a request's tools.
+    pub(crate) fn definitions(&self) -> &[toolmend::protocol::Tool] {
+        &self.definitions
     }
 
     /// Runs the round trip's server-side calls: the last message of `messages` is the

@@ -1,4 +1,5 @@
-//! The compiled tools of a request, cached by their exact text.
+//! The compiled tools of a request, cached by their exact text; the front converts its
+//! wire's definitions into [`ToolSpec`]s on a miss.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -6,7 +7,19 @@ use std::{
 };
 
 use serde_json::Value;
-use toolmend::{CompiledTool, Toolbox, protocol::Tool};
+use toolmend::{CompiledTool, Toolbox};
+
+/// A tool as every API defines one: a name, a description, the JSON Schema of its
+/// arguments (an object schema when the definition gave none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// The arguments' schema.
+    pub parameters: Value,
+}
 
 /// Compiled tool sets by the exact text of the request's `tools`: agents send the same
 /// tools with every request, and compiling schemas costs more than mending.
@@ -46,56 +59,46 @@ impl ToolCache {
         self
     }
 
-    /// The compiled tools of a request's `tools` value.
+    /// The compiled tools of a request whose tools' exact text is `key` (`count` of
+    /// them): from the cache, or compiled from `specs` (the front's conversion of its
+    /// wire's definitions, called on a miss only).
     ///
     /// # Errors
     ///
-    /// A tool that is not a function definition, or whose schema does not compile.
-    pub fn get(&self, tools: &Value) -> Result<Arc<Toolbox>, ToolsError> {
-        if let Some(n) = tools.as_array().map(Vec::len)
-            && n > self.max_tools
-        {
+    /// More than `limits.max_tools` tools, a definition the front refuses, a schema that
+    /// does not compile.
+    pub fn get(
+        &self,
+        key: &str,
+        count: usize,
+        specs: impl FnOnce(usize) -> Result<Vec<ToolSpec>, ToolsError>,
+    ) -> Result<Arc<Toolbox>, ToolsError> {
+        if count > self.max_tools {
             return Err(ToolsError(format!(
-                "{n} tools, more than limits.max_tools ({})",
+                "{count} tools, more than limits.max_tools ({})",
                 self.max_tools
             )));
         }
-        let key = tools.to_string();
         if let Ok(guard) = self.inner.lock()
-            && let Some(hit) = guard.0.get(&key)
+            && let Some(hit) = guard.0.get(key)
         {
             return Ok(Arc::clone(hit));
         }
-        // Checked on a miss only: a cached set was checked when it was compiled.
-        if key.len() > self.max_schema_bytes {
-            for (i, t) in tools.as_array().into_iter().flatten().enumerate() {
-                let len = t.to_string().len();
-                if len > self.max_schema_bytes {
-                    return Err(ToolsError(format!(
-                        "tools[{i}] is {len} bytes, more than limits.max_schema_bytes ({})",
-                        self.max_schema_bytes
-                    )));
-                }
-            }
-        }
-        let defs: Vec<Tool> =
-            serde_json::from_value(tools.clone()).map_err(|e| ToolsError(e.to_string()))?;
+        // Checked on a miss only: a cached set was checked when it was compiled. A
+        // definition longer than `limits.max_schema_bytes` is the front's to refuse (it
+        // measures its own wire's text); it is told the limit when the whole set is over.
+        let limit = if key.len() > self.max_schema_bytes {
+            self.max_schema_bytes
+        } else {
+            usize::MAX
+        };
         let mut toolbox = Toolbox::new();
-        for def in defs.iter().filter(|d| d.kind == "function") {
-            let f = &def.function;
-            let params = f
-                .parameters
-                .clone()
-                .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
-            let compiled = CompiledTool::compile(
-                &f.name,
-                f.description.as_deref().unwrap_or_default(),
-                &params,
-            )
-            .map_err(|e| ToolsError(format!("{}: {e}", f.name)))?;
+        for spec in specs(limit)? {
+            let compiled = CompiledTool::compile(&spec.name, &spec.description, &spec.parameters)
+                .map_err(|e| ToolsError(format!("{}: {e}", spec.name)))?;
             toolbox
                 .add(compiled)
-                .map_err(|e| ToolsError(format!("{}: {e}", f.name)))?;
+                .map_err(|e| ToolsError(format!("{}: {e}", spec.name)))?;
         }
         let toolbox = Arc::new(toolbox);
         if let Ok(mut guard) = self.inner.lock() {
@@ -105,8 +108,8 @@ impl ToolCache {
             {
                 map.remove(&old);
             }
-            map.insert(key.clone(), Arc::clone(&toolbox));
-            order.push_back(key);
+            map.insert(key.to_owned(), Arc::clone(&toolbox));
+            order.push_back(key.to_owned());
         }
         Ok(toolbox)
     }

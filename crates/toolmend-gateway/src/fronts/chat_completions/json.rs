@@ -223,7 +223,7 @@ async fn plan_choices(
             let policy = ex.gw.config.calls.reasoning_policy();
             for message in choices.iter_mut().filter_map(|c| c.get_mut("message")) {
                 if ex.gw.config.calls.opens_thinking() {
-                    reasoning::open_in_prompt(message);
+                    wire::open_thinking_in_prompt(message);
                 }
                 *changed |= reason_alone(message, policy, summary);
             }
@@ -233,7 +233,7 @@ async fn plan_choices(
     let mut first = None;
     for (i, choice) in choices.iter_mut().enumerate() {
         if ex.gw.config.calls.opens_thinking() {
-            reasoning::open_in_prompt(&mut choice["message"]);
+            wire::open_thinking_in_prompt(&mut choice["message"]);
         }
         let Ok(message) = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
         else {
@@ -280,7 +280,7 @@ pub(crate) fn reason_alone(
     };
     message["content"] = json!(content);
     if policy == ReasoningPolicy::Move {
-        reasoning::put(message, &moved);
+        wire::put_reasoning(message, &moved);
         summary.reasoning = Some("moved");
     } else {
         summary.reasoning = Some("dropped");
@@ -320,7 +320,7 @@ pub(crate) fn write_choice(
             summary.reasoning = Some(if moved.is_some() { "moved" } else { "dropped" });
         }
         if let Some(r) = moved {
-            reasoning::put(&mut choice["message"], &r);
+            wire::put_reasoning(&mut choice["message"], &r);
         }
         changed = true;
     }

@@ -89,14 +89,12 @@ async fn chat_inner(
         .as_ref()
         .filter(|s| s.any_server_side());
     let injected = match round_trip {
-        Some(st) if gw.config.round_trip.inject => st.inject(&mut request),
+        Some(st) if gw.config.round_trip.inject => wire::inject_tools(&mut request, st),
         _ => false,
     };
     let toolbox = match request.get("tools").filter(|t| t.is_array()) {
         Some(tools) if gw.config.calls.mend => Some(
-            gw.pipeline
-                .tools
-                .get(tools)
+            wire::toolbox(&gw.pipeline.tools, tools)
                 .map_err(|e| GatewayError::invalid("invalid_tools", e.to_string()))?,
         ),
         _ => None,

@@ -31,11 +31,7 @@ use crate::{
         wire,
     },
     metrics as m,
-    pipeline::{
-        plan::plan_only,
-        reasoning::{self, Tap},
-        report::Summary,
-    },
+    pipeline::{plan::plan_only, reasoning::Tap, report::Summary},
     server::error::GatewayError,
 };
 
@@ -316,7 +312,7 @@ impl Transformer {
                 }
                 if let Some(p) = parts.filter(|_| self.move_reasoning) {
                     let mut d = Value::Object(std::mem::take(delta));
-                    reasoning::put(&mut d, &p.reasoning);
+                    wire::put_reasoning(&mut d, &p.reasoning);
                     if let Value::Object(o) = d {
                         *delta = o;
                     }
@@ -797,7 +793,7 @@ impl Driver {
             "finish_reason": upstream_finish});
         let calls = &ex.gw.config.calls;
         if calls.opens_thinking() {
-            reasoning::open_in_prompt(&mut choice["message"]);
+            wire::open_thinking_in_prompt(&mut choice["message"]);
         }
         let message = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
             .unwrap_or(o.message);

@@ -2,10 +2,15 @@
 //! the re-ask request, an answer's first choice, and the `finish_reason` a client gets.
 
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, Message, ToolCall};
+use toolmend::protocol::{AssistantMessage, Message, Tool, ToolCall};
 
 use crate::{
-    pipeline::{Pipeline, request::RequestNotes},
+    pipeline::{
+        Pipeline,
+        request::RequestNotes,
+        server_tools::ServerTools,
+        tools::{ToolCache, ToolSpec, ToolsError},
+    },
     server::error::GatewayError,
 };
 
@@ -127,4 +132,103 @@ pub(crate) fn finish_reason(
         Some("tool_calls") if !has_calls => Some("stop"),
         _ => None,
     }
+}
+
+/// With `calls.template_opens_thinking`: the text content of `message` (a chat-completions
+/// message object) read as begun inside a thinking block the template opened
+/// ([`toolmend::message::open_thinking`]), before anything plans it or splits it.
+pub(crate) fn open_thinking_in_prompt(message: &mut serde_json::Value) {
+    if let Some(text) = message.get_mut("content").and_then(|c| match c {
+        serde_json::Value::String(t) if !t.is_empty() => Some(t),
+        _ => None,
+    }) {
+        *text = toolmend::message::open_thinking(text);
+    }
+}
+
+/// Adds `reasoning` to the `reasoning_content` of `message` (a chat-completions message
+/// or delta object), after what the upstream put there itself.
+pub(crate) fn put_reasoning(message: &mut serde_json::Value, reasoning: &str) {
+    if reasoning.is_empty() {
+        return;
+    }
+    let Some(o) = message.as_object_mut() else {
+        return;
+    };
+    let text = match o
+        .get("reasoning_content")
+        .and_then(serde_json::Value::as_str)
+    {
+        Some(before) if !before.is_empty() => format!("{before}\n{reasoning}"),
+        _ => reasoning.to_owned(),
+    };
+    o.insert(
+        "reasoning_content".to_owned(),
+        serde_json::Value::String(text),
+    );
+}
+
+/// The compiled tools of a chat request's `tools` (an array), through the pipeline's
+/// cache keyed by their exact text: only `function` tools, each definition at most
+/// `limit` bytes serialized (`limits.max_schema_bytes`, checked on a miss).
+pub(crate) fn toolbox(
+    cache: &ToolCache,
+    tools: &Value,
+) -> Result<std::sync::Arc<toolmend::Toolbox>, ToolsError> {
+    let list = tools.as_array().map_or(&[][..], Vec::as_slice);
+    cache.get(&tools.to_string(), list.len(), |limit| {
+        if limit < usize::MAX {
+            for (i, t) in list.iter().enumerate() {
+                let len = t.to_string().len();
+                if len > limit {
+                    return Err(ToolsError(format!(
+                        "tools[{i}] is {len} bytes, more than limits.max_schema_bytes ({limit})"
+                    )));
+                }
+            }
+        }
+        let defs: Vec<Tool> =
+            serde_json::from_value(tools.clone()).map_err(|e| ToolsError(e.to_string()))?;
+        Ok(defs
+            .into_iter()
+            .filter(|d| d.kind == "function")
+            .map(|d| ToolSpec {
+                name: d.function.name,
+                description: d.function.description.unwrap_or_default(),
+                parameters: d
+                    .function
+                    .parameters
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            })
+            .collect())
+    })
+}
+
+/// Adds the gateway's server-side tools' definitions to a chat request's `tools`
+/// (replacing a client tool of the same name: the gateway runs that name). True when it
+/// changed.
+pub(crate) fn inject_tools(request: &mut Value, server: &ServerTools) -> bool {
+    let definitions = server.definitions();
+    if definitions.is_empty() {
+        return false;
+    }
+    let Some(obj) = request.as_object_mut() else {
+        return false;
+    };
+    let mut tools = match obj.remove("tools") {
+        Some(Value::Array(t)) => t,
+        _ => Vec::new(),
+    };
+    tools.retain(|t| {
+        !t.pointer("/function/name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| server.is_server_side(n))
+    });
+    tools.extend(
+        definitions
+            .iter()
+            .filter_map(|d| serde_json::to_value(d).ok()),
+    );
+    obj.insert("tools".to_owned(), Value::Array(tools));
+    true
 }
