@@ -1,8 +1,9 @@
-//! The assembler: OpenAI chat-completion stream deltas in, the assembled message out.
-//!
-//! A delta is a choice's `delta` object: `content` (text pieces), `tool_calls` (fragments
-//! `{index, id, type, function: {name, arguments}}`: names and arguments arrive in
-//! pieces and are joined), and, on the choice beside it, `finish_reason`.
+//! The assembler: neutral stream deltas in ([`Delta`]: text, reasoning, a call's start,
+//! an argument fragment, a call's end, the finish), the assembled message out. Every
+//! API's stream events convert into these; OpenAI's chat-completion `delta` objects by
+//! [`chat_deltas`] (`content` text pieces, `tool_calls` fragments `{index, id, type,
+//! function: {name, arguments}}` whose names and arguments arrive in pieces and are
+//! joined, and, on the choice beside it, `finish_reason`).
 //!
 //! Which call a fragment feeds:
 //! - With an `index`: the call that index feeds. An index not seen before starts a new
@@ -101,6 +102,45 @@ impl<'a> CallDelta<'a> {
     }
 }
 
+/// One piece of a streamed answer, whatever API streamed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delta<'a> {
+    /// A piece of the answer's text.
+    Text(&'a str),
+    /// A piece of its reasoning (a thinking block the API streams apart).
+    Reasoning(&'a str),
+    /// A fragment of a tool call: its start (an id, a name or a name's piece), an
+    /// argument fragment, or both (OpenAI's fragments may carry any of them).
+    Call(CallDelta<'a>),
+    /// The call at `index` (the current one without) is complete: a later fragment
+    /// without an index starts the next call.
+    CallEnd {
+        /// The call's stream index.
+        index: Option<u64>,
+    },
+    /// The answer ended; `cut_off` when the model hit its token limit.
+    Finish {
+        /// Stopped at the token limit.
+        cut_off: bool,
+    },
+}
+
+/// The neutral deltas of one OpenAI chat-completion `delta` object: its `tool_calls`
+/// fragments, then its `content`.
+pub fn chat_deltas(delta: &Value) -> impl Iterator<Item = Delta<'_>> {
+    let calls = delta
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|part| Delta::Call(CallDelta::from_value(part)));
+    let text = delta
+        .get("content")
+        .and_then(Value::as_str)
+        .map(Delta::Text);
+    calls.chain(text)
+}
+
 /// The assembled message.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Assembled {
@@ -119,6 +159,10 @@ pub struct Assembled {
     pub tail: String,
     /// The gate dropped a thinking block.
     pub thinking_stripped: bool,
+    /// The reasoning streamed apart ([`Delta::Reasoning`]), joined.
+    pub reasoning: String,
+    /// The answer was cut off at the token limit ([`Delta::Finish`]).
+    pub cut_off: bool,
 }
 
 #[derive(Debug, Default)]
@@ -145,6 +189,8 @@ pub struct Assembler {
     released_overflow: bool,
     gate: ContentGate,
     finish_reason: Option<String>,
+    reasoning: String,
+    cut_off: bool,
 }
 
 impl Default for Assembler {
@@ -171,6 +217,8 @@ impl Assembler {
             released_overflow: false,
             gate: ContentGate::new(thinking),
             finish_reason: None,
+            reasoning: String::new(),
+            cut_off: false,
         }
     }
 
@@ -182,25 +230,48 @@ impl Assembler {
         self
     }
 
-    /// Takes a `delta` object: its `content` and `tool_calls`. Returns the content that
-    /// may reach the client now (`None` when the delta carried none).
+    /// Takes one neutral delta. Returns the text that may reach the client now (`None`
+    /// for a delta that carries no text).
+    ///
+    /// # Errors
+    ///
+    /// The stream went past a bound.
+    pub fn push(&mut self, delta: Delta<'_>) -> Result<Option<String>, StreamError> {
+        match delta {
+            Delta::Text(text) => return self.push_content(text).map(Some),
+            Delta::Reasoning(text) => {
+                self.reasoning.push_str(text);
+                self.check()?;
+            }
+            Delta::Call(part) => self.push_call(part)?,
+            Delta::CallEnd { index } => {
+                let ended = match index {
+                    Some(i) => self.slot.get(&i).copied(),
+                    None => self.current,
+                };
+                if ended.is_some() && ended == self.current {
+                    self.current = None;
+                }
+            }
+            Delta::Finish { cut_off } => self.cut_off |= cut_off,
+        }
+        Ok(None)
+    }
+
+    /// Takes an OpenAI chat-completion `delta` object ([`chat_deltas`]). Returns the
+    /// content that may reach the client now (`None` when the delta carried none).
     ///
     /// # Errors
     ///
     /// The stream went past a bound.
     pub fn push_delta(&mut self, delta: &Value) -> Result<Option<String>, StreamError> {
-        for part in delta
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            self.push_call(CallDelta::from_value(part))?;
+        let mut out = None;
+        for d in chat_deltas(delta) {
+            if let Some(text) = self.push(d)? {
+                out = Some(text);
+            }
         }
-        match delta.get("content").and_then(Value::as_str) {
-            Some(text) => self.push_content(text).map(Some),
-            None => Ok(None),
-        }
+        Ok(out)
     }
 
     /// Takes a content piece; returns what may reach the client now.
@@ -273,15 +344,16 @@ impl Assembler {
         self.check()
     }
 
-    /// Records the choice's `finish_reason`.
+    /// Records the choice's `finish_reason` (`length`: cut off).
     pub fn set_finish_reason(&mut self, reason: &str) {
+        self.cut_off |= reason == "length";
         self.finish_reason = Some(reason.to_owned());
     }
 
     /// Bytes retained now (what `max_bytes` bounds). The released text kept for the plan
     /// is bounded by `max_bytes` on its own and not counted: a long answer never fails.
     pub fn retained(&self) -> usize {
-        self.call_bytes + self.content.len() + self.gate.pending()
+        self.call_bytes + self.content.len() + self.reasoning.len() + self.gate.pending()
     }
 
     /// True when calls, or content the gate holds or keeps back, wait for the end.
@@ -326,6 +398,8 @@ impl Assembler {
             released,
             tail: end.tail,
             thinking_stripped: end.thinking_stripped,
+            reasoning: std::mem::take(&mut self.reasoning),
+            cut_off: std::mem::take(&mut self.cut_off),
         };
         let gate = std::mem::take(&mut self.gate);
         *self = Assembler::new(self.opts);

@@ -35,7 +35,8 @@ pub mod assemble;
 pub mod gate;
 
 pub use assemble::{
-    AssembleOptions, Assembled, Assembler, CallDelta, ContentMode, StreamError, unreleased,
+    AssembleOptions, Assembled, Assembler, CallDelta, ContentMode, Delta, StreamError, chat_deltas,
+    unreleased,
 };
 pub use gate::{ContentGate, GateEnd, Thinking};
 

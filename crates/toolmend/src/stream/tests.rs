@@ -893,3 +893,88 @@ fn the_gated_message_is_the_whole_text_and_unreleased_gives_what_is_left() {
         Some(" <tool_call>{\"name\": \"f\"}</tool_call>")
     );
 }
+
+/// An API that streams a call's start (id and name), its argument fragments by index and
+/// its end (Anthropic's content blocks, Responses' items) assembles the same message as
+/// OpenAI's chat fragments carrying the same pieces.
+#[test]
+fn neutral_deltas_assemble_as_chat_deltas_do() {
+    let calls = [
+        ("c1", "get_weather", "{\"city\": \"Pa", "ris\"}"),
+        ("c2", "get_time", "{\"zone\"", ": \"CET\"}"),
+    ];
+    let mut chat = Assembler::new(AssembleOptions::default());
+    chat.push_delta(&json!({"content": "Let me "})).unwrap();
+    chat.push_delta(&json!({"content": "check."})).unwrap();
+    for (k, (id, name, a, b)) in calls.iter().enumerate() {
+        chat.push_delta(&json!({"tool_calls": [{"index": k, "id": id, "type": "function", "function": {"name": name, "arguments": a}}]}))
+            .unwrap();
+        chat.push_delta(&json!({"tool_calls": [{"index": k, "function": {"arguments": b}}]}))
+            .unwrap();
+    }
+    chat.set_finish_reason("length");
+    let mut neutral = Assembler::new(AssembleOptions::default());
+    neutral.push(Delta::Text("Let me ")).unwrap();
+    neutral.push(Delta::Reasoning("the user wants ")).unwrap();
+    neutral.push(Delta::Text("check.")).unwrap();
+    neutral.push(Delta::Reasoning("two calls")).unwrap();
+    for (id, name, a, b) in calls {
+        // No index at all: each call's end says the next fragment starts another.
+        let start = CallDelta {
+            index: None,
+            id: Some(id),
+            name: Some(name),
+            arguments: None,
+        };
+        neutral.push(Delta::Call(start)).unwrap();
+        for piece in [a, b] {
+            let args = CallDelta {
+                index: None,
+                id: None,
+                name: None,
+                arguments: Some(piece),
+            };
+            neutral.push(Delta::Call(args)).unwrap();
+        }
+        neutral.push(Delta::CallEnd { index: None }).unwrap();
+    }
+    neutral.push(Delta::Finish { cut_off: true }).unwrap();
+    let (c, n) = (chat.finish(), neutral.finish());
+    assert_eq!(c.message, n.message);
+    assert_eq!(n.message.tool_calls.as_ref().map(Vec::len), Some(2));
+    assert!(c.cut_off && n.cut_off);
+    assert_eq!(n.reasoning, "the user wants two calls");
+    assert!(c.reasoning.is_empty());
+}
+
+/// Without an end, a fragment without index or id feeds the current call; after it, a
+/// new one.
+#[test]
+fn a_call_end_starts_the_next_call() {
+    let frag = |name: Option<&'static str>, args: &'static str| {
+        Delta::Call(CallDelta {
+            index: None,
+            id: None,
+            name,
+            arguments: Some(args),
+        })
+    };
+    let mut a = Assembler::new(AssembleOptions::default());
+    a.push(frag(Some("f"), "{}")).unwrap();
+    a.push(frag(Some("g"), "{}")).unwrap();
+    assert_eq!(a.calls_begun(), 1, "no end: the same call");
+    a.push(Delta::CallEnd { index: None }).unwrap();
+    a.push(frag(Some("h"), "{}")).unwrap();
+    assert_eq!(a.calls_begun(), 2);
+}
+
+/// Reasoning counts against the bound like everything retained.
+#[test]
+fn reasoning_is_bounded() {
+    let mut a = Assembler::new(AssembleOptions {
+        max_bytes: 8,
+        ..AssembleOptions::default()
+    });
+    assert!(a.push(Delta::Reasoning("1234")).is_ok());
+    assert!(a.push(Delta::Reasoning("56789")).is_err());
+}
