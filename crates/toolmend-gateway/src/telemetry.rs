@@ -6,7 +6,7 @@
 //! | span | kind | from | attributes |
 //! | --- | --- | --- | --- |
 //! | `POST /v1/chat/completions` (the route) | server | `server::access` | `http.request.method`, `http.route`, `http.response.status_code`, `error.type`, `toolmend.request_id`, `toolmend.upstream_calls`, `toolmend.calls.{valid,repaired,unresolved}` |
-//! | `toolmend mend` | internal | `pipeline::plan` (each answer planned: the first, each re-asked one) | `toolmend.calls`, `toolmend.calls.feedback` (still invalid), `toolmend.calls.dropped` |
+//! | `toolmend mend` | internal | the driver's plan (`toolmend::drive`, through the gateway's observer: each answer planned, the first, each re-asked one) | `toolmend.calls`, `toolmend.calls.feedback` (still invalid), `toolmend.calls.dropped` |
 //! | `toolmend re_ask` | internal | `pipeline::resolve` (the `chat` span of its upstream call inside) | `toolmend.re_ask.attempt`, `toolmend.re_ask.calls` |
 //! | `toolmend tools_round` | internal | `pipeline::round_trip` (each round of server-side calls) | `toolmend.round`, `toolmend.round.calls` |
 //! | `execute_tool {tool}` | internal | `toolmend-tools` (each server-side call, inside its round) | the GenAI conventions': `gen_ai.operation.name` (`execute_tool`), `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`; `toolmend.tool.kind` (`http`, `mcp`), `toolmend.tool.served_by` (the backup, when it served), `error.type` |
