@@ -73,7 +73,7 @@ static GATEWAYS: LazyLock<Vec<(Policy, Gateway)>> = LazyLock::new(|| {
 
 static MEND: LazyLock<MendConfig> = LazyLock::new(|| MendConfig {
     mend: MendOptions::default(),
-    calls_in_content: true,
+    calls_in_text: true,
     accept_truncated: false,
 });
 

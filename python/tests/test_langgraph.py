@@ -233,6 +233,15 @@ def test_calls_written_into_the_text_are_run():
     assert ai.content == "" and ai.tool_calls[0]["id"] == result.tool_call_id
 
 
+def test_calls_in_text_is_one_switch_and_its_earlier_name_still_reads_with_a_warning():
+    msg = AIMessage('<tool_call>{"name": "get_weather", "arguments": {"city": "Lima"}}</tool_call>', id="ai1")
+    assert tool_messages(run(ToolNode(TOOLS, calls_in_text=False), msg)) == {}
+    with pytest.warns(DeprecationWarning, match="calls_in_text"):
+        node = ToolNode(TOOLS, calls_in_content=False)
+    assert tool_messages(run(node, msg)) == {}
+    assert len(tool_messages(run(ToolNode(TOOLS), msg))) == 1
+
+
 def test_a_call_cut_off_in_the_text_is_not_run_and_says_so():
     # Issue 11: the fixes of reading a call out of the text used to be dropped, so a
     # cut-off call written into the content ran on a salvaged prefix as if whole.

@@ -338,7 +338,7 @@ class Mender:
         validators: dict[str, Callable[..., Any]] | None = None,
         strip_thinking: bool = True,
         accept_truncated: bool | Sequence[str] = False,
-        calls_in_content: bool = True,
+        calls_in_text: bool = True,
         coerce: Any = True,
         on_stats: Callable[[dict[str, Any]], Any] | None = None,
         frame_errors: bool = True,
@@ -353,7 +353,7 @@ class Mender:
             list(self.tools.values()),
             coerce=coerce,
             strip=strip_thinking,
-            calls_in_text=calls_in_content,
+            calls_in_text=calls_in_text,
             accept_truncated=accept_truncated if isinstance(accept_truncated, bool) else list(accept_truncated),
             correct_missing_fields=correct_missing_fields,
         )
@@ -382,7 +382,7 @@ class Mender:
         self.validators = dict(validators or {})
         self.strip_thinking = strip_thinking
         self.accept_truncated = accept_truncated
-        self.calls_in_content = calls_in_content
+        self.calls_in_text = calls_in_text
         self.on_stats = on_stats
         self.frame_errors = frame_errors
         #: Totals over the node's life: outcomes, fixes and issue kinds.
@@ -1005,6 +1005,22 @@ def feedback_message(call: dict[str, Any]) -> ToolMessage:
         tool_call_id=call["id"],
         status="error",
     )
+
+
+def _calls_in_text(calls_in_text: bool, calls_in_content: bool | None) -> bool:
+    """The one switch, under its one name; ``calls_in_content`` (its earlier name) still
+    read, with a warning."""
+    if calls_in_content is None:
+        return calls_in_text
+    import warnings
+
+    warnings.warn(
+        "calls_in_content is now calls_in_text (one name across the gateway, the core and "
+        "Python); pass calls_in_text",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return calls_in_content
 
 
 async def maybe_await(x: Any) -> Any:

@@ -66,6 +66,7 @@ from toolmend._mend import (
     UnresolvedToolCall,
     ValidatorContext,
     feedback_message,
+    _calls_in_text,
 )
 from toolmend._guard import ToolCallLimitExceededError, as_guard, session_of
 
@@ -112,7 +113,8 @@ class MendMiddleware(AgentMiddleware):
         strip_thinking: remove ``<think>`` blocks from arguments and message text.
         accept_truncated: run a cut-off call on what could be read (``True``, or tool
             names); by default it gets feedback asking for the whole call.
-        calls_in_content: read calls a model wrote into its text when it sent none.
+        calls_in_text: read calls a model wrote into its text when it sent none
+            (``calls_in_content``, its earlier name, is still read, with a warning).
         coerce: coerce what is safe (``"5"`` -> 5, enum case, ``town`` -> ``city``);
             ``False``: repair only; a dict switches single coercions.
         on_stats: called after each mended model turn with the node's stats dict (per
@@ -153,7 +155,8 @@ class MendMiddleware(AgentMiddleware):
         validators: dict[str, Callable[..., Any]] | None = None,
         strip_thinking: bool = True,
         accept_truncated: bool | Sequence[str] = False,
-        calls_in_content: bool = True,
+        calls_in_text: bool = True,
+        calls_in_content: bool | None = None,
         coerce: bool | dict[str, bool] = PYDANTIC_LAX,
         on_stats: Callable[[dict[str, Any]], Any] | None = None,
         sanitize_history: bool | Literal["drop", "rehome"] = True,
@@ -181,7 +184,7 @@ class MendMiddleware(AgentMiddleware):
             on_unresolved=on_unresolved,
             strip_thinking=strip_thinking,
             accept_truncated=accept_truncated,
-            calls_in_content=calls_in_content,
+            calls_in_text=_calls_in_text(calls_in_text, calls_in_content),
             # The shared default object itself: it tells the Mender to give tools with a
             # plain JSON Schema dict every coercion.
             coerce=coerce if coerce is PYDANTIC_LAX else (dict(coerce) if isinstance(coerce, dict) else coerce),

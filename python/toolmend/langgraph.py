@@ -45,6 +45,7 @@ from toolmend._mend import (
     UnresolvedToolCall,
     ValidatorContext,
     feedback_message,
+    _calls_in_text,
 )
 from toolmend._guard import ToolCallLimitExceededError, session_of
 
@@ -103,7 +104,8 @@ class ToolNode(_StockToolNode):
         sanitize_messages: replace the assistant message (same id) by its mended form.
         accept_truncated: run a cut-off call on what could be read (``True``, or a set
             of tool names); by default it gets feedback asking for the whole call.
-        calls_in_content: read calls a model wrote into its text when it sent none.
+        calls_in_text: read calls a model wrote into its text when it sent none
+            (``calls_in_content``, its earlier name, is still read, with a warning).
         coerce: coerce what is safe (``"5"`` -> 5, enum case, ``town`` -> ``city``);
             ``False``: only repair runs and any mismatch is feedback; a dict switches
             single coercions. The default leaves out ``scalar_to_string`` (``5`` for a
@@ -147,7 +149,8 @@ class ToolNode(_StockToolNode):
         strip_thinking: bool = True,
         sanitize_messages: bool = True,
         accept_truncated: bool | Sequence[str] = False,
-        calls_in_content: bool = True,
+        calls_in_text: bool = True,
+        calls_in_content: bool | None = None,
         coerce: bool | dict[str, bool] = PYDANTIC_LAX,
         on_stats: Callable[[dict[str, Any]], Any] | None = None,
         max_concurrency: int | None = None,
@@ -175,7 +178,7 @@ class ToolNode(_StockToolNode):
             validators=validators,
             strip_thinking=strip_thinking,
             accept_truncated=accept_truncated,
-            calls_in_content=calls_in_content,
+            calls_in_text=_calls_in_text(calls_in_text, calls_in_content),
             coerce=coerce,
             on_stats=on_stats,
             # Argument errors in LangGraph's frame with toolmend's lines, unless the user

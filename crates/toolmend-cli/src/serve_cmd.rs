@@ -42,7 +42,7 @@ use toolmend_gateway::{
 ///               redirects = "none" | "same_origin"
 ///   [history]   policy = "sanitize" | "reject" (400) | "pass"   orphans = "drop" | "rehome"
 ///               max_tokens = 8000 (no default: no trim)   encoding = "o200k_base" | "cl100k_base" | "bytes"
-///   [calls]     mend = true   calls_in_content = true   accept_truncated = false
+///   [calls]     mend = true   calls_in_text = true   accept_truncated = false
 ///               strict = false (true: as `mend --strict`: no repair of the text, no coercion)
 ///               coercions = { string_to_integer = false, key_renamed = false } (the names of
 ///                 Python's coerce=: a switch or a fix id; true: the defaults, false: none)

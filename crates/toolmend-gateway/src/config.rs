@@ -569,8 +569,10 @@ pub struct Calls {
     /// Mend the tool calls of responses (repair, coerce, validate against the request's
     /// `tools`). Off: responses pass untouched.
     pub mend: bool,
-    /// Calls open models write into the content become real `tool_calls`.
-    pub calls_in_content: bool,
+    /// Calls open models write into the text become real `tool_calls` (the core's
+    /// `PlanOptions::calls_in_text`; `calls_in_content`, its earlier name, is read too).
+    #[serde(alias = "calls_in_content")]
+    pub calls_in_text: bool,
     /// Run a cut-off call on what could be read (off: it stays invalid).
     pub accept_truncated: bool,
     /// As `toolmend mend --strict`: no repair of the arguments' text, no coercion, cut-off
@@ -657,7 +659,7 @@ impl Default for Calls {
     fn default() -> Self {
         Calls {
             mend: true,
-            calls_in_content: true,
+            calls_in_text: true,
             accept_truncated: false,
             strict: false,
             coercions: toolmend::schema::Coercions::default(),
@@ -992,6 +994,37 @@ pub fn redact_url(url: &str) -> String {
     toolmend::redact::url(url)
 }
 
+/// `[events]`: the gateway's event log (off without `path`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EventsConfig {
+    /// The file events are appended to, one JSON line per call. None: no event log.
+    pub path: Option<std::path::PathBuf>,
+    /// Log calls that were valid as sent, too (`outcome` `executed`, `mend` `valid`):
+    /// the report's rates need them as their denominator. Off: only calls that were
+    /// repaired, corrected or left with issues (or dropped, or refused by the guard).
+    pub clean: bool,
+    /// Events queued for the writer thread; past it new events are dropped (counted in
+    /// `toolmend_events_dropped_total`) rather than wait.
+    pub buffer: usize,
+    /// The environment variable holding the key session ids are hashed with (keyed
+    /// SipHash-2-4), so the same session gets the same hash across restarts and
+    /// instances. None: a random key per process (hashes match within one run only).
+    /// Not a `TOOLMEND_…` name: those are configuration overrides.
+    pub session_salt_env: Option<String>,
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        EventsConfig {
+            path: None,
+            clean: true,
+            buffer: 10_000,
+            session_salt_env: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact_url;
@@ -1044,6 +1077,21 @@ mod tests {
     }
 
     #[test]
+    fn calls_in_text_has_one_name_and_reads_its_earlier_one() {
+        let base = "upstream.base_url = \"http://127.0.0.1:9/v1\"\n";
+        for key in ["calls_in_text", "calls_in_content"] {
+            let config = super::Config::from_toml_and_env(
+                &format!("{base}[calls]\n{key} = false\n"),
+                Vec::new(),
+            )
+            .unwrap();
+            assert!(!config.calls.calls_in_text, "{key}");
+        }
+        let default = super::Config::from_toml_and_env(base, Vec::new()).unwrap();
+        assert!(default.calls.calls_in_text);
+    }
+
+    #[test]
     fn a_likely_mistake_is_kept_for_the_start_to_warn_of() {
         // Loading runs before logging: the warning is returned, not logged and lost.
         let base = "upstream.base_url = \"http://127.0.0.1:9/v1\"\n";
@@ -1060,36 +1108,5 @@ mod tests {
         );
         let config = super::Config::from_toml_and_env(base, Vec::new()).unwrap();
         assert!(config.warnings().is_empty());
-    }
-}
-
-/// `[events]`: the gateway's event log (off without `path`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EventsConfig {
-    /// The file events are appended to, one JSON line per call. None: no event log.
-    pub path: Option<std::path::PathBuf>,
-    /// Log calls that were valid as sent, too (`outcome` `executed`, `mend` `valid`):
-    /// the report's rates need them as their denominator. Off: only calls that were
-    /// repaired, corrected or left with issues (or dropped, or refused by the guard).
-    pub clean: bool,
-    /// Events queued for the writer thread; past it new events are dropped (counted in
-    /// `toolmend_events_dropped_total`) rather than wait.
-    pub buffer: usize,
-    /// The environment variable holding the key session ids are hashed with (keyed
-    /// SipHash-2-4), so the same session gets the same hash across restarts and
-    /// instances. None: a random key per process (hashes match within one run only).
-    /// Not a `TOOLMEND_…` name: those are configuration overrides.
-    pub session_salt_env: Option<String>,
-}
-
-impl Default for EventsConfig {
-    fn default() -> Self {
-        EventsConfig {
-            path: None,
-            clean: true,
-            buffer: 10_000,
-            session_salt_env: None,
-        }
     }
 }

@@ -86,7 +86,7 @@ impl Pipeline {
             strip_thinking: config.calls.reasoning_policy() != config::ReasoningPolicy::Keep,
             ..MendConfig {
                 mend: config.calls.mend_options(),
-                calls_in_content: config.calls.calls_in_content,
+                calls_in_text: config.calls.calls_in_text,
                 accept_truncated: config.calls.accept_truncated,
             }
             .plan_options()

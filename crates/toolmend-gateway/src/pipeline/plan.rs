@@ -16,7 +16,7 @@ pub struct MendConfig {
     /// Repair and coercion options.
     pub mend: MendOptions,
     /// Read calls written into the content.
-    pub calls_in_content: bool,
+    pub calls_in_text: bool,
     /// Run cut-off calls on what could be read.
     pub accept_truncated: bool,
 }
@@ -26,7 +26,7 @@ impl MendConfig {
     pub fn plan_options(&self) -> PlanOptions {
         PlanOptions {
             mend: self.mend.clone(),
-            calls_in_text: self.calls_in_content,
+            calls_in_text: self.calls_in_text,
             accept_truncated: if self.accept_truncated {
                 AcceptTruncated::All
             } else {
