@@ -376,9 +376,8 @@ fn gateway_json(addr: SocketAddr, case: &Case) -> Outcome {
 fn gateway_stream(addr: SocketAddr, case: &Case) -> Outcome {
     let (_, body) = post(addr, &request(case, true));
     let text = String::from_utf8(body).unwrap();
-    let mut content = String::new();
-    let mut calls: BTreeMap<u64, (String, String, String)> = BTreeMap::new();
     let mut unresolved: Vec<String> = Vec::new();
+    let mut chunks = Vec::new();
     for event in text.split("\n\n") {
         if let Some(stats) = event.strip_prefix(": toolmend ") {
             let v: Value = serde_json::from_str(stats).unwrap();
@@ -398,37 +397,16 @@ fn gateway_stream(addr: SocketAddr, case: &Case) -> Outcome {
         }
         let v: Value = serde_json::from_str(data).unwrap();
         assert!(v.get("error").is_none(), "{}: {v}", case.name);
-        let delta = &v["choices"][0]["delta"];
-        if let Some(c) = delta["content"].as_str() {
-            content.push_str(c);
-        }
-        for tc in delta["tool_calls"].as_array().into_iter().flatten() {
-            let slot = calls.entry(tc["index"].as_u64().unwrap()).or_default();
-            if let Some(id) = tc["id"].as_str() {
-                slot.0.push_str(id);
-            }
-            if let Some(n) = tc["function"]["name"].as_str() {
-                slot.1.push_str(n);
-            }
-            if let Some(a) = tc["function"]["arguments"].as_str() {
-                slot.2.push_str(a);
-            }
-        }
+        chunks.push(v);
     }
-    Outcome {
-        calls: calls
-            .into_values()
-            .map(|(id, name, args)| {
-                let d = if unresolved.contains(&id) {
-                    "feedback"
-                } else {
-                    "executed"
-                };
-                (id, name, args_value(&args), d)
-            })
-            .collect(),
-        content: Some(content).filter(|c| !c.is_empty()),
-    }
+    let message = assemble_choices(&chunks).remove(&0).unwrap_or_default();
+    outcome_of(&message, |id| {
+        if unresolved.iter().any(|u| u == id) {
+            "feedback"
+        } else {
+            "executed"
+        }
+    })
 }
 
 #[test]
@@ -739,7 +717,7 @@ fn gateway_corrected(case: &Case, upstream: &str, stream: bool) -> Corrected {
             .iter()
             .find_map(|v| v.get("toolmend").cloned())
             .unwrap_or_else(|| panic!("{}: no account in the stream: {text}", case.name));
-        let (message, _) = assemble_choices(&chunks).remove(&0).unwrap_or_default();
+        let message = assemble_choices(&chunks).remove(&0).unwrap_or_default();
         (account, arguments_by_id(&message))
     } else {
         let v: Value = serde_json::from_str(&text).unwrap();
@@ -856,8 +834,8 @@ fn every_correcting_front_corrects_the_same_calls() {
 // ---- the n > 1 cases ------------------------------------------------------------------
 
 /// The choices of a stream, assembled as a client does: per choice index, content
-/// concatenated and calls by `index`; with the dispositions of the closing report.
-fn assemble_choices(chunks: &[Value]) -> BTreeMap<u64, (AssistantMessage, ())> {
+/// concatenated and calls by `index`.
+fn assemble_choices(chunks: &[Value]) -> BTreeMap<u64, AssistantMessage> {
     let mut content: BTreeMap<u64, String> = BTreeMap::new();
     let mut calls: BTreeMap<u64, BTreeMap<u64, (String, String, String)>> = BTreeMap::new();
     for v in chunks {
@@ -901,7 +879,7 @@ fn assemble_choices(chunks: &[Value]) -> BTreeMap<u64, (AssistantMessage, ())> {
                 tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),
                 ..AssistantMessage::default()
             };
-            (i, (message, ()))
+            (i, message)
         })
         .collect()
 }
@@ -982,7 +960,6 @@ fn every_choice_of_an_answer_is_mended_alike_as_json_and_as_a_stream() {
                     .unwrap_or_else(|e| panic!("{}: choice {i}: {e}: {v}", case.name));
             let stream_message = streamed
                 .remove(&(i as u64))
-                .map(|(m, _)| m)
                 .unwrap_or_else(|| panic!("{}: no choice {i} in the stream", case.name));
             for (front, m) in [("json", json_message), ("stream", stream_message)] {
                 let got = outcome_of(&m, |_| "");

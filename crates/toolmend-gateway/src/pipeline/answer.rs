@@ -138,13 +138,7 @@ impl Pipeline {
             stage_timeout: self.correction_timeout,
             observer: &observe,
         };
-        let turn = Turn {
-            message,
-            history,
-            later: &[],
-            cut_off,
-            state: None,
-        };
+        let turn = Turn::fresh(message, history, cut_off);
         let before = summary.resolve.took + summary.guard.re_ask_took;
         let driven = drive::drive(turn, &stages, &mut summary.resolve, &mut summary.guard).await;
         let took = (summary.resolve.took + summary.guard.re_ask_took).saturating_sub(before);

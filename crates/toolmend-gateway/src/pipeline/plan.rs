@@ -49,12 +49,5 @@ pub fn plan_only(
     opts: &PlanOptions,
     cut_off: bool,
 ) -> Resolved {
-    let turn = Turn {
-        message,
-        history,
-        later: &[],
-        cut_off,
-        state: None,
-    };
-    drive::plan(turn, tools, opts)
+    drive::plan(Turn::fresh(message, history, cut_off), tools, opts)
 }

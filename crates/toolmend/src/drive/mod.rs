@@ -56,6 +56,20 @@ pub struct Turn<'a> {
     pub state: Option<&'a Value>,
 }
 
+impl<'a> Turn<'a> {
+    /// A fresh answer to a request whose messages are `history` (nothing after it, no
+    /// caller state).
+    pub fn fresh(message: &'a AssistantMessage, history: &'a [Message], cut_off: bool) -> Self {
+        Turn {
+            message,
+            history,
+            later: &[],
+            cut_off,
+            state: None,
+        }
+    }
+}
+
 /// What a front hands the driver: its tools, options and capabilities.
 #[derive(Clone, Copy)]
 pub struct Stages<'a> {
