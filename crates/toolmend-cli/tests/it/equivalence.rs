@@ -82,6 +82,23 @@ fn cases() -> Vec<Case> {
         .collect()
 }
 
+/// The cases that carry `key`.
+fn cases_with(key: &str) -> Vec<Case> {
+    cases()
+        .into_iter()
+        .filter(|c| c.raw.get(key).is_some())
+        .collect()
+}
+
+/// A runtime for the node and the scripted provider.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn args_value(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
@@ -413,11 +430,7 @@ fn gateway_stream(addr: SocketAddr, case: &Case) -> Outcome {
 fn every_front_plans_every_message_the_same() {
     let cases = cases();
     assert!(cases.len() >= 20, "the case set shrank");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     // Each case is answered twice by the scripted upstream: as JSON, then streamed.
     let script = cases.iter().fold(Script::new(), |s, c| {
         s.then(Step::Reply(c.message.clone()))
@@ -594,13 +607,9 @@ fn gateway_guarded(case: &Case, upstream: &str, session: &str, stream: bool) -> 
 
 #[test]
 fn every_guarding_front_refuses_the_same_calls() {
-    let cases: Vec<Case> = cases().into_iter().filter(|c| c.guard.is_some()).collect();
+    let cases = cases_with("guard");
     assert!(cases.len() >= 3, "the guard cases shrank");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let script = cases.iter().fold(Script::new(), |s, c| {
         s.then(Step::Reply(c.message.clone()))
             .then(Step::Reply(c.message.clone()))
@@ -745,16 +754,9 @@ fn gateway_corrected(case: &Case, upstream: &str, stream: bool) -> Corrected {
 
 #[test]
 fn every_correcting_front_corrects_the_same_calls() {
-    let cases: Vec<Case> = cases()
-        .into_iter()
-        .filter(|c| c.raw.get("correct").is_some())
-        .collect();
+    let cases = cases_with("correct");
     assert!(cases.len() >= 3, "the correction cases shrank");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     // Per case: the node's correction; the gateway's answer and correction, as JSON,
     // then streamed. The corrector answers with the case's `correct` arguments.
     // The correction model is asked to call the tool (tool-calling mode): its call, to
@@ -886,16 +888,9 @@ fn assemble_choices(chunks: &[Value]) -> BTreeMap<u64, AssistantMessage> {
 
 #[test]
 fn every_choice_of_an_answer_is_mended_alike_as_json_and_as_a_stream() {
-    let cases: Vec<Case> = cases()
-        .into_iter()
-        .filter(|c| c.raw.get("choices").is_some())
-        .collect();
+    let cases = cases_with("choices");
     assert!(!cases.is_empty(), "the n > 1 cases are gone");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let choices = |c: &Case| -> Vec<AssistantMessage> {
         let mut all = vec![c.message.clone()];
         all.extend(
