@@ -235,6 +235,14 @@ pub(super) async fn stage(
                     .iter()
                     .find(|r| r.action == Action::End)
                     .map(|r| r.reason.clone());
+                // A rule that ends the run: no call of the message runs; each is answered
+                // with the reason (Python's nodes do the same).
+                if let Some(reason) = &stopped {
+                    for c in resolved.calls.iter_mut().filter(|c| c.may_run()) {
+                        c.outcome = CallOutcome::Flooded;
+                        c.note = Some(reason.clone());
+                    }
+                }
                 return Ok(stopped);
             }
             OnRefused::Reject => {

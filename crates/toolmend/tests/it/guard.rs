@@ -228,3 +228,56 @@ async fn a_tool_declares_its_own_limit_and_the_configuration_wins_where_it_speak
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
+
+/// Ends the run at the call named `status` with job 1; allows the others.
+struct EndsAtJobOne;
+
+impl toolmend::guard::Guard for EndsAtJobOne {
+    fn check<'a>(
+        &'a self,
+        _ctx: toolmend::guard::GuardContext<'a>,
+        calls: &'a [toolmend::guard::GuardRequest<'a>],
+    ) -> toolmend::future::BoxFuture<'a, Vec<toolmend::guard::Verdict>> {
+        Box::pin(async move {
+            calls
+                .iter()
+                .map(|c| {
+                    if c.arguments["job"] == 1 {
+                        toolmend::guard::Verdict {
+                            action: toolmend::guard::Action::End,
+                            reason: Some("stop: the job loops".into()),
+                            ..Default::default()
+                        }
+                    } else {
+                        toolmend::guard::Verdict::allow()
+                    }
+                })
+                .collect()
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_rule_that_ends_the_run_answers_every_call_of_the_message_and_runs_none() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let node = ToolNode::builder(registry(&runs, |n| format!("{n}")))
+        .guard(EndsAtJobOne)
+        .build();
+    let message = Message::Assistant(AssistantMessage {
+        content: Some(None),
+        tool_calls: Some(vec![
+            ToolCall::new("a", "status", r#"{"job": 2}"#),
+            ToolCall::new("b", "status", r#"{"job": 1}"#),
+            ToolCall::new("c", "status", r#"{"job": 3}"#),
+        ]),
+        ..Default::default()
+    });
+    let out = node.invoke(&[user(), message]).await.unwrap();
+    assert_eq!(out.stats.stopped.as_deref(), Some("stop: the job loops"));
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "no call of the message ran");
+    assert_eq!(out.results.len(), 3, "every call answered");
+    for r in &out.results {
+        assert_eq!(r.outcome, CallOutcome::Flooded, "{}", r.call_id);
+        assert_eq!(r.content.text(), "stop: the job loops");
+    }
+}
