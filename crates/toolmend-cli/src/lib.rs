@@ -5,6 +5,7 @@
 //! the Python wheel's `toolmend` command (`toolmend._core.run_cli`, a console script), so
 //! both are the same command, option for option.
 
+mod events_file;
 mod history_cmd;
 mod history_io;
 mod input;

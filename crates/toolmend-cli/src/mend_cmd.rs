@@ -18,9 +18,9 @@ use toolmend::{
 
 use crate::{
     Format, MendArgs,
+    events_file::EventsFile,
     input::{Record, ToolCache, parse_line},
     report::{Summary, outcome_id},
-    report_cmd::EventsFile,
 };
 
 /// Exit status when some input line could not be read as a record (the others were
