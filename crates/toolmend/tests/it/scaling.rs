@@ -622,3 +622,120 @@ fn a_session_with_many_runs_stays_linear_in_the_memory_store() {
         },
     );
 }
+
+// ---------------------------------------------------------------- the driver
+
+/// Asks again: answers every invalid call with a valid one of its own (a fresh id each).
+struct ValidAgain;
+
+impl toolmend::drive::ReAsk for ValidAgain {
+    fn re_ask(
+        &self,
+        request: toolmend::drive::ReAskRequest,
+    ) -> toolmend::future::BoxFuture<
+        '_,
+        Result<toolmend::drive::ReAnswer, toolmend::drive::ReAskFailure>,
+    > {
+        Box::pin(async move {
+            let calls = request
+                .calls
+                .iter()
+                .enumerate()
+                .map(|(k, _)| ToolCall::new(format!("r{k}"), "f", format!("{{\"q\": \"{k}\"}}")))
+                .collect();
+            Ok(toolmend::drive::ReAnswer {
+                message: AssistantMessage {
+                    tool_calls: Some(calls),
+                    ..Default::default()
+                },
+                cut_off: false,
+            })
+        })
+    }
+}
+
+/// One message of `n` calls, every other one invalid (`q` a list no coercion reaches), after
+/// a history of `n` answered calls.
+fn drive_input(n: usize) -> (Vec<Message>, AssistantMessage) {
+    let (history, _) = plan_input(n);
+    let calls = (0..n)
+        .map(|k| {
+            let args = if k % 2 == 0 {
+                format!("{{\"q\": \"{k}\"}}")
+            } else {
+                format!("{{\"q\": [{k}, {k}]}}")
+            };
+            ToolCall::new(format!("u{k}"), "f", args)
+        })
+        .collect();
+    (
+        history,
+        AssistantMessage {
+            tool_calls: Some(calls),
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn the_driver_scales_linearly_in_the_calls_it_resolves() {
+    use toolmend::drive::{
+        self, GuardTally, Guarding, Invalid, NoObserver, OnRefused, Stages, Tally, Turn,
+    };
+    use toolmend::guard::{Duplicate, GuardConfig, RuleGuard};
+    let tools = plan_tools();
+    let plan = toolmend::message::PlanOptions::default();
+    let guard = RuleGuard::new(GuardConfig {
+        duplicate: Some(Duplicate {
+            window_secs: 60.0,
+            shadow: false,
+        }),
+        ..GuardConfig::default()
+    })
+    .unwrap();
+    let ids = toolmend::message::TimeOrderedIds::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert_linear(
+        "drive::drive (plan, re-ask and merge, guard)",
+        100,
+        drive_input,
+        |(history, message)| {
+            let stages = Stages {
+                invalid: &[Invalid::ReAsk],
+                re_ask: Some(&ValidAgain),
+                max_re_asks: 1,
+                guard: Some(Guarding {
+                    guard: &guard,
+                    session: None,
+                    timeout: std::time::Duration::from_secs(60),
+                    fresh_ids: &ids,
+                    on_refused: OnRefused::Answer,
+                    max_re_asks: 0,
+                }),
+                observer: &NoObserver,
+                ..Stages::plan_only(&tools, &plan)
+            };
+            let turn = Turn::fresh(message, history, false);
+            let mut tally = Tally::default();
+            let driven = rt
+                .block_on(drive::drive(
+                    turn,
+                    &stages,
+                    &mut tally,
+                    &mut GuardTally::default(),
+                ))
+                .unwrap();
+            // Half the calls were asked again and replaced; none is left invalid.
+            assert_eq!(tally.re_asks, 1);
+            assert_eq!(
+                tally.re_asked.len(),
+                message.tool_calls.as_ref().unwrap().len() / 2
+            );
+            assert!(driven.resolved.unresolved().next().is_none());
+            black_box(driven)
+        },
+    );
+}
