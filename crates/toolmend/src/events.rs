@@ -225,7 +225,7 @@ pub fn model_name(name: &str) -> Option<String> {
 }
 
 /// The JSON Pointer `pointer` (into a call's arguments) as a path of `schema`, at most
-/// [`MAX_PATH_DEPTH`] segments: the core's [`toolmend::schema::declared_path`] (declared
+/// [`MAX_PATH_DEPTH`] segments: the core's [`crate::schema::declared_path`] (declared
 /// keys kept, indexes as `*`, the first undeclared key `?` and the path cut there).
 pub fn field_path(schema: Option<&Value>, pointer: &str) -> String {
     crate::schema::declared_path(schema, pointer, MAX_PATH_DEPTH)
