@@ -63,6 +63,14 @@ fn user(text: &str) -> Message {
     })
 }
 
+/// An assistant message holding only `calls`.
+fn with_calls(calls: Vec<ToolCall>) -> AssistantMessage {
+    AssistantMessage {
+        tool_calls: Some(calls),
+        ..Default::default()
+    }
+}
+
 fn assistant(calls: Vec<ToolCall>) -> Message {
     Message::Assistant(AssistantMessage {
         content: Some(None),
@@ -489,13 +497,7 @@ fn plan_input(n: usize) -> (Vec<Message>, AssistantMessage) {
             }
         })
         .collect();
-    (
-        history,
-        AssistantMessage {
-            tool_calls: Some(calls),
-            ..Default::default()
-        },
-    )
+    (history, with_calls(calls))
 }
 
 #[test]
@@ -644,10 +646,7 @@ impl toolmend::drive::ReAsk for ValidAgain {
                 .map(|(k, _)| ToolCall::new(format!("r{k}"), "f", format!("{{\"q\": \"{k}\"}}")))
                 .collect();
             Ok(toolmend::drive::ReAnswer {
-                message: AssistantMessage {
-                    tool_calls: Some(calls),
-                    ..Default::default()
-                },
+                message: with_calls(calls),
                 cut_off: false,
             })
         })
@@ -668,13 +667,7 @@ fn drive_input(n: usize) -> (Vec<Message>, AssistantMessage) {
             ToolCall::new(format!("u{k}"), "f", args)
         })
         .collect();
-    (
-        history,
-        AssistantMessage {
-            tool_calls: Some(calls),
-            ..Default::default()
-        },
-    )
+    (history, with_calls(calls))
 }
 
 #[test]
