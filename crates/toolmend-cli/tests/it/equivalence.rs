@@ -555,6 +555,26 @@ async fn node_guarded(case: &Case, session: &str) -> Guarded {
         .collect()
 }
 
+/// `toolmend serve` on the configuration `toml`, written to a file of its own.
+fn serve_toml(toml: &str) -> Serve {
+    static SERVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SERVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("toolmend-eq-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, toml).unwrap();
+    serve_with(&["--config", path.to_str().unwrap()], &[])
+}
+
+/// The JSON objects of an SSE body's `data:` events (`[DONE]` aside).
+fn data_events(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .collect()
+}
+
 /// The case's `[guard]` as TOML dotted keys under `guard.`.
 fn toml_lines(prefix: &str, v: &Value, out: &mut String) {
     match v {
@@ -584,19 +604,13 @@ fn account_calls(account: &Value) -> Guarded {
 fn gateway_guarded(case: &Case, upstream: &str, session: &str, stream: bool) -> Guarded {
     let mut toml = format!("upstream.base_url = \"{upstream}\"\ncalls.invalid = \"pass\"\n");
     toml_lines("guard", case.guard.as_ref().unwrap(), &mut toml);
-    let dir = std::env::temp_dir().join(format!("toolmend-eq-{}-{}", std::process::id(), session));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("gateway.toml");
-    std::fs::write(&path, &toml).unwrap();
-    let served = serve_with(&["--config", path.to_str().unwrap()], &[]);
+    let served = serve_toml(&toml);
     let session = case.session.then_some(session);
     let (_, answer) = post_as(served.addr, &request(case, stream), session);
     let text = String::from_utf8(answer).unwrap();
     let account = if stream {
-        text.split("\n\n")
-            .filter_map(|e| e.strip_prefix("data: "))
-            .filter(|d| *d != "[DONE]")
-            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        data_events(&text)
+            .into_iter()
             .find_map(|v| v.get("toolmend").cloned())
             .unwrap_or_else(|| panic!("{}: no account in the stream: {text}", case.name))
     } else {
@@ -703,25 +717,11 @@ fn gateway_corrected(case: &Case, upstream: &str, stream: bool) -> Corrected {
          correction.base_url = \"{upstream}\"\ncorrection.model = \"m\"\n\
          correction.max_retries = 1\n"
     );
-    let tag = if stream { "s" } else { "j" };
-    let dir = std::env::temp_dir().join(format!(
-        "toolmend-eq-correct-{}-{tag}-{}",
-        std::process::id(),
-        case.name.len()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("gateway.toml");
-    std::fs::write(&path, &toml).unwrap();
-    let served = serve_with(&["--config", path.to_str().unwrap()], &[]);
+    let served = serve_toml(&toml);
     let (_, answer) = post(served.addr, &request(case, stream));
     let text = String::from_utf8(answer).unwrap();
     let (account, args) = if stream {
-        let chunks: Vec<Value> = text
-            .split("\n\n")
-            .filter_map(|e| e.strip_prefix("data: "))
-            .filter(|d| *d != "[DONE]")
-            .map(|d| serde_json::from_str::<Value>(d).unwrap())
-            .collect();
+        let chunks = data_events(&text);
         let account = chunks
             .iter()
             .find_map(|v| v.get("toolmend").cloned())
@@ -937,12 +937,7 @@ fn every_choice_of_an_answer_is_mended_alike_as_json_and_as_a_stream() {
         stream_body["n"] = json!(n);
         let (_, raw) = post(gateway.addr, &stream_body);
         let text = String::from_utf8(raw).unwrap();
-        let chunks: Vec<Value> = text
-            .split("\n\n")
-            .filter_map(|e| e.strip_prefix("data: "))
-            .filter(|d| *d != "[DONE]")
-            .map(|d| serde_json::from_str::<Value>(d).unwrap())
-            .collect();
+        let chunks = data_events(&text);
         assert!(
             chunks.iter().all(|c| c.get("error").is_none()),
             "{}: {text}",
