@@ -2,7 +2,7 @@
 //! (salvaged with arguments it supplies, re-validated; answered with its own text), or
 //! answered with its feedback.
 
-use std::{panic::AssertUnwindSafe, time::Instant};
+use std::{collections::HashMap, panic::AssertUnwindSafe, time::Instant};
 
 use futures::FutureExt;
 use serde::Serialize;
@@ -59,9 +59,9 @@ pub trait Settle: Sync {
     ) -> BoxFuture<'a, Resolution>;
 }
 
-/// The unresolved calls of `resolved`, as a hook sees them.
-pub(super) fn unresolved_calls(resolved: &Resolved) -> Vec<UnresolvedCall> {
-    let place = resolved.places();
+/// The unresolved calls of `resolved`, as a hook sees them; `place`: each call's place
+/// in the message ([`Resolved::places`]).
+fn unresolved_calls(resolved: &Resolved, place: &HashMap<String, usize>) -> Vec<UnresolvedCall> {
     let sent = resolved.message.tool_calls.as_deref().unwrap_or_default();
     resolved
         .unresolved()
@@ -89,17 +89,20 @@ pub(super) async fn stage(
     if resolved.unresolved().next().is_none() {
         return Ok(());
     }
+    if !stages.raise_unresolved && stages.settle.is_none() {
+        return Ok(());
+    }
+    let place = resolved.places();
     if stages.raise_unresolved {
-        return Err(Stop::Unresolved(unresolved_calls(resolved)));
+        return Err(Stop::Unresolved(unresolved_calls(resolved, &place)));
     }
     let Some(hook) = stages.settle else {
         return Ok(());
     };
-    let place = resolved.places();
     let jobs: Vec<usize> = (0..resolved.calls.len())
         .filter(|&i| resolved.calls[i].outcome == CallOutcome::Feedback)
         .collect();
-    let calls = unresolved_calls(resolved);
+    let calls = unresolved_calls(resolved, &place);
     for (i, call) in jobs.into_iter().zip(calls) {
         let t0 = Instant::now();
         let tool = call.tool.clone();
@@ -138,7 +141,7 @@ pub(super) async fn stage(
 fn salvage(
     turn: Turn<'_>,
     resolved: &mut Resolved,
-    place: &std::collections::HashMap<String, usize>,
+    place: &HashMap<String, usize>,
     i: usize,
     value: Value,
     raw: &str,
