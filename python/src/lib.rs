@@ -119,23 +119,14 @@ fn call_to_py(py: Python<'_>, call: &MendedCall) -> PyResult<Py<PyAny>> {
 #[pyclass(frozen, module = "toolmend._core")]
 struct Toolbox {
     tools: toolmend::Toolbox,
-    /// How messages are planned; its `mend` options are the default for every tool.
+    /// How messages are planned (tools with coercions of their own included).
     plan: PlanOptions,
-    /// Tools with coercions of their own (`tool_coerce`), by name: an index into `groups`.
-    group_of: HashMap<String, usize>,
-    /// The plan options of each such set of coercions (the rest as `plan`).
-    groups: Vec<PlanOptions>,
 }
 
 impl Toolbox {
-    /// The core plan of one message; tools with coercions of their own are planned with
-    /// them (the whole message when every call is theirs, else merged per call).
-    ///
-    /// A call LangChain parsed is planned from its parsed arguments; when those are a
-    /// call wrapper (`{"name": …, "parameters": {…}}`, `{"type": "function", "function":
-    /// {…}}`) that fails the schema, the message is planned again with that call's JSON
-    /// text, which the core reads as the text it was (unwrapped), as it does for a front
-    /// that receives text; taken only when the call then runs.
+    /// The core plan of one message (`toolmend::message::plan`): a call LangChain parsed
+    /// is planned from its parsed arguments (a call wrapper among them read as the text
+    /// it was, as the core reads parsed arguments).
     fn plan(
         &self,
         content: Option<&str>,
@@ -144,89 +135,20 @@ impl Toolbox {
         earlier: &HashSet<String>,
         answered: &HashSet<String>,
     ) -> MessagePlan {
-        let plan = self.plan_sent(content, calls, None, position, earlier, answered);
-        let ctx = ValidationContext::new("", Phase::Initial);
-        let texts: HashMap<usize, String> = calls
-            .iter()
-            .enumerate()
-            .filter_map(|(k, c)| {
-                let PyArgs::Value(v) = &c.args else {
-                    return None;
-                };
-                let mut parts = plan.calls.iter().filter(|p| p.index == k);
-                let part = parts.next()?;
-                let unwrappable = parts.next().is_none()
-                    && part.outcome == CallOutcome::Feedback
-                    && v.is_object()
-                    && self.tools.get(&c.name).is_some();
-                if !unwrappable {
-                    return None;
-                }
-                let text = v.to_string();
-                let read =
-                    mend::mend_named_in(&c.name, &text, &self.tools, self.opts(&c.name), &ctx);
-                (read.is_runnable() && read.calls.len() == 1).then_some((k, text))
-            })
-            .collect();
-        if texts.is_empty() {
-            return plan;
-        }
-        self.plan_sent(content, calls, Some(&texts), position, earlier, answered)
-    }
-
-    /// [`plan`](Self::plan) with, for the calls in `texts`, their arguments as that text.
-    fn plan_sent(
-        &self,
-        content: Option<&str>,
-        calls: &[PyCall],
-        texts: Option<&HashMap<usize, String>>,
-        position: usize,
-        earlier: &HashSet<String>,
-        answered: &HashSet<String>,
-    ) -> MessagePlan {
         let input = MessageInput {
             text: content.map(Cow::Borrowed),
-            calls: calls
-                .iter()
-                .enumerate()
-                .map(|(k, c)| match texts.and_then(|t| t.get(&k)) {
-                    Some(text) => SentCall {
-                        arguments: Args::Text(text),
-                        ..c.sent()
-                    },
-                    None => c.sent(),
-                })
-                .collect(),
+            calls: calls.iter().map(PyCall::sent).collect(),
             position,
             cut_off: false,
         };
         let around = Around { earlier, answered };
         let ctx = ValidationContext::new("", Phase::Initial);
-        let group = |c: &PyCall| self.group_of.get(&c.name).copied();
-        let first = calls.first().and_then(group);
-        let base = match first {
-            Some(g) if calls.iter().all(|c| group(c) == Some(g)) => &self.groups[g],
-            _ => &self.plan,
-        };
-        let mut plan = message::plan(&input, around, &self.tools, base, &ctx);
-        if std::ptr::eq(base, &self.plan) && !plan.shape.from_text {
-            for (g, opts) in self.groups.iter().enumerate() {
-                if calls.iter().any(|c| group(c) == Some(g)) {
-                    let other = message::plan(&input, around, &self.tools, opts, &ctx);
-                    let in_group = |k: usize| calls.get(k).is_some_and(|c| group(c) == Some(g));
-                    merge_group(&mut plan, other, &in_group);
-                }
-            }
-        }
-        plan
+        message::plan(&input, around, &self.tools, &self.plan, &ctx)
     }
 
     /// The mending options for calls to `name`.
     fn opts(&self, name: &str) -> &MendOptions {
-        match self.group_of.get(name) {
-            Some(&g) => &self.groups[g].mend,
-            None => &self.plan.mend,
-        }
+        self.plan.mend_for(name)
     }
 }
 
@@ -436,29 +358,6 @@ fn planned_to_py<'py>(
     Ok(d)
 }
 
-/// `plan` with, for calls whose tool has coercions of its own (`group`), the entries of
-/// `other` (the same message planned with those coercions). Ids are settled before
-/// mending, so both plans agree on them; a call read differently (another number of
-/// parts) keeps the first plan's entries.
-fn merge_group(plan: &mut MessagePlan, other: MessagePlan, in_group: &dyn Fn(usize) -> bool) {
-    let parts = |p: &MessagePlan, k: usize| p.calls.iter().filter(|c| c.index == k).count();
-    let take: HashSet<usize> = other
-        .calls
-        .iter()
-        .map(|c| c.index)
-        .filter(|&k| in_group(k) && parts(plan, k) == parts(&other, k))
-        .collect();
-    if take.is_empty() {
-        return;
-    }
-    let mut from_other = other.calls.into_iter().filter(|c| take.contains(&c.index));
-    for slot in plan.calls.iter_mut().filter(|c| take.contains(&c.index)) {
-        if let Some(c) = from_other.next() {
-            *slot = c;
-        }
-    }
-}
-
 #[pymethods]
 impl Toolbox {
     /// `tools`: dicts `{"name", "description", "parameters"}` or OpenAI tool definitions
@@ -516,42 +415,32 @@ impl Toolbox {
                 ),
             },
         };
-        let plan = PlanOptions {
+        let mut plan = PlanOptions {
             mend: opts,
             calls_in_text,
             strip_thinking,
             accept_truncated,
             correct_missing_fields,
+            tool_mend: HashMap::new(),
         };
-        let mut group_of = HashMap::new();
-        let mut groups: Vec<PlanOptions> = Vec::new();
         if let Some(per_tool) = tool_coerce.filter(|t| !t.is_none()) {
             let per_tool = per_tool
                 .cast::<PyDict>()
                 .map_err(|_| error("tool_coerce must be a dict {tool name: coerce}"))?;
             for (name, coerce) in per_tool.iter() {
-                let name: String = name.extract()?;
-                let c = coercions(&coerce)?;
-                if c == plan.mend.coercions {
-                    continue;
+                let coercions = coercions(&coerce)?;
+                if coercions != plan.mend.coercions {
+                    let mend = MendOptions {
+                        coercions,
+                        ..plan.mend.clone()
+                    };
+                    plan.tool_mend.insert(name.extract()?, mend);
                 }
-                let g = match groups.iter().position(|g| g.mend.coercions == c) {
-                    Some(g) => g,
-                    None => {
-                        let mut g = plan.clone();
-                        g.mend.coercions = c;
-                        groups.push(g);
-                        groups.len() - 1
-                    }
-                };
-                group_of.insert(name, g);
             }
         }
         Ok(Toolbox {
             tools: toolbox,
             plan,
-            group_of,
-            groups,
         })
     }
 
@@ -668,22 +557,10 @@ impl Toolbox {
         } else {
             let mut non_finite = false;
             let value = to_value(arguments, 0, &mut non_finite)?;
-            let call =
-                py.detach(|| mend::mend_value_named_in(name, value, &self.tools, opts, &ctx));
-            if call.outcome == Outcome::Feedback {
-                // A call wrapper the framework parsed as the arguments (`{"name": …,
-                // "parameters": {…}}`, `{"type": "function", "function": {…}}`): the text
-                // path unwraps it. Taken only when it makes the call runnable.
-                let text = from_py::<Value>(arguments, "arguments")?.to_string();
-                let read = py.detach(|| mend::mend_named_in(name, &text, &self.tools, opts, &ctx));
-                if read.is_runnable() && read.calls.len() == 1 {
-                    read.calls
-                } else {
-                    vec![call]
-                }
-            } else {
-                vec![call]
-            }
+            // One call back, as a parsed call is mended alone (no merged calls split).
+            let mut unsplit = opts.clone();
+            unsplit.coercions.split_merged_calls = false;
+            py.detach(|| mend::mend_parsed_in(name, &value, &self.tools, &unsplit, &ctx))
         };
         for c in &mut calls {
             mend::with_prior_fixes(c, &read_fixes);

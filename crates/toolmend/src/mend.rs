@@ -295,6 +295,33 @@ pub fn mend_value_named_split_in(
     }
 }
 
+/// Mends arguments a framework parsed already (LangChain's `args`): coerced and
+/// validated as they are, split when merged. A call wrapper parsed as the arguments
+/// (`{"name": …, "parameters": {…}}`, `{"type": "function", "function": {…}}`) that fails
+/// the schema is read as the JSON text it was, as a front receiving text reads it
+/// (unwrapped); taken only when the call then runs as one call.
+pub fn mend_parsed_in(
+    name: &str,
+    arguments: &Value,
+    tools: &Toolbox,
+    opts: &MendOptions,
+    ctx: &ValidationContext<'_>,
+) -> Vec<MendedCall> {
+    let calls = mend_value_named_split_in(name, arguments.clone(), tools, opts, ctx);
+    let unwrappable = matches!(calls.as_slice(), [c] if c.outcome == Outcome::Feedback)
+        && arguments.is_object()
+        && tools.get(name).is_some();
+    if !unwrappable {
+        return calls;
+    }
+    let read = mend_named_in(name, &arguments.to_string(), tools, opts, ctx);
+    if read.is_runnable() && read.calls.len() == 1 {
+        read.calls
+    } else {
+        calls
+    }
+}
+
 fn resolve_tool<'t>(
     name: &str,
     tools: &'t Toolbox,

@@ -89,6 +89,16 @@ pub struct PlanOptions {
     /// Let a corrector see calls whose only problem is a missing required value (default
     /// off: it would have to invent the value).
     pub correct_missing_fields: bool,
+    /// Tools mended with options of their own (other coercions: a tool no other
+    /// validator checks may take every coercion), by name; the rest take `mend`.
+    pub tool_mend: HashMap<String, MendOptions>,
+}
+
+impl PlanOptions {
+    /// The mending options for calls to `tool`.
+    pub fn mend_for(&self, tool: &str) -> &MendOptions {
+        self.tool_mend.get(tool).unwrap_or(&self.mend)
+    }
 }
 
 impl Default for PlanOptions {
@@ -99,6 +109,7 @@ impl Default for PlanOptions {
             strip_thinking: true,
             accept_truncated: AcceptTruncated::None,
             correct_missing_fields: false,
+            tool_mend: HashMap::new(),
         }
     }
 }
@@ -324,11 +335,10 @@ pub fn plan(
                 (new, sent.id.map(str::to_owned), Some(fix))
             }
         };
+        let mend_opts = opts.mend_for(sent.name);
         let parts = match sent.arguments {
-            Args::Text(t) => mend::mend_named_in(sent.name, t, tools, &opts.mend, ctx).calls,
-            Args::Value(v) => {
-                mend::mend_value_named_split_in(sent.name, v.clone(), tools, &opts.mend, ctx)
-            }
+            Args::Text(t) => mend::mend_named_in(sent.name, t, tools, mend_opts, ctx).calls,
+            Args::Value(v) => mend::mend_parsed_in(sent.name, v, tools, mend_opts, ctx),
         };
         let mend_time = t0.elapsed();
         let split = parts.len() > 1;

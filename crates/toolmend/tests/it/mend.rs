@@ -672,3 +672,105 @@ fn a_merged_call_with_parsed_arguments_splits_in_the_plan_or_asks_for_one_call_p
             .contains("one call per value")
     );
 }
+
+/// One message of parsed calls (LangChain's `args`), planned with `opts`.
+fn plan_parsed(
+    calls: &[(&str, serde_json::Value)],
+    tools: &Toolbox,
+    opts: &toolmend::message::PlanOptions,
+) -> toolmend::message::MessagePlan {
+    use toolmend::message::{self, Args, Around, MessageInput, NoIds, SentCall};
+    use toolmend::schema::{Phase, ValidationContext};
+    let ids: Vec<String> = (0..calls.len()).map(|k| format!("call_{k}")).collect();
+    let input = MessageInput {
+        text: None,
+        calls: calls
+            .iter()
+            .zip(&ids)
+            .map(|((name, args), id)| SentCall {
+                id: Some(id),
+                name,
+                arguments: Args::Value(args),
+            })
+            .collect(),
+        position: 1,
+        cut_off: false,
+    };
+    let around = Around {
+        earlier: &NoIds,
+        answered: &NoIds,
+    };
+    let ctx = ValidationContext::new("", Phase::Initial);
+    message::plan(&input, around, tools, opts, &ctx)
+}
+
+#[test]
+fn a_parsed_call_wrapper_is_read_as_the_text_it_was_only_when_the_call_then_runs() {
+    use toolmend::message::{CallOutcome, PlanOptions};
+    let tools = Toolbox::from_tools([weather()]).unwrap();
+    let opts = PlanOptions::default();
+    let wrapped = json!({"name": "get_weather", "parameters": {"city": "Paris"}});
+    let p = plan_parsed(&[("get_weather", wrapped.clone())], &tools, &opts);
+    assert_eq!(p.calls.len(), 1);
+    assert_eq!(p.calls[0].outcome, CallOutcome::Executed);
+    assert_eq!(p.calls[0].call.arguments, Some(json!({"city": "Paris"})));
+    // The same reading as the text path (what the gateway receives).
+    let text = mend_named(
+        "get_weather",
+        &wrapped.to_string(),
+        &tools,
+        &MendOptions::default(),
+    );
+    assert_eq!(p.calls[0].call.arguments, text.calls[0].arguments);
+    assert_eq!(
+        p.calls[0].arguments_text.as_deref(),
+        Some(r#"{"city":"Paris"}"#)
+    );
+    // A wrapper whose inside is invalid too stays the call as sent, answered with feedback
+    // about it (not about the wrapper's inside).
+    let bad = json!({"name": "get_weather", "parameters": {"town": 5, "days": "x"}});
+    let p = plan_parsed(&[("get_weather", bad)], &tools, &opts);
+    assert_eq!(p.calls[0].outcome, CallOutcome::Feedback);
+}
+
+#[test]
+fn a_tool_with_coercions_of_its_own_is_mended_with_them_and_the_others_with_the_plans() {
+    use toolmend::message::{CallOutcome, PlanOptions};
+    use toolmend::schema::Coercions;
+    let count = |name: &str| {
+        CompiledTool::compile(
+            name,
+            "",
+            &json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        )
+        .unwrap()
+    };
+    let tools = Toolbox::from_tools([count("strict"), count("lax")]).unwrap();
+    let mut opts = PlanOptions {
+        mend: MendOptions {
+            coercions: Coercions::none(),
+            ..MendOptions::default()
+        },
+        ..PlanOptions::default()
+    };
+    opts.tool_mend.insert("lax".into(), MendOptions::default());
+    let p = plan_parsed(
+        &[("strict", json!({"n": "5"})), ("lax", json!({"n": "5"}))],
+        &tools,
+        &opts,
+    );
+    let got: Vec<_> = p
+        .calls
+        .iter()
+        .map(|c| (c.outcome, c.call.arguments.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (CallOutcome::Feedback, Some(json!({"n": "5"}))),
+            (CallOutcome::Executed, Some(json!({"n": 5}))),
+        ]
+    );
+    assert_eq!(opts.mend_for("lax").coercions, Coercions::default());
+    assert_eq!(opts.mend_for("strict").coercions, Coercions::none());
+}
