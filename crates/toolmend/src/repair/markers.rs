@@ -8,6 +8,10 @@
 //! known to all three, and a test (`stream::gate`'s) fails if the gate would release a
 //! marker the parser unwraps.
 //!
+//! The call markers are not written here: each dialect's file in the envelope walk declares
+//! its own, and the tables below are derived from the walk's one list of dialects, so the
+//! walk cannot read a marker this table lacks.
+//!
 //! Matching: call markers are matched exactly (chat-template tokens are case-sensitive);
 //! thinking tags are matched ignoring ASCII case by the extractor and the gate
 //! (`<THINKING>` is seen in the wild), exactly by the parser inside argument text.
@@ -23,86 +27,25 @@ pub const THINKING_TAGS: &[(&str, &str)] = &[
     ("<|begin_of_thought|>", "<|end_of_thought|>"),
 ];
 
-/// Tool-call tags (Hermes, Qwen, GLM-4.5, OLMo, MiniMax M2 and their variants), openers
-/// and closers: the parser unwraps them; a `{"name", "arguments"}` object inside is a call,
-/// and so is a pythonic call `f(a=1)` (OLMo's `<function_calls>`).
-pub const TOOL_CALL_TAGS: &[&str] = &[
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_calls>",
-    "</tool_calls>",
-    "<function_call>",
-    "</function_call>",
-    "<functioncall>",
-    "</functioncall>",
-    "<toolcall>",
-    "</toolcall>",
-    "<function_calls>",
-    "</function_calls>",
-    "<minimax:tool_call>",
-    "</minimax:tool_call>",
-];
+use super::envelope::{Table, collect, count};
+pub use super::envelope::{
+    deepseek::{DEEPSEEK_CALL_BEGIN, DEEPSEEK_SEP},
+    gemma::{GEMMA_CALL, GEMMA_CALL_START, TOOL_CODE_LANGS},
+    harmony::{HARMONY_CHANNEL, HARMONY_MESSAGE},
+    hermes::TOOL_CALL_TAGS,
+    kimi::KIMI_ARGUMENT_BEGIN,
+    minimax::XML_INVOKE,
+    mistral::MISTRAL_TOOL_CALLS,
+    qwen_coder::XML_FUNCTION,
+    step::{STEP_CALL_BEGIN, STEP_INVOKE, STEP_SEP},
+};
 
 /// Chat-template tokens that open tool calls (`<|python_tag|>`: Llama 3.1;
 /// `<|tool_call_start|>`: LFM2; `<|tool_calls_section_begin|>` and `<|tool_call_begin|>`:
 /// Kimi K2; the others: Llama 4, Granite, Phi-4, Functionary-style templates). Any other
 /// `<|…|>` token is template noise.
-pub const CALL_TOKENS: &[&str] = &[
-    "<|python_tag|>",
-    "<|python_start|>",
-    "<|tool_call|>",
-    "<|function_call|>",
-    "<|tool_calls_begin|>",
-    "<|tool_call_begin|>",
-    "<|tool_call_start|>",
-    "<|tool_calls_section_begin|>",
-];
-
-/// Kimi K2: `<|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{…}`: the call
-/// id (the name, `functions.` before it, `:index` after it) ends at this token.
-pub const KIMI_ARGUMENT_BEGIN: &str = "<|tool_call_argument_begin|>";
-
-/// DeepSeek V3 / R1 / V3.1 tokens (fullwidth `｜` U+FF5C and `▁` U+2581; some servers
-/// write ASCII `|`): a call is `<｜tool▁call▁begin｜>function<｜tool▁sep｜>name` then a
-/// fenced JSON object (V3, R1), or `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}` (V3.1).
-pub const DEEPSEEK_CALL_BEGIN: [&str; 2] = ["<｜tool▁call▁begin｜>", "<|tool▁call▁begin|>"];
-/// DeepSeek's separator between a call's type (or name) and the rest.
-pub const DEEPSEEK_SEP: [&str; 2] = ["<｜tool▁sep｜>", "<|tool▁sep|>"];
-
-/// gpt-oss harmony: `<|channel|>commentary to=functions.name <|constrain|>json<|message|>{…}<|call|>`
-/// (or `to=` in the role: `<|start|>assistant to=functions.name<|channel|>commentary json<|message|>`).
-/// The `analysis` channel is reasoning.
-pub const HARMONY_CHANNEL: &str = "<|channel|>";
-/// Where a harmony header ends and its message begins.
-pub const HARMONY_MESSAGE: &str = "<|message|>";
-
-/// MiniMax M2 (and Anthropic-style XML): `<invoke name="n"><parameter name="k">v</parameter></invoke>`.
-pub const XML_INVOKE: &str = "<invoke name=";
-
-/// Step-3: `<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke
-/// name="n"><steptml:parameter name="k">v</steptml:parameter></steptml:invoke><｜tool_call_end｜>`
-/// (fullwidth `｜`, underscores where DeepSeek writes `▁`).
-pub const STEP_CALL_BEGIN: &str = "<｜tool_call_begin｜>";
-/// Step-3's separator between the call's type (`function`) and its invoke.
-pub const STEP_SEP: &str = "<｜tool_sep｜>";
-/// Step-3's invoke: MiniMax's XML in the `steptml:` namespace.
-pub const STEP_INVOKE: &str = "<steptml:invoke name=";
-
-/// Code-fence languages that mark a call (Gemma 3: ```` ```tool_code\nf(a=1)\n``` ````):
-/// such a fence holds a pythonic call wherever it stands; any other fence is code.
-pub const TOOL_CODE_LANGS: &[&str] = &["tool_code"];
-
-/// FunctionGemma: `<start_function_call>call:name{k:<escape>v<escape>}<end_function_call>`.
-pub const GEMMA_CALL_START: &str = "<start_function_call>";
-/// What opens a Gemma call (`call:name{…}`), after [`GEMMA_CALL_START`] or at the start
-/// of a text.
-pub const GEMMA_CALL: &str = "call:";
-
-/// Mistral's call marker (`[TOOL_CALLS][…]`, or `[TOOL_CALLS]name[ARGS]{…}`).
-pub const MISTRAL_TOOL_CALLS: &str = "[TOOL_CALLS]";
-
-/// Qwen3-Coder's XML call (`<function=name><parameter=key>value</parameter></function>`).
-pub const XML_FUNCTION: &str = "<function=";
+pub const CALL_TOKENS: &[&str] =
+    &collect::<{ count(&[], Table::CallTokens) }>(&[], Table::CallTokens);
 
 /// A code fence.
 pub const FENCE: &str = "```";
@@ -113,59 +56,20 @@ pub const FENCE: &str = "```";
 /// `<｜tool_calls_begin｜>` family and harmony's channel (`<|channel|>`, `<|start|>assistant
 /// to=`). A tool-code fence ([`TOOL_CODE_LANGS`]) begins a call too; it is told by
 /// [`is_tool_code_fence`] where fences are read.
-pub const CALL_MARKERS: &[&str] = &[
-    "<tool_call>",
-    "<tool_calls>",
-    "<function_call>",
-    "<functioncall>",
-    "<toolcall>",
-    "<function_calls>",
-    "<minimax:tool_call>",
-    "<|python_tag|>",
-    "<|python_start|>",
-    "<|tool_call|>",
-    "<|function_call|>",
-    "<|tool_calls_begin|>",
-    "<|tool_call_begin|>",
-    "<|tool_call_start|>",
-    "<|tool_calls_section_begin|>",
-    "[TOOL_CALLS]",
-    "<function=",
-    "<invoke name=",
-    "<start_function_call>",
-    "<|tool▁calls▁begin|>",
-    "<|tool▁call▁begin|>",
-    "<｜tool▁calls▁begin｜>",
-    "<｜tool▁call▁begin｜>",
-    "<｜tool_calls_begin｜>",
-    "<｜tool_call_begin｜>",
-    "<steptml:invoke name=",
-    "<|channel|>",
-    "<|start|>assistant to=",
-];
+pub const CALL_MARKERS: &[&str] = &collect::<{ count(&[], Table::Markers) }>(&[], Table::Markers);
 
 /// The markers each of which begins one call of a block (its own segment: a block of
 /// several calls is read call by call, so a broken call fails alone). Markers that open a
 /// whole list (`[TOOL_CALLS][…]`, `<|tool_call_start|>[…]`, `<function_calls>`) are not
 /// among them.
-pub const CALL_OPENERS: &[&str] = &[
-    "<tool_call>",
-    "<function_call>",
-    "<|tool_call_begin|>",
-    "<invoke name=",
-    "<start_function_call>",
-    "<｜tool▁call▁begin｜>",
-    "<|tool▁call▁begin|>",
-    "<｜tool_call_begin｜>",
-    "<|start|>assistant",
-    "[TOOL_CALLS]",
-];
+pub const CALL_OPENERS: &[&str] = &collect::<{ count(&[], Table::Openers) }>(&[], Table::Openers);
 
 /// What begins a call only at the start of a text (after whitespace, chat-template
 /// envelope or a thinking block): a JSON object or list, a code fence, Gemma's `call:`. A pythonic call
 /// `f(a=1)` counts there too ([`leading_call`]). Elsewhere they are everyday prose (code
 /// in an answer, `{}` in an explanation), and the streaming gate releases them.
-pub const LEADING_MARKERS: &[&str] = &["{", "[", FENCE, GEMMA_CALL];
+pub const LEADING_MARKERS: &[&str] =
+    &collect::<{ count(&["{", "[", FENCE], Table::Leading) }>(&["{", "[", FENCE], Table::Leading);
 
 /// The longest tool name a pythonic leading call may have (OpenAI's limit on names).
 const MAX_NAME: usize = 64;

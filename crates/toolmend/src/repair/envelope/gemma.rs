@@ -1,0 +1,182 @@
+//! Gemma: FunctionGemma's `call:name{key:<escape>text<escape>,…}` and its template tokens.
+//! Gemma 3's ```` ```tool_code ```` fence holds a pythonic call ([`super::pythonic`]).
+
+use serde_json::{Map, Value};
+
+use super::{Dialect, ParseError, Walk, name_len, unquote, ws_after};
+use crate::{Fix, FixKind};
+
+/// FunctionGemma: `<start_function_call>call:name{k:<escape>v<escape>}<end_function_call>`.
+pub const GEMMA_CALL_START: &str = "<start_function_call>";
+/// What opens a Gemma call (`call:name{…}`), after [`GEMMA_CALL_START`] or at the start
+/// of a text.
+pub const GEMMA_CALL: &str = "call:";
+/// Code-fence languages that mark a call (Gemma 3: ```` ```tool_code\nf(a=1)\n``` ````):
+/// such a fence holds a pythonic call wherever it stands; any other fence is code.
+pub const TOOL_CODE_LANGS: &[&str] = &["tool_code"];
+
+pub(super) const DIALECT: Dialect = Dialect {
+    markers: &[GEMMA_CALL_START],
+    openers: &[GEMMA_CALL_START],
+    leading: &[GEMMA_CALL],
+    noise: &[
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<eos>",
+        "<bos>",
+        "<end_function_call>",
+    ],
+    read: Some(read),
+    ..Dialect::NONE
+};
+
+fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
+    let at = w.pos;
+    let rest = w.rest();
+    if rest.starts_with(GEMMA_CALL_START) {
+        w.out.envelope_call = true;
+        w.global(FixKind::ToolCallTagUnwrapped, at);
+        w.pos = at + GEMMA_CALL_START.len();
+        w.skip_ws();
+        if w.rest().starts_with(GEMMA_CALL) {
+            return Some(w.read_gemma(w.pos));
+        }
+        return Some(Ok(()));
+    }
+    (rest.starts_with(GEMMA_CALL)
+        && (w.at_text_start() || w.out.envelope_call)
+        && gemma_head(w.b, at).is_some())
+    .then(|| w.read_gemma(at))
+}
+
+impl Walk<'_> {
+    /// Gemma / FunctionGemma: `call:name{key:<escape>text<escape>,n:5,list:[…],obj:{…}}`.
+    fn read_gemma(&mut self, at: usize) -> Result<(), ParseError> {
+        let fail = |offset: usize| ParseError {
+            fatal: false,
+            offset,
+            reason: "expected a Gemma call `call:name{key:value,…}`".to_owned(),
+        };
+        let (name_start, name_end) = gemma_head(self.b, at).ok_or_else(|| fail(at))?;
+        let name = self.raw[name_start..name_end].to_owned();
+        let mut pos = name_end;
+        let value =
+            gemma_value(self.raw, &mut pos, 0, self.opts.max_depth).ok_or_else(|| fail(pos))?;
+        self.out.envelope_call = true;
+        self.pos = pos;
+        let fixes = vec![Fix::at(FixKind::PythonicCallRead, at).with_detail("gemma call:name{…}")];
+        self.push(value, fixes, Some(name));
+        Ok(())
+    }
+}
+
+/// Gemma's `call:name{` at `at`: the name's range (the `{` at its end).
+fn gemma_head(b: &[u8], at: usize) -> Option<(usize, usize)> {
+    let start = at + GEMMA_CALL.len();
+    if !b.get(start)?.is_ascii_alphabetic() && b[start] != b'_' {
+        return None;
+    }
+    let end = start + name_len(&b[start..]);
+    (end - start <= 64 && b.get(end) == Some(&b'{')).then_some((start, end))
+}
+
+/// One Gemma value at `*pos` of `raw`: `<escape>text<escape>` (a string as it is), an
+/// object `{key:value,…}`, a list `[…]`, or a bare word (a number, `true`, `false`,
+/// `null`, else a string). `None` when it does not read (or nests deeper than `max`).
+fn gemma_value(raw: &str, pos: &mut usize, depth: usize, max: usize) -> Option<Value> {
+    const ESCAPE: &str = "<escape>";
+    let b = raw.as_bytes();
+    *pos = ws_after(b, *pos);
+    if depth > max {
+        return None;
+    }
+    let rest = &raw[*pos..];
+    if let Some(r) = rest.strip_prefix(ESCAPE) {
+        let end = r.find(ESCAPE)?;
+        *pos += ESCAPE.len() + end + ESCAPE.len();
+        return Some(Value::String(r[..end].to_owned()));
+    }
+    match *b.get(*pos)? {
+        b'{' => {
+            *pos += 1;
+            let mut map = Map::new();
+            loop {
+                *pos = ws_after(b, *pos);
+                match *b.get(*pos)? {
+                    b'}' => {
+                        *pos += 1;
+                        return Some(Value::Object(map));
+                    }
+                    b',' => {
+                        *pos += 1;
+                        continue;
+                    }
+                    _ => {}
+                }
+                let key_len = b[*pos..]
+                    .iter()
+                    .take(256)
+                    .position(|&c| matches!(c, b':' | b'}' | b','))?;
+                if b[*pos + key_len] != b':' {
+                    return None;
+                }
+                let key = unquote(&raw[*pos..*pos + key_len]).to_owned();
+                *pos += key_len + 1;
+                let v = gemma_value(raw, pos, depth + 1, max)?;
+                map.insert(key, v);
+            }
+        }
+        b'[' => {
+            *pos += 1;
+            let mut list = Vec::new();
+            loop {
+                *pos = ws_after(b, *pos);
+                match *b.get(*pos)? {
+                    b']' => {
+                        *pos += 1;
+                        return Some(Value::Array(list));
+                    }
+                    b',' => {
+                        *pos += 1;
+                        continue;
+                    }
+                    _ => list.push(gemma_value(raw, pos, depth + 1, max)?),
+                }
+            }
+        }
+        _ => {
+            let len = b[*pos..]
+                .iter()
+                .position(|&c| matches!(c, b',' | b'}' | b']'))
+                .unwrap_or(b.len() - *pos);
+            let word = raw[*pos..*pos + len].trim();
+            *pos += len;
+            if word.is_empty() {
+                return None;
+            }
+            Some(bare_word(word))
+        }
+    }
+}
+
+/// A bare word as a JSON literal when it is one (`5`, `-2.5`, `true`, `null`), else the
+/// word as a string.
+fn bare_word(word: &str) -> Value {
+    match word {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        "null" => Value::Null,
+        _ => word
+            .parse::<i64>()
+            .map(Value::from)
+            .ok()
+            .or_else(|| {
+                word.parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite())
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+            })
+            .unwrap_or_else(|| Value::String(word.to_owned())),
+    }
+}

@@ -1,0 +1,104 @@
+//! XML-style parameters, shared by the dialects that write them (GLM, MiniMax M2, Step-3,
+//! Qwen3-Coder): a value is text up to its close tag, typed later by the schema step.
+
+use serde_json::{Map, Value};
+
+use super::{
+    super::parser::{Ctx, Parser},
+    Walk, prefix, unquote,
+};
+use crate::{Fix, FixKind};
+
+/// The tags of one XML-style parameter dialect.
+pub(super) struct XmlParams {
+    /// What opens a parameter (its key follows).
+    pub start: &'static str,
+    /// What ends the key.
+    pub key_close: &'static str,
+    /// What opens the value after the key (GLM's `<arg_value>`), if anything.
+    pub value_open: Option<&'static str>,
+    /// What closes the value.
+    pub close: &'static str,
+}
+
+impl Walk<'_> {
+    /// The parameters of an XML-style call body (`base`: the body's offset in the text).
+    /// Each value is bounded by the next parameter, so the read stays linear.
+    pub(super) fn read_params(
+        &self,
+        p: &XmlParams,
+        body: &str,
+        base: usize,
+        truncated_call: bool,
+        fixes: &mut Vec<Fix>,
+    ) -> Map<String, Value> {
+        let mut args = Map::new();
+        let mut truncated = false;
+        let mut i = 0;
+        while let Some(pi) = body[i..].find(p.start) {
+            let k_start = i + pi + p.start.len();
+            let tag = prefix(&body[k_start..], 256);
+            let Some(ke) = tag.find(p.key_close) else {
+                truncated = true;
+                break;
+            };
+            let key = unquote(&tag[..ke]).to_owned();
+            let mut v_start = k_start + ke + p.key_close.len();
+            if let Some(open) = p.value_open {
+                let ws = body[v_start..].len() - body[v_start..].trim_start().len();
+                match body[v_start + ws..].strip_prefix(open) {
+                    Some(_) => v_start += ws + open.len(),
+                    None => {
+                        // A key without its value: nothing to read for it.
+                        fixes.push(Fix::at(FixKind::TruncatedMemberDropped, base + k_start));
+                        i = v_start;
+                        continue;
+                    }
+                }
+            }
+            let next_param = body[v_start..]
+                .find(p.start)
+                .map_or(body.len(), |e| v_start + e);
+            let (v_end, next) = match body[v_start..next_param].find(p.close) {
+                Some(e) => (v_start + e, v_start + e + p.close.len()),
+                None => {
+                    if next_param == body.len() && truncated_call {
+                        truncated = true;
+                        fixes.push(Fix::at(FixKind::TruncatedString, base + next_param));
+                    } else {
+                        fixes.push(Fix::at(FixKind::MissingCloseTag, base + next_param));
+                    }
+                    (next_param, next_param)
+                }
+            };
+            let raw = &body[v_start..v_end];
+            let raw = raw.strip_prefix('\n').unwrap_or(raw);
+            let raw = raw.strip_suffix('\n').unwrap_or(raw);
+            let value = self.xml_value(raw, base + v_start);
+            if args.insert(key.clone(), value).is_some() {
+                fixes.push(Fix::at(FixKind::DuplicateKey, base + k_start).with_detail(key));
+            }
+            i = next.max(i + 1);
+        }
+        if (truncated || truncated_call) && !fixes.iter().any(Fix::is_lossy) {
+            fixes.push(Fix::at(FixKind::UnclosedBrackets, base + body.len()));
+        }
+        args
+    }
+
+    /// A parameter's text: JSON when it is an object or array; otherwise the text
+    /// itself, which the schema step types (`"5"` -> `5` for an integer).
+    pub(super) fn xml_value(&self, text: &str, base: usize) -> Value {
+        let t = text.trim();
+        if t.starts_with('{') || t.starts_with('[') {
+            let mut p = Parser::new(t, base, self.opts.max_depth);
+            if let Ok(v) = p.parse_value(Ctx::Top, 1) {
+                p.skip_ws();
+                if p.at_end() && !v.truncated && p.fixes.is_empty() {
+                    return v.value;
+                }
+            }
+        }
+        Value::String(text.to_owned())
+    }
+}
