@@ -113,89 +113,33 @@ pub struct Coercions {
 
 impl Default for Coercions {
     fn default() -> Self {
-        Coercions {
-            numeric_strings: true,
-            boolean_strings: true,
-            scalar_to_string: true,
-            wrap_in_array: true,
-            csv_split: true,
-            enum_case: true,
-            rename_keys: true,
-            drop_unknown_keys: true,
-            json_strings: true,
-            dates: true,
-            null_omitted: true,
-            unwrap_arguments: true,
-            split_merged_calls: false,
+        let mut c = Coercions::none();
+        for rule in coerce::RULES {
+            *(rule.field)(&mut c) = rule.default_on;
         }
+        c
     }
 }
 
 impl Coercions {
     /// The switches, by field name (as Python's `coerce=` names them).
-    pub const SWITCHES: [&'static str; 13] = [
-        "numeric_strings",
-        "boolean_strings",
-        "scalar_to_string",
-        "wrap_in_array",
-        "csv_split",
-        "enum_case",
-        "rename_keys",
-        "drop_unknown_keys",
-        "json_strings",
-        "dates",
-        "null_omitted",
-        "unwrap_arguments",
-        "split_merged_calls",
-    ];
+    pub const SWITCHES: [&'static str; 13] = coerce::switches();
 
     /// The switch that makes the schema fix `kind`; `None` for a fix no switch controls
     /// (a repair of the text or its envelope, which every lax mode makes; a corrector's
     /// or a salvage hook's).
     pub fn switch_of(kind: crate::FixKind) -> Option<&'static str> {
-        use crate::FixKind as K;
-        Some(match kind {
-            K::StringToNumber | K::StringToInteger | K::FloatToInteger => "numeric_strings",
-            K::StringToBoolean => "boolean_strings",
-            K::ScalarToString => "scalar_to_string",
-            K::WrappedInArray => "wrap_in_array",
-            K::CsvSplit => "csv_split",
-            K::EnumCaseFixed => "enum_case",
-            K::KeyRenamed
-            | K::KeyCaseFixed
-            | K::KeySpellingFixed
-            | K::KeyRenamedByTokens
-            | K::KeyRenamedByDescription
-            | K::KeyRenamedByStructure => "rename_keys",
-            K::UnknownKeyDropped => "drop_unknown_keys",
-            K::JsonStringDecoded => "json_strings",
-            K::DateNormalized => "dates",
-            K::NullOmitted => "null_omitted",
-            K::ArgumentsUnwrapped => "unwrap_arguments",
-            K::MergedCallSplit => "split_merged_calls",
-            _ => return None,
-        })
+        coerce::RULES
+            .iter()
+            .find(|r| r.fixes.contains(&kind))
+            .map(|r| r.switch)
     }
 
     /// Whether the switch `name` (one of [`SWITCHES`](Self::SWITCHES)) is on; `None` for
     /// a name that is not a switch.
     pub fn get(&self, name: &str) -> Option<bool> {
-        Some(match name {
-            "numeric_strings" => self.numeric_strings,
-            "boolean_strings" => self.boolean_strings,
-            "scalar_to_string" => self.scalar_to_string,
-            "wrap_in_array" => self.wrap_in_array,
-            "csv_split" => self.csv_split,
-            "enum_case" => self.enum_case,
-            "rename_keys" => self.rename_keys,
-            "drop_unknown_keys" => self.drop_unknown_keys,
-            "json_strings" => self.json_strings,
-            "dates" => self.dates,
-            "null_omitted" => self.null_omitted,
-            "unwrap_arguments" => self.unwrap_arguments,
-            "split_merged_calls" => self.split_merged_calls,
-            _ => return None,
-        })
+        let rule = coerce::RULES.iter().find(|r| r.switch == name)?;
+        Some(*(rule.field)(&mut self.clone()))
     }
 
     /// Strict mode: no coercion at all.

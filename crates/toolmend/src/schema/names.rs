@@ -108,23 +108,11 @@ impl Coercions {
         let switch = Coercions::switch_named(name).ok_or_else(|| UnknownSwitch {
             name: name.to_owned(),
         })?;
-        let slot = match switch {
-            "numeric_strings" => &mut self.numeric_strings,
-            "boolean_strings" => &mut self.boolean_strings,
-            "scalar_to_string" => &mut self.scalar_to_string,
-            "wrap_in_array" => &mut self.wrap_in_array,
-            "csv_split" => &mut self.csv_split,
-            "enum_case" => &mut self.enum_case,
-            "rename_keys" => &mut self.rename_keys,
-            "drop_unknown_keys" => &mut self.drop_unknown_keys,
-            "json_strings" => &mut self.json_strings,
-            "dates" => &mut self.dates,
-            "null_omitted" => &mut self.null_omitted,
-            "unwrap_arguments" => &mut self.unwrap_arguments,
-            "split_merged_calls" => &mut self.split_merged_calls,
-            other => unreachable!("a switch without a field: {other}"),
-        };
-        *slot = on;
+        let rule = super::coerce::RULES
+            .iter()
+            .find(|r| r.switch == switch)
+            .unwrap_or_else(|| unreachable!("a switch without a rule: {switch}"));
+        *(rule.field)(self) = on;
         Ok(())
     }
 
