@@ -58,6 +58,7 @@ pub mod redact;
 pub mod repair;
 pub mod schema;
 pub mod stream;
+pub mod validate;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -121,6 +121,8 @@ impl Pipeline {
         };
         let stages = Stages {
             toolbox,
+            accept: None,
+            validate: None,
             plan: &self.plan,
             invalid: &self.invalid,
             correction: self.corrector.as_ref().map(|c| Correcting {

@@ -3,6 +3,7 @@
 //! panics, fails or does not answer in time ends the loop, never the caller.
 
 use std::{
+    collections::HashMap,
     panic::AssertUnwindSafe,
     time::{Duration, Instant},
 };
@@ -12,8 +13,9 @@ use serde_json::Value;
 
 use super::{CorrectError, Correction, CorrectionRequest, Corrector, Usage};
 use crate::{
-    Fix,
+    Fix, MendOptions,
     schema::{Coercions, Phase, ValidationContext},
+    validate::{Validate, Validation, custom_issues},
 };
 
 /// How the loop runs.
@@ -23,8 +25,13 @@ pub struct Attempts<'a> {
     pub max: u32,
     /// How long one attempt may take; past it the attempt fails (transient).
     pub timeout: Duration,
-    /// The coercions the answer is re-validated with.
+    /// The coercions the answer is re-validated with (for a tool without its own).
     pub coercions: &'a Coercions,
+    /// Tools with mending options of their own
+    /// ([`PlanOptions::tool_mend`](crate::message::PlanOptions::tool_mend)).
+    pub tool_mend: Option<&'a HashMap<String, MendOptions>>,
+    /// The front's own validators, asked about an answer that passed the schema.
+    pub validate: Option<&'a dyn Validate>,
     /// Conversation and caller state for the tool's custom validators (phase `correction`
     /// is set here).
     pub ctx: ValidationContext<'a>,
@@ -59,6 +66,10 @@ pub async fn correct_call(
     let mut out = Corrected::default();
     let tool = call.tool;
     let mut issues = call.issues.to_vec();
+    let coercions = attempts
+        .tool_mend
+        .and_then(|t| t.get(tool.name()))
+        .map_or(attempts.coercions, |m| &m.coercions);
     let mut arguments = call.arguments.cloned();
     // The model's own reading: an answer that keeps fewer of its values (a list it sent
     // narrowed to one element) is not clean, whatever the schema says.
@@ -107,10 +118,21 @@ pub async fn correct_call(
                     phase: Phase::Correction,
                     ..attempts.ctx
                 };
-                let mut checked = tool.check(value, attempts.coercions, &ctx);
+                let mut checked = tool.check(value, coercions, &ctx);
                 checked
                     .issues
                     .extend(crate::mend::values_lost_issues(&first, &checked.value));
+                if let Some(v) = attempts.validate.filter(|_| checked.is_valid()) {
+                    let problems = v
+                        .validate(Validation {
+                            tool: tool.name(),
+                            call_id: call.call_id,
+                            arguments: &checked.value,
+                            phase: Phase::Correction,
+                        })
+                        .await;
+                    checked.issues.extend(custom_issues(problems));
+                }
                 if checked.is_valid() {
                     out.value = Some((checked.value, checked.fixes));
                     break;
@@ -218,6 +240,8 @@ mod tests {
                 max: 1,
                 timeout: Duration::from_secs(60),
                 coercions: &coercions,
+                tool_mend: None,
+                validate: None,
                 ctx: ValidationContext::new("t", Phase::Correction),
             };
             let done = rt.block_on(correct_calls(&corrector, requests, attempts, limit));

@@ -64,6 +64,8 @@ pub(super) async fn stage(
         max: c.max_retries,
         timeout: c.timeout,
         coercions: &stages.plan.mend.coercions,
+        tool_mend: Some(&stages.plan.tool_mend),
+        validate: stages.validate,
         ctx: ValidationContext {
             tool: "",
             phase: Phase::Correction,

@@ -331,6 +331,7 @@ pub(super) async fn stage(
                 later: &[],
                 cut_off: answer.cut_off,
                 state: turn.state,
+                place: None,
             },
             stages,
         );

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! plan      the message's plan (crate::message): calls, ids by the one rule, mending
+//! front     calls the front's runtime takes as sent; the front's validators (initial)
 //! invalid   the fronts' chain, in its order: re-ask (the model shown its invalid calls
 //!           and their feedback, its new calls merged in), correct (a corrector), pass
 //! settle    what stays invalid: raise, or a hook's salvage / feedback, else feedback
@@ -17,6 +18,7 @@
 //! node's (and the gateway's server-side tools'); the driver never runs a tool.
 
 mod correct;
+mod front;
 mod guard;
 mod plan;
 mod re_ask;
@@ -27,6 +29,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::validate::{Validate, Validation};
+pub use front::{Accept, Taken};
 pub use guard::{GuardTally, OnRefused, Refusal, Rejected};
 pub use plan::plan;
 pub use re_ask::{ReAnswer, ReAsk, ReAskFailure, ReAskRequest, merge};
@@ -37,7 +41,7 @@ use crate::{
     correct::{Corrector, Usage},
     guard::{Decision, Guard},
     mend::Outcome,
-    message::{AnsweredCall, CallOutcome, CallSource, PlanOptions, TimeOrderedIds},
+    message::{AnsweredCall, Around, CallOutcome, CallSource, PlanOptions, TimeOrderedIds},
     protocol::{AssistantMessage, Message},
 };
 
@@ -54,6 +58,19 @@ pub struct Turn<'a> {
     pub cut_off: bool,
     /// Caller state, for custom validators.
     pub state: Option<&'a Value>,
+    /// Where the message stands, for a front whose history is not in these terms
+    /// (Python's LangChain messages): the ids around it and its index. `None`: read from
+    /// `history` and `later`.
+    pub place: Option<Place<'a>>,
+}
+
+/// The ids around a message and its index in the conversation.
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    /// Ids used before it, and ids the results right after it answer.
+    pub around: Around<'a>,
+    /// Its index (minted ids name it).
+    pub position: usize,
 }
 
 impl<'a> Turn<'a> {
@@ -66,6 +83,7 @@ impl<'a> Turn<'a> {
             later: &[],
             cut_off,
             state: None,
+            place: None,
         }
     }
 }
@@ -75,6 +93,10 @@ impl<'a> Turn<'a> {
 pub struct Stages<'a> {
     /// The tools calls are mended against.
     pub toolbox: &'a Toolbox,
+    /// Invalid calls the front's runtime takes as sent.
+    pub accept: Option<&'a dyn Accept>,
+    /// The front's own validators (phases initial, correction, salvage).
+    pub validate: Option<&'a dyn Validate>,
     /// How the message is planned (and every later re-validation's coercions).
     pub plan: &'a PlanOptions,
     /// What is done, in order, with calls that stayed invalid.
@@ -117,6 +139,8 @@ impl<'a> Stages<'a> {
     pub fn plan_only(toolbox: &'a Toolbox, plan: &'a PlanOptions) -> Self {
         Stages {
             toolbox,
+            accept: None,
+            validate: None,
             plan,
             invalid: &[],
             correction: None,
@@ -256,6 +280,17 @@ pub struct CallReport {
     pub outcome: CallOutcome,
     /// `tool_calls`, `text` or `glued`.
     pub source: CallSource,
+    /// The sent call it came from: its index in the message's calls (or in the calls
+    /// read from the text).
+    #[serde(skip)]
+    pub index: usize,
+    /// One of several calls glued into one sent call.
+    #[serde(skip)]
+    pub split: bool,
+    /// The front's runtime answers it itself ([`Taken::Answers`]): invalid, but neither
+    /// corrected, settled nor raised here.
+    #[serde(skip)]
+    pub front_answers: bool,
     /// What mending made of it: `valid` as sent, `repaired`, or still invalid (`feedback`).
     pub mend: Outcome,
     /// Every fix.
@@ -300,6 +335,11 @@ impl CallReport {
         self.outcome.may_run()
     }
 
+    /// Invalid, and toolmend's to resolve (the front's runtime does not answer it).
+    pub fn is_unresolved(&self) -> bool {
+        self.outcome == CallOutcome::Feedback && !self.front_answers
+    }
+
     /// The id it is answered under: `None` for a dropped call.
     pub fn answered_id(&self) -> Option<&str> {
         (self.outcome != CallOutcome::Dropped).then_some(self.id.as_str())
@@ -326,11 +366,9 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    /// The calls that stayed invalid.
+    /// The calls that stayed invalid (those the front's runtime answers aside).
     pub fn unresolved(&self) -> impl Iterator<Item = &CallReport> {
-        self.calls
-            .iter()
-            .filter(|c| c.outcome == CallOutcome::Feedback)
+        self.calls.iter().filter(|c| c.is_unresolved())
     }
 
     /// Each call's place in `message.tool_calls`, by id: built once (a message may hold
@@ -409,6 +447,7 @@ pub async fn drive_planned(
     tally: &mut Tally,
     guard: &mut GuardTally,
 ) -> Result<Driven, Stop> {
+    front::stage(&mut resolved, stages).await;
     let t = std::time::Instant::now();
     for step in stages.invalid {
         if resolved.unresolved().next().is_none() {

@@ -19,15 +19,27 @@ pub fn plan(turn: Turn<'_>, tools: &Toolbox, opts: &PlanOptions) -> Resolved {
         messages: turn.history,
         state: turn.state,
     };
-    let plan = message::plan_assistant(
-        turn.message,
-        turn.history,
-        turn.later,
-        turn.cut_off,
-        tools,
-        opts,
-        &ctx,
-    );
+    let plan = match turn.place {
+        None => message::plan_assistant(
+            turn.message,
+            turn.history,
+            turn.later,
+            turn.cut_off,
+            tools,
+            opts,
+            &ctx,
+        ),
+        Some(place) => {
+            let sent = turn.message.tool_calls.as_deref().unwrap_or_default();
+            let input = message::MessageInput {
+                text: turn.message.text().map(std::borrow::Cow::Owned),
+                calls: sent.iter().map(message::SentCall::from).collect(),
+                position: place.position,
+                cut_off: turn.cut_off,
+            };
+            message::plan(&input, place.around, tools, opts, &ctx)
+        }
+    };
     let sanitized = message::sanitize_assistant(turn.message, &plan.shape, &plan.calls);
     let from_text = plan.shape.from_text;
     let calls = plan
@@ -41,6 +53,9 @@ pub fn plan(turn: Turn<'_>, tools: &Toolbox, opts: &PlanOptions) -> Resolved {
             tool: p.call.tool,
             outcome: p.outcome,
             source: p.source,
+            index: p.index,
+            split: p.split,
+            front_answers: false,
             mend: p.call.outcome,
             fixes: p.call.fixes,
             issues: p.call.issues,

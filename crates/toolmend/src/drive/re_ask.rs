@@ -217,6 +217,7 @@ pub(super) async fn invalid(
             later: &[],
             cut_off: answer.cut_off,
             state: turn.state,
+            place: None,
         };
         let mut again = observed_plan(again_turn, stages);
         flag_values_lost(&calls, &mut again);

@@ -15,6 +15,7 @@ use crate::{
     message::CallOutcome,
     protocol::Message,
     schema::{Phase, ValidationContext},
+    validate::{Validation, custom_issues},
 };
 
 /// A call still invalid after repair, validation and the invalid chain.
@@ -100,7 +101,7 @@ pub(super) async fn stage(
         return Ok(());
     };
     let jobs: Vec<usize> = (0..resolved.calls.len())
-        .filter(|&i| resolved.calls[i].outcome == CallOutcome::Feedback)
+        .filter(|&i| resolved.calls[i].is_unresolved())
         .collect();
     let calls = unresolved_calls(resolved, &place);
     for (i, call) in jobs.into_iter().zip(calls) {
@@ -123,7 +124,7 @@ pub(super) async fn stage(
         };
         match resolution {
             Resolution::Salvage(value) => {
-                if let Err(why) = salvage(turn, resolved, &place, i, value, &raw, stages) {
+                if let Err(why) = salvage(turn, resolved, &place, i, value, &raw, stages).await {
                     tracing::warn!(tool = %tool, "salvaged arguments rejected: {why}");
                     resolved.calls[i].note = Some(format!("salvage rejected: {why}"));
                 }
@@ -138,7 +139,7 @@ pub(super) async fn stage(
 
 /// Re-validates a hook's arguments for call `i` (phase `salvage`); valid, they replace
 /// the call's.
-fn salvage(
+async fn salvage(
     turn: Turn<'_>,
     resolved: &mut Resolved,
     place: &HashMap<String, usize>,
@@ -158,7 +159,18 @@ fn salvage(
         messages: turn.history,
         state: turn.state,
     };
-    let checked = tool.check(value, &stages.plan.mend.coercions, &ctx);
+    let mut checked = tool.check(value, &stages.plan.mend_for(tool.name()).coercions, &ctx);
+    if let Some(v) = stages.validate.filter(|_| checked.is_valid()) {
+        let problems = v
+            .validate(Validation {
+                tool: tool.name(),
+                call_id: &report.id,
+                arguments: &checked.value,
+                phase: Phase::Salvage,
+            })
+            .await;
+        checked.issues.extend(custom_issues(problems));
+    }
     if !checked.is_valid() {
         let first = checked.issues.first().map_or("", |i| i.message.as_str());
         return Err(first.to_owned());

@@ -22,7 +22,7 @@ pub use crate::history::MAX_ID_LEN;
 pub const MINT_STEM: &str = "call_tm";
 
 /// Ids in use outside the allocator's own set (the history a message belongs to).
-pub trait IdSet {
+pub trait IdSet: Sync {
     /// True when `id` is taken.
     fn contains(&self, id: &str) -> bool;
 }

@@ -488,7 +488,7 @@ pub struct HistoryIds<'m> {
     before: &'m [Message],
     own: IdIndex<'m>,
     own_earlier: HashSet<&'m str>,
-    all: std::cell::OnceCell<HashSet<&'m str>>,
+    all: std::sync::OnceLock<HashSet<&'m str>>,
 }
 
 impl std::fmt::Debug for HistoryIds<'_> {
@@ -512,7 +512,7 @@ impl<'m> HistoryIds<'m> {
             before,
             own,
             own_earlier,
-            all: std::cell::OnceCell::new(),
+            all: std::sync::OnceLock::new(),
         }
     }
 }

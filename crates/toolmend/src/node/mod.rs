@@ -494,6 +494,8 @@ impl ToolNode {
         };
         let stages = Stages {
             toolbox: self.registry.toolbox(),
+            accept: None,
+            validate: None,
             plan: &self.plan,
             invalid: &[Invalid::Correct],
             correction,
@@ -516,6 +518,7 @@ impl ToolNode {
             later: &messages[at + 1..],
             cut_off: false,
             state: opts.state.as_deref(),
+            place: None,
         };
         let driven = drive::drive(
             turn,

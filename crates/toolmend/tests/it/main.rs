@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod agent;
+mod drive;
 mod feedback;
 mod formats;
 mod guard;
