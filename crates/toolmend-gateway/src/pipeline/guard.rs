@@ -77,6 +77,7 @@ impl GatewayGuard {
             // A store past its own timeout is judged by the fail mode, not by this.
             timeout: self.guard.stage_limit(),
             fresh_ids: &self.fresh_ids,
+            rename_reused: true,
             on_refused: match self.policy {
                 FloodPolicy::Feedback => OnRefused::ReAsk,
                 FloodPolicy::Reject => OnRefused::Reject,

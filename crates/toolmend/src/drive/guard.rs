@@ -113,6 +113,10 @@ impl GuardTally {
 pub struct Refusal {
     /// Its id.
     pub id: String,
+    /// Its tool.
+    pub tool: String,
+    /// The guard's decisions on it.
+    pub decisions: Vec<crate::guard::Decision>,
     /// The guard's reason.
     pub reason: String,
     /// What the guard decided.
@@ -238,7 +242,11 @@ pub(super) async fn stage(
                 // A rule that ends the run: no call of the message runs; each is answered
                 // with the reason (Python's nodes do the same).
                 if let Some(reason) = &stopped {
-                    for c in resolved.calls.iter_mut().filter(|c| c.may_run()) {
+                    for c in resolved
+                        .calls
+                        .iter_mut()
+                        .filter(|c| c.may_run() || c.front_answers)
+                    {
                         c.outcome = CallOutcome::Flooded;
                         c.note = Some(reason.clone());
                     }
@@ -398,7 +406,7 @@ async fn check(
         }
         let report = &mut resolved.calls[i];
         report.timings.guard += share;
-        if v.id_reused {
+        if v.id_reused && g.rename_reused {
             let new = g.fresh_ids.next_id();
             report.fixes.push(reused_id_fix(&report.id, &new));
             let old = std::mem::replace(&mut report.id, new.clone());
@@ -409,10 +417,11 @@ async fn check(
             resolved.changed = true;
             tally.renamed += 1;
         }
-        report.guard.extend(v.decisions);
         if v.action > Action::Allow {
             refused.push(Refusal {
                 id: report.id.clone(),
+                tool: report.tool.clone(),
+                decisions: v.decisions.clone(),
                 reason: v
                     .reason
                     .unwrap_or_else(|| "the call was not run: refused by the guard".into()),
@@ -420,6 +429,7 @@ async fn check(
                 retry_after: v.retry_after,
             });
         }
+        report.guard.extend(v.decisions);
     }
     (refused, checked)
 }

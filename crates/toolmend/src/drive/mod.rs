@@ -201,6 +201,9 @@ pub struct Guarding<'a> {
     pub timeout: Duration,
     /// Where ids come from for calls whose id the session used before.
     pub fresh_ids: &'a TimeOrderedIds,
+    /// Rename a call whose id the session used before (off for a front whose message
+    /// cannot carry a new id: LangGraph's `Send` payloads).
+    pub rename_reused: bool,
     /// What a refusal does.
     pub on_refused: OnRefused,
     /// At most this many re-asks for refused calls ([`OnRefused::ReAsk`]).
@@ -363,6 +366,9 @@ pub struct Resolved {
     pub changed: bool,
     /// Text a re-ask answered with (the model asked the user instead of calling again).
     pub added_text: Option<String>,
+    /// The calls read from the message text, as read (empty when it sent its calls): a
+    /// report's `index` points here when it came from the text.
+    pub text_calls: Vec<crate::protocol::ToolCall>,
 }
 
 impl Resolved {

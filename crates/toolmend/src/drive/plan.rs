@@ -77,6 +77,7 @@ pub fn plan(turn: Turn<'_>, tools: &Toolbox, opts: &PlanOptions) -> Resolved {
         message: sanitized,
         calls,
         message_fixes: plan.shape.message_fixes,
+        text_calls: plan.shape.text_calls,
         answered: plan.answered,
         changed,
         added_text: None,

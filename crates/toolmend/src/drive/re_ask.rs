@@ -344,5 +344,6 @@ pub fn merge(
         answered: first.answered,
         changed: true,
         added_text,
+        text_calls: Vec::new(),
     }
 }

@@ -23,6 +23,12 @@ use crate::{
 pub struct UnresolvedCall {
     /// The call id.
     pub call_id: String,
+    /// The sent call it came from ([`CallReport::index`](super::CallReport::index)).
+    #[serde(skip)]
+    pub index: usize,
+    /// One of several calls glued into one sent call.
+    #[serde(skip)]
+    pub split: bool,
     /// The tool (the name sent, for an unknown tool).
     pub tool: String,
     /// The best reading of the arguments, if any could be read.
@@ -68,6 +74,8 @@ fn unresolved_calls(resolved: &Resolved, place: &HashMap<String, usize>) -> Vec<
         .unresolved()
         .map(|c| UnresolvedCall {
             call_id: c.id.clone(),
+            index: c.index,
+            split: c.split,
             tool: c.tool.clone(),
             arguments: c.arguments.clone(),
             raw_arguments: place

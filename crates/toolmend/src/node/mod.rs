@@ -485,6 +485,7 @@ impl ToolNode {
             session: opts.session.as_deref(),
             timeout: self.stage_timeout,
             fresh_ids: &self.fresh_ids,
+            rename_reused: true,
             on_refused: OnRefused::Answer,
             max_re_asks: 0,
         });

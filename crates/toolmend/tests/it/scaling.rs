@@ -705,6 +705,7 @@ fn the_driver_scales_linearly_in_the_calls_it_resolves() {
                     session: None,
                     timeout: std::time::Duration::from_secs(60),
                     fresh_ids: &ids,
+                    rename_reused: true,
                     on_refused: OnRefused::Answer,
                     max_re_asks: 0,
                 }),
