@@ -9,7 +9,7 @@
 //! background on that runtime.
 
 use std::{
-    sync::{LazyLock, RwLock},
+    sync::{Arc, LazyLock, RwLock},
     time::Duration,
 };
 
@@ -34,14 +34,15 @@ use toolmend::{
 use crate::{from_py, to_py, to_value};
 
 /// The runtime guard futures run on, made on first use.
-static RUNTIME: LazyLock<Result<tokio::runtime::Runtime, String>> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("toolmend-guard")
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
-});
+pub(crate) static RUNTIME: LazyLock<Result<tokio::runtime::Runtime, String>> =
+    LazyLock::new(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("toolmend-guard")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    });
 
 /// A Python value as JSON (dicts, lists, numbers, strings; NaN refused).
 fn json_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
@@ -131,7 +132,7 @@ fn ms(d: Option<Duration>) -> Option<u64> {
     d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn decision_to_py<'py>(py: Python<'py>, d: &Decision) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn decision_to_py<'py>(py: Python<'py>, d: &Decision) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item(intern!(py, "rule"), d.rule.as_str())?;
     out.set_item(intern!(py, "action"), d.action.as_str())?;
@@ -162,12 +163,21 @@ fn verdict_to_py<'py>(py: Python<'py>, v: &Verdict) -> PyResult<Bound<'py, PyDic
 /// progress, thread and run budgets), over an in-memory store or Redis.
 #[pyclass(frozen, module = "toolmend._core")]
 pub(crate) struct Guard {
-    inner: RwLock<RuleGuard>,
+    /// Shared with the resolutions in flight (`Resolver`); tools are declared before.
+    inner: RwLock<Arc<RuleGuard>>,
     /// The Redis store's handle, for its counters.
     redis: Option<RedisStore>,
 }
 
 impl Guard {
+    /// The guard, shared with a resolution in flight.
+    pub(crate) fn shared(&self) -> PyResult<Arc<RuleGuard>> {
+        self.inner
+            .read()
+            .map(|g| Arc::clone(&g))
+            .map_err(|_| PyRuntimeError::new_err("guard: its lock is poisoned"))
+    }
+
     fn decide(
         &self,
         session: Option<&str>,
@@ -268,7 +278,7 @@ impl Guard {
                 .timeout(timeout + Duration::from_millis(10));
         }
         Ok(Guard {
-            inner: RwLock::new(guard),
+            inner: RwLock::new(Arc::new(guard)),
             redis,
         })
     }
@@ -287,7 +297,12 @@ impl Guard {
             .inner
             .write()
             .map_err(|_| PyRuntimeError::new_err("guard: its lock is poisoned"))?;
-        guard
+        Arc::get_mut(&mut guard)
+            .ok_or_else(|| {
+                PyRuntimeError::new_err(
+                    "declare_tool: the guard is checking calls; declare tools before it runs",
+                )
+            })?
             .declare_tool(name, rules)
             .map_err(PyValueError::new_err)
     }
@@ -410,7 +425,7 @@ pub(crate) fn _broken_guard(kind: &str, config: &Bound<'_, PyAny>, fail: &str) -
         .fail_mode(fail_mode(fail)?)
         .with_store(store);
     Ok(Guard {
-        inner: RwLock::new(guard),
+        inner: RwLock::new(Arc::new(guard)),
         redis: None,
     })
 }

@@ -19,14 +19,15 @@ use serde_json::{Value, json};
 use std::{
     borrow::Cow,
     collections::{HashMap, HashSet},
-    sync::{LazyLock, Mutex},
+    sync::{Arc, LazyLock, Mutex},
 };
 
 mod guard;
+mod resolve;
 mod tools;
 
 use toolmend::{
-    CompiledTool, Fix, FixKind, Issue, MendOptions, MendedCall, RepairOptions,
+    CompiledTool, Fix, Issue, MendOptions, MendedCall, RepairOptions,
     correct::{self, CorrectionRequest, PromptOptions},
     feedback,
     history::{
@@ -118,9 +119,10 @@ fn call_to_py(py: Python<'_>, call: &MendedCall) -> PyResult<Py<PyAny>> {
 /// a tool node keeps for its lifetime.
 #[pyclass(frozen, module = "toolmend._core")]
 struct Toolbox {
-    tools: toolmend::Toolbox,
+    /// Shared with the resolutions in flight (`Resolver`).
+    tools: Arc<toolmend::Toolbox>,
     /// How messages are planned (tools with coercions of their own included).
-    plan: PlanOptions,
+    plan: Arc<PlanOptions>,
 }
 
 impl Toolbox {
@@ -439,8 +441,8 @@ impl Toolbox {
             }
         }
         Ok(Toolbox {
-            tools: toolbox,
-            plan,
+            tools: Arc::new(toolbox),
+            plan: Arc::new(plan),
         })
     }
 
@@ -926,49 +928,6 @@ fn strip_thinking(text: &str) -> Option<String> {
     toolmend::node::strip_thinking(text)
 }
 
-/// A call whose id its session used before: a fresh id by the core's one time-ordered
-/// rule (`toolmend::message::TimeOrderedIds`, as the Rust node and the gateway mint them)
-/// and the fix that records the rename, `(new_id, fix)`.
-#[pyfunction]
-fn rename_reused<'py>(py: Python<'py>, old: &str) -> PyResult<(String, Bound<'py, PyDict>)> {
-    static IDS: std::sync::OnceLock<toolmend::message::TimeOrderedIds> = std::sync::OnceLock::new();
-    let new = IDS
-        .get_or_init(toolmend::message::TimeOrderedIds::new)
-        .next_id();
-    let fix = fix_to_py(py, &toolmend::message::reused_id_fix(old, &new))?;
-    Ok((new, fix))
-}
-
-/// The fix recorded for arguments replaced whole, as every front records it
-/// (`toolmend::Fix::replaced`): `kind` `arguments_corrected` (a correction model's) or
-/// `arguments_salvaged` (an unresolved-call hook's), the detail `before -> after`
-/// (`before`: the plan's reading, `None` when it read none, then `raw`, the text sent).
-#[pyfunction]
-#[pyo3(signature = (kind, before, raw, after))]
-fn replaced_fix<'py>(
-    py: Python<'py>,
-    kind: &str,
-    before: Option<&Bound<'py, PyAny>>,
-    raw: &str,
-    after: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let kind = [FixKind::ArgumentsCorrected, FixKind::ArgumentsSalvaged]
-        .into_iter()
-        .find(|k| k.id() == kind)
-        .ok_or_else(|| {
-            error(format!(
-                "kind: arguments_corrected or arguments_salvaged, not {kind:?}"
-            ))
-        })?;
-    let mut non_finite = false;
-    let before = match before.filter(|b| !b.is_none()) {
-        Some(b) => Some(to_value(b, 0, &mut non_finite)?),
-        None => None,
-    };
-    let after = to_value(after, 0, &mut non_finite)?;
-    fix_to_py(py, &Fix::replaced(kind, before.as_ref(), raw, &after))
-}
-
 /// The pairing violations of an OpenAI-format history (list of message dicts), each a
 /// dict `{kind, message, call, call_id, detail, providers}`; `[]` when valid.
 #[pyfunction]
@@ -1063,21 +1022,14 @@ fn run_cli(py: Python<'_>, args: Vec<std::ffi::OsString>) -> u8 {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ToolmendError", m.py().get_type::<ToolmendError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    // The outcomes whose call may run (the guard checks them), as the core defines them.
-    let may_run: Vec<&str> = toolmend::message::CallOutcome::ALL
-        .into_iter()
-        .filter(|o| o.may_run())
-        .map(|o| o.as_str())
-        .collect();
-    m.add("MAY_RUN", may_run)?;
     m.add_class::<Toolbox>()?;
+    m.add_class::<resolve::Resolver>()?;
+    m.add_class::<resolve::Pending>()?;
     m.add_class::<guard::Guard>()?;
     m.add_class::<tools::NetTools>()?;
     m.add("ToolsLoadError", m.py().get_type::<tools::ToolsLoadError>())?;
     m.add_function(wrap_pyfunction!(repair, m)?)?;
     m.add_function(wrap_pyfunction!(strip_thinking, m)?)?;
-    m.add_function(wrap_pyfunction!(rename_reused, m)?)?;
-    m.add_function(wrap_pyfunction!(replaced_fix, m)?)?;
     m.add_function(wrap_pyfunction!(correctable, m)?)?;
     m.add_function(wrap_pyfunction!(history_check, m)?)?;
     m.add_function(wrap_pyfunction!(history_sanitize, m)?)?;

@@ -169,3 +169,56 @@ def test_the_python_package_guards_as_every_front(index: int, asynchronous: bool
     # after the others, so the records' order is not the message's.
     got = {c["tool_call_id"]: (c["tool"], c["outcome"]) for c in stats[-1]["calls"]}
     assert got == {i: (tool, outcome) for i, tool, outcome in case["expect"]}, case["name"]
+
+
+CORRECTED = [c for c in CASES if "correct" in c]
+
+
+class _Corrector:
+    """A correction model that answers every request with the case's arguments (JSON
+    mode), as the Rust fronts' scripted corrector does; records the prompts."""
+
+    def __init__(self, answer: str):
+        self.answer = answer
+        self.prompts: list[str] = []
+
+    def invoke(self, prompt):
+        self.prompts.append(prompt)
+        return AIMessage(self.answer)
+
+    async def ainvoke(self, prompt):
+        import asyncio
+
+        await asyncio.sleep(0)  # an answer that really awaits
+        return self.invoke(prompt)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("index", range(len(CORRECTED)), ids=[c["name"] for c in CORRECTED])
+def test_the_python_package_corrects_as_every_front(index: int, asynchronous: bool) -> None:
+    # The correction cases: the same outcome per id as the Rust node and the gateway
+    # (crates/toolmend-cli/tests/it/equivalence.rs), the corrected arguments the answer's,
+    # one `arguments_corrected` fix on a corrected call.
+    import asyncio
+
+    case = CORRECTED[index]
+    stats: list[dict] = []
+    model = _Corrector(case["correct"])
+    node = ToolNode(
+        _tools(case["tools"]), correction_model=model, correction_mode="json",
+        max_correction_retries=1, on_stats=stats.append,
+    )
+    state = {"messages": [*convert_to_messages(case["history"]), _ai_message(case["message"])]}
+    out = asyncio.run(node.ainvoke(state, CONFIG)) if asynchronous else node.invoke(state, CONFIG)
+    calls = stats[-1]["calls"]
+    got = {c["tool_call_id"]: (c["tool"], c["outcome"]) for c in calls}
+    assert got == {i: (tool, outcome) for i, tool, outcome in case["expect"]}, case["name"]
+    asked = [i for i, _, outcome in case["expect"] if outcome != "executed"]
+    assert len(model.prompts) == len(asked), case["name"]
+    sanitized = next((m for m in out["messages"] if isinstance(m, AIMessage)), None)
+    for c in calls:
+        kinds = [f["kind"] for f in c["fixes"]]
+        assert kinds.count("arguments_corrected") == (c["outcome"] == "corrected"), case["name"]
+        if c["outcome"] == "corrected":
+            args = {tc["id"]: tc["args"] for tc in sanitized.tool_calls}
+            assert args[c["tool_call_id"]] == json.loads(case["correct"]), case["name"]

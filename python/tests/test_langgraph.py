@@ -409,7 +409,7 @@ def test_the_correction_prompt_is_the_cores_one_prompt():
     from toolmend._mend import tool_schema
 
     expected = toolmend.Toolbox([tool_schema(add)]).correction_prompt(
-        "add", '{"a": 1, "b": "two"}',
+        "add", '{"a":1,"b":"two"}',
         [{"kind": "wrong_type", "path": "/b", "message": "expected integer, got string \"two\"",
           "expected": "integer", "got": "two"}],
         [], None, context_messages=0, ask_for_json=True)
@@ -716,3 +716,52 @@ def test_validators_also_judge_corrected_and_salvaged_arguments():
     assert "salvage" in phases
     node = ToolNode(TOOLS, on_unresolved=lambda c: {"a": 5, "b": 5}, validators={"add": small_sums})
     assert tool_messages(run(node, BAD))["c1"].content == "10"
+
+
+def test_async_corrections_of_one_message_are_awaited_together_and_each_is_revalidated():
+    # The core's driver asks for every correction of the message before awaiting any
+    # (bounded by max_concurrency); the answers come back into the core, which
+    # re-validates them (a second, still invalid answer is asked about again).
+    in_flight = peak = 0
+    prompts: list[str] = []
+
+    class Model:
+        async def ainvoke(self, prompt):
+            nonlocal in_flight, peak
+            prompts.append(prompt)
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.01)
+            in_flight -= 1
+            # The first answer for "b" is still a string; later ones are good.
+            if "three" in prompt and sum("three" in p for p in prompts) == 1:
+                return AIMessage('{"a": 1, "b": "three"}')
+            return AIMessage('{"a": 1, "b": 3}')
+
+    msg = AIMessage("", id="ai1", tool_calls=[
+        {"name": "add", "args": {"a": 1, "b": w}, "id": f"c{i}"} for i, w in enumerate(["two", "three", "four"])
+    ])
+    node = ToolNode(TOOLS, correction_model=Model(), correction_mode="json", max_correction_retries=2)
+    out = asyncio.run(node.ainvoke([HumanMessage("hi"), msg], config=CONFIG))
+    assert {k: m.content for k, m in tool_messages(out).items()} == {"c0": "4", "c1": "4", "c2": "4"}
+    assert peak == 3, peak
+    assert len(prompts) == 4  # three first attempts, one retry
+    node = ToolNode(TOOLS, correction_model=Model(), correction_mode="json", max_concurrency=1)
+    peak = 0
+    asyncio.run(node.ainvoke([HumanMessage("hi"), msg], config=CONFIG))
+    assert peak == 1
+
+
+def test_an_async_validator_on_the_sync_path_is_run_to_completion():
+    async def small(args: dict, ctx) -> str | None:
+        await asyncio.sleep(0)
+        return "too big" if args["a"] + args["b"] > 10 else None
+
+    msg = AIMessage("", id="ai1", tool_calls=[
+        {"name": "add", "args": {"a": 9, "b": 9}, "id": "big"},
+        {"name": "add", "args": {"a": 1, "b": 2}, "id": "ok"},
+    ])
+    out = run(ToolNode(TOOLS, validators={"add": small}), msg)
+    got = tool_messages(out)
+    assert got["ok"].content == "3"
+    assert got["big"].status == "error" and "too big" in got["big"].content

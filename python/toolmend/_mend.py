@@ -2,14 +2,15 @@
 middleware share. Imports ``langchain_core`` (both integrations need it), never
 ``langgraph`` or ``langchain``.
 
-Per message, one Rust call plans it (``Toolbox.plan_message``: the core's
-``toolmend::message`` plan, the same the Rust node, the gateway and ``toolmend mend`` use):
-calls extracted, ids settled by the one rule, each call repaired and validated against
-its tool's ``tool_call_schema`` (injected arguments excluded), what may be corrected.
-Here: the mapping to LangChain's dicts, the answers LangGraph gives itself, per-tool
-validators, the call of a correction model (prompt, rule and re-validation are the
-core's, ``toolmend::correct``), and resolution of what stays invalid (feedback, raise, or
-a hook). Every change is recorded.
+Per message, one Rust call resolves it (``Resolver.resolve``: the core's driver,
+``toolmend::drive``, the same the Rust node and the gateway run): the plan (calls
+extracted, ids settled by the one rule, each call repaired and validated against its
+tool's ``tool_call_schema``), the calls LangGraph answers itself, the per-tool
+validators, correction (the core's prompt, rule, re-validation and retries), raise or the
+``on_unresolved`` hook, and the guard, in the core's one order. Python hands in its pieces
+as callbacks (LangGraph's own schema check, the validators, the correction model's
+request, the hook); one that answers with an awaitable pauses the driver until Python has
+awaited it. Here: those callbacks and the mapping of the answer to LangChain's dicts.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Callable, Literal, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from toolmend._core import MAY_RUN, Toolbox, ToolmendError, correctable, rename_reused, repair, replaced_fix
+from toolmend._core import Pending, Resolver, Toolbox, ToolmendError, repair
 from toolmend._guard import ToolCallLimitExceededError, as_guard, declare_tools
 
 #: Attribute of a planned call dict holding its feedback: the call is answered with it
@@ -322,8 +323,36 @@ def _answered_call(raw: dict[str, Any]) -> dict[str, Any]:
     return {"name": raw.get("name") or "", "args": args, "id": raw.get("id"), "type": "tool_call"}
 
 
+class _Turn:
+    """What the callbacks of one resolution see: the message's calls as sent and the
+    conversation around it. (A plain class: one per resolved message.)"""
+
+    __slots__ = ("messages", "state", "ai", "sent", "parsed", "is_async")
+
+    def __init__(self, messages, state, ai, sent, parsed, is_async):
+        #: The conversation before the assistant message (LangChain messages).
+        self.messages = messages
+        self.state = state
+        self.ai = ai
+        #: The calls as sent: ``tool_calls``, then ``invalid_tool_calls``.
+        self.sent = sent
+        #: How many of ``sent`` LangChain parsed (``tool_calls``).
+        self.parsed = parsed
+        self.is_async = is_async
+
+    def raw(self, index: int, tool: str, raw_arguments: str) -> dict[str, Any]:
+        """The call as sent; for a call read from the text, its reading."""
+        if self.sent:
+            return self.sent[index]
+        return {"name": tool, "args": _args_dict(raw_arguments), "id": None}
+
+
 class Mender:
-    """The shared pipeline. Built once per node / middleware."""
+    """What the LangGraph node and the LangChain middleware share: one message resolved
+    by the core's driver (``toolmend._core.Resolver``: plan, the calls LangGraph answers
+    itself, validators, correction, raise or the hook, the guard, in the core's one order),
+    with LangChain's pieces handed in as callbacks; the answer mapped to LangGraph's
+    calls. Built once per node / middleware."""
 
     def __init__(
         self,
@@ -344,6 +373,7 @@ class Mender:
         frame_errors: bool = True,
         totals: Counter[str] | None = None,
         guard: Any = None,
+        correction_concurrency: int = 16,
     ):
         self.tools = {t.name: t for t in tools}
         #: The flood guard (``None``: every valid call runs), with the limits the tools
@@ -388,196 +418,255 @@ class Mender:
         #: Totals over the node's life: outcomes, fixes and issue kinds.
         self.totals: Counter[str] = totals if totals is not None else Counter()
         self._bound: dict[str, Any] = {}
+        self.resolver = Resolver(
+            self.toolbox,
+            accept=self._accept,
+            validate=self._validate if self.validators else None,
+            validated=set(self.validators),
+            correct=self._correct if correction_model is not None else None,
+            settle=self._settle if callable(on_unresolved) else None,
+            raise_unresolved=on_unresolved == "raise",
+            guard=self.guard,
+            max_retries=max_correction_retries,
+            concurrency=correction_concurrency,
+            context_messages=correction_context_messages,
+            ask_for_json=mode == "json",
+        )
 
-    def _box(self, name: str) -> Toolbox:
-        return self.toolbox
-
-    # ---- planning -------------------------------------------------------------
+    # ---- one message, one call into the core ------------------------------------------
     #
-    # The plan itself is the core's (``Toolbox.plan_message``, one Rust call per message,
-    # the GIL released): calls from ``tool_calls`` and ``invalid_tool_calls`` (or written
-    # into the text), ids settled by the one rule, glued calls split, every call mended,
-    # what may be corrected, thinking stripped from the content. Here the plan is mapped
-    # to LangChain's dicts, and LangGraph's own answers are delegated to (``delegate``).
+    # ``resolve_message`` (an assistant message in a conversation) and ``resolve_calls``
+    # (``Send`` payloads: calls without a message) start the core's driver; a callback
+    # that answers with an awaitable pauses it, and the sync or async loop below awaits
+    # and resumes. The answer is mapped to LangGraph's calls by ``_plan``.
 
-    def plan_message(
-        self, messages: Sequence[BaseMessage], ai_index: int, *, state: Any = None
-    ) -> tuple[Plan, list[dict[str, Any]]]:
-        """Plans the calls of ``messages[ai_index]``. Returns the plan and the pending
-        corrections / resolutions as ``work`` items (dicts)."""
+    def _start_message(
+        self, messages: Sequence[BaseMessage], ai_index: int, *, state: Any, session: str | None,
+        rename: bool, is_async: bool,
+    ) -> tuple[Any, _Turn, float]:
         started = time.perf_counter()
         ai: AIMessage = messages[ai_index]  # type: ignore[assignment]
         tool_calls = ai.tool_calls
         invalid = ai.invalid_tool_calls
         sent = [*tool_calls, *invalid] if invalid else tool_calls
         answered = []
-        if ai_index + 1 < len(messages):
-            for m in messages[ai_index + 1 :]:
-                if m.type != "tool":
-                    break
-                answered.append(m.tool_call_id)  # type: ignore[attr-defined]
+        for m in messages[ai_index + 1 :]:
+            if m.type != "tool":
+                break
+            answered.append(m.tool_call_id)  # type: ignore[attr-defined]
+        history = messages[:ai_index]
         content = ai.content
-        planned = self.toolbox.plan_message(
+        turn = _Turn(history, state, ai, sent, len(tool_calls), is_async)
+        step = self.resolver.resolve(
             content if isinstance(content, str) else None,
             sent,
             position=ai_index,
             earlier_ids=_history_ids(messages, ai_index) if ai_index else None,
             answered_ids=answered,
+            history=self._wire_history(history),
+            session=session,
+            rename_reused=rename,
+            context=turn,
         )
-        if planned is None:
+        return step, turn, started
+
+    def _wire_history(self, history: Sequence[BaseMessage]) -> list[dict[str, Any]] | None:
+        """The history in the core's terms, only for the stages that read it: the guard's
+        rules, the correction prompt's context."""
+        guarded = self.guard is not None and self.guard.enabled
+        shown = self.correction_model is not None and self.correction_context_messages > 0
+        return guard_history(history) if (guarded or shown) and history else None
+
+    def resolve_message(
+        self, messages: Sequence[BaseMessage], ai_index: int, *, state: Any = None,
+        session: str | None = None, rename: bool = True,
+    ) -> Plan:
+        """Resolves the calls of ``messages[ai_index]`` (sync path)."""
+        step, turn, started = self._start_message(
+            messages, ai_index, state=state, session=session, rename=rename, is_async=False
+        )
+        return self._plan(_drive_sync(step), turn, started)
+
+    async def aresolve_message(
+        self, messages: Sequence[BaseMessage], ai_index: int, *, state: Any = None,
+        session: str | None = None, rename: bool = True,
+    ) -> Plan:
+        """The same on the async path: the callbacks' awaitables awaited together."""
+        step, turn, started = self._start_message(
+            messages, ai_index, state=state, session=session, rename=rename, is_async=True
+        )
+        return self._plan(await _drive_async(step), turn, started)
+
+    def _start_calls(self, raw: dict[str, Any], history: Sequence[BaseMessage], state: Any,
+                     session: str | None, is_async: bool) -> tuple[Any, _Turn]:
+        turn = _Turn(list(history), state, None, [raw], 1, is_async)
+        step = self.resolver.resolve(
+            None, [raw], history=self._wire_history(history), session=session,
+            rename_reused=False, context=turn,
+        )
+        return step, turn
+
+    def resolve_calls(
+        self, calls: Sequence[dict[str, Any]], history: Sequence[BaseMessage] = (),
+        *, state: Any = None, session: str | None = None,
+    ) -> Plan:
+        """Resolves calls sent one by one (``Send`` payloads): no message to rewrite, so
+        each call is resolved on its own and keeps the id it came with (its result must
+        join the message that holds it); only a call without one gets one minted.
+        ``history``: the conversation before the message that holds them."""
+        started = time.perf_counter()
+        parts = []
+        for raw in calls:
+            step, turn = self._start_calls(raw, history, state, session, False)
+            parts.append(self._plan(_drive_sync(step), turn, started, keep=True))
+        return _joined(parts, started)
+
+    async def aresolve_calls(
+        self, calls: Sequence[dict[str, Any]], history: Sequence[BaseMessage] = (),
+        *, state: Any = None, session: str | None = None,
+    ) -> Plan:
+        started = time.perf_counter()
+        parts = []
+        for raw in calls:
+            step, turn = self._start_calls(raw, history, state, session, True)
+            parts.append(self._plan(await _drive_async(step), turn, started, keep=True))
+        return _joined(parts, started)
+
+    # ---- the core's answer as LangGraph's calls -----------------------------------------
+
+    def _plan(self, out: Any, turn: _Turn, started: float, keep: bool = False) -> Plan:
+        """The driver's answer as the calls LangGraph runs or answers. ``keep``: a changed
+        call keeps the keys of its payload and the id it came with (``Send``)."""
+        ai = turn.ai
+        if out is None:
             # Every call runs as sent: LangGraph gets the very dicts it would have run.
+            calls = list(turn.sent)
             plan = Plan(
-                list(tool_calls),
-                [CallRecord(c["id"], c["name"], "executed", "tool_calls") for c in tool_calls],
+                calls,
+                [CallRecord(c.get("id"), c["name"], "executed", "tool_calls") for c in calls],
                 None,
                 started,
             )
-            plan.record_of = plan.order = list(range(len(tool_calls)))
+            plan.record_of = plan.order = list(range(len(calls)))
             plan.ai = ai
-            plan.new_content = content
-            return plan, []
-        plan, work = self._from_core(planned, sent, len(tool_calls))
-        plan.started = started
-        plan.ai = ai
-        plan.new_content = planned["content"] if "content" in planned else ai.content
-        if plan.new_content is None:
-            plan.new_content = ""
-        return plan, work
-
-    def plan_calls(self, calls: Sequence[dict[str, Any]]) -> tuple[Plan, list[dict[str, Any]]]:
-        """Plans calls sent one by one (``Send`` payloads, a list of calls): no message to
-        rewrite and no history, so each call is planned on its own and keeps the id it came
-        with (its result must join the message that holds it); only a call without one
-        gets one minted."""
-        started = time.perf_counter()
+            plan.new_content = ai.content if ai is not None else None
+            return plan
+        if "unresolved" in out:
+            raise ToolCallValidationError([self._unresolved(turn, c) for c in out["unresolved"]])
+        if "rejected" in out:
+            r = out["rejected"]
+            raise ToolCallLimitExceededError(
+                r["reason"], tool=r["tool"], call_id=r["call_id"], decisions=r["decisions"]
+            )
         plan = Plan([], [], None, started)
-        work: list[dict[str, Any]] = []
-        for raw in calls:
-            planned = self.toolbox.plan_message(None, [raw])
-            if planned is None:
-                plan.record_of.append(len(plan.records))
-                plan.records.append(CallRecord(raw.get("id"), raw["name"], "executed", "tool_calls"))
-                plan.calls.append(raw)
-                continue
-            if raw.get("id"):
-                for c in planned["calls"]:
-                    if c["id"] is not None and c["source"] == "tool_calls":
-                        c["id"], c["original_id"] = raw["id"], None
-                        c["fixes"] = [f for f in c["fixes"] if f["kind"] != "call_id_renamed"]
-            one, items = self._from_core(planned, [raw], 1, keep=True)
-            for item in items:
-                item["index"] += len(plan.calls)
-            plan.record_of += [r + len(plan.records) for r in one.record_of]
-            plan.records += one.records
-            plan.calls += one.calls
-            work += items
-        return plan, work
-
-    def _from_core(
-        self, planned: dict[str, Any], sent: Sequence[dict[str, Any]], parsed: int, keep: bool = False
-    ) -> tuple[Plan, list[dict[str, Any]]]:
-        """The core's plan as LangGraph calls. ``sent``: the calls planned from (the first
-        ``parsed`` ones LangChain parsed); ``keep``: a changed call keeps the keys of its
-        payload (``Send``)."""
-        plan = Plan([], [])
-        plan.message_fixes = planned["message_fixes"]
-        plan.changed = planned["changed"]
-        work: list[dict[str, Any]] = []
-        text_calls = planned["text_calls"]
-        if text_calls:
-            sent = [{"name": name, "args": _args_dict(args), "id": None} for name, args in text_calls]
+        plan.ai = ai
+        plan.message_fixes = out["message_fixes"]
+        plan.changed = out["changed"]
+        plan.stopped = out["stopped"]
+        sent, parsed = turn.sent, turn.parsed
+        if out["text_calls"]:
+            sent = [{"name": name, "args": _args_dict(args), "id": None} for name, args in out["text_calls"]]
             parsed = 0
-        answered = planned["answered"]
+        kinds = {f["kind"] for f in plan.message_fixes}
+        if ai is not None:
+            text_changed = "thinking_stripped" in kinds or "calls_moved_from_text" in kinds
+            plan.new_content = (out["content"] or "") if text_changed else ai.content
+        answered = out["answered"]
         if answered:
             # Answered already (a ToolMessage follows the message): not run again; each
             # keeps its place in the history, as parsed arguments.
             plan.already_answered = [i for _, i in answered]
             at = {k for k, _ in answered}
-            order = sorted([(k, -1, None) for k in at] + [(c["index"], n, c) for n, c in enumerate(planned["calls"])])
+            order = sorted([(k, -1, None) for k in at] + [(c["index"], n, c) for n, c in enumerate(out["calls"])])
             for k, _, c in order:
                 if c is None:
                     raw = sent[k]
                     plan.order.append(raw if k < parsed else _answered_call(raw))
                 else:
-                    self._one(plan, work, c, sent[k], k < parsed, keep)
+                    self._one(plan, c, sent[k], k < parsed, keep)
         else:
-            for c in planned["calls"]:
+            for c in out["calls"]:
                 k = c["index"]
-                self._one(plan, work, c, sent[k], k < parsed, keep)
-        return plan, work
+                self._one(plan, c, sent[k], k < parsed, keep)
+        if keep:
+            for i, c in enumerate(plan.calls):
+                raw = turn.sent[0]
+                if raw.get("id") and c.get("id") != raw["id"] and plan.records[plan.record_of[i]].source == "tool_calls":
+                    # A payload keeps the id its message gave it.
+                    rec = plan.records[plan.record_of[i]]
+                    rec.tool_call_id, rec.original_id = raw["id"], None
+                    rec.fixes = [f for f in rec.fixes if f["kind"] != "call_id_renamed"]
+                    plan.calls[i] = {**c, "id": raw["id"]}
+        elif ai is not None and plan.changed:
+            self._sanitize(plan)
+        return plan
 
-    def _one(
-        self, plan: Plan, work: list[dict[str, Any]], c: dict[str, Any], raw: dict[str, Any],
-        parsed_call: bool, keep: bool,
-    ) -> None:
+    def _one(self, plan: Plan, c: dict[str, Any], raw: dict[str, Any], parsed_call: bool, keep: bool) -> None:
         call_id = c["id"]
         sent_id = raw.get("id")
         if call_id != sent_id:
             plan.changed = True  # a minted or renamed id: the history must carry it
-        rec = CallRecord(
-            call_id, c["tool"], c["outcome"], c["source"], c["fixes"], c["issues"],
-            c["original_id"], 0, c["note"], c["mend_us"],
-        )
-        plan.records.append(rec)
         outcome = c["outcome"]
+        rec = CallRecord(
+            call_id, c["tool"], outcome, c["source"], c["fixes"], c["issues"],
+            c["original_id"], c["correction_attempts"], c["note"], c["mend_us"], c["correct_us"],
+        )
+        rec.guard = c["guard"]
+        plan.records.append(rec)
         if outcome == "dropped":
             return  # no id to answer under: it leaves the sanitized message
-        mended = c["mended"]
         whole = parsed_call and not c["split"]
-        if outcome == "executed":
-            if whole and call_id == sent_id and mended == "valid":
+        as_sent = whole and call_id == sent_id
+        if outcome != "flooded" and (c["front_answers"] or (outcome == "executed" and c["mended"] == "feedback")):
+            # LangGraph runs it (its tool's own schema accepts it) or answers it itself (an
+            # unknown tool), with the call as sent under its settled id.
+            self._add(plan, raw if as_sent else {**raw, "id": call_id})
+            return
+        if outcome in ("executed", "corrected", "salvaged"):
+            if as_sent and outcome == "executed" and c["mended"] == "valid":
                 call = raw  # untouched: the very dict LangGraph would have run
             else:
                 args = c["arguments"] if "arguments" in c else raw.get("args")
-                call = {**raw, "args": args} if keep else {}
+                call = {**raw, "args": args} if (keep or as_sent) else {}
                 call.update(name=c["tool"], args=_args_dict(args), id=call_id, type="tool_call")
-            plan.record_of.append(len(plan.records) - 1)
-            plan.order.append(len(plan.calls))
-            plan.calls.append(call)
+            self._add(plan, call)
             return
-        m = {
-            "tool": c["tool"],
-            # None: nothing mended it (an unknown tool): what the model sent stays.
-            "arguments": c["arguments"] if c.get("arguments") is not None else raw.get("args"),
-            "fixes": c["fixes"],
-            "issues": c["issues"],
-            "outcome": mended,
-            "feedback": c.get("feedback", ""),
-        }
-        if whole:
-            delegate = self.delegate(m, raw)
-            if delegate is not None:
-                # LangGraph answers it, with the call as sent (under its settled id).
-                rec.outcome, rec.note = delegate
-                plan.record_of.append(len(plan.records) - 1)
-                plan.order.append(len(plan.calls))
-                plan.calls.append(raw if call_id == sent_id else {**raw, "id": call_id})
-                return
-            m["feedback"] = self.framed(m, raw)
-        if whole and call_id == sent_id:
-            call = raw  # answered with feedback, it stays in the history as sent
+        # Not run: answered with its feedback, the hook's text or the guard's reason.
+        text = c["feedback"] or ""
+        if outcome == "feedback" and whole and not c["hook_text"]:
+            text = self.framed(c["tool"], text, raw)
+        if as_sent:
+            call = raw  # it stays in the history as sent
         else:
-            args = m["arguments"]
+            args = c["arguments"] if c.get("arguments") is not None else raw.get("args")
             call = dict(raw) if keep else {}
             call.update(name=c["tool"], args=_args_dict(args), id=call_id, type="tool_call")
-        work.append({
-            "index": len(plan.calls),
-            "record": rec,
-            "mended": m,
-            "raw": raw,
-            "call": call,
-            "source": c["source"],
-            "correctable": c["correctable"],
-        })
+        self._add(plan, {**call, FEEDBACK_KEY: text})
+
+    @staticmethod
+    def _add(plan: Plan, call: dict[str, Any]) -> None:
         plan.record_of.append(len(plan.records) - 1)
         plan.order.append(len(plan.calls))
-        plan.calls.append({**call, FEEDBACK_KEY: m["feedback"]})
+        plan.calls.append(call)
 
-    # ---- parsed calls that stay invalid ----------------------------------------------
+    @staticmethod
+    def _sanitize(plan: Plan) -> None:
+        """The assistant message with the planned calls (same id)."""
+        if plan.ai is not None:
+            calls = []
+            for o in plan.order:
+                c = plan.calls[o] if isinstance(o, int) else o
+                args = c.get("args")
+                calls.append({"name": c["name"], "args": args if isinstance(args, dict) else {}, "id": c["id"], "type": "tool_call"})
+            plan.sanitized = _replaced(
+                plan.ai, content=plan.new_content, tool_calls=calls, invalid_tool_calls=[]
+            )
 
-    def delegate(self, m: dict[str, Any], raw: dict[str, Any]) -> tuple[str, str] | None:
-        """Whether LangGraph answers this parsed call itself, as the stock node would:
-        ``(outcome, note)``, or ``None`` when toolmend answers it.
+    # ---- the callbacks the core's driver asks -------------------------------------------
+
+    def _accept(self, turn: _Turn, index: int, tool: str, issues: list[dict[str, Any]]) -> Any:
+        """Whether LangGraph takes this invalid call as it was sent, as the stock node
+        would: ``(runs, note)``, or ``None`` when toolmend answers it.
 
         - an unknown tool: LangGraph's "is not a valid tool" answer (its exact text is
           part of the contract);
@@ -586,93 +675,38 @@ class Mender:
         - ``handle_tool_errors`` other than the default or ``True``: the user chose how
           argument errors are handled (``False`` raises ``ToolInvocationError``).
         """
-        kinds = {i["kind"] for i in m.get("issues", [])}
-        if "unknown_tool" in kinds:
-            return "feedback", "unknown tool: answered by LangGraph"
-        tool = self.tools.get(m["tool"])
-        schema = getattr(tool, "tool_call_schema", None)
+        if index >= turn.parsed:
+            return None  # an entry of invalid_tool_calls: LangGraph never runs those
+        if any(i["kind"] == "unknown_tool" for i in issues):
+            return (False, "unknown tool: answered by LangGraph")
+        schema = getattr(self.tools.get(tool), "tool_call_schema", None)
         validate = getattr(schema, "model_validate", None)
         if validate is not None:
             try:
-                validate(raw.get("args") or {})
-                return "executed", "accepted by the tool's own schema"
+                validate(turn.sent[index].get("args") or {})
+                return (True, "accepted by the tool's own schema")
             except Exception:
                 pass
         if not self.frame_errors:
-            return "feedback", "argument errors left to handle_tool_errors"
+            return (False, "argument errors left to handle_tool_errors")
         return None
 
-    def framed(self, m: dict[str, Any], raw: dict[str, Any]) -> str:
+    def framed(self, tool: str, feedback: str, raw: dict[str, Any]) -> str:
         """Feedback for a parsed call in LangGraph's frame (``Error invoking tool … with
         kwargs … with error:``), so prompts and code that look for it still match, with
         toolmend's field-level lines inside."""
-        lines = [ln for ln in m.get("feedback", "").splitlines() if ln.startswith("- ")]
+        lines = [ln for ln in feedback.splitlines() if ln.startswith("- ")]
         if not lines:
-            lines = [m.get("feedback", "")]
+            lines = [feedback]
         body = "\n".join(" " + ln[2:] if ln.startswith("- ") else " " + ln for ln in lines)
         return (
-            f"Error invoking tool '{m['tool']}' with kwargs {raw.get('args')!r} with error:\n"
+            f"Error invoking tool '{tool}' with kwargs {raw.get('args')!r} with error:\n"
             f"{body}\n Please fix the error and try again."
         )
 
-    # ---- validators ---------------------------------------------------------------
-
-    def run_validators(self, plan: Plan, messages: list[BaseMessage], state: Any, phase: str = "initial") -> list[tuple[int, Any]]:
-        """Per-tool validators on every runnable call; returns (call index, result) pairs
-        whose result may be awaitable."""
-        out = []
-        for i, call in enumerate(plan.calls):
-            if FEEDBACK_KEY in call:
-                continue
-            fn = self.validators.get(call["name"])
-            if fn is None:
-                continue
-            ctx = ValidatorContext(call["name"], call["id"], phase, messages, state)  # type: ignore[arg-type]
-            out.append((i, fn(call["args"], ctx)))
-        return out
-
-    def apply_validator(self, plan: Plan, work: list[dict[str, Any]], i: int, result: Any) -> None:
-        problems = [result] if isinstance(result, str) else list(result or [])
-        if not problems:
-            return
-        call = plan.calls[i]
-        rec = plan.records[plan.record_of[i]]
-        issues = [{"kind": "custom", "path": "", "message": p} for p in problems]
-        text = f"{call['name']} was not called. Fix this and call it again:\n" + "\n".join(f"- {p}" for p in problems)
-        rec.outcome = "feedback"
-        rec.issues.extend(issues)
-        m = {"tool": call["name"], "arguments": call["args"], "issues": issues, "feedback": text, "outcome": "feedback"}
-        work.append({"index": i, "record": rec, "mended": m, "raw": call, "call": dict(call), "source": rec.source, "custom": True})
-        plan.calls[i] = {**call, FEEDBACK_KEY: text}
-
-    # ---- correction ---------------------------------------------------------------
-
-    def correctable(self, item: dict[str, Any]) -> bool:
-        """The core's one rule, when a model is set: as the plan decided it, or (a
-        validator's refusal) ``toolmend._core.correctable`` on the new issues."""
-        if self.correction_model is None or item["mended"]["tool"] not in self.tools:
-            return False
-        if "correctable" in item:
-            return item["correctable"]
-        m = item["mended"]
-        return correctable(m.get("issues", []), m.get("fixes", []), self.correct_missing_fields)
-
-    def correction_prompt(self, item: dict[str, Any], messages: list[BaseMessage], ai: AIMessage | None) -> str:
-        """The core's one prompt (``Toolbox.correction_prompt``) for the call as it stands:
-        its raw arguments, its current issues, the conversation before the message."""
-        name = item["mended"]["tool"]
-        n = self.correction_context_messages
-        if "wire" not in item:
-            item["wire"] = [wire_message(m) for m in messages] if n else []
-        return self._box(name).correction_prompt(
-            name,
-            _dumps(item["raw"].get("args") or {}),
-            item.get("retry_issues") or item["mended"].get("issues", []),
-            item["wire"],
-            _text(ai) if ai is not None else None,
-            context_messages=n,
-            ask_for_json=self.correction_mode == "json",
-        )
+    def _validate(self, turn: _Turn, tool: str, call_id: str, arguments: Any, phase: str) -> Any:
+        ctx = ValidatorContext(tool, call_id, phase, list(turn.messages), turn.state)  # type: ignore[arg-type]
+        return self.validators[tool](arguments, ctx)
 
     def _correction_runnable(self, tool_name: str) -> Any:
         if self.correction_mode == "json":
@@ -692,296 +726,36 @@ class Mender:
             return invalid[0].get("args") if invalid else None
         return answer.content if isinstance(answer.content, str) else getattr(answer, "text", None)
 
-    def _check_answer(self, item: dict[str, Any], value: Any) -> dict[str, Any] | None:
-        """The answer read and re-validated by the core (phase ``correction``); values of
-        the first call's lists the answer dropped make it feedback (``values_lost``)."""
-        name = item["mended"]["tool"]
-        first = item["mended"].get("arguments")
-        return self._box(name).check_answer(name, value, first=first if isinstance(first, dict) else None)
+    def _correct(self, turn: _Turn, tool: str, prompt: str) -> Any:
+        """One request to the correction model with the core's prompt; the core reads and
+        re-validates the answer and decides whether to ask again."""
+        runnable = self._correction_runnable(tool)
+        if turn.is_async:
+            async def ask() -> Any:
+                return self._read_answer(await runnable.ainvoke(prompt))
 
-    def _phase_check(self, item, checked, phase: str, messages, state) -> Any:
-        """The tool's own validator on arguments a correction or a hook produced: the
-        same rules as for the model's first call, with the phase. Returns the validator's
-        result (maybe awaitable), or None when there is none to run."""
-        if checked is None or checked["outcome"] == "feedback":
-            return None
-        fn = self.validators.get(checked["tool"])
-        if fn is None:
-            return None
-        ctx = ValidatorContext(checked["tool"], item["call"]["id"], phase, list(messages), state)  # type: ignore[arg-type]
-        return fn(checked["arguments"], ctx)
+            return ask()
+        return self._read_answer(runnable.invoke(prompt))
 
-    @staticmethod
-    def _refused(checked, result: Any) -> Any:
-        """``checked`` turned into feedback when the validator found problems."""
-        problems = [result] if isinstance(result, str) else list(result or [])
-        if not problems or checked is None:
-            return checked
-        text = f"{checked['tool']} was not called. Fix this and call it again:\n" + "\n".join(f"- {p}" for p in problems)
-        issues = [{"kind": "custom", "path": "", "message": p} for p in problems]
-        return {**checked, "outcome": "feedback", "issues": issues, "feedback": text}
-
-    # The loop is the core's (``toolmend::correct::correct_call``), run here around a
-    # LangChain model: ask with the core's prompt; the answer read and re-validated by the
-    # core (phase ``correction``), then by the tool's validator; a valid answer ends it, an
-    # invalid one is asked about again with its issues, up to the retry limit; a model that
-    # fails or gives up (no arguments in its answer) ends it. A call left unresolved keeps
-    # its own issues: the feedback is about the call the agent sent, not the attempts.
-
-    def correct_sync(self, item, messages, ai, state=None) -> None:
-        rec: CallRecord = item["record"]
-        t0 = time.perf_counter()
-        for _ in range(self.max_correction_retries):
-            rec.correction_attempts += 1
-            prompt = self.correction_prompt(item, messages, ai)
-            try:
-                answer = self._correction_runnable(item["mended"]["tool"]).invoke(prompt)
-            except Exception as e:  # a failing model degrades this call only
-                rec.note = f"correction failed: {type(e).__name__}: {e}"
-                break
-            checked = self._check_answer(item, self._read_answer(answer))
-            if checked is None:
-                rec.note = "the corrector gave up"
-                break
-            checked = self._refused(checked, run_sync(self._phase_check(item, checked, "correction", messages, state)))
-            if self._accept(item, checked):
-                break
-        rec.correct_us = (time.perf_counter() - t0) * 1e6
-
-    async def correct_async(self, item, messages, ai, state=None) -> None:
-        rec: CallRecord = item["record"]
-        t0 = time.perf_counter()
-        for _ in range(self.max_correction_retries):
-            rec.correction_attempts += 1
-            prompt = self.correction_prompt(item, messages, ai)
-            try:
-                answer = await self._correction_runnable(item["mended"]["tool"]).ainvoke(prompt)
-            except Exception as e:
-                rec.note = f"correction failed: {type(e).__name__}: {e}"
-                break
-            checked = self._check_answer(item, self._read_answer(answer))
-            if checked is None:
-                rec.note = "the corrector gave up"
-                break
-            checked = self._refused(
-                checked, await maybe_await(self._phase_check(item, checked, "correction", messages, state))
-            )
-            if self._accept(item, checked):
-                break
-        rec.correct_us = (time.perf_counter() - t0) * 1e6
-
-    @staticmethod
-    def _replaced(kind: str, item: dict[str, Any], after: Any) -> dict[str, Any]:
-        """The core's record of arguments replaced whole: ``before -> after``."""
-        return replaced_fix(kind, item["mended"].get("arguments"), _dumps(item["raw"].get("args") or {}), after)
-
-    def _accept(self, item, checked) -> bool:
-        """Takes a valid corrected call; else keeps the new issues for the next attempt."""
-        if checked["outcome"] == "feedback":
-            item["retry_issues"] = checked.get("issues", [])
-            return False
-        call = {k: v for k, v in item["call"].items() if k != FEEDBACK_KEY}
-        call["args"] = checked["arguments"]
-        item["resolved"] = call
-        rec: CallRecord = item["record"]
-        rec.outcome = "corrected"
-        rec.fixes.append(self._replaced("arguments_corrected", item, checked["arguments"]))
-        rec.fixes.extend(checked.get("fixes", []))
-        rec.issues = []
-        return True
-
-    # ---- resolution -----------------------------------------------------------------
-
-    def unresolved(self, item, messages, state) -> UnresolvedToolCall:
-        m = item["mended"]
+    def _unresolved(self, turn: _Turn, call: dict[str, Any]) -> UnresolvedToolCall:
+        raw = turn.raw(call["index"], call["tool"], call["raw_arguments"])
+        error = call["feedback"]
+        if turn.sent and call["index"] < turn.parsed and not call["split"]:
+            error = self.framed(call["tool"], error, raw)
         return UnresolvedToolCall(
-            tool_name=m["tool"],
-            tool_call_id=item["call"]["id"],
-            original_args=item["raw"].get("args"),
-            raw=item["raw"],
-            issues=m.get("issues", []),
-            error=m.get("feedback", ""),
-            correction_attempted=item["record"].correction_attempts > 0,
-            messages=list(messages),
-            state=state,
+            tool_name=call["tool"],
+            tool_call_id=call["call_id"],
+            original_args=raw.get("args"),
+            raw=raw,
+            issues=call["issues"],
+            error=error,
+            correction_attempted=call["correction_attempts"] > 0,
+            messages=list(turn.messages),
+            state=turn.state,
         )
 
-    def salvage_check(self, item, answer: Any) -> Any:
-        """Hook arguments mended and validated (phase ``salvage``); None for a text."""
-        if not isinstance(answer, dict):
-            return None
-        checked = self._box(item["mended"]["tool"]).mend(item["mended"]["tool"], answer, phase="salvage")
-        return checked[0] if len(checked) == 1 else {**checked[0], "outcome": "feedback"}
-
-    def apply_hook_answer(self, item, answer: Any, checked: Any = None) -> None:
-        rec: CallRecord = item["record"]
-        if isinstance(answer, dict):
-            checked = [checked if checked is not None else self.salvage_check(item, answer)]
-            if checked[0]["outcome"] != "feedback":
-                call = {k: v for k, v in item["call"].items() if k != FEEDBACK_KEY}
-                call["args"] = checked[0]["arguments"]
-                item["resolved"] = call
-                rec.outcome = "salvaged"
-                rec.fixes.append(self._replaced("arguments_salvaged", item, checked[0]["arguments"]))
-                rec.issues = []
-                return
-            rec.note = "the hook's arguments were invalid too"
-            item["mended"] = {**item["mended"], "feedback": checked[0].get("feedback", item["mended"].get("feedback"))}
-        elif isinstance(answer, str):
-            item["text"] = answer
-            rec.note = "answered by the hook"
-
-    def finish_work(self, plan: Plan, work: list[dict[str, Any]]) -> None:
-        """Writes corrections, salvages and hook texts back into the planned calls."""
-        for item in work:
-            i = item["index"]
-            if "resolved" in item:
-                plan.calls[i] = item["resolved"]
-            else:
-                text = item.get("text") or item["mended"].get("feedback", "")
-                plan.calls[i] = {**plan.calls[i], FEEDBACK_KEY: text}
-        if plan.ai is not None and (plan.changed or any("resolved" in w for w in work)):
-            self._sanitize(plan)
-
-    @staticmethod
-    def _sanitize(plan: Plan) -> None:
-        """The assistant message with the planned calls (same id)."""
-        if plan.ai is not None:
-            calls = []
-            for o in plan.order:
-                c = plan.calls[o] if isinstance(o, int) else o
-                args = c.get("args")
-                calls.append({"name": c["name"], "args": args if isinstance(args, dict) else {}, "id": c["id"], "type": "tool_call"})
-            plan.sanitized = _replaced(
-                plan.ai, content=plan.new_content, tool_calls=calls, invalid_tool_calls=[]
-            )
-
-    # ---- guard ------------------------------------------------------------------------
-    #
-    # The core's flood guard (``toolmend::guard::RuleGuard``), once per message with all
-    # its calls that would run (mended, corrected or salvaged), as the Rust node's guard
-    # stage: a refused call is answered with the guard's reason (outcome ``flooded``) and
-    # not run; ``end``: no call of the message runs, every one is answered, the run ends;
-    # ``error``: ToolCallLimitExceededError before anything runs.
-
-    _RUNS = frozenset(MAY_RUN)
-
-    def guard_plan(
-        self, plan: Plan, history: Sequence[BaseMessage], session: str | None, *, rename: bool = True
-    ) -> str | None:
-        """Checks the runnable calls of ``plan``; returns the reason when the run ends.
-        ``history``: the messages before the assistant message; ``rename``: a call whose
-        id the guard's store saw earlier in the session gets a fresh one (only where the
-        sanitized message can carry it)."""
-        guard = self.guard
-        if guard is None or not plan.calls or not guard.enabled:
-            return None
-        runnable = [
-            i for i, c in enumerate(plan.calls)
-            if FEEDBACK_KEY not in c
-            and c.get("name") in self.tools
-            and plan.records[plan.record_of[i]].outcome in self._RUNS
-        ]
-        if not runnable:
-            return None
-        calls = [
-            {"id": plan.calls[i].get("id") or "", "name": plan.calls[i]["name"], "arguments": plan.calls[i].get("args")}
-            for i in runnable
-        ]
-        verdicts = guard.check(session, guard_history(history), calls)
-        stopped: str | None = None
-        renamed = False
-        for i, v in zip(runnable, verdicts):
-            rec = plan.records[plan.record_of[i]]
-            rec.guard = v["decisions"]
-            for d in v["decisions"]:
-                self.totals[f"guard:{d['rule']}:{'shadow' if d['shadow'] else d['action']}"] += 1
-            if v["id_reused"] and rename and plan.ai is not None:
-                old = plan.calls[i].get("id") or ""
-                new, fix = rename_reused(old)
-                plan.calls[i] = {**plan.calls[i], "id": new}
-                rec.original_id = rec.original_id or old
-                rec.tool_call_id = new
-                rec.fixes.append(fix)
-                renamed = True
-            action = v["action"]
-            if action == "allow":
-                continue
-            reason = v["reason"] or "the call was not run: refused by the guard"
-            if action == "error":
-                raise ToolCallLimitExceededError(
-                    reason, tool=plan.calls[i]["name"], call_id=plan.calls[i].get("id"), decisions=v["decisions"]
-                )
-            if action == "end" and stopped is None:
-                stopped = reason
-            rec.outcome = "flooded"
-            rec.note = reason
-            plan.calls[i] = {**plan.calls[i], FEEDBACK_KEY: reason}
-        if stopped is not None:
-            # Ending the run: no call of the message runs, those LangGraph would answer
-            # itself (an unknown tool …) included; each is answered.
-            plan.stopped = stopped
-            for i, c in enumerate(plan.calls):
-                if FEEDBACK_KEY not in c:
-                    plan.calls[i] = {**c, FEEDBACK_KEY: stopped}
-        if renamed:
-            plan.changed = True
-            self._sanitize(plan)
-        return stopped
-
-    def resolve_sync(self, plan: Plan, work: list[dict[str, Any]], messages: list[BaseMessage], state: Any) -> None:
-        """Validators, correction, ``raise`` and the hook, in that order (sync path)."""
-        for i, result in self.run_validators(plan, messages, state):
-            self.apply_validator(plan, work, i, run_sync(result))
-        for item in work:
-            if self.correctable(item):
-                self.correct_sync(item, messages, plan.ai, state)
-        self.raise_if_asked(work, messages, state)
-        if callable(self.on_unresolved):
-            for item in work:
-                if "resolved" not in item:
-                    answer = run_sync(self.on_unresolved(self.unresolved(item, messages, state)))
-                    checked = self.salvage_check(item, answer)
-                    checked = self._refused(checked, run_sync(self._phase_check(item, checked, "salvage", messages, state)))
-                    self.apply_hook_answer(item, answer, checked)
-
-    async def resolve_async(
-        self,
-        plan: Plan,
-        work: list[dict[str, Any]],
-        messages: list[BaseMessage],
-        state: Any,
-        concurrency: int,
-    ) -> None:
-        """The same on the async path; corrections run concurrently, at most
-        ``concurrency`` at once."""
-        for i, result in self.run_validators(plan, messages, state):
-            self.apply_validator(plan, work, i, await maybe_await(result))
-        fixable = [item for item in work if self.correctable(item)]
-        if fixable:
-            limit = asyncio.Semaphore(concurrency)
-
-            async def one(item: dict[str, Any]) -> None:
-                async with limit:
-                    await self.correct_async(item, messages, plan.ai, state)
-
-            await asyncio.gather(*(one(item) for item in fixable))
-        self.raise_if_asked(work, messages, state)
-        if callable(self.on_unresolved):
-            for item in work:
-                if "resolved" not in item:
-                    answer = await maybe_await(self.on_unresolved(self.unresolved(item, messages, state)))
-                    checked = self.salvage_check(item, answer)
-                    checked = self._refused(
-                        checked, await maybe_await(self._phase_check(item, checked, "salvage", messages, state))
-                    )
-                    self.apply_hook_answer(item, answer, checked)
-
-    def raise_if_asked(self, work, messages, state) -> None:
-        if self.on_unresolved == "raise":
-            pending = [w for w in work if "resolved" not in w]
-            if pending:
-                raise ToolCallValidationError([self.unresolved(w, messages, state) for w in pending])
+    def _settle(self, turn: _Turn, call: dict[str, Any]) -> Any:
+        return self.on_unresolved(self._unresolved(turn, call))
 
     def report(self, plan: Plan, node: str) -> None:
         if not plan.records and not plan.already_answered:
@@ -994,8 +768,45 @@ class Mender:
                 self.totals[f"fix:{f['kind']}"] += 1
             for i in r.issues:
                 self.totals[f"issue:{i['kind']}"] += 1
+            for d in r.guard:
+                self.totals[f"guard:{d['rule']}:{'shadow' if d['shadow'] else d['action']}"] += 1
         if self.on_stats is not None:
             self.on_stats(plan.stats(node))
+
+
+def _joined(parts: list[Plan], started: float) -> Plan:
+    """The plans of calls resolved one by one, as one."""
+    plan = Plan([], [], None, started)
+    for p in parts:
+        plan.record_of += [r + len(plan.records) for r in p.record_of]
+        plan.records += p.records
+        plan.calls += p.calls
+        plan.message_fixes += p.message_fixes
+        if p.stopped is not None and plan.stopped is None:
+            plan.stopped = p.stopped
+    return plan
+
+
+def _settled_sync(awaitable: Any) -> Any:
+    try:
+        return run_sync(awaitable)
+    except Exception as e:  # handed back: the core decides what a failure means
+        return e
+
+
+def _drive_sync(step: Any) -> Any:
+    """Runs a paused resolution to its end on the sync path: each awaitable to
+    completion, in order."""
+    while isinstance(step, Pending):
+        step = step.resume([_settled_sync(a) for a in step.awaitables])
+    return step
+
+
+async def _drive_async(step: Any) -> Any:
+    """The same on the async path: the awaitables of one pause awaited together."""
+    while isinstance(step, Pending):
+        step = step.resume(await asyncio.gather(*step.awaitables, return_exceptions=True))
+    return step
 
 
 def feedback_message(call: dict[str, Any]) -> ToolMessage:
@@ -1021,12 +832,6 @@ def _calls_in_text(calls_in_text: bool, calls_in_content: bool | None) -> bool:
         stacklevel=3,
     )
     return calls_in_content
-
-
-async def maybe_await(x: Any) -> Any:
-    if inspect.isawaitable(x):
-        return await x
-    return x
 
 
 def run_sync(x: Any) -> Any:

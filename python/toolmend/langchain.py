@@ -191,6 +191,7 @@ class MendMiddleware(AgentMiddleware):
             on_stats=on_stats,
             # One guard for every Mender built (its counts are the middleware's).
             guard=as_guard(guard),
+            correction_concurrency=CORRECTION_CONCURRENCY,
         )
         self._validators = dict(validators or {})
         #: Totals over the middleware's life, shared by every Mender it builds.
@@ -267,7 +268,8 @@ class MendMiddleware(AgentMiddleware):
 
     # ---- after_model: the calls of the message just produced ----------------------------
 
-    def _plan(self, state: Any) -> tuple[Mender, Plan, list[dict[str, Any]], list[BaseMessage]] | None:
+    def _at(self, state: Any) -> tuple[Mender, int] | None:
+        """The Mender and the last assistant message's index, when there is one to mend."""
         messages = state["messages"]
         at = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None)
         if at is None:
@@ -275,8 +277,7 @@ class MendMiddleware(AgentMiddleware):
         mender = self._mender()
         if mender is None:  # no client-side tools: nothing a call could be checked against
             return None
-        plan, work = mender.plan_message(messages, at, state=state)
-        return mender, plan, work, list(messages[:at])
+        return mender, at
 
     @property
     def guard(self) -> Any:
@@ -288,31 +289,27 @@ class MendMiddleware(AgentMiddleware):
     # `end` only: the jump a guard that ends the run makes (no jump otherwise).
     @hook_config(can_jump_to=["end"])
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        planned = self._plan(state)
-        if planned is None:
+        found = self._at(state)
+        if found is None:
             return None
-        m, plan, work, history = planned
-        m.resolve_sync(plan, work, history, state)
-        return self._finish(m, plan, work, history)
+        m, at = found
+        return self._finish(m, m.resolve_message(state["messages"], at, state=state, session=session_of(None)))
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        planned = self._plan(state)
-        if planned is None:
+        found = self._at(state)
+        if found is None:
             return None
-        m, plan, work, history = planned
-        await m.resolve_async(plan, work, history, state, CORRECTION_CONCURRENCY)
-        return self._finish(m, plan, work, history)
+        m, at = found
+        plan = await m.aresolve_message(state["messages"], at, state=state, session=session_of(None))
+        return self._finish(m, plan)
 
-    def _finish(
-        self, m: Mender, plan: Plan, work: list[dict[str, Any]], history: list[BaseMessage]
-    ) -> dict[str, Any] | None:
+    def _finish(self, m: Mender, plan: Plan) -> dict[str, Any] | None:
         """The state update: the mended message (same id: the reducer replaces it), then an
         error ToolMessage per unresolved or refused call; ``None`` when nothing needed
         mending. When the guard ends the run: every call answered, an AIMessage with the
         reason, and a jump to the end."""
-        m.finish_work(plan, work)
-        stopped = m.guard_plan(plan, history, session_of(None)) if m.guard is not None else None
+        stopped = plan.stopped
         if plan.records or plan.message_fixes:
             # As the node: one report per turn that had calls (or a mended text).
             m.report(plan, self.name)

@@ -186,6 +186,7 @@ class ToolNode(_StockToolNode):
             frame_errors=handle_tool_errors is _default_handle_tool_errors
             or handle_tool_errors is True,
             guard=guard,
+            correction_concurrency=max_concurrency or 16,
         )
         self._sanitize_messages = sanitize_messages
         self._max_concurrency = max_concurrency
@@ -202,24 +203,48 @@ class ToolNode(_StockToolNode):
         """The flood guard (a :class:`toolmend.Guard`), ``None`` without one."""
         return self._mender.guard
 
-    def _plan(self, input: Any) -> tuple[Plan, list[dict[str, Any]], list[Any], Any]:
+    def _read(self, input: Any) -> tuple[Any, Any, Any, Any]:
+        """The input as LangGraph reads it: its calls, its form, the messages, the state."""
         # The stock parser first: its errors ("No AIMessage found in input" …) and its
         # reading of the input form are the contract.
         tool_calls, input_type = _StockToolNode._parse_input(self, input)
-        state = None
         if input_type == "tool_calls":
-            if isinstance(input, dict):  # ToolCallWithContext
-                state = input.get("state")
-            history = _messages_of(state, self._messages_key) or []
-            plan, work = self._mender.plan_calls(tool_calls)
+            state = input.get("state") if isinstance(input, dict) else None  # ToolCallWithContext
+            messages = _messages_of(state, self._messages_key) or []
+            return tool_calls, input_type, messages, state
+        messages = input if isinstance(input, list) else _messages_of(input, self._messages_key)
+        return tool_calls, input_type, messages, None if isinstance(input, list) else input
+
+    @staticmethod
+    def _before_last_ai(messages: Any) -> Any:
+        """``Send`` payloads: the conversation before the message that holds them."""
+        at = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None)
+        return messages[:at] if at is not None else messages
+
+    def _plan(self, input: Any, config: Any) -> Plan:
+        """The message resolved by the core, one call (sync path)."""
+        tool_calls, input_type, messages, state = self._read(input)
+        m, session = self._mender, session_of(config)
+        if input_type == "tool_calls":
+            plan = m.resolve_calls(tool_calls, self._before_last_ai(messages), state=state, session=session)
         else:
-            messages = input if isinstance(input, list) else _messages_of(input, self._messages_key)
-            state = None if isinstance(input, list) else input
-            at = next(i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage))
-            history = list(messages[:at])
-            plan, work = self._mender.plan_message(messages, at, state=state)
+            at = _last_ai(messages)
+            plan = m.resolve_message(messages, at, state=state, session=session, rename=self._sanitize_messages)
         plan.input_type = input_type
-        return plan, work, history, state
+        return plan
+
+    async def _aplan(self, input: Any, config: Any) -> Plan:
+        tool_calls, input_type, messages, state = self._read(input)
+        m, session = self._mender, session_of(config)
+        if input_type == "tool_calls":
+            plan = await m.aresolve_calls(tool_calls, self._before_last_ai(messages), state=state, session=session)
+        else:
+            at = _last_ai(messages)
+            plan = await m.aresolve_message(
+                messages, at, state=state, session=session, rename=self._sanitize_messages
+            )
+        plan.input_type = input_type
+        return plan
 
     def _parse_input(self, input: Any) -> Any:
         plan = _PLAN.get()
@@ -230,12 +255,9 @@ class ToolNode(_StockToolNode):
     # ---- sync ------------------------------------------------------------------------
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:
-        plan, work, history, state = self._plan(input)
+        plan = self._plan(input, config)
         m = self._mender
-        if work or m.validators:
-            m.resolve_sync(plan, work, history, state)
-        m.finish_work(plan, work)
-        if self._guard_stops(plan, history, config):
+        if plan.stopped is not None:
             m.report(plan, self.name)
             return self._stopped(plan)
         if self._max_concurrency is not None and "max_concurrency" not in (config or {}):
@@ -250,18 +272,6 @@ class ToolNode(_StockToolNode):
                 _PLAN.reset(token)
         m.report(plan, self.name)
         return self._with_sanitized(out, plan)
-
-    def _guard_stops(self, plan: Plan, history: list[Any], config: Any) -> bool:
-        """The guard's stage (a no-op without a guard); True when it ends the run."""
-        m = self._mender
-        if m.guard is None:
-            return False
-        if plan.input_type == "tool_calls":
-            # Send payloads: the history is the state's, before its last assistant message.
-            at = next((i for i in range(len(history) - 1, -1, -1) if isinstance(history[i], AIMessage)), None)
-            history = history[:at] if at is not None else history
-        rename = self._sanitize_messages and plan.input_type != "tool_calls"
-        return m.guard_plan(plan, history, session_of(config), rename=rename) is not None
 
     def _stopped(self, plan: Plan) -> Any:
         """The update when the guard ends the run: every call answered, then an
@@ -287,12 +297,9 @@ class ToolNode(_StockToolNode):
     # ---- async -----------------------------------------------------------------------
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime) -> Any:
-        plan, work, history, state = self._plan(input)
+        plan = await self._aplan(input, config)
         m = self._mender
-        if work or m.validators:
-            await m.resolve_async(plan, work, history, state, self._max_concurrency or 16)
-        m.finish_work(plan, work)
-        if self._guard_stops(plan, history, config):
+        if plan.stopped is not None:
             m.report(plan, self.name)
             return self._stopped(plan)
         if _nothing_runs(plan):
@@ -341,6 +348,10 @@ class ToolNode(_StockToolNode):
 
 def _nothing_runs(plan: Plan) -> bool:
     return bool(plan.calls) and all(FEEDBACK_KEY in c for c in plan.calls)
+
+
+def _last_ai(messages: Any) -> int:
+    return next(i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage))
 
 
 def _messages_of(state: Any, key: str) -> list[Any] | None:
