@@ -699,7 +699,9 @@ def test_validators_also_judge_corrected_and_salvaged_arguments():
     # The correction model's answer fits the schema but not the validator: not run. The
     # agent's feedback is about the call it sent (as the Rust node's: the corrector's
     # attempts are not the agent's), and the next attempt is asked with the refusal.
-    model = ScriptedChatModel(script=[fix({"a": 99, "b": 99}), fix({"a": 99, "b": 98})], prompts=[], bound=[])
+    # (The answers keep `a`, which had no problem: a correction changes only what the
+    # issues name.)
+    model = ScriptedChatModel(script=[fix({"a": 1, "b": 99}), fix({"a": 1, "b": 100})], prompts=[], bound=[])
     node = ToolNode(TOOLS, correction_model=model, max_correction_retries=2, validators={"add": small_sums})
     results = tool_messages(run(node, BAD))
     assert results["c1"].status == "error" and 'b: expected integer, got "two"' in results["c1"].content
@@ -765,3 +767,33 @@ def test_an_async_validator_on_the_sync_path_is_run_to_completion():
     got = tool_messages(out)
     assert got["ok"].content == "3"
     assert got["big"].status == "error" and "too big" in got["big"].content
+
+
+def test_a_corrector_that_rewrites_a_field_with_no_problem_never_changes_what_runs():
+    # `units` is wrong; `city` is fine. A corrector that also moves the city is asked
+    # again (told what it changed); one that keeps to its scope is taken.
+    ran: list[dict] = []
+
+    @tool
+    def weather(city: str, units: Literal["celsius", "fahrenheit"] = "celsius") -> str:
+        """Weather for a city."""
+        ran.append({"city": city, "units": units})
+        return city
+
+    class Model:
+        def __init__(self, answers):
+            self.answers, self.prompts = list(answers), []
+
+        def invoke(self, prompt):
+            self.prompts.append(prompt)
+            return AIMessage(self.answers.pop(0))
+
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "weather", "args": {"city": "Oslo", "units": "kelvin"}, "id": "w"}])
+    paris = '{"city": "Paris", "units": "celsius"}'
+    model = Model([paris, paris])
+    out = run(ToolNode([weather], correction_model=model, correction_mode="json", max_correction_retries=2), msg)
+    assert ran == [] and tool_messages(out)["w"].status == "error"
+    assert "had no problem" in model.prompts[1]
+    model = Model([paris, '{"city": "Oslo", "units": "celsius"}'])
+    out = run(ToolNode([weather], correction_model=model, correction_mode="json", max_correction_retries=2), msg)
+    assert ran == [{"city": "Oslo", "units": "celsius"}]

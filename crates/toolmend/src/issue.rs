@@ -44,6 +44,9 @@ pub enum IssueKind {
     /// A corrected or re-asked call carries fewer of the values the model first sent
     /// (three symbols asked for, one left): running it would lose the others silently.
     ValuesLost,
+    /// A corrector's answer changed, dropped or added a value no issue named (`Oslo` ->
+    /// `Paris`): running it would run what the model never asked for.
+    ValueChanged,
 }
 
 impl IssueKind {
@@ -64,6 +67,7 @@ impl IssueKind {
         IssueKind::Composition,
         IssueKind::Custom,
         IssueKind::ValuesLost,
+        IssueKind::ValueChanged,
     ];
 
     /// The stable snake_case id, as serialised.
@@ -80,6 +84,7 @@ impl IssueKind {
             IssueKind::Composition => "composition",
             IssueKind::Custom => "custom",
             IssueKind::ValuesLost => "values_lost",
+            IssueKind::ValueChanged => "value_changed",
             IssueKind::UnknownTool => "unknown_tool",
             IssueKind::Unparseable => "unparseable",
             IssueKind::NotAnObject => "not_an_object",
@@ -177,6 +182,7 @@ impl Issue {
             IssueKind::Composition => 12,
             IssueKind::Custom => 13,
             IssueKind::ValuesLost => 14,
+            IssueKind::ValueChanged => 15,
         }
     }
 }

@@ -17,6 +17,7 @@
 
 mod prompt;
 mod retry;
+mod scope;
 
 use std::{collections::HashMap, fmt, sync::Mutex};
 
@@ -25,6 +26,7 @@ use serde_json::Value;
 
 pub use prompt::{CONTEXT_CHARS, PromptOptions, prompt, render_context};
 pub use retry::{Attempts, Corrected, correct_call, correct_calls};
+pub use scope::values_changed_issues;
 
 use crate::{
     Fix, FixKind, Issue, IssueKind, RepairOptions, future::BoxFuture, protocol::Message,

@@ -73,12 +73,14 @@ pub async fn correct_call(
     let mut arguments = call.arguments.cloned();
     // The model's own reading: an answer that keeps fewer of its values (a list it sent
     // narrowed to one element) is not clean, whatever the schema says.
-    let first: Value = arguments.clone().unwrap_or_else(|| {
+    let sent: Value =
         crate::repair::repair(call.raw_arguments, &crate::repair::RepairOptions::default())
             .ok()
             .and_then(|r| r.calls.into_iter().next())
-            .map_or(Value::Null, |c| c.arguments)
-    });
+            .map_or(Value::Null, |c| c.arguments);
+    let first: Value = arguments.clone().unwrap_or_else(|| sent.clone());
+    // What the answer may change: what the call's own problems name.
+    let scope = call.issues.to_vec();
     while out.attempts < attempts.max.max(1) {
         out.attempts += 1;
         let request = CorrectionRequest {
@@ -122,6 +124,12 @@ pub async fn correct_call(
                 checked
                     .issues
                     .extend(crate::mend::values_lost_issues(&first, &checked.value));
+                checked.issues.extend(super::values_changed_issues(
+                    &first,
+                    &sent,
+                    &scope,
+                    &checked.value,
+                ));
                 if let Some(v) = attempts.validate.filter(|_| checked.is_valid()) {
                     let problems = v
                         .validate(Validation {

@@ -256,3 +256,45 @@ fn a_front_without_a_history_in_these_terms_gives_the_ids_around_the_message() {
     assert_ne!(r.calls[0].id, "used");
     assert!(r.calls[1].id.contains('7'), "{}", r.calls[1].id);
 }
+
+#[test]
+fn a_corrector_that_rewrites_a_value_with_no_problem_never_changes_what_runs() {
+    let tools = tools();
+    let plan = PlanOptions::default();
+    // `b` is wrong; `a` is fine and must stay 7.
+    let msg = message(&[("c0", "add", r#"{"a": 7, "b": "two"}"#)]);
+    let run_with = |answers: Vec<Value>| {
+        let corrector = answers
+            .into_iter()
+            .fold(Scripted::new(), |s, a| s.answer("add", Ok(Some(a))));
+        let stages = Stages {
+            invalid: &[Invalid::Correct],
+            correction: Some(Correcting {
+                corrector: &corrector,
+                max_retries: 2,
+                timeout: std::time::Duration::from_secs(5),
+                concurrency: 1,
+            }),
+            ..Stages::plan_only(&tools, &plan)
+        };
+        let driven = run(&stages, Turn::fresh(&msg, &[], false)).unwrap();
+        (driven.resolved.calls[0].clone(), corrector.asked())
+    };
+    // Rewrites `a` twice: refused, the call keeps its own feedback, nothing runs.
+    let (r, asked) = run_with(vec![json!({"a": 9, "b": 2}), json!({"a": 9, "b": 2})]);
+    assert_eq!(r.outcome, CallOutcome::Feedback);
+    assert_eq!(asked.len(), 2);
+    assert!(
+        asked[1].issues.contains(&IssueKind::ValueChanged),
+        "{:?}",
+        asked[1].issues
+    );
+    assert!(
+        r.issues.iter().all(|i| i.kind != IssueKind::ValueChanged),
+        "own issues kept"
+    );
+    // Told what it changed, it keeps `a`: corrected.
+    let (r, _) = run_with(vec![json!({"a": 9, "b": 2}), json!({"a": 7, "b": 2})]);
+    assert_eq!(r.outcome, CallOutcome::Corrected);
+    assert_eq!(r.arguments, Some(json!({"a": 7, "b": 2})));
+}

@@ -964,8 +964,10 @@ async fn missing_values_are_not_invented_by_the_corrector() {
     assert_eq!(result(&out, "c1").outcome, CallOutcome::Feedback);
     assert_eq!(runs(&n), 0);
 
-    // Opted in.
-    let corrector = Arc::new(Scripted::new().answer("get_weather", fixed()));
+    // Opted in (the answer keeps what the call sent: a correction changes only what the
+    // issues name).
+    let kept = || Ok(Some(json!({"city": "Paris", "days": 2})));
+    let corrector = Arc::new(Scripted::new().answer("get_weather", kept()));
     let out = ToolNode::builder(tools(&n))
         .corrector(Arc::clone(&corrector), 2)
         .correct_missing_fields(true)
