@@ -338,6 +338,8 @@ struct Job {
     earlier: HashSet<String>,
     answered: HashSet<String>,
     position: usize,
+    /// Per sent call, its arguments as parsed (a dict), when they came so.
+    parsed: Arc<Vec<Option<Value>>>,
     accept: Option<PyAccept>,
     validate: Option<PyValidate>,
     correct: Option<PyCorrect>,
@@ -408,6 +410,7 @@ impl Job {
                     answered: &self.answered,
                 },
                 position: self.position,
+                parsed: &self.parsed,
             }),
             ..Turn::fresh(&self.message, &self.history, false)
         };
@@ -489,16 +492,22 @@ fn step(
     let rt = RUNTIME
         .as_ref()
         .map_err(|e| PyRuntimeError::new_err(format!("resolver: no Tokio runtime: {e}")))?;
-    let polled = py.detach(|| {
-        rt.block_on(std::future::poll_fn(|cx| {
-            match driving.as_mut().poll(cx) {
-                Poll::Ready(done) => Poll::Ready(Some(done)),
-                // Waiting on Python: hand it what it owes.
-                Poll::Pending if bridge.has_asks() => Poll::Ready(None),
-                Poll::Pending => Poll::Pending,
-            }
-        }))
+    let mut poll = |cx: &mut std::task::Context<'_>| match driving.as_mut().poll(cx) {
+        Poll::Ready(done) => Poll::Ready(Some(done)),
+        // Waiting on Python: hand it what it owes.
+        Poll::Pending if bridge.has_asks() => Poll::Ready(None),
+        Poll::Pending => Poll::Pending,
+    };
+    // Most messages resolve in one poll (nothing awaits a store or Python): no runtime
+    // round trip then, only its context for the timers the stages set.
+    let first = py.detach(|| {
+        let _entered = rt.enter();
+        poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
     });
+    let polled = match first {
+        Poll::Ready(p) => p,
+        Poll::Pending => py.detach(|| rt.block_on(std::future::poll_fn(&mut poll))),
+    };
     match polled {
         Some(done) => {
             let failed = bridge.failed.lock().ok().and_then(|mut f| f.take());
@@ -791,13 +800,14 @@ impl Resolver {
             .iter()
             .map(|c| matches!(c.args, PyArgs::Value(_)))
             .collect();
-        let values: Vec<Option<Value>> = sent
-            .iter()
-            .map(|c| match &c.args {
-                PyArgs::Value(v) => Some(v.clone()),
-                PyArgs::Text(_) => None,
-            })
-            .collect();
+        let values: Arc<Vec<Option<Value>>> = Arc::new(
+            sent.iter()
+                .map(|c| match &c.args {
+                    PyArgs::Value(v) => Some(v.clone()),
+                    PyArgs::Text(_) => None,
+                })
+                .collect(),
+        );
         let tool_calls: Vec<ToolCall> = sent
             .into_iter()
             .map(|c| {
@@ -843,10 +853,11 @@ impl Resolver {
             earlier: id_set(earlier_ids)?,
             answered: id_set(answered_ids)?,
             position,
+            parsed: Arc::clone(&values),
             accept: self.accept.as_ref().map(|f| PyAccept {
                 f: f.clone_ref(py),
                 cb: cb.clone(),
-                sent: Arc::new(values),
+                sent: values,
             }),
             validate: self.validate.as_ref().map(|(f, tools)| PyValidate {
                 f: f.clone_ref(py),

@@ -3,8 +3,6 @@
 //! problem (`Oslo` -> `Paris`) or adds one nobody asked for would run what the model never
 //! sent; its answer is not clean (`value_changed` issues), whatever the schema says.
 
-use std::collections::HashSet;
-
 use serde_json::Value;
 
 use crate::{Issue, IssueKind, schema::preview};

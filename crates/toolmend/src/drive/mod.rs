@@ -71,6 +71,10 @@ pub struct Place<'a> {
     pub around: Around<'a>,
     /// Its index (minted ids name it).
     pub position: usize,
+    /// Per sent call, the arguments a framework parsed already (LangChain's `args`), when
+    /// it did: planned from the value, as parsed arguments are (the message carries their
+    /// JSON text).
+    pub parsed: &'a [Option<Value>],
 }
 
 impl<'a> Turn<'a> {

@@ -33,7 +33,17 @@ pub fn plan(turn: Turn<'_>, tools: &Toolbox, opts: &PlanOptions) -> Resolved {
             let sent = turn.message.tool_calls.as_deref().unwrap_or_default();
             let input = message::MessageInput {
                 text: turn.message.text().map(std::borrow::Cow::Owned),
-                calls: sent.iter().map(message::SentCall::from).collect(),
+                calls: sent
+                    .iter()
+                    .zip(place.parsed.iter().map(Some).chain(std::iter::repeat(None)))
+                    .map(|(tc, parsed)| match parsed {
+                        Some(Some(v)) => message::SentCall {
+                            arguments: message::Args::Value(v),
+                            ..message::SentCall::from(tc)
+                        },
+                        _ => message::SentCall::from(tc),
+                    })
+                    .collect(),
                 position: place.position,
                 cut_off: turn.cut_off,
             };

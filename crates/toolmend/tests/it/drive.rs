@@ -241,6 +241,7 @@ fn a_front_without_a_history_in_these_terms_gives_the_ids_around_the_message() {
                 answered: &answered,
             },
             position: 7,
+            parsed: &[],
         }),
         ..Turn::fresh(&msg, &[], false)
     };
