@@ -800,26 +800,29 @@ impl Resolver {
             .iter()
             .map(|c| matches!(c.args, PyArgs::Value(_)))
             .collect();
-        let values: Arc<Vec<Option<Value>>> = Arc::new(
-            sent.iter()
-                .map(|c| match &c.args {
-                    PyArgs::Value(v) => Some(v.clone()),
-                    PyArgs::Text(_) => None,
-                })
-                .collect(),
-        );
+        // The message carries each call's argument text; parsed arguments are planned
+        // from their value (moved, not copied).
+        let mut values: Vec<Option<Value>> = Vec::with_capacity(sent.len());
         let tool_calls: Vec<ToolCall> = sent
             .into_iter()
             .map(|c| {
                 let arguments = match c.args {
-                    PyArgs::Value(v) => v.to_string(),
-                    PyArgs::Text(t) => t,
+                    PyArgs::Value(v) => {
+                        let text = v.to_string();
+                        values.push(Some(v));
+                        text
+                    }
+                    PyArgs::Text(t) => {
+                        values.push(None);
+                        t
+                    }
                 };
                 let mut call = ToolCall::new("", c.name, arguments);
                 call.id = c.id;
                 call
             })
             .collect();
+        let values = Arc::new(values);
         let message = AssistantMessage {
             content: Some(content.map(toolmend::protocol::Content::Text)),
             tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),
