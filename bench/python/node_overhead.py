@@ -35,8 +35,8 @@ invalid_tool_calls unanswered, so its malformed-call time is the cost of doing n
 Malformed calls are also reported beyond execution: a node's batch minus, in the same
 round, the stock node executing exactly the calls that node ran (recorded from the tool
 body), so that a node is not charged for running a repaired call and not credited for
-running none. toolmend's engine alone (Toolbox.plan_message, the one Rust call per
-message that plans it, with its conversions) is timed as well.
+running none. toolmend's engine alone (the Mender's resolution of the message: the one Rust call per
+message into the core's driver, with its conversions and the mapping back) is timed as well.
 
 Ratios: toolmend / stock on valid calls (bar <= 1.1x); saidex / toolmend on malformed
 calls (bar >= 10x), end to end and beyond execution, per case and over the whole
@@ -301,18 +301,22 @@ def make_rows(mode: str, c: dict, timed: dict, ran: dict) -> list[dict]:
 
 
 def time_engine(node, all_cases: list[dict], batch_s: float, batches: int = 5) -> dict:
-    """µs per call of toolmend's engine alone: Toolbox.plan_message on the case's message,
-    as Mender.plan_message calls it (the core plan in Rust, with the conversions from and
-    to Python), divided by the calls in the message."""
-    tb = node._mender.toolbox
+    """µs per call of toolmend's engine alone: the Mender's resolution of the case's
+    message (one Rust call into the core's driver, `Resolver.resolve`, and the mapping of
+    its answer to LangGraph's calls; a package before the driver: `plan_message` and
+    `finish_work`), without LangGraph's execution, divided by the calls in the message."""
+    m = node._mender
     out = {}
     for c in all_cases:
         msg = c["message"]
-        sent = msg.tool_calls + msg.invalid_tool_calls
-        content = msg.content if isinstance(msg.content, str) else None
 
-        def plan():
-            tb.plan_message(content, sent, position=0, earlier_ids=None, answered_ids=[])
+        if hasattr(m, "resolve_message"):
+            def plan():
+                m.resolve_message([msg], 0)
+        else:
+            def plan():
+                p, work = m.plan_message([msg], 0)
+                m.finish_work(p, work)
 
         reps = 1
         while True:
@@ -417,8 +421,8 @@ def print_tables(rows: list[dict], modes: list[str], all_cases: list[dict], answ
         cells += [_x(rat[key][f"{m}/all"]) for m in modes]
         print("| " + " | ".join(cells) + " |")
 
-    print("\ntoolmend's engine alone (Toolbox.plan_message per message, the core plan plus "
-          "conversions; what Mender.plan_message spends in Rust), µs per call: "
+    print("\ntoolmend's engine alone (the Mender's resolution of each message: the one Rust "
+          "call into the core's driver, conversions and mapping; no execution), µs per call: "
           + ", ".join(f"{c} {v:,.1f}" for c, v in engine.items()))
 
     print(f"\nWhat each node answered ({modes[0]}; other modes only listed where they differ)\n")

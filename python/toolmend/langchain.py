@@ -293,7 +293,8 @@ class MendMiddleware(AgentMiddleware):
         if found is None:
             return None
         m, at = found
-        return self._finish(m, m.resolve_message(state["messages"], at, state=state, session=session_of(None)))
+        session = session_of(None) if m.guard is not None else None
+        return self._finish(m, m.resolve_message(state["messages"], at, state=state, session=session))
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -301,7 +302,8 @@ class MendMiddleware(AgentMiddleware):
         if found is None:
             return None
         m, at = found
-        plan = await m.aresolve_message(state["messages"], at, state=state, session=session_of(None))
+        session = session_of(None) if m.guard is not None else None
+        plan = await m.aresolve_message(state["messages"], at, state=state, session=session)
         return self._finish(m, plan)
 
     def _finish(self, m: Mender, plan: Plan) -> dict[str, Any] | None:

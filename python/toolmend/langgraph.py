@@ -224,7 +224,8 @@ class ToolNode(_StockToolNode):
     def _plan(self, input: Any, config: Any) -> Plan:
         """The message resolved by the core, one call (sync path)."""
         tool_calls, input_type, messages, state = self._read(input)
-        m, session = self._mender, session_of(config)
+        m = self._mender
+        session = session_of(config) if m.guard is not None else None
         if input_type == "tool_calls":
             plan = m.resolve_calls(tool_calls, self._before_last_ai(messages), state=state, session=session)
         else:
@@ -235,7 +236,8 @@ class ToolNode(_StockToolNode):
 
     async def _aplan(self, input: Any, config: Any) -> Plan:
         tool_calls, input_type, messages, state = self._read(input)
-        m, session = self._mender, session_of(config)
+        m = self._mender
+        session = session_of(config) if m.guard is not None else None
         if input_type == "tool_calls":
             plan = await m.aresolve_calls(tool_calls, self._before_last_ai(messages), state=state, session=session)
         else:
