@@ -331,7 +331,7 @@ def time_engine(node, all_cases: list[dict], batch_s: float, batches: int = 5) -
             t0 = time.perf_counter()
             for _ in range(reps):
                 plan()
-            per.append((time.perf_counter() - t0) * 1e6 / (reps * len(sent)))
+            per.append((time.perf_counter() - t0) * 1e6 / (reps * c["calls"]))
         out[c["case"]] = round(statistics.median(per), 2)
     return out
 
