@@ -58,9 +58,9 @@ pub mod redact;
 pub mod repair;
 pub mod schema;
 pub mod stream;
-pub mod validate;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod validate;
 
 pub use error::Error;
 pub use fix::{Fix, FixKind, Safety};
