@@ -124,6 +124,7 @@ fuzz_target!(|data: &[u8]| {
                                 later: &[],
                                 cut_off,
                                 state: None,
+                                place: None,
                             };
                             let mended = drive::plan(turn, &toolbox, &opts);
                             // "Never drops a call", but for an exact repeat (the same id,
