@@ -3,6 +3,8 @@
 //! problem (`Oslo` -> `Paris`) or adds one nobody asked for would run what the model never
 //! sent; its answer is not clean (`value_changed` issues), whatever the schema says.
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
 use crate::{Issue, IssueKind, schema::preview};
@@ -25,14 +27,16 @@ pub fn values_changed_issues(
     if issues.iter().any(|i| i.path.is_empty()) || !first.is_object() {
         return Vec::new();
     }
-    let open: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
-    let mut strays = Vec::new();
-    stray_values(sent, first, 0, &mut strays);
+    // Sets, so that a call with many keys and many issues stays linear.
+    let open = Open::new(issues);
+    let mut stray = Vec::new();
+    stray_values(sent, first, 0, &mut stray);
     for i in issues.iter().filter(|i| i.kind == IssueKind::UnknownKey) {
         if let Some(v) = first.pointer(&i.path).or_else(|| sent.pointer(&i.path)) {
-            strays.push(v);
+            stray.push(v);
         }
     }
+    let strays: HashSet<String> = stray.into_iter().map(Value::to_string).collect();
     // The text of every value a problem names: a value split out of one (`Paris, France`
     // -> `city` and `country_code: FR`) comes from what the call sent.
     let mut sources = Vec::new();
@@ -44,6 +48,8 @@ pub fn values_changed_issues(
             leaf_texts(v, 0, &mut sources);
         }
     }
+    // One text, the pieces apart: a piece is looked for once, not once per source.
+    let sources = sources.join("\u{0}");
     let from = From {
         strays: &strays,
         sources: &sources,
@@ -56,17 +62,17 @@ pub fn values_changed_issues(
 
 /// Where an added value may come from.
 struct From<'a> {
-    /// Values of keys no property matched.
-    strays: &'a [&'a Value],
-    /// The text of the values the problems name, lowercased.
-    sources: &'a [String],
+    /// Values of keys no property matched, as JSON text.
+    strays: &'a HashSet<String>,
+    /// The text of the values the problems name, lowercased, joined by NUL.
+    sources: &'a str,
 }
 
 impl From<'_> {
     /// True when `v` is a stray key's value, or every piece of it is found in a value a
     /// problem names.
     fn holds(&self, v: &Value) -> bool {
-        if self.strays.contains(&v) {
+        if self.strays.contains(&v.to_string()) {
             return true;
         }
         let mut pieces = Vec::new();
@@ -74,7 +80,7 @@ impl From<'_> {
         !pieces.is_empty()
             && pieces
                 .iter()
-                .all(|p| !p.is_empty() && self.sources.iter().any(|s| s.contains(p.as_str())))
+                .all(|p| !p.is_empty() && !p.contains('\u{0}') && self.sources.contains(p.as_str()))
     }
 }
 
@@ -94,16 +100,37 @@ fn leaf_texts(v: &Value, depth: usize, out: &mut Vec<String>) {
     }
 }
 
-/// True when an issue names `path` or a value that holds it.
-fn is_open(path: &str, open: &[&str]) -> bool {
-    open.iter()
-        .any(|q| path == *q || path.strip_prefix(q).is_some_and(|r| r.starts_with('/')))
+/// The paths the issues name, and every value that holds one.
+struct Open<'a> {
+    named: HashSet<&'a str>,
+    holding: HashSet<&'a str>,
 }
 
-/// True when an issue names a value inside `path` (an element of a list it holds).
-fn holds_open(path: &str, open: &[&str]) -> bool {
-    open.iter()
-        .any(|q| q.strip_prefix(path).is_some_and(|r| r.starts_with('/')))
+impl<'a> Open<'a> {
+    fn new(issues: &'a [Issue]) -> Self {
+        let named: HashSet<&str> = issues.iter().map(|i| i.path.as_str()).collect();
+        let holding = named.iter().flat_map(|p| ancestors(p)).collect();
+        Open { named, holding }
+    }
+
+    /// True when an issue names `path` or a value that holds it.
+    fn names(&self, path: &str) -> bool {
+        self.named.contains(path) || ancestors(path).any(|a| self.named.contains(a))
+    }
+
+    /// True when an issue names a value inside `path` (an element of a list it holds).
+    fn holds(&self, path: &str) -> bool {
+        self.holding.contains(path)
+    }
+}
+
+/// The proper prefixes of a JSON Pointer that are pointers themselves (`/a/b` -> `/a`),
+/// the root left out; at most [`MAX_DEPTH`].
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/')
+        .map(|(k, _)| &path[..k])
+        .filter(|a| !a.is_empty())
+        .take(MAX_DEPTH)
 }
 
 /// Values of `sent` under keys `first` does not have (dropped as stray by coercion).
@@ -128,13 +155,13 @@ fn push_key(path: &mut String, key: &str) {
 fn compare(
     first: &Value,
     corrected: Option<&Value>,
-    open: &[&str],
+    open: &Open<'_>,
     from: &From<'_>,
     path: &mut String,
     depth: usize,
     out: &mut Vec<Issue>,
 ) {
-    if is_open(path, open) && !path.is_empty() {
+    if open.names(path) && !path.is_empty() {
         return;
     }
     match (first, corrected) {
@@ -147,7 +174,7 @@ fn compare(
             }
             for (k, v) in c.iter().filter(|(k, _)| !f.contains_key(*k)) {
                 push_key(path, k);
-                if !is_open(path, open) && !from.holds(v) {
+                if !open.names(path) && !from.holds(v) {
                     out.push(
                         Issue::new(
                             IssueKind::ValueChanged,
@@ -166,7 +193,7 @@ fn compare(
         }
         (f, Some(c)) if f == c => {}
         // A list (or a value) whose inside an issue names: it may change as a whole.
-        _ if holds_open(path, open) => {}
+        _ if open.holds(path) => {}
         (f, c) => {
             let message = match c {
                 Some(c) => format!(

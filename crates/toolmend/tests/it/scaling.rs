@@ -733,3 +733,34 @@ fn the_driver_scales_linearly_in_the_calls_it_resolves() {
         },
     );
 }
+
+#[test]
+fn the_correction_scope_check_scales_linearly_in_the_keys_and_issues_of_a_call() {
+    use serde_json::{Map, Value, json};
+    use toolmend::{Issue, IssueKind, correct::values_changed_issues};
+    // Half the keys have a problem; the answer fixes them, moves a stray key's value, and
+    // changes nothing else.
+    assert_linear(
+        "correct::values_changed_issues",
+        500,
+        |n| {
+            let mut first = Map::new();
+            let mut answer = Map::new();
+            let mut issues = Vec::new();
+            for k in 0..n {
+                first.insert(format!("k{k}"), json!(format!("v{k}")));
+                let fixed = if k % 2 == 0 {
+                    issues.push(Issue::new(IssueKind::WrongType, format!("/k{k}"), "x"));
+                    json!(k)
+                } else {
+                    json!(format!("v{k}"))
+                };
+                answer.insert(format!("k{k}"), fixed);
+            }
+            answer.insert("moved".into(), json!("v1"));
+            issues.push(Issue::new(IssueKind::UnknownKey, "/k1", "stray"));
+            (Value::Object(first), issues, Value::Object(answer))
+        },
+        |(first, issues, answer)| values_changed_issues(first, first, issues, answer).len(),
+    );
+}
