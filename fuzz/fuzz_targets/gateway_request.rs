@@ -19,7 +19,7 @@ use toolmend::{
     drive::{self, Turn},
     history::check,
     mend::MendOptions,
-    protocol::Message,
+    conversation::Message,
 };
 use toolmend_gateway::{
     Config, Gateway,
@@ -139,8 +139,8 @@ fuzz_target!(|data: &[u8]| {
                                     match c.id.as_deref().filter(|i| !i.trim().is_empty()) {
                                         Some(id) => seen.insert((
                                             id,
-                                            &c.function.name,
-                                            &c.function.arguments,
+                                            &c.name,
+                                            &c.arguments,
                                         )),
                                         None => true,
                                     }

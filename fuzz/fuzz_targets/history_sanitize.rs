@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use toolmend::history::{
     Budget, ByteEstimate, MissingIdPolicy, OrphanPolicy, SanitizePolicy, check, sanitize, trim,
 };
-use toolmend::protocol::Message;
+use toolmend::conversation::Message;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(messages) = serde_json::from_slice::<Vec<Message>>(data) else {

@@ -24,11 +24,11 @@ use serde_json::Value;
 use toolmend_redis::{RedisOptions, RedisStore, redis_guard_store};
 
 use toolmend::{
+    conversation::Message,
     guard::{
         Decision, FailMode, Guard as _, GuardConfig, GuardContext, GuardRequest, RuleGuard,
         ToolRules, Verdict, stage,
     },
-    protocol::Message,
 };
 
 use crate::{from_py, to_py, to_value};

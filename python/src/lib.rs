@@ -28,6 +28,7 @@ mod tools;
 
 use toolmend::{
     CompiledTool, Fix, Issue, MendOptions, MendedCall, RepairOptions,
+    conversation::{AssistantMessage, Content, Message},
     correct::{self, CorrectionRequest, PromptOptions},
     feedback,
     history::{
@@ -39,7 +40,6 @@ use toolmend::{
         self, AcceptTruncated, Args, Around, CallOutcome, MessageInput, MessagePlan, PlanOptions,
         PlannedCall, SentCall,
     },
-    protocol::{AssistantMessage, Content, Message},
     schema::{Coercions, Phase, SwitchError, ValidationContext},
 };
 
@@ -502,7 +502,7 @@ impl Toolbox {
         out.set_item(intern!(py, "answered"), answered)?;
         let text_calls = PyList::empty(py);
         for tc in &plan.shape.text_calls {
-            text_calls.append((&tc.function.name, &tc.function.arguments))?;
+            text_calls.append((&tc.name, &tc.arguments))?;
         }
         out.set_item(intern!(py, "text_calls"), text_calls)?;
         if let Some(content) = &plan.shape.content {
@@ -621,7 +621,7 @@ impl Toolbox {
         let out: Vec<Value> = calls
             .into_iter()
             .map(|t| {
-                json!({"name": t.call.function.name, "arguments": t.call.function.arguments,
+                json!({"name": t.call.name, "arguments": t.call.arguments,
                        "fixes": t.fixes})
             })
             .collect();

@@ -25,6 +25,7 @@ use pyo3::{
 use serde_json::Value;
 use toolmend::{
     Issue,
+    conversation::{AssistantMessage, Message, ToolCall},
     correct::{self, CorrectError, Correction, CorrectionRequest, Corrector, PromptOptions},
     drive::{
         self, Accept, CallReport, Correcting, Driven, GuardTally, Guarding, Invalid, NoObserver,
@@ -35,7 +36,6 @@ use toolmend::{
     guard::{Guard as _, RuleGuard},
     mend::Outcome,
     message::{Around, CallOutcome, CallSource, PlanOptions, TimeOrderedIds},
-    protocol::{AssistantMessage, Message, ToolCall},
 };
 
 use crate::{
@@ -600,7 +600,7 @@ fn report_to_py<'py>(
 fn text_calls_to_py<'py>(py: Python<'py>, calls: &[ToolCall]) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for tc in calls {
-        out.append((&tc.function.name, &tc.function.arguments))?;
+        out.append((&tc.name, &tc.arguments))?;
     }
     Ok(out)
 }
@@ -824,7 +824,7 @@ impl Resolver {
             .collect();
         let values = Arc::new(values);
         let message = AssistantMessage {
-            content: Some(content.map(toolmend::protocol::Content::Text)),
+            content: Some(content.map(toolmend::conversation::Content::Text)),
             tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),
             ..AssistantMessage::default()
         };

@@ -28,10 +28,11 @@ use pyo3::{
 use serde_json::Value;
 
 use toolmend::{
-    MendOptions, feedback,
+    MendOptions,
+    conversation::Content,
+    feedback,
     mend::{self, Outcome},
     node::{CallContext, Registry, Tool as _, ToolError},
-    protocol::Content,
     schema::{Phase, ValidationContext},
 };
 use toolmend_tools::{LoadError, ToolSet, ToolsFile};

@@ -10,7 +10,7 @@ use std::{
 use anyhow::{Context, Result, anyhow, bail};
 use indexmap::IndexMap;
 use serde_json::{Map, Value, value::RawValue};
-use toolmend::protocol::Message;
+use toolmend::conversation::Message;
 
 const EXPECTED: &str =
     "expected a JSON array of messages, or a chat-completions request object with a `messages` key";

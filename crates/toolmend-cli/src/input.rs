@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use toolmend::{
     CompiledTool, Toolbox,
-    protocol::{AssistantMessage, Message, Tool},
+    conversation::{AssistantMessage, Message, Tool},
 };
 
 /// One parsed input line.
@@ -106,12 +106,27 @@ pub fn parse_line(line: &str, cache: &mut ToolCache) -> Result<Record> {
 
 /// Compiles `{name, description, parameters}` or an OpenAI `{type: "function", function: {…}}`.
 fn compile(v: &Value) -> Result<CompiledTool> {
+    /// A tool written flat, as every API but chat defines one.
+    #[derive(serde::Deserialize)]
+    struct Flat {
+        name: String,
+        #[serde(default)]
+        description: Option<String>,
+        #[serde(default)]
+        parameters: Option<Value>,
+    }
     let def = if v.get("function").is_some() {
-        serde_json::from_value::<Tool>(v.clone())
-            .context("not an OpenAI tool definition")?
-            .function
+        serde_json::from_value::<Tool>(v.clone()).context("not an OpenAI tool definition")?
     } else {
-        serde_json::from_value(v.clone()).context("expected {name, description, parameters}")?
+        let f: Flat = serde_json::from_value(v.clone())
+            .context("expected {name, description, parameters}")?;
+        Tool {
+            name: f.name,
+            description: f.description,
+            parameters: f.parameters,
+            strict: None,
+            extra: serde_json::Map::new(),
+        }
     };
     let empty = Value::Object(serde_json::Map::new());
     Ok(CompiledTool::compile(

@@ -9,10 +9,11 @@ use std::{
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use toolmend::{
-    MendOptions, Mended, RepairOptions, feedback,
+    MendOptions, Mended, RepairOptions,
+    conversation::AssistantMessage,
+    feedback,
     mend::mend_call,
     message::{self, AcceptTruncated, MessagePlan, PlanOptions, PlannedCall},
-    protocol::AssistantMessage,
     schema::{Phase, ValidationContext},
 };
 

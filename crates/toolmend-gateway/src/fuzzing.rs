@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Instant};
 
 use axum::{body::Bytes, http::HeaderMap};
 use serde_json::Value;
-use toolmend::{Toolbox, protocol::Message};
+use toolmend::{Toolbox, conversation::Message};
 
 use crate::fronts::chat_completions::{exchange::Exchange, sse, wire};
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::{AssistantMessage, Message, ToolCall},
     node::{Registry, StatsCollector, ToolError, ToolNode, tool_fn},
-    protocol::{AssistantMessage, Message, ToolCall},
 };
 use toolmend_openai::{ModelCorrector, OpenAiClient};
 use toolmend_scripted::{Script, ScriptedProvider, Step};

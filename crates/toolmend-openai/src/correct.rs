@@ -11,9 +11,9 @@
 use serde_json::json;
 pub use toolmend::correct::{CONTEXT_CHARS, render_context};
 use toolmend::{
+    conversation::{Message, Tool},
     correct::{self, CorrectError, Correction, CorrectionRequest, Corrector, PromptOptions, Usage},
     future::BoxFuture,
-    protocol::{Message, Tool},
 };
 
 use crate::{ChatRequest, OpenAiClient};
@@ -142,7 +142,7 @@ impl Corrector for ModelCorrector {
                     .tool_calls
                     .as_ref()
                     .and_then(|c| c.first())
-                    .map(|c| c.function.arguments.clone()),
+                    .map(|c| c.arguments.clone()),
                 CorrectionMode::Json | CorrectionMode::JsonSchema => response.message.text(),
             };
             // The model's own JSON may need mending too; what it means is kept, and the

@@ -13,8 +13,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use toolmend::{
     agent::{ChatModel, ModelError},
+    conversation::{AssistantMessage, Message, Tool},
     future::BoxFuture,
-    protocol::{AssistantMessage, Message, Tool},
     stream::Assembler,
 };
 
@@ -415,13 +415,7 @@ mod tests {
             .tool_calls
             .iter()
             .flatten()
-            .map(|c| {
-                (
-                    c.id.as_deref(),
-                    c.function.name.as_str(),
-                    c.function.arguments.as_str(),
-                )
-            })
+            .map(|c| (c.id.as_deref(), c.name.as_str(), c.arguments.as_str()))
             .collect();
         assert_eq!(
             calls,

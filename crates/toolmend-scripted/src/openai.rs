@@ -11,8 +11,8 @@ use axum::{
 use serde_json::{Value, json};
 use toolmend::{
     agent::Strictness,
+    conversation::{AssistantMessage, Content, Message},
     history::{self, ViolationKind},
-    protocol::{AssistantMessage, Content, Message},
 };
 
 /// An OpenAI-style error response.
@@ -90,10 +90,10 @@ pub(crate) fn validate(request: &Value, strictness: Strictness) -> Result<(), Re
             if !history::is_valid_function_name(name) {
                 return Err(bad_request(
                     &format!(
-                        "Invalid 'tools[{i}].function.name': string does not match pattern. \
+                        "Invalid 'tools[{i}].name': string does not match pattern. \
                          Expected a string that matches the pattern '^[a-zA-Z0-9_-]{{1,64}}$'."
                     ),
-                    format!("tools[{i}].function.name"),
+                    format!("tools[{i}].name"),
                 ));
             }
         }
@@ -105,9 +105,9 @@ pub(crate) fn validate(request: &Value, strictness: Strictness) -> Result<(), Re
         let param = match v.kind {
             ViolationKind::OrphanResult
             | ViolationKind::ResultOutOfPlace
-            | ViolationKind::DuplicateResult => format!("messages.[{}].tool_call_id", v.message),
+            | ViolationKind::DuplicateResult => format!("messages.[{}].call_id", v.message),
             ViolationKind::InvalidFunctionName => format!(
-                "messages.[{}].tool_calls.[{}].function.name",
+                "messages.[{}].tool_calls.[{}].name",
                 v.message,
                 v.call.unwrap_or(0)
             ),
@@ -173,12 +173,12 @@ pub(crate) fn completion(request: &Value, replies: &[AssistantMessage], n: u64) 
                 }
                 for (k, tc) in reply.tool_calls.iter().flatten().enumerate() {
                     let mut first = json!({"index": k, "type": "function",
-                                           "function": {"name": tc.function.name, "arguments": ""}});
+                                           "function": {"name": tc.name, "arguments": ""}});
                     if let Some(id) = &tc.id {
                         first["id"] = json!(id);
                     }
                     events.push(chunk(i, json!({"tool_calls": [first]}), None));
-                    for piece in pieces(&tc.function.arguments, 8) {
+                    for piece in pieces(&tc.arguments, 8) {
                         events.push(chunk(
                             i,
                             json!({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}),
@@ -240,7 +240,7 @@ fn usage(request: &Value, reply: &AssistantMessage) -> Value {
         .and_then(Option::as_ref)
         .map_or(0, |c: &Content| c.text().len());
     for tc in reply.tool_calls.iter().flatten() {
-        out += tc.function.name.len() + tc.function.arguments.len();
+        out += tc.name.len() + tc.arguments.len();
     }
     let completion = out.div_ceil(4);
     json!({"prompt_tokens": prompt, "completion_tokens": completion,

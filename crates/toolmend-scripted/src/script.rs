@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use serde_json::Value;
-use toolmend::protocol::AssistantMessage;
+use toolmend::conversation::AssistantMessage;
 
 /// One scripted answer.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolmend::{
     agent::Strictness,
+    conversation::{AssistantMessage, Content, Message, ToolCall},
     history::{self, SanitizePolicy},
-    protocol::{AssistantMessage, Content, Message, ToolCall},
 };
 use toolmend_scripted::{Script, ScriptedProvider, Step};
 
@@ -229,7 +229,7 @@ async fn refuses_broken_histories_with_openai_bodies_and_wording() {
     req["tools"][0]["function"]["name"] = json!("search.web");
     let (status, body) = post(&provider, &req).await;
     assert_eq!(status, 400);
-    assert!(body.contains("tools[0].function.name"), "{body}");
+    assert!(body.contains("tools[0].name"), "{body}");
     // Not JSON at all.
     let mut stream = tokio::net::TcpStream::connect(provider.addr())
         .await

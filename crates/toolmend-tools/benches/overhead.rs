@@ -43,8 +43,8 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::Message,
     node::{CallContext, Tool, ToolNode},
-    protocol::Message,
 };
 use toolmend_tools::{ToolSet, ToolsFile};
 

@@ -14,7 +14,7 @@
 
 use axum::{Json, Router, http::HeaderMap, routing::post};
 use serde_json::{Value, json};
-use toolmend::{node::ToolNode, protocol::Message};
+use toolmend::{conversation::Message, node::ToolNode};
 use toolmend_tools::{ToolSet, ToolsFile};
 
 /// The tool service: `/weather` answers the envelope for the call it was sent; `/stale`
@@ -86,7 +86,7 @@ parameters = {{ type = "object" }}
     let out = node.invoke(&messages).await.unwrap();
     for (r, s) in out.results.iter().zip(&out.stats.calls) {
         let content = match &r.content {
-            toolmend::protocol::Content::Text(t) => t.clone(),
+            toolmend::conversation::Content::Text(t) => t.clone(),
             other => serde_json::to_string(other).unwrap(),
         };
         let fixes: Vec<&str> = s.fixes.iter().map(|f| f.kind.id()).collect();

@@ -7,8 +7,8 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use toolmend::{
+    conversation,
     node::{Registry, ToolOptions},
-    protocol,
     schema::CompiledTool,
 };
 
@@ -260,11 +260,11 @@ impl ToolSet {
 
     /// The tool definitions to send a model (`tools` of a chat request), all or only the
     /// server-side ones.
-    pub fn definitions(&self, only_server_side: bool) -> Vec<protocol::Tool> {
+    pub fn definitions(&self, only_server_side: bool) -> Vec<conversation::Tool> {
         self.tools
             .iter()
             .filter(|t| !only_server_side || t.server_side)
-            .map(|t| protocol::Tool::function(&t.name, &t.description, t.parameters.clone()))
+            .map(|t| conversation::Tool::function(&t.name, &t.description, t.parameters.clone()))
             .collect()
     }
 

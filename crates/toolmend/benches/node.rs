@@ -19,8 +19,8 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::{AssistantMessage, Message, ToolCall},
     node::{CallContext, Registry, Tool, ToolError, ToolNode, ToolOutput, tool_fn},
-    protocol::{AssistantMessage, Message, ToolCall},
 };
 
 fn workload() -> Value {

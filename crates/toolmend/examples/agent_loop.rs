@@ -8,9 +8,9 @@ use serde::Deserialize;
 use serde_json::json;
 use toolmend::{
     agent::{Limits, ScriptedModel, run},
+    conversation::{AssistantMessage, Content, Message, ToolCall},
     history,
     node::{Registry, StatsCollector, ToolError, ToolNode, typed_tool},
-    protocol::{AssistantMessage, Content, Message, ToolCall},
 };
 
 /// Arguments of `get_weather`, its JSON Schema derived from the type.

@@ -16,10 +16,10 @@ use std::{
 use serde::Serialize;
 
 use crate::{
+    conversation::{AssistantMessage, Message, Tool},
     future::BoxFuture,
     history::{self, Budget, ByteEstimate, SanitizePolicy, TokenCounter, ViolationKind},
     node::{InvokeOptions, NodeError, NodeStats, ToolNode},
-    protocol::{AssistantMessage, Message, Tool},
 };
 
 /// Why a model request failed.

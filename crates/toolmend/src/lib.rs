@@ -40,6 +40,7 @@
 
 pub mod agent;
 pub mod calendar;
+pub mod conversation;
 pub mod correct;
 pub mod drive;
 pub mod error;
@@ -53,7 +54,6 @@ pub mod issue;
 pub mod mend;
 pub mod message;
 pub mod node;
-pub mod protocol;
 pub mod redact;
 pub mod repair;
 pub mod schema;

@@ -25,9 +25,9 @@ use std::{
 use serde_json::{Value, json};
 use toolmend::{
     CompiledTool, Toolbox,
+    conversation::{AssistantMessage, Message, Tool},
     message::{self, CallOutcome, PlanOptions},
     node::{Registry, ToolError, ToolNode, tool_fn},
-    protocol::{AssistantMessage, Message, Tool},
     schema::{Phase, ValidationContext},
 };
 use toolmend_scripted::{Script, ScriptedProvider, Step};
@@ -116,12 +116,7 @@ fn outcome_of(m: &AssistantMessage, of: impl Fn(&str) -> &'static str) -> Outcom
         .map(|tc| {
             let id = tc.id.clone().unwrap_or_default();
             let d = of(&id);
-            (
-                id,
-                tc.function.name.clone(),
-                args_value(&tc.function.arguments),
-                d,
-            )
+            (id, tc.name.clone(), args_value(&tc.arguments), d)
         })
         .collect();
     Outcome {
@@ -141,7 +136,7 @@ fn disposition(o: CallOutcome) -> &'static str {
 fn toolbox(tools: &[Tool]) -> Toolbox {
     let mut b = Toolbox::new();
     for t in tools {
-        let f = &t.function;
+        let f = t;
         b.add(
             CompiledTool::compile(
                 &f.name,
@@ -181,7 +176,7 @@ fn core(case: &Case) -> Outcome {
 fn registry(case: &Case) -> Registry {
     let mut registry = Registry::new();
     for t in &case.tools {
-        let f = &t.function;
+        let f = t;
         registry
             .add(tool_fn(
                 f.name.clone(),
@@ -678,12 +673,7 @@ fn arguments_by_id(m: &AssistantMessage) -> BTreeMap<String, Value> {
     m.tool_calls
         .iter()
         .flatten()
-        .map(|tc| {
-            (
-                tc.id.clone().unwrap_or_default(),
-                args_value(&tc.function.arguments),
-            )
-        })
+        .map(|tc| (tc.id.clone().unwrap_or_default(), args_value(&tc.arguments)))
         .collect()
 }
 
@@ -769,7 +759,7 @@ fn every_correcting_front_corrects_the_same_calls() {
             .and_then(|e| e[1].as_str())
             .unwrap();
         Step::Reply(AssistantMessage {
-            tool_calls: Some(vec![toolmend::protocol::ToolCall::new(
+            tool_calls: Some(vec![toolmend::conversation::ToolCall::new(
                 "fix",
                 tool,
                 c.raw["correct"].as_str().unwrap(),
@@ -866,17 +856,17 @@ fn assemble_choices(chunks: &[Value]) -> BTreeMap<u64, AssistantMessage> {
     content
         .into_iter()
         .map(|(i, text)| {
-            let tool_calls: Vec<toolmend::protocol::ToolCall> = calls
+            let tool_calls: Vec<toolmend::conversation::ToolCall> = calls
                 .remove(&i)
                 .unwrap_or_default()
                 .into_values()
-                .map(|(id, name, args)| toolmend::protocol::ToolCall::new(id, name, args))
+                .map(|(id, name, args)| toolmend::conversation::ToolCall::new(id, name, args))
                 .collect();
             let message = AssistantMessage {
                 content: Some(
                     Some(text)
                         .filter(|t| !t.is_empty())
-                        .map(toolmend::protocol::Content::Text),
+                        .map(toolmend::conversation::Content::Text),
                 ),
                 tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),
                 ..AssistantMessage::default()

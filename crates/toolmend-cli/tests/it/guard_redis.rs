@@ -14,7 +14,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, ToolCall};
+use toolmend::conversation::{AssistantMessage, ToolCall};
 use toolmend_scripted::{Script, ScriptedProvider, Step};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolmend");

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use toolmend::{
     Toolbox,
+    conversation::{AssistantMessage, Message},
     drive::{
         self, CallReport, Correcting, Invalid, Observer, ReAsk, ReAskFailure, Resolved, Stages,
         Stop, Turn,
     },
     guard::{Decision, Rule},
-    protocol::{AssistantMessage, Message},
 };
 
 use crate::{

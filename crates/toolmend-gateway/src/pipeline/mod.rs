@@ -20,7 +20,7 @@
 //! - [`report`]: the counts behind the `x-toolmend-*` headers, the response's `toolmend`
 //!   account and the metrics.
 //!
-//! Works on `toolmend::protocol` messages only: no wire format, no HTTP. It never imports
+//! Works on `toolmend::conversation` messages only: no wire format, no HTTP. It never imports
 //! a front; a front converts its wire format to these messages and back.
 
 pub(crate) mod answer;

@@ -4,9 +4,9 @@
 
 use toolmend::{
     MendOptions, Toolbox,
+    conversation::{AssistantMessage, Message},
     drive::{self, Resolved, Turn},
     message::{AcceptTruncated, PlanOptions},
-    protocol::{AssistantMessage, Message},
 };
 
 /// Options of the response path (the fuzz targets build it; the gateway builds its

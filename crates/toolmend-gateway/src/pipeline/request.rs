@@ -3,10 +3,10 @@
 //! or passed; then trimmed to `history.max_tokens`.
 
 use toolmend::{
+    conversation::Message,
     history::{
         self, Budget, ByteEstimate, MissingIdPolicy, OrphanPolicy, SanitizePolicy, Tiktoken,
     },
-    protocol::Message,
 };
 
 use crate::{config::HistoryPolicy, metrics as m, pipeline::Pipeline, server::error::GatewayError};
@@ -53,13 +53,13 @@ impl Pipeline {
             if let Some((c, call)) = calls
                 .iter()
                 .enumerate()
-                .find(|(_, c)| c.function.arguments.len() > limits.max_argument_bytes)
+                .find(|(_, c)| c.arguments.len() > limits.max_argument_bytes)
             {
                 // Never replaced by `{}` in silence: the client learns which call is too big.
                 return Err(GatewayError::LimitExceeded(format!(
-                    "messages[{i}].tool_calls[{c}].function.arguments is {} bytes, more than \
+                    "messages[{i}].tool_calls[{c}].arguments is {} bytes, more than \
                      limits.max_argument_bytes ({})",
-                    call.function.arguments.len(),
+                    call.arguments.len(),
                     limits.max_argument_bytes
                 )));
             }

@@ -23,9 +23,9 @@ use std::{
 use serde_json::{Value, json};
 use toolmend::{
     Toolbox,
+    conversation::{AssistantMessage, Message, ToolCall},
     drive::{CallReport, Resolved},
     node::ResultStatus,
-    protocol::{AssistantMessage, Message, ToolCall},
 };
 
 use crate::{
@@ -123,7 +123,7 @@ impl Pipeline {
                 let name =
                     c.id.as_deref()
                         .and_then(|id| tool_of.get(id).copied())
-                        .unwrap_or(&c.function.name);
+                        .unwrap_or(&c.name);
                 st.is_server_side(name)
             });
         if server.is_empty() {
@@ -131,7 +131,7 @@ impl Pipeline {
             return Ok(Round::Final(Box::new(mended)));
         }
         let names = {
-            let mut n: Vec<&str> = server.iter().map(|c| c.function.name.as_str()).collect();
+            let mut n: Vec<&str> = server.iter().map(|c| c.name.as_str()).collect();
             n.dedup();
             n.join(", ")
         };

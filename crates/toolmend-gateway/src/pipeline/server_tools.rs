@@ -19,10 +19,10 @@ use std::{
 
 use toolmend::{
     MendOptions,
+    conversation::Message,
     guard::RuleGuard,
     message::CallOutcome,
     node::{InvokeOptions, NodeError, NodeOutput, ResultStatus, ToolNode},
-    protocol::Message,
 };
 use toolmend_tools::ToolSet;
 
@@ -49,7 +49,7 @@ pub(crate) struct ServerTools {
     /// Nodes that run only some tools, by their sorted names.
     restricted: Mutex<NodeCache>,
     /// The server-side tools' definitions.
-    definitions: Vec<toolmend::protocol::Tool>,
+    definitions: Vec<toolmend::conversation::Tool>,
 }
 
 impl ServerTools {
@@ -114,7 +114,7 @@ impl ServerTools {
     }
 
     /// The server-side tools' definitions, for a front to add to a request's tools.
-    pub(crate) fn definitions(&self) -> &[toolmend::protocol::Tool] {
+    pub(crate) fn definitions(&self) -> &[toolmend::conversation::Tool] {
         &self.definitions
     }
 

@@ -1,25 +1,13 @@
 //! The compiled tools of a request, cached by their exact text; the front converts its
-//! wire's definitions into [`ToolSpec`]s on a miss.
+//! wire's definitions into the core's neutral [`Tool`]s on a miss.
 
 use std::{
     collections::{HashMap, VecDeque},
     sync::{Arc, Mutex},
 };
 
-use serde_json::Value;
-use toolmend::{CompiledTool, Toolbox};
-
-/// A tool as every API defines one: a name, a description, the JSON Schema of its
-/// arguments (an object schema when the definition gave none).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpec {
-    /// The name the model calls it by.
-    pub name: String,
-    /// What it does.
-    pub description: String,
-    /// The arguments' schema.
-    pub parameters: Value,
-}
+use serde_json::json;
+use toolmend::{CompiledTool, Toolbox, conversation::Tool};
 
 /// Compiled tool sets by the exact text of the request's `tools`: agents send the same
 /// tools with every request, and compiling schemas costs more than mending.
@@ -71,7 +59,7 @@ impl ToolCache {
         &self,
         key: &str,
         count: usize,
-        specs: impl FnOnce(usize) -> Result<Vec<ToolSpec>, ToolsError>,
+        specs: impl FnOnce(usize) -> Result<Vec<Tool>, ToolsError>,
     ) -> Result<Arc<Toolbox>, ToolsError> {
         if count > self.max_tools {
             return Err(ToolsError(format!(
@@ -93,9 +81,15 @@ impl ToolCache {
             usize::MAX
         };
         let mut toolbox = Toolbox::new();
+        // A definition without a schema takes no arguments' shape: any object.
+        let any_object = json!({"type": "object", "properties": {}});
         for spec in specs(limit)? {
-            let compiled = CompiledTool::compile(&spec.name, &spec.description, &spec.parameters)
-                .map_err(|e| ToolsError(format!("{}: {e}", spec.name)))?;
+            let compiled = CompiledTool::compile(
+                &spec.name,
+                spec.description.as_deref().unwrap_or(""),
+                spec.parameters.as_ref().unwrap_or(&any_object),
+            )
+            .map_err(|e| ToolsError(format!("{}: {e}", spec.name)))?;
             toolbox
                 .add(compiled)
                 .map_err(|e| ToolsError(format!("{}: {e}", spec.name)))?;

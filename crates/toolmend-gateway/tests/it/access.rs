@@ -12,7 +12,7 @@ use std::{
 
 use axum::{Router, body::Bytes, http::HeaderMap, response::IntoResponse, routing::post};
 use serde_json::{Value, json};
-use toolmend::protocol::ToolCall;
+use toolmend::conversation::ToolCall;
 use toolmend_gateway::{Config, Gateway, sha256_hex};
 use toolmend_scripted::{Script, ScriptedProvider};
 

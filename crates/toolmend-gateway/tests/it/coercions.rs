@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::{Json, Router, routing::post};
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, Content, ToolCall};
+use toolmend::conversation::{AssistantMessage, Content, ToolCall};
 use toolmend_gateway::{Config, Gateway, toolmend_tools::ToolsFile};
 use toolmend_scripted::{Script, ScriptedProvider, Step};
 

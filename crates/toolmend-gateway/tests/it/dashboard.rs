@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, ToolCall};
+use toolmend::conversation::{AssistantMessage, ToolCall};
 use toolmend_scripted::{Script, Step};
 
 use crate::common::{Running, start};

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use toolmend::conversation::ToolCall;
 use toolmend::events::CallEvent;
-use toolmend::protocol::ToolCall;
 use toolmend_gateway::{Config, Gateway};
 use toolmend_scripted::{Script, ScriptedProvider};
 

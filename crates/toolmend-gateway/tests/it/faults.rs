@@ -27,7 +27,7 @@ use tokio::{
     net::{TcpListener, TcpStream},
     sync::{mpsc, oneshot},
 };
-use toolmend::protocol::{AssistantMessage, Content, ToolCall};
+use toolmend::conversation::{AssistantMessage, Content, ToolCall};
 use toolmend_gateway::{Config, Gateway};
 use toolmend_scripted::{Script, ScriptedProvider, Step};
 
@@ -473,7 +473,7 @@ async fn argument_bytes_at_the_limit_pass_unchanged_and_one_more_is_refused_by_n
     .await;
     assert!(
         msg.contains(&format!(
-            "messages[1].tool_calls[1].function.arguments is {} bytes",
+            "messages[1].tool_calls[1].arguments is {} bytes",
             MAX + 1
         )) && msg.contains(&format!("limits.max_argument_bytes ({MAX})")),
         "{msg}"

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, Content, ToolCall};
+use toolmend::conversation::{AssistantMessage, Content, ToolCall};
 use toolmend_gateway::{Config, Gateway};
 use toolmend_scripted::{Script, ScriptedProvider, Step};
 
@@ -804,7 +804,7 @@ async fn limits_body_size_trim_and_upstream_timeout() {
     assert_eq!(sent[0]["content"], "be brief");
     assert_eq!(sent[1]["content"], "first");
     assert_eq!(sent.last().unwrap()["content"], "last");
-    let kept: Vec<toolmend::protocol::Message> =
+    let kept: Vec<toolmend::conversation::Message> =
         serde_json::from_value(Value::Array(sent)).unwrap();
     assert!(
         toolmend::history::check(&kept).is_empty(),

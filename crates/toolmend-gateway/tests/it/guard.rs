@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::{AssistantMessage, Content, ToolCall},
     guard::FLOOD_PREFIX,
-    protocol::{AssistantMessage, Content, ToolCall},
 };
 use toolmend_gateway::Config;
 use toolmend_scripted::{Script, Step};
@@ -406,9 +406,9 @@ async fn a_stream_under_feedback_carries_the_re_asked_answer_and_no_refused_call
 #[tokio::test]
 async fn the_gateway_and_the_node_refuse_the_same_call_with_the_same_reason() {
     use toolmend::{
+        conversation::Message,
         guard::{GuardConfig, Ladder, RuleGuard},
         node::{CallOutcome, Registry, ToolError, ToolNode, tool_fn},
-        protocol::Message,
     };
     let history = looping(2, |_| "no news".into());
     // The gateway: reject, so the refusal's reason is the error message.

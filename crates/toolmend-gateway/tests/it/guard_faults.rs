@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::{AssistantMessage, ToolCall},
     guard::{
         GuardStore,
         stage::{GUARD_FAILED, GUARD_LATE},
     },
-    protocol::{AssistantMessage, ToolCall},
     testing::BrokenStore as Broken,
 };
 use toolmend_gateway::{Config, Gateway};

@@ -12,7 +12,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, Content, ToolCall};
+use toolmend::conversation::{AssistantMessage, Content, ToolCall};
 use toolmend_gateway::{Config, Gateway};
 use toolmend_scripted::{Script, ScriptedProvider, Step};
 

@@ -16,7 +16,7 @@ use std::{
 
 use axum::{Router, body::Bytes, extract::State, routing::post};
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, ToolCall};
+use toolmend::conversation::{AssistantMessage, ToolCall};
 use toolmend_gateway::{
     Config, Gateway,
     config::Telemetry,
@@ -405,7 +405,7 @@ async fn round_trip_gateway() -> std::net::SocketAddr {
                 ..Default::default()
             }))
             .then(Step::Reply(AssistantMessage {
-                content: Some(Some(toolmend::protocol::Content::Text(
+                content: Some(Some(toolmend::conversation::Content::Text(
                     "About 1.2 million.".into(),
                 ))),
                 ..Default::default()

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use toolmend::{
     CompiledTool, MendOptions,
     agent::Strictness,
-    protocol::{AssistantMessage, Content, ToolCall},
+    conversation::{AssistantMessage, Content, ToolCall},
     schema::{Phase, ValidationContext},
 };
 use toolmend_gateway::{Config, Gateway};

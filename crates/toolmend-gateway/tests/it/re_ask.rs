@@ -5,7 +5,7 @@
 //! produce. JSON and streams alike.
 
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, Content, ToolCall};
+use toolmend::conversation::{AssistantMessage, Content, ToolCall};
 use toolmend_scripted::{Script, Step};
 
 use crate::common::{Running, calls, start, weather_tools as tools};

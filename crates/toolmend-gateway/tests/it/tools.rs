@@ -14,7 +14,7 @@ use axum::{
     routing::post,
 };
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, Content, ToolCall};
+use toolmend::conversation::{AssistantMessage, Content, ToolCall};
 use toolmend_gateway::{
     Config, Gateway,
     toolmend_tools::{LoadError, ToolsFile},
@@ -236,7 +236,7 @@ fn assert_provider_refused_nothing(r: &Running, expected_requests: usize) {
     assert_eq!(requests.len(), expected_requests, "{requests:#?}");
     assert_eq!(r.provider.remaining(), 0, "every scripted answer was used");
     for req in &requests {
-        let messages: Vec<toolmend::protocol::Message> =
+        let messages: Vec<toolmend::conversation::Message> =
             serde_json::from_value(req["messages"].clone()).unwrap();
         assert!(
             toolmend::history::check(&messages).is_empty(),

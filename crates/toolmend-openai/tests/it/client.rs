@@ -5,9 +5,9 @@ use std::time::Duration;
 use serde_json::json;
 use toolmend::{
     agent::{Limits, StopReason, run},
+    conversation::{AssistantMessage, Content, Message, ToolCall},
     history,
     node::{Registry, ToolError, ToolNode, tool_fn},
-    protocol::{AssistantMessage, Content, Message, ToolCall},
 };
 use toolmend_openai::{ChatRequest, ClientError, OpenAiClient, OpenAiModel};
 use toolmend_scripted::{Script, ScriptedProvider, Step};

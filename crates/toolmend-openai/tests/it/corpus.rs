@@ -20,8 +20,8 @@ use std::{collections::BTreeMap, path::PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::{AssistantMessage, Content, Message, ToolCall},
     node::{CallOutcome, NodeOutput, Registry, ToolError, ToolNode, tool_fn},
-    protocol::{AssistantMessage, Content, Message, ToolCall},
 };
 use toolmend_openai::{ModelCorrector, OpenAiClient};
 use toolmend_scripted::{Script, ScriptedProvider, Step};

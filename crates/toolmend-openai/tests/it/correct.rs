@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::{AssistantMessage, Content, Message, ToolCall},
     node::{CallOutcome, Registry, StatsCollector, ToolError, ToolNode, tool_fn},
-    protocol::{AssistantMessage, Content, Message, ToolCall},
 };
 use toolmend_openai::{CorrectionMode, ModelCorrector, OpenAiClient};
 use toolmend_scripted::{Script, ScriptedProvider, Step};

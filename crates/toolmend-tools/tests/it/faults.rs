@@ -17,11 +17,11 @@ use axum::{
 };
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::{AssistantMessage, Content, Message, ToolCall},
     node::{
         Fault, NodeOutput, ResultStatus, TOOL_ERROR_TEMPLATE, TOOL_FAILED_TEMPLATE,
         TOOL_TIMEOUT_TEMPLATE, TOOL_UNAVAILABLE_TEMPLATE, ToolNode, ToolResult,
     },
-    protocol::{AssistantMessage, Content, Message, ToolCall},
 };
 use toolmend_tools::{ToolSet, ToolsFile};
 

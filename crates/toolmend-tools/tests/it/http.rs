@@ -23,8 +23,8 @@ use axum::{
 };
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::{Content, Message},
     node::{ResultStatus, ToolNode, ToolResult},
-    protocol::{Content, Message},
 };
 use toolmend_tools::{ToolSet, ToolsFile};
 

@@ -1140,8 +1140,8 @@ async fn python_http_server() {
 #[tokio::test]
 async fn a_tools_file_runs_mcp_tools_through_the_node() {
     use toolmend::{
+        conversation::{Content, Message},
         node::{ResultStatus, ToolNode},
-        protocol::{Content, Message},
     };
     use toolmend_tools::{ToolSet, ToolsFile};
 
@@ -1327,8 +1327,8 @@ async fn stdio_stderr_becomes_structured_log_lines_naming_the_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_over_http_down_and_restarting_leaks_no_secret_and_blames_no_call() {
     use toolmend::{
+        conversation::{AssistantMessage, Message, ToolCall},
         node::{Fault, TOOL_FAILED_TEMPLATE, TOOL_UNAVAILABLE_TEMPLATE, ToolNode},
-        protocol::{AssistantMessage, Message, ToolCall},
     };
     capture_logs(EVERY_LOG_LINE);
     let secrets = ["MCP_USERINFO_SECRET", "MCP_QUERY_SECRET", TOKEN];

@@ -29,7 +29,7 @@ pub use retry::{Attempts, Corrected, correct_call, correct_calls};
 pub use scope::values_changed_issues;
 
 use crate::{
-    Fix, FixKind, Issue, IssueKind, RepairOptions, future::BoxFuture, protocol::Message,
+    Fix, FixKind, Issue, IssueKind, RepairOptions, conversation::Message, future::BoxFuture,
     repair::repair, schema::CompiledTool,
 };
 

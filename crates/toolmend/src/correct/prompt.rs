@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 
 use super::CorrectionRequest;
-use crate::{feedback, message::strip_thinking, protocol::Message};
+use crate::{conversation::Message, feedback, message::strip_thinking};
 
 /// Each context line is cut to this many characters.
 pub const CONTEXT_CHARS: usize = 2_000;
@@ -127,15 +127,11 @@ pub fn render_context(messages: &[Message], n: usize, assistant_text: Option<&st
             Message::Assistant(a) => {
                 let mut line = format!("[assistant] {}", a.text().unwrap_or_default());
                 for tc in a.tool_calls.iter().flatten() {
-                    let _ = write!(
-                        line,
-                        "\n  -> {}({})",
-                        tc.function.name, tc.function.arguments
-                    );
+                    let _ = write!(line, "\n  -> {}({})", tc.name, tc.arguments);
                 }
                 line
             }
-            Message::Tool(t) => format!("[tool result {}] {}", t.tool_call_id, t.content.text()),
+            Message::Tool(t) => format!("[tool result {}] {}", t.call_id, t.content.text()),
             Message::Function(f) => {
                 let text = f
                     .content

@@ -41,7 +41,7 @@ pub(super) async fn stage(
         place
             .get(id)
             .and_then(|&k| sent.get(k))
-            .map_or("", |c| c.function.arguments.as_str())
+            .map_or("", |c| c.arguments.as_str())
     };
     let assistant_text = resolved.message.text();
     let requests = jobs
@@ -114,8 +114,8 @@ pub(super) fn replace_arguments(
 ) {
     let at = place.get(&resolved.calls[i].id).copied();
     if let Some(call) = at.and_then(|k| resolved.message.tool_calls.as_mut()?.get_mut(k)) {
-        call.function.arguments = value.to_string();
-        call.function.name.clone_from(&resolved.calls[i].tool);
+        call.arguments = value.to_string();
+        call.name.clone_from(&resolved.calls[i].tool);
     }
     let report = &mut resolved.calls[i];
     report.outcome = outcome;

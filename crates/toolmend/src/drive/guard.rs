@@ -15,9 +15,9 @@ use super::{
     re_ask::{self, ReAskFailure, ReAskRequest},
 };
 use crate::{
+    conversation::{AssistantMessage, Message},
     guard::{Action, GuardContext, GuardRequest, stage},
     message::{CallOutcome, reused_id_fix},
-    protocol::{AssistantMessage, Message},
 };
 
 /// The reason calls past a run's call budget get.

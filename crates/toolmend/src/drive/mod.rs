@@ -38,11 +38,11 @@ pub use settle::{Resolution, Settle, UnresolvedCall};
 
 use crate::{
     Fix, Issue, Toolbox,
+    conversation::{AssistantMessage, Message},
     correct::{Corrector, Usage},
     guard::{Decision, Guard},
     mend::Outcome,
     message::{AnsweredCall, Around, CallOutcome, CallSource, PlanOptions, TimeOrderedIds},
-    protocol::{AssistantMessage, Message},
 };
 
 /// One model answer to resolve, in neutral terms.
@@ -372,7 +372,7 @@ pub struct Resolved {
     pub added_text: Option<String>,
     /// The calls read from the message text, as read (empty when it sent its calls): a
     /// report's `index` points here when it came from the text.
-    pub text_calls: Vec<crate::protocol::ToolCall>,
+    pub text_calls: Vec<crate::conversation::ToolCall>,
 }
 
 impl Resolved {

@@ -7,11 +7,11 @@ use serde_json::Value;
 
 use super::{CallReport, Resolved, Stages, Tally, Turn, observed_plan};
 use crate::{
+    conversation::{AssistantMessage, Content, Message, ToolCall, ToolMessage},
     feedback,
     future::BoxFuture,
     mend::Outcome,
     message::CallOutcome,
-    protocol::{AssistantMessage, Content, Message, ToolCall, ToolMessage},
 };
 
 /// What a re-ask sends: the model's calls (arguments kept JSON) and one result per
@@ -137,7 +137,7 @@ pub(super) fn history_after(
     next.push(Message::Assistant(shown));
     next.extend(results.iter().map(|(id, text)| {
         Message::Tool(ToolMessage {
-            tool_call_id: id.clone(),
+            call_id: id.clone(),
             content: Content::Text(text.clone()),
             extra: Default::default(),
         })
@@ -155,12 +155,12 @@ pub(super) fn calls_shown(resolved: &Resolved, ids: &HashSet<&str>) -> Vec<ToolC
         .flatten()
         .filter(|c| c.id.as_deref().is_some_and(|id| ids.contains(id)))
         .map(|c| {
-            let args = if serde_json::from_str::<Value>(&c.function.arguments).is_ok() {
-                c.function.arguments.clone()
+            let args = if serde_json::from_str::<Value>(&c.arguments).is_ok() {
+                c.arguments.clone()
             } else {
                 "{}".to_owned()
             };
-            let mut call = ToolCall::new(String::new(), &c.function.name, args);
+            let mut call = ToolCall::new(String::new(), &c.name, args);
             call.id.clone_from(&c.id);
             call
         })
@@ -234,21 +234,21 @@ fn flag_values_lost(asked: &[ToolCall], again: &mut Resolved) {
     /// Lost values named on each call of the tool (the first ones; a message may hold
     /// 100,000 calls, and each does not need every loss of its siblings).
     const NAMED: usize = 16;
-    let args_of = |c: &ToolCall| serde_json::from_str::<Value>(&c.function.arguments).ok();
+    let args_of = |c: &ToolCall| serde_json::from_str::<Value>(&c.arguments).ok();
     // Per tool, every first reading and every new answer, each gathered once: one
     // comparison per tool, linear in the calls.
     let mut firsts: HashMap<&str, Vec<Value>> = HashMap::new();
     for c in asked {
         if let Some(v) = args_of(c) {
-            firsts.entry(c.function.name.as_str()).or_default().push(v);
+            firsts.entry(c.name.as_str()).or_default().push(v);
         }
     }
     let mut answers: HashMap<&str, Vec<Value>> = HashMap::new();
     for c in again.message.tool_calls.as_deref().unwrap_or_default() {
-        if firsts.contains_key(c.function.name.as_str())
+        if firsts.contains_key(c.name.as_str())
             && let Some(v) = args_of(c)
         {
-            answers.entry(c.function.name.as_str()).or_default().push(v);
+            answers.entry(c.name.as_str()).or_default().push(v);
         }
     }
     let mut lost_by_tool: HashMap<String, Vec<crate::Issue>> = HashMap::new();

@@ -11,9 +11,9 @@ use serde_json::Value;
 use super::{Resolved, Stages, Stop, Turn, correct::replace_arguments};
 use crate::{
     Fix, FixKind, Issue,
+    conversation::Message,
     future::BoxFuture,
     message::CallOutcome,
-    protocol::Message,
     schema::{Phase, ValidationContext},
     validate::{Validation, custom_issues},
 };
@@ -81,7 +81,7 @@ fn unresolved_calls(resolved: &Resolved, place: &HashMap<String, usize>) -> Vec<
             raw_arguments: place
                 .get(&c.id)
                 .and_then(|&k| sent.get(k))
-                .map(|tc| tc.function.arguments.clone())
+                .map(|tc| tc.arguments.clone())
                 .unwrap_or_default(),
             issues: c.issues.clone(),
             feedback: c.feedback.clone().unwrap_or_default(),

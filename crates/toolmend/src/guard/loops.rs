@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::fingerprint::{fingerprint_text, result_hash};
-use crate::protocol::Message;
+use crate::conversation::Message;
 
 /// One call of the message being checked.
 #[derive(Debug, Clone, Copy)]
@@ -105,7 +105,7 @@ impl<'a> RunIndex<'a> {
                     continue;
                 }
                 results
-                    .entry(t.tool_call_id.as_str())
+                    .entry(t.call_id.as_str())
                     .or_insert_with(|| result_hash(&text));
             }
         }
@@ -118,12 +118,12 @@ impl<'a> RunIndex<'a> {
             let turn_no = index.turns.len();
             let mut turn = Turn::default();
             for c in calls {
-                let fp = fingerprint_text(&c.function.name, &c.function.arguments);
+                let fp = fingerprint_text(&c.name, &c.arguments);
                 let result = c.id.as_deref().and_then(|id| results.get(id).copied());
-                turn.calls.push((c.function.name.as_str(), fp, result));
+                turn.calls.push((c.name.as_str(), fp, result));
                 index
                     .by_tool
-                    .entry(c.function.name.as_str())
+                    .entry(c.name.as_str())
                     .or_default()
                     .push((turn_no, fp));
                 if let Some(r) = result {

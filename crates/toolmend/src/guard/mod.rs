@@ -33,7 +33,7 @@ pub use fail_log::FAIL_LOG_EVERY;
 pub use rules::{DEFAULT_TIMEOUT, RuleGuard, session_key};
 pub use store::{GuardStore, MemoryStore, StoreError};
 
-use crate::{future::BoxFuture, protocol::Message};
+use crate::{conversation::Message, future::BoxFuture};
 
 /// How every refusal's message begins (the field's wording, so agents and logs that look
 /// for it find it).

@@ -633,7 +633,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::{guard::config::Ladder, protocol::Message};
+    use crate::{conversation::Message, guard::config::Ladder};
 
     fn req<'a>(id: &'a str, tool: &'a str, args: &'a Value) -> GuardRequest<'a> {
         GuardRequest {

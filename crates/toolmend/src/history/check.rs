@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::provider::{self, ProviderError, Texts};
 use super::{MAX_ID_LEN, call_id, is_blank, is_blank_id, is_object_text, longer_than};
-use crate::protocol::{AssistantMessage, Message, ToolCall, ToolMessage};
+use crate::conversation::{AssistantMessage, Message, ToolCall, ToolMessage};
 
 /// What is wrong. Serialised as its snake_case id; violations of one message sort in this
 /// order.
@@ -218,8 +218,8 @@ impl<'a> Checker<'a> {
         let text_blocks = usize::from(matches!(&message.content, Some(Some(c)) if !is_blank(c)));
         for (c, call) in calls.iter().enumerate() {
             let block = c + text_blocks;
-            if !super::is_valid_function_name(&call.function.name) {
-                let texts = || provider::invalid_function_name(i, c, &call.function.name);
+            if !super::is_valid_function_name(&call.name) {
+                let texts = || provider::invalid_function_name(i, c, &call.name);
                 self.push(
                     ViolationKind::InvalidFunctionName,
                     i,
@@ -228,7 +228,7 @@ impl<'a> Checker<'a> {
                     texts,
                 );
             }
-            if !is_object_text(&call.function.arguments) {
+            if !is_object_text(&call.arguments) {
                 let texts = || provider::arguments_not_object(i, block);
                 self.push(
                     ViolationKind::ArgumentsNotObject,
@@ -270,10 +270,10 @@ impl<'a> Checker<'a> {
     fn tool(&mut self, i: usize, t: &'a ToolMessage) {
         if is_blank(&t.content) {
             let texts = || provider::empty_tool_content(i);
-            let id = Some(t.tool_call_id.as_str()).filter(|id| !is_blank_id(id));
+            let id = Some(t.call_id.as_str()).filter(|id| !is_blank_id(id));
             self.push(ViolationKind::EmptyToolContent, i, None, id, texts);
         }
-        let id = t.tool_call_id.as_str();
+        let id = t.call_id.as_str();
         if is_blank_id(id) {
             let texts = || provider::missing_result_id();
             self.push(ViolationKind::MissingCallId, i, None, None, texts);

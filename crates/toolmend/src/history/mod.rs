@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use toolmend::history::{check, sanitize, SanitizePolicy, ViolationKind};
-//! use toolmend::protocol::Message;
+//! use toolmend::conversation::Message;
 //!
 //! let messages: Vec<Message> = serde_json::from_str(r#"[
 //!   {"role": "user", "content": "Weather in Paris?"},
@@ -29,7 +29,7 @@
 //!
 //! let mended = sanitize(messages, &SanitizePolicy::default());
 //! assert!(check(&mended.messages).is_empty());
-//! assert_eq!(mended.messages[1].tool_calls()[0].function.arguments, r#"{"city":"Paris"}"#);
+//! assert_eq!(mended.messages[1].tool_calls()[0].arguments, r#"{"city":"Paris"}"#);
 //! assert_eq!(mended.messages[2].role(), "tool"); // an error result, placed in the group
 //! ```
 //!
@@ -55,7 +55,7 @@ pub use tokens::Tiktoken;
 pub use tokens::{ByteEstimate, MESSAGE_OVERHEAD, TokenCounter};
 pub use trim::{Budget, Trimmed, trim, trim_ref};
 
-use crate::protocol::{Content, ToolCall};
+use crate::conversation::{Content, ToolCall};
 
 /// The longest call id OpenAI accepts, in characters ("Expected a string with maximum
 /// length 40, …").

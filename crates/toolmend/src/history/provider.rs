@@ -202,7 +202,7 @@ pub(crate) fn invalid_function_name(message: usize, call: usize, name: &str) -> 
         OPENAI,
         format!(
             "'{name}' does not match '^[a-zA-Z0-9_-]{{1,64}}$' - \
-             'messages.{message}.tool_calls.{call}.function.name'"
+             'messages.{message}.tool_calls.{call}.name'"
         ),
         Vec::new(),
     )

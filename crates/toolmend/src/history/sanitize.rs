@@ -10,8 +10,8 @@ use super::{
     MAX_ID_LEN, MAX_NAME_LEN, call_id, is_blank, is_blank_id, is_object_text, is_valid,
     is_valid_function_name, longer_than,
 };
+use crate::conversation::{AssistantMessage, Content, Extra, Message, ToolMessage};
 use crate::message::IdAllocator;
-use crate::protocol::{AssistantMessage, Content, Extra, Message, ToolMessage};
 use crate::repair::{RepairOptions, repair};
 
 /// The result given to a call whose result the history lost.
@@ -275,8 +275,8 @@ impl<'p> Sanitizer<'p> {
                         ids.reserve(id);
                     }
                 }
-                Message::Tool(t) if !is_blank_id(&t.tool_call_id) => {
-                    ids.reserve(&t.tool_call_id);
+                Message::Tool(t) if !is_blank_id(&t.call_id) => {
+                    ids.reserve(&t.call_id);
                 }
                 _ => {}
             }
@@ -368,9 +368,9 @@ impl<'p> Sanitizer<'p> {
         };
         let mut removed = Vec::new();
         for (c, call) in calls.iter_mut().enumerate() {
-            if !is_valid_function_name(&call.function.name) {
-                let name = sanitize_name(&call.function.name);
-                let detail = format!("'{}' -> '{name}'", call.function.name);
+            if !is_valid_function_name(&call.name) {
+                let name = sanitize_name(&call.name);
+                let detail = format!("'{}' -> '{name}'", call.name);
                 self.act(
                     ActionKind::FunctionNameSanitized,
                     i,
@@ -378,12 +378,11 @@ impl<'p> Sanitizer<'p> {
                     call_id(call),
                     detail,
                 );
-                call.function.name = name;
+                call.name = name;
             }
-            if let Some((text, kind, detail)) =
-                mend_arguments(&call.function.arguments, &self.policy.repair)
+            if let Some((text, kind, detail)) = mend_arguments(&call.arguments, &self.policy.repair)
             {
-                let raw = std::mem::replace(&mut call.function.arguments, text);
+                let raw = std::mem::replace(&mut call.arguments, text);
                 self.act(kind, i, Some(c), call_id(call), detail);
                 if let Some(last) = self.actions.last_mut() {
                     last.raw = Some(raw);
@@ -411,7 +410,7 @@ impl<'p> Sanitizer<'p> {
                             i,
                             Some(c),
                             None,
-                            format!("call to '{}' had no id", call.function.name),
+                            format!("call to '{}' had no id", call.name),
                         );
                         removed.push(c);
                     }
@@ -472,7 +471,7 @@ impl<'p> Sanitizer<'p> {
         group: Option<usize>,
         id_less: &mut VecDeque<String>,
     ) {
-        if is_blank_id(&t.tool_call_id) {
+        if is_blank_id(&t.call_id) {
             if group.is_some()
                 && let Some(minted) = id_less.pop_front()
             {
@@ -480,13 +479,13 @@ impl<'p> Sanitizer<'p> {
                     "empty tool_call_id -> '{minted}': paired by position with a call that had no id"
                 );
                 self.act(ActionKind::ResultRepointed, i, None, Some(&minted), detail);
-                t.tool_call_id = minted;
+                t.call_id = minted;
             }
             return;
         }
         // A result among its group's results answers that group's call first, else the
         // earliest call with its id that no result has claimed.
-        let id = t.tool_call_id.as_str();
+        let id = t.call_id.as_str();
         let own = match group {
             Some(_) => self.open_group.get_mut(id).and_then(VecDeque::pop_front),
             None => None,
@@ -506,10 +505,10 @@ impl<'p> Sanitizer<'p> {
                 final_id
             }
         };
-        if final_id != t.tool_call_id {
+        if final_id != t.call_id {
             let detail = format!(
                 "tool_call_id '{}' -> '{final_id}': follows its call's new id",
-                t.tool_call_id
+                t.call_id
             );
             self.act(
                 ActionKind::ResultRepointed,
@@ -518,7 +517,7 @@ impl<'p> Sanitizer<'p> {
                 Some(&final_id),
                 detail,
             );
-            t.tool_call_id = final_id;
+            t.call_id = final_id;
         }
     }
 
@@ -556,7 +555,7 @@ impl<'p> Sanitizer<'p> {
                     }
                 }
                 Some(Message::Tool(t)) => {
-                    let id = t.tool_call_id.as_str();
+                    let id = t.call_id.as_str();
                     if is_blank_id(id) {
                         self.act(
                             ActionKind::ResultDropped,
@@ -658,7 +657,7 @@ impl<'p> Sanitizer<'p> {
             for &t in plan.attached.get(&i).into_iter().flatten() {
                 if let Some(Message::Tool(mut result)) = slots[t].take() {
                     if is_blank(&result.content) {
-                        let id = result.tool_call_id.clone();
+                        let id = result.call_id.clone();
                         self.act(
                             ActionKind::ToolContentFilled,
                             t,
@@ -686,7 +685,7 @@ impl<'p> Sanitizer<'p> {
                 );
                 out.push(Message::Tool(ToolMessage {
                     content: Content::Text(why.text().to_owned()),
-                    tool_call_id: id,
+                    call_id: id,
                     extra: Extra::new(),
                 }));
             }

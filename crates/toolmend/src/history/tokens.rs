@@ -1,7 +1,7 @@
 //! Token counting for [`super::trim`]: a trait, a byte estimate, and OpenAI's encodings
 //! (feature `tiktoken`).
 
-use crate::protocol::{Content, Message};
+use crate::conversation::{Content, Message};
 
 /// Tokens added per message for the role and the message framing, as in OpenAI's cookbook
 /// ("every message follows `<|start|>{role/name}\n{content}<|end|>\n`").
@@ -30,10 +30,7 @@ pub trait TokenCounter: Send + Sync {
                     let calls: usize = message
                         .tool_calls()
                         .iter()
-                        .map(|c| {
-                            self.count_text(&c.function.name)
-                                + self.count_text(&c.function.arguments)
-                        })
+                        .map(|c| self.count_text(&c.name) + self.count_text(&c.arguments))
                         .sum();
                     content + calls + name(&m.name)
                 }

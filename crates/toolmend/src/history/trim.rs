@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::TokenCounter;
-use crate::protocol::Message;
+use crate::conversation::Message;
 
 /// The size a trimmed history must fit in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

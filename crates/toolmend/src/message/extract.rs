@@ -5,8 +5,8 @@ use serde_json::Value;
 
 use crate::{
     Fix, FixKind, RepairOptions,
+    conversation::{AssistantMessage, Content, ToolCall},
     mend::knows_tool,
-    protocol::{AssistantMessage, Content, ToolCall},
     repair::{markers, repair},
     schema::Toolbox,
 };
@@ -111,10 +111,7 @@ pub fn read_calls_in_str(text: &str, tools: &Toolbox, opts: &RepairOptions) -> V
     if !marked && !ends_with_call(text) {
         return Vec::new();
     }
-    if calls
-        .iter()
-        .any(|c| knows_tool(&c.call.function.name, tools))
-    {
+    if calls.iter().any(|c| knows_tool(&c.call.name, tools)) {
         calls
     } else {
         Vec::new()

@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use serde_json::json;
-//! use toolmend::{CompiledTool, Toolbox, message::{self, PlanOptions}, protocol::{AssistantMessage, Content}};
+//! use toolmend::{CompiledTool, Toolbox, message::{self, PlanOptions}, conversation::{AssistantMessage, Content}};
 //! use toolmend::schema::{Phase, ValidationContext};
 //!
 //! let mut tools = Toolbox::new();

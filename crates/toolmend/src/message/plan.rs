@@ -16,8 +16,8 @@ use super::{
 };
 use crate::{
     Fix, FixKind, MendOptions,
+    conversation::{AssistantMessage, Content, Message, ToolCall},
     mend::{self, MendedCall, Outcome},
-    protocol::{AssistantMessage, Content, Message, ToolCall},
     schema::{Toolbox, ValidationContext},
 };
 
@@ -46,8 +46,8 @@ impl<'a> From<&'a ToolCall> for SentCall<'a> {
     fn from(tc: &'a ToolCall) -> Self {
         SentCall {
             id: tc.id.as_deref(),
-            name: &tc.function.name,
-            arguments: Args::Text(&tc.function.arguments),
+            name: &tc.name,
+            arguments: Args::Text(&tc.arguments),
         }
     }
 }
@@ -408,10 +408,7 @@ pub fn plan(
     }
     if shape.from_text {
         let base = stripped.as_deref().or(text).unwrap_or_default();
-        let names: Vec<&str> = text_calls
-            .iter()
-            .map(|c| c.function.name.as_str())
-            .collect();
+        let names: Vec<&str> = text_calls.iter().map(|c| c.name.as_str()).collect();
         shape.content = Some(extract::prose_before(base, &names));
         shape.message_fixes.push(Fix::on(
             FixKind::CallsMovedFromText,
@@ -475,7 +472,7 @@ pub fn answered_after(after: &[Message]) -> HashSet<&str> {
     after
         .iter()
         .map_while(|m| match m {
-            Message::Tool(t) => Some(t.tool_call_id.as_str()),
+            Message::Tool(t) => Some(t.call_id.as_str()),
             _ => None,
         })
         .collect()
@@ -534,7 +531,7 @@ impl IdSet for HistoryIds<'_> {
 fn history_ids(messages: &[Message]) -> impl Iterator<Item = &str> {
     messages.iter().flat_map(|m| {
         let result = match m {
-            Message::Tool(t) => Some(t.tool_call_id.as_str()),
+            Message::Tool(t) => Some(t.call_id.as_str()),
             _ => None,
         };
         m.tool_calls()
@@ -688,6 +685,7 @@ pub fn sanitize_assistant<'p>(
         content: original.content.clone(),
         name: original.name.clone(),
         tool_calls: None,
+        reasoning: original.reasoning.clone(),
         extra: original.extra.clone(),
     };
     match (&original.content, &shape.content) {
@@ -715,12 +713,11 @@ pub fn sanitize_assistant<'p>(
             let mut tc = tc.clone();
             tc.id = Some(id.clone());
             if let Some(text) = &p.arguments_text {
-                tc.function.arguments.clone_from(text);
-                tc.function.name.clone_from(&p.call.tool);
+                tc.arguments.clone_from(text);
+                tc.name.clone_from(&p.call.tool);
             }
-            if tc.kind != "function" {
-                "function".clone_into(&mut tc.kind);
-            }
+            // A planned call is a function call, whatever type the wire gave it.
+            tc.extra.shift_remove("type");
             out.push(tc);
         }
         if !planned {

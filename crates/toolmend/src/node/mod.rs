@@ -17,7 +17,7 @@
 //! # tokio_test();
 //! # fn tokio_test() { tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use serde_json::json;
-//! use toolmend::{node::{tool_fn, Registry, ToolNode, ToolError}, protocol::{Message, AssistantMessage, ToolCall}};
+//! use toolmend::{node::{tool_fn, Registry, ToolNode, ToolError}, conversation::{Message, AssistantMessage, ToolCall}};
 //!
 //! let mut tools = Registry::new();
 //! tools.add(tool_fn("get_weather", "Weather for a city.",
@@ -31,7 +31,7 @@
 //! })];
 //! let out = node.invoke(&messages).await.unwrap();
 //! assert_eq!(out.results[0].content.text(), "sunny in Paris");
-//! assert_eq!(out.assistant.tool_calls.as_ref().unwrap()[0].function.arguments, r#"{"city":"Paris"}"#);
+//! assert_eq!(out.assistant.tool_calls.as_ref().unwrap()[0].arguments, r#"{"city":"Paris"}"#);
 //! # }) }
 //! ```
 
@@ -70,6 +70,7 @@ pub use tool::{TypedTool, typed_tool, typed_tool_with_context};
 
 use crate::{
     Fix, FixKind, MendOptions,
+    conversation::{AssistantMessage, Content, Message, ToolMessage},
     correct::{Corrector, NoCorrector},
     drive::{
         self, CallReport, Correcting, Driven, Guarding, Invalid, NoObserver, OnRefused, Resolved,
@@ -78,7 +79,6 @@ use crate::{
     guard::{Action, Guard, NoGuard},
     history,
     message::{self, AcceptTruncated, PlanOptions},
-    protocol::{AssistantMessage, Content, Message, ToolMessage},
 };
 
 /// The tool node. Build one with [`ToolNode::builder`]; share it (`&self` everywhere).
@@ -337,7 +337,7 @@ impl ToolResult {
     pub fn to_message(&self) -> Message {
         Message::Tool(ToolMessage {
             content: self.content.clone(),
-            tool_call_id: self.call_id.clone(),
+            call_id: self.call_id.clone(),
             extra: Default::default(),
         })
     }
@@ -385,8 +385,7 @@ impl NodeOutput {
         let answered: HashSet<&str> = self.results.iter().map(|r| r.call_id.as_str()).collect();
         let mut i = end;
         while i < history.len() {
-            if matches!(&history[i], Message::Tool(t) if answered.contains(t.tool_call_id.as_str()))
-            {
+            if matches!(&history[i], Message::Tool(t) if answered.contains(t.call_id.as_str())) {
                 history.remove(i);
             } else {
                 i += 1;
@@ -578,7 +577,7 @@ impl ToolNode {
         if let Some(calls) = &mut sanitized.tool_calls
             && calls
                 .iter()
-                .any(|tc| !history::is_valid_function_name(&tc.function.name))
+                .any(|tc| !history::is_valid_function_name(&tc.name))
         {
             let by_id: HashMap<&str, usize> = reports
                 .iter()
@@ -588,14 +587,14 @@ impl ToolNode {
             let answered_ids: HashSet<&str> = answered.iter().map(|a| a.id.as_str()).collect();
             let mut call_fixes = Vec::new();
             for tc in calls.iter_mut() {
-                if history::is_valid_function_name(&tc.function.name) {
+                if history::is_valid_function_name(&tc.name) {
                     continue;
                 }
-                let fixed = history::sanitize_name(&tc.function.name);
+                let fixed = history::sanitize_name(&tc.name);
                 let fix = Fix::on(
                     FixKind::FunctionNameSanitized,
                     "",
-                    format!("{:?} -> {fixed:?}", tc.function.name),
+                    format!("{:?} -> {fixed:?}", tc.name),
                 );
                 let id = tc.id.as_deref().unwrap_or_default();
                 if let Some(&i) = by_id.get(id) {
@@ -603,7 +602,7 @@ impl ToolNode {
                 } else if answered_ids.contains(id) {
                     message_fixes.push(fix);
                 }
-                tc.function.name = fixed;
+                tc.name = fixed;
             }
             for (i, fix) in call_fixes {
                 reports[i].fixes.push(fix);

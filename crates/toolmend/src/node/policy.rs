@@ -4,8 +4,8 @@
 use std::{fmt, sync::Arc};
 
 use super::{Fault, ToolError};
+use crate::conversation::Message;
 pub use crate::drive::{Resolution, UnresolvedCall};
-use crate::protocol::Message;
 
 /// A hook deciding unresolved calls; sees the call and the conversation.
 pub type ResolveHook = Arc<dyn Fn(&UnresolvedCall, &[Message]) -> Resolution + Send + Sync>;

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::{
     Error,
-    protocol::{self, Content},
+    conversation::{self, Content},
     schema::{CompiledTool, CustomValidator, Toolbox},
 };
 
@@ -605,11 +605,11 @@ impl Registry {
     }
 
     /// The tool definitions to send to a model (`tools` of a chat request).
-    pub fn definitions(&self) -> Vec<protocol::Tool> {
+    pub fn definitions(&self) -> Vec<conversation::Tool> {
         self.entries
             .iter()
             .map(|e| {
-                protocol::Tool::function(
+                conversation::Tool::function(
                     e.tool.name(),
                     e.tool.description(),
                     e.tool.parameters().clone(),

@@ -182,7 +182,7 @@ pub struct ValidationContext<'a> {
     /// The pipeline phase.
     pub phase: Phase,
     /// The conversation so far, if the caller has one.
-    pub messages: &'a [crate::protocol::Message],
+    pub messages: &'a [crate::conversation::Message],
     /// Caller state (e.g. a LangGraph state), if any.
     pub state: Option<&'a Value>,
 }

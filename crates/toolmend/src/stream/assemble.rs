@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::gate::{ContentGate, Thinking};
-use crate::protocol::{AssistantMessage, Content, FunctionCall, ToolCall};
+use crate::conversation::{AssistantMessage, Content, ToolCall};
 
 /// What the assembler does with content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -373,12 +373,8 @@ impl Assembler {
             .into_iter()
             .map(|p| ToolCall {
                 id: p.id,
-                kind: "function".to_owned(),
-                function: FunctionCall {
-                    name: p.name,
-                    arguments: p.arguments,
-                    extra: serde_json::Map::new(),
-                },
+                name: p.name,
+                arguments: p.arguments,
                 extra: serde_json::Map::new(),
             })
             .collect();

@@ -2,7 +2,7 @@
 //! "what may reach the client now" out. No I/O, no async: the caller reads the stream
 //! and feeds the deltas, in the gateway as in the OpenAI client.
 //!
-//! - [`assemble`]: deltas -> [`protocol::AssistantMessage`](crate::protocol::AssistantMessage)
+//! - [`assemble`]: deltas -> [`conversation::AssistantMessage`](crate::conversation::AssistantMessage)
 //!   (calls joined by `index` and `id`, the one rule for a fragment without `index`),
 //!   bounded in bytes and calls.
 //! - [`gate`]: which content may be released now, and which is held because it may be a

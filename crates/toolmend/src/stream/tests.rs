@@ -46,13 +46,7 @@ fn calls_of(a: &Assembled) -> Vec<(Option<&str>, &str, &str)> {
         .tool_calls
         .iter()
         .flatten()
-        .map(|c| {
-            (
-                c.id.as_deref(),
-                c.function.name.as_str(),
-                c.function.arguments.as_str(),
-            )
-        })
+        .map(|c| (c.id.as_deref(), c.name.as_str(), c.arguments.as_str()))
         .collect()
 }
 
@@ -99,7 +93,7 @@ fn fragments_join_by_index() {
     );
     assert_eq!(done.message.text().as_deref(), Some("Checking both."));
     assert_eq!(done.finish_reason.as_deref(), Some("tool_calls"));
-    assert_eq!(done.message.tool_calls.unwrap()[0].kind, "function");
+    assert!(done.message.tool_calls.unwrap()[0].extra.is_empty());
 }
 
 #[test]
@@ -775,7 +769,7 @@ proptest! {
         let done = a.finish();
         let got: Vec<(String, String, String)> = done.message.tool_calls.unwrap_or_default()
             .into_iter()
-            .map(|c| (c.id.unwrap_or_default(), c.function.name, c.function.arguments))
+            .map(|c| (c.id.unwrap_or_default(), c.name, c.arguments))
             .collect();
         let want: Vec<(String, String, String)> = calls.iter().enumerate()
             .map(|(k, (id, n, a))| (format!("{id}{k}"), n.clone(), a.clone()))

@@ -10,12 +10,12 @@ use serde_json::{Value, json};
 use toolmend::{
     FixKind,
     agent::{Limits, RunFailure, ScriptedModel, StopReason, Strictness, run},
+    conversation::{AssistantMessage, Content, Message, ToolCall},
     history::{self, Budget, SanitizePolicy, ViolationKind},
     node::{
         CallOutcome, CallStats, NodeError, Registry, ToolError, ToolErrorPolicy, ToolNode,
         ToolOptions, ToolOutput, tool_fn,
     },
-    protocol::{AssistantMessage, Content, Message, ToolCall},
 };
 
 fn user(text: &str) -> Message {
@@ -127,12 +127,10 @@ async fn the_loop_runs_tools_until_the_model_answers() {
         panic!("expected the assistant message, got {:?}", second[2])
     };
     let sent = a.tool_calls.as_ref().unwrap();
-    assert_eq!(sent[0].function.arguments, r#"{"city":"Paris"}"#);
-    assert_eq!(sent[1].function.arguments, r#"{"a":2,"b":3}"#);
-    assert!(matches!(&second[3], Message::Tool(t) if t.tool_call_id == "c1"));
-    assert!(
-        matches!(&second[4], Message::Tool(t) if t.tool_call_id == "c2" && t.content.text() == "5")
-    );
+    assert_eq!(sent[0].arguments, r#"{"city":"Paris"}"#);
+    assert_eq!(sent[1].arguments, r#"{"a":2,"b":3}"#);
+    assert!(matches!(&second[3], Message::Tool(t) if t.call_id == "c1"));
+    assert!(matches!(&second[4], Message::Tool(t) if t.call_id == "c2" && t.content.text() == "5"));
 }
 
 #[tokio::test]
@@ -387,7 +385,7 @@ async fn a_name_providers_refuse_is_sanitized_and_an_empty_result_filled() {
     ];
     let out = node.invoke(&messages).await.unwrap();
     let sent = out.assistant.tool_calls.clone().unwrap();
-    assert_eq!(sent[0].function.name, "multi_tool_use_parallel");
+    assert_eq!(sent[0].name, "multi_tool_use_parallel");
     assert_eq!(out.results[1].content.text(), history::EMPTY_RESULT);
     let mut h = messages;
     out.apply_to(&mut h);
@@ -491,7 +489,7 @@ async fn max_time_holds_while_a_tool_runs() {
     let Some(Message::Tool(t)) = out.messages.last() else {
         panic!("{:#?}", out.messages)
     };
-    assert_eq!(t.tool_call_id, "c1");
+    assert_eq!(t.call_id, "c1");
     assert!(
         t.content.text().contains("did not finish"),
         "{}",

@@ -7,6 +7,7 @@ use std::{collections::HashSet, sync::Mutex};
 use serde_json::{Value, json};
 use toolmend::{
     CompiledTool, IssueKind, Toolbox,
+    conversation::{AssistantMessage, Message},
     correct::Scripted,
     drive::{
         self, Accept, Correcting, GuardTally, Invalid, Place, Resolution, Settle, Stages, Taken,
@@ -14,7 +15,6 @@ use toolmend::{
     },
     future::BoxFuture,
     message::{Around, CallOutcome, PlanOptions},
-    protocol::{AssistantMessage, Message},
     schema::Phase,
 };
 

@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use toolmend::{
     CompiledTool, RepairOptions, Toolbox,
+    conversation::{AssistantMessage, Content},
     message::{self, CallOutcome, PlanOptions},
-    protocol::{AssistantMessage, Content},
     repair,
     schema::{Phase, ValidationContext},
 };

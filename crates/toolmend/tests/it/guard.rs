@@ -8,9 +8,9 @@ use std::sync::{
 
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::{AssistantMessage, Content, Message, TextMessage, ToolCall},
     guard::{Budget, ExitBehavior, FLOOD_PREFIX, GuardConfig, Ladder, RuleGuard, Window},
     node::{CallOutcome, InvokeOptions, NodeError, Registry, ToolError, ToolNode, tool_fn},
-    protocol::{AssistantMessage, Content, Message, TextMessage, ToolCall},
 };
 
 /// `status(job)`: counts its runs; answers `answer(run)`.

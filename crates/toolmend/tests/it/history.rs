@@ -3,11 +3,11 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use toolmend::conversation::{Message, ToolCall};
 use toolmend::history::{
     Action, ActionKind, Budget, ByteEstimate, MESSAGE_OVERHEAD, MissingIdPolicy, OrphanPolicy,
     SanitizePolicy, Sanitized, TokenCounter, Violation, ViolationKind, check, sanitize, trim,
 };
-use toolmend::protocol::{Message, ToolCall};
 
 const UNANSWERED: &str = "No result: this call was never answered (the history lost its \
                           result). Call the tool again if you still need it.";
@@ -58,7 +58,7 @@ fn tool_content(m: &Message) -> String {
 
 fn tool_id(m: &Message) -> &str {
     match m {
-        Message::Tool(t) => &t.tool_call_id,
+        Message::Tool(t) => &t.call_id,
         other => panic!("not a tool message: {other:?}"),
     }
 }
@@ -482,7 +482,7 @@ fn invalid_function_names() {
             v[0].provider_error,
             format!(
                 "'{name}' does not match '^[a-zA-Z0-9_-]{{1,64}}$' - \
-                 'messages.1.tool_calls.0.function.name'"
+                 'messages.1.tool_calls.0.name'"
             )
         );
     }
@@ -901,7 +901,7 @@ fn historical_arguments_are_repaired_or_replaced_with_the_raw_text_kept() {
     let args: Vec<_> = s.messages[1]
         .tool_calls()
         .iter()
-        .map(|c| c.function.arguments.as_str())
+        .map(|c| c.arguments.as_str())
         .collect();
     assert_eq!(args, [r#"{"city":"Paris"}"#, "{}", "{}", r#"{"x": 1}"#]);
     assert_eq!(
@@ -939,7 +939,7 @@ fn empty_results_and_bad_names_are_fixed() {
     let names: Vec<_> = s.messages[1]
         .tool_calls()
         .iter()
-        .map(|c| c.function.name.clone())
+        .map(|c| c.name.clone())
         .collect();
     assert_eq!(
         names,

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod agent;
+mod chat_wire;
 mod drive;
 mod feedback;
 mod formats;
@@ -12,7 +13,6 @@ mod history;
 mod mend;
 mod node;
 mod properties;
-mod protocol;
 mod repair;
 mod scaling;
 mod schema;

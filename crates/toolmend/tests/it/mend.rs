@@ -472,8 +472,8 @@ fn values_lost_and_the_merged_call_check_scale_linearly() {
 
 #[test]
 fn a_split_merged_call_gets_its_ids_in_the_message_plan_as_glued_calls_do() {
+    use toolmend::conversation::{AssistantMessage, ToolCall};
     use toolmend::message::{self, CallSource, PlanOptions};
-    use toolmend::protocol::{AssistantMessage, ToolCall};
     let tools = Toolbox::from_tools([fx_rate()]).unwrap();
     let message = AssistantMessage {
         tool_calls: Some(vec![ToolCall::new(

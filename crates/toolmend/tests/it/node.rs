@@ -16,6 +16,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use toolmend::{
     Error, FixKind, Issue, IssueKind,
+    conversation::{AssistantMessage, Content, Message, TextMessage, ToolCall, ToolMessage},
     correct::{CorrectError, Correction, CorrectionRequest, Corrector, Scripted, Usage},
     feedback,
     guard::{Guard, GuardContext, GuardRequest, Verdict},
@@ -26,7 +27,6 @@ use toolmend::{
         TOOL_ERROR_TEMPLATE, Tool, ToolError, ToolErrorPolicy, ToolNode, ToolOptions, ToolOutput,
         ToolResult, tool_fn, typed_tool, typed_tool_with_context,
     },
-    protocol::{AssistantMessage, Content, Message, TextMessage, ToolCall, ToolMessage},
     schema::{Phase, ValidationContext},
 };
 
@@ -112,7 +112,7 @@ fn said(text: &str) -> Message {
 fn answer(id: &str, text: &str) -> Message {
     Message::Tool(ToolMessage {
         content: text.into(),
-        tool_call_id: id.to_owned(),
+        call_id: id.to_owned(),
         extra: Default::default(),
     })
 }
@@ -159,7 +159,7 @@ fn sanitized_call<'a>(out: &'a NodeOutput, id: &str) -> &'a ToolCall {
 }
 
 fn parsed_args(tc: &ToolCall) -> Value {
-    serde_json::from_str(&tc.function.arguments).unwrap()
+    serde_json::from_str(&tc.arguments).unwrap()
 }
 
 /// What is wrong with the pairing of a history, if anything: every call of every assistant
@@ -190,7 +190,7 @@ fn pairing_problem(history: &[Message]) -> Option<String> {
                 let mut answers = Vec::new();
                 i += 1;
                 while let Some(Message::Tool(t)) = history.get(i) {
-                    answers.push(t.tool_call_id.clone());
+                    answers.push(t.call_id.clone());
                     i += 1;
                 }
                 calls.sort();
@@ -200,7 +200,7 @@ fn pairing_problem(history: &[Message]) -> Option<String> {
                 }
             }
             Message::Tool(t) => {
-                return Some(format!("message {i}: orphan result {:?}", t.tool_call_id));
+                return Some(format!("message {i}: orphan result {:?}", t.call_id));
             }
             _ => i += 1,
         }
@@ -441,10 +441,7 @@ async fn a_truncated_call_is_not_run_unless_the_tool_accepts_it() {
     assert!(r.content.text().contains("again"), "{}", r.content.text());
     assert_eq!(out.stats.calls[0].issues[0].kind, IssueKind::Truncated);
     // Feedback calls stay as the model sent them.
-    assert_eq!(
-        sanitized_call(&out, "c1").function.arguments,
-        r#"{"city": "Par"#
-    );
+    assert_eq!(sanitized_call(&out, "c1").arguments, r#"{"city": "Par"#);
 
     let n = counter();
     let mut reg = Registry::new();
@@ -571,7 +568,7 @@ async fn calls_in_the_text_are_extracted_run_and_given_ids() {
     assert_eq!(text(&out, &id), "sunny in Paris");
     assert_eq!(out.assistant.content, Some(Some("Let me check.".into())));
     let tc = sanitized_call(&out, &id);
-    assert_eq!(tc.function.name, "get_weather");
+    assert_eq!(tc.name, "get_weather");
     assert_eq!(parsed_args(tc), json!({"city": "Paris"}));
     assert_eq!(out.stats.calls[0].source, CallSource::Text);
     assert!(out.changed);
@@ -1675,7 +1672,7 @@ proptest! {
         let before: HashSet<String> = messages
             .iter()
             .filter_map(|m| match m {
-                Message::Tool(t) => Some(t.tool_call_id.clone()),
+                Message::Tool(t) => Some(t.call_id.clone()),
                 _ => None,
             })
             .collect();
@@ -1990,7 +1987,7 @@ async fn the_first_glued_part_keeps_its_own_reading_when_it_gets_feedback() {
         json!({"city": "Rome"})
     );
     for tc in out.assistant.tool_calls.iter().flatten() {
-        let args = &tc.function.arguments;
+        let args = &tc.arguments;
         assert!(!(args.contains("days") && args.contains("Rome")), "{args}");
     }
     assert_paired(&applied(&messages, out));
@@ -2012,9 +2009,9 @@ async fn glued_parts_aimed_at_another_tool_carry_its_name() {
     assert_eq!(second.outcome, CallOutcome::Feedback);
     assert_eq!(second.tool, "get_time");
     let tc = sanitized_call(&out, "c1_2");
-    assert_eq!(tc.function.name, "get_time");
+    assert_eq!(tc.name, "get_time");
     assert_eq!(parsed_args(tc), json!({"tz": 5}));
-    assert_eq!(sanitized_call(&out, "c1").function.name, "get_weather");
+    assert_eq!(sanitized_call(&out, "c1").name, "get_weather");
     assert_eq!(runs(&n), 1);
 }
 
@@ -2083,7 +2080,7 @@ async fn name_sanitizing_and_message_changes_are_recorded() {
     })];
     let out = node.invoke(&messages).await.unwrap();
     let tc = sanitized_call(&out, "c1");
-    assert_eq!(tc.function.name, "multi_tool_use_parallel");
+    assert_eq!(tc.name, "multi_tool_use_parallel");
     assert_eq!(result(&out, "c1").outcome, CallOutcome::Feedback);
     let c1 = stats_of(&out, "c1");
     let fix = c1
@@ -2441,10 +2438,7 @@ async fn an_answered_call_with_a_name_providers_refuse_is_renamed_too() {
     ];
     let out = node.invoke(&messages).await.unwrap();
     assert_eq!(out.stats.already_answered, ["c1"]);
-    assert_eq!(
-        sanitized_call(&out, "c1").function.name,
-        "multi_tool_use_parallel"
-    );
+    assert_eq!(sanitized_call(&out, "c1").name, "multi_tool_use_parallel");
     let kinds: Vec<FixKind> = out.stats.message_fixes.iter().map(|f| f.kind).collect();
     assert_eq!(kinds, [FixKind::FunctionNameSanitized]);
     let history = applied(&messages, out);

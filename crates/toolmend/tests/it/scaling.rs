@@ -14,12 +14,12 @@
 
 use std::hint::black_box;
 
+use toolmend::conversation::{
+    AssistantMessage, Content, Extra, Message, TextMessage, ToolCall, ToolMessage,
+};
 use toolmend::history::{
     Budget, ByteEstimate, MissingIdPolicy, OrphanPolicy, SanitizePolicy, check, sanitize, trim,
     trim_ref,
-};
-use toolmend::protocol::{
-    AssistantMessage, Content, Extra, Message, TextMessage, ToolCall, ToolMessage,
 };
 use toolmend::{RepairOptions, repair};
 
@@ -82,7 +82,7 @@ fn assistant(calls: Vec<ToolCall>) -> Message {
 fn result(id: &str, content: &str) -> Message {
     Message::Tool(ToolMessage {
         content: Content::Text(content.to_owned()),
-        tool_call_id: id.to_owned(),
+        call_id: id.to_owned(),
         extra: Extra::new(),
     })
 }

@@ -9,9 +9,9 @@ use axum::http::HeaderMap;
 use serde_json::Value;
 use toolmend::{
     Toolbox,
+    conversation::Message,
     drive::{ReAnswer, ReAsk, ReAskFailure, ReAskRequest},
     future::BoxFuture,
-    protocol::Message,
 };
 
 use crate::{

@@ -18,8 +18,8 @@ use axum::{
 use serde_json::{Value, json};
 use toolmend::{
     FixKind, Toolbox,
+    conversation::AssistantMessage,
     drive::{GuardTally, Resolved, Tally},
-    protocol::AssistantMessage,
 };
 
 use crate::{

@@ -18,8 +18,8 @@ use axum::{
 use futures::{Stream, StreamExt, stream};
 use serde_json::{Map, Value, json};
 use toolmend::{
+    conversation::{AssistantMessage, ToolCall},
     drive::Resolved,
-    protocol::{AssistantMessage, ToolCall},
     stream::{AssembleOptions, Assembler, CallDelta, ContentMode, StreamError, Thinking},
 };
 
@@ -495,7 +495,7 @@ impl Transformer {
             out.push(
                 self.chunk(json!({"index": choice, "delta": {"tool_calls": [{
                 "index": i, "id": c.id, "type": "function",
-                "function": {"name": c.function.name, "arguments": c.function.arguments}}]},
+                "function": {"name": c.name, "arguments": c.arguments}}]},
                 "logprobs": null, "finish_reason": null})),
             );
         }
@@ -1169,7 +1169,7 @@ mod tests {
         let calls = f.message.tool_calls.unwrap();
         let got: Vec<(Option<&str>, &str)> = calls
             .iter()
-            .map(|c| (c.id.as_deref(), c.function.arguments.as_str()))
+            .map(|c| (c.id.as_deref(), c.arguments.as_str()))
             .collect();
         assert_eq!(got, [(Some("A"), "{\"a\": 1}"), (Some("B"), "{\"b\": 2}")]);
     }

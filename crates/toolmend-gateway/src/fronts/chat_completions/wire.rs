@@ -2,14 +2,14 @@
 //! the re-ask request, an answer's first choice, and the `finish_reason` a client gets.
 
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, Message, Tool, ToolCall};
+use toolmend::conversation::{AssistantMessage, Message, Tool, ToolCall};
 
 use crate::{
     pipeline::{
         Pipeline,
         request::RequestNotes,
         server_tools::ServerTools,
-        tools::{ToolCache, ToolSpec, ToolsError},
+        tools::{ToolCache, ToolsError},
     },
     server::error::GatewayError,
 };
@@ -59,7 +59,7 @@ pub(crate) fn re_ask_body(
         .iter()
         .map(|c| {
             json!({"id": c.id, "type": "function",
-                "function": {"name": c.function.name, "arguments": c.function.arguments}})
+                "function": {"name": c.name, "arguments": c.arguments}})
         })
         .collect();
     let mut body = request.clone();
@@ -191,15 +191,7 @@ pub(crate) fn toolbox(
             serde_json::from_value(tools.clone()).map_err(|e| ToolsError(e.to_string()))?;
         Ok(defs
             .into_iter()
-            .filter(|d| d.kind == "function")
-            .map(|d| ToolSpec {
-                name: d.function.name,
-                description: d.function.description.unwrap_or_default(),
-                parameters: d
-                    .function
-                    .parameters
-                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-            })
+            .filter(|d| d.wire_type() == "function")
             .collect())
     })
 }

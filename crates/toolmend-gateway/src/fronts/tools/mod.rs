@@ -33,8 +33,8 @@ use axum::{
 };
 use serde_json::{Value, json};
 use toolmend::{
+    conversation::{AssistantMessage, Message, ToolCall},
     node::NodeOutput,
-    protocol::{AssistantMessage, Message, ToolCall},
 };
 
 use crate::{

@@ -8,7 +8,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use toolmend::protocol::{AssistantMessage, ToolCall};
+use toolmend::conversation::{AssistantMessage, ToolCall};
 use toolmend_gateway::{Config, Gateway};
 use toolmend_scripted::{Script, ScriptedProvider, Step};
 

@@ -41,7 +41,7 @@ impl From<&ToolCall> for Call {
     fn from(tc: &ToolCall) -> Self {
         // An empty or whitespace id is no id: it cannot join a result.
         let id = tc.id.as_ref().filter(|id| !id.trim().is_empty()).cloned();
-        Call::new(id, tc.function.name.clone(), tc.function.arguments.clone())
+        Call::new(id, tc.name.clone(), tc.arguments.clone())
     }
 }
 

@@ -1,22 +1,29 @@
-//! Protocol: the OpenAI chat-completions wire format, exactly.
+//! The conversation, in no API's shape: what every front converts its wire format into
+//! and the core works on.
 //!
-//! Messages of every role, string or content-part content, `tool_calls` with
-//! `{id, type, function{name, arguments}}`, `tool_call_id`, and tool definitions
-//! `{type: "function", function{name, description, parameters, strict}}`. Every
-//! struct keeps the fields it does not know in `extra`, so a message read and
-//! written again is the same message. [`Call`] is the normalized form the
-//! pipeline works on.
+//! Messages by role (instructions, user text, an assistant turn, a tool's result); an
+//! assistant turn has its text, its reasoning and its calls (`id`, `name`, the argument
+//! text as the model wrote it); a result names the call it answers; a tool is a name, a
+//! description and the JSON Schema of its arguments. Every struct keeps the fields of
+//! its wire it does not model in `extra`, so a message read and written again is the
+//! same message. [`Call`] is the normalized form the plan works on.
+//!
+//! The serde form of these types is the OpenAI Chat Completions wire, the format the
+//! core's files, the CLI and the Python binding read and write: a conversion beside the
+//! model, in [`chat`]. The other fronts (the gateway's Messages and Responses) convert
+//! their items and blocks into these types in their own folders.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 mod call;
+pub mod chat;
 pub use call::Call;
 
 /// Fields a struct does not model, kept for the round trip.
 pub type Extra = Map<String, Value>;
 
-/// A chat message, tagged by `role`.
+/// A message, by role.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
 pub enum Message {
@@ -26,7 +33,7 @@ pub enum Message {
     Developer(TextMessage),
     /// `user`.
     User(TextMessage),
-    /// `assistant`: text and/or tool calls.
+    /// `assistant`: text, reasoning and/or tool calls.
     Assistant(AssistantMessage),
     /// `tool`: the result of one tool call.
     Tool(ToolMessage),
@@ -35,7 +42,7 @@ pub enum Message {
 }
 
 impl Message {
-    /// The role as sent on the wire.
+    /// The role's name.
     pub fn role(&self) -> &'static str {
         match self {
             Message::System(_) => "system",
@@ -69,24 +76,20 @@ pub struct TextMessage {
     pub extra: Extra,
 }
 
-/// An assistant message.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+/// An assistant turn.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct AssistantMessage {
-    /// The text; `null` (kept as `Some(None)`) when the message only calls tools.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    /// The text; `Some(None)` when the message says so explicitly (chat's `null`, a turn
+    /// that only calls tools), `None` when it says nothing.
     pub content: Option<Option<Content>>,
     /// An optional participant name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The tool calls.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
-    /// Fields not modelled here (`refusal`, `audio`, `function_call`, `reasoning_content` …).
-    #[serde(flatten)]
+    /// The reasoning the model gave apart from its text (chat's `reasoning_content`,
+    /// the field vLLM, SGLang and DeepSeek use; Messages' `thinking` blocks).
+    pub reasoning: Option<String>,
+    /// Fields not modelled here (`refusal`, `audio`, `function_call` …).
     pub extra: Extra,
 }
 
@@ -98,17 +101,27 @@ impl AssistantMessage {
             _ => None,
         }
     }
+
+    /// Adds `reasoning` after the reasoning the message already has (a newline between).
+    pub fn add_reasoning(&mut self, reasoning: &str) {
+        if reasoning.is_empty() {
+            return;
+        }
+        self.reasoning = Some(match self.reasoning.take() {
+            Some(before) if !before.is_empty() => format!("{before}\n{reasoning}"),
+            _ => reasoning.to_owned(),
+        });
+    }
 }
 
-/// A tool result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A tool's result.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolMessage {
     /// The result content.
     pub content: Content,
     /// The id of the call this answers.
-    pub tool_call_id: String,
+    pub call_id: String,
     /// Fields not modelled here.
-    #[serde(flatten)]
     pub extra: Extra,
 }
 
@@ -118,7 +131,7 @@ pub struct FunctionMessage {
     /// The function's name.
     pub name: String,
     /// The result.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "chat::present")]
     pub content: Option<Option<Content>>,
     /// Fields not modelled here.
     #[serde(flatten)]
@@ -184,23 +197,21 @@ pub struct ContentPart {
 }
 
 /// A tool call in an assistant message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     /// The call id; the join key to the tool result. Models (and some servers) omit it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// Always `"function"` today.
-    #[serde(rename = "type", default = "function_type")]
-    pub kind: String,
-    /// The function called.
-    pub function: FunctionCall,
+    /// The tool called.
+    pub name: String,
+    /// The arguments as the model wrote them: JSON text, perhaps broken. A wire that
+    /// sends an object here (some open-model servers do) is read as its JSON text.
+    pub arguments: String,
     /// Fields not modelled here (`index` in stream deltas …).
-    #[serde(flatten)]
     pub extra: Extra,
 }
 
 impl ToolCall {
-    /// A `function` tool call.
+    /// A call.
     pub fn new(
         id: impl Into<String>,
         name: impl Into<String>,
@@ -208,102 +219,41 @@ impl ToolCall {
     ) -> Self {
         ToolCall {
             id: Some(id.into()),
-            kind: function_type(),
-            function: FunctionCall {
-                name: name.into(),
-                arguments: arguments.into(),
-                extra: Extra::new(),
-            },
+            name: name.into(),
+            arguments: arguments.into(),
             extra: Extra::new(),
         }
     }
 }
 
-/// The function part of a tool call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FunctionCall {
-    /// The tool's name.
-    #[serde(default)]
-    pub name: String,
-    /// The arguments as the model wrote them: JSON text, perhaps broken. Servers that
-    /// send an object here (some open-model servers do) are read as its JSON text.
-    #[serde(default, deserialize_with = "arguments_text")]
-    pub arguments: String,
-    /// Fields not modelled here.
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-/// A tool definition in a request's `tools`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A tool the model may call: its name, what it does, the schema of its arguments.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Tool {
-    /// Always `"function"` for function tools.
-    #[serde(rename = "type", default = "function_type")]
-    pub kind: String,
-    /// The function.
-    pub function: FunctionDef,
-    /// Fields not modelled here.
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-/// A function tool's definition.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FunctionDef {
     /// The name the model calls it by.
     pub name: String,
     /// What it does (the model reads this).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The JSON Schema of the arguments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
-    /// OpenAI structured-outputs strict mode.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Strict mode: the provider constrains the arguments to the schema.
     pub strict: Option<bool>,
     /// Fields not modelled here.
-    #[serde(flatten)]
     pub extra: Extra,
 }
 
 impl Tool {
-    /// A function tool.
+    /// A tool.
     pub fn function(
         name: impl Into<String>,
         description: impl Into<String>,
         parameters: Value,
     ) -> Self {
         Tool {
-            kind: function_type(),
-            function: FunctionDef {
-                name: name.into(),
-                description: Some(description.into()),
-                parameters: Some(parameters),
-                strict: None,
-                extra: Extra::new(),
-            },
+            name: name.into(),
+            description: Some(description.into()),
+            parameters: Some(parameters),
+            strict: None,
             extra: Extra::new(),
         }
     }
-}
-
-fn function_type() -> String {
-    "function".to_owned()
-}
-
-/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
-fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(d).map(Some)
-}
-
-fn arguments_text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::String(s) => s,
-        Value::Null => String::new(),
-        other => other.to_string(),
-    })
 }
