@@ -45,8 +45,13 @@ of the invoking thread (time.thread_time: the event loop's thread on the async p
 paired the same way: informational, free of the executor threads' wake-up latencies that
 make the wall-clock differences noisy on a small VM.
 
+Tools: plain functions by default, which LangChain runs in an executor thread on the
+async path (a hop of about 1 ms on a small VM, the same for every node, that hides the
+mending); --async-tools gives each tool a native coroutine as well, as an async agent's
+tools have, so that the async path measures the nodes and not the hop.
+
 Rerun:  .venv/bin/python bench/python/node_overhead.py [--batches 9] [--batch-seconds 0.05]
-            [--mode sync|async]... [--out bench/results/python_node.json]
+            [--mode sync|async]... [--async-tools] [--out bench/results/python_node.json]
         (or bench/python/run.sh). Defaults take about 75 s on 2 cores.
 Writes the table to stdout and the full results (rows, answers, ratios) as JSON to --out.
 No `from __future__ import annotations`: langchain-core would re-evaluate string
@@ -72,7 +77,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from node_peers import CONFIG_KEY_RUNTIME, TOOLS as PEER_TOOLS, make_calls  # noqa: E402
 
 from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
+from langchain_core.tools import StructuredTool, tool  # noqa: E402
 from langgraph.prebuilt import ToolNode as StockToolNode  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
 from saidex.langgraph import SaidexToolNode  # noqa: E402
@@ -92,10 +97,26 @@ def get_weather(city: str, units: Literal["celsius", "fahrenheit"] = "celsius", 
 
 
 TOOLS = [*PEER_TOOLS, get_weather]
+
+
+def with_coroutine(t):
+    """The same tool with a native coroutine beside its function: on the async path
+    LangChain awaits it on the event loop instead of hopping to an executor thread
+    (what an async agent's tools do; --async-tools)."""
+    f = t.func
+
+    async def run(**kwargs):
+        return f(**kwargs)
+
+    return StructuredTool.from_function(func=f, coroutine=run, name=t.name,
+                                        description=t.description, args_schema=t.args_schema)
+
+
+ASYNC_TOOLS = [with_coroutine(t) for t in TOOLS]
 NODES = {
-    "toolmend": lambda: ToolmendToolNode(TOOLS),
-    "stock": lambda: StockToolNode(TOOLS),
-    "saidex": lambda: SaidexToolNode(TOOLS),
+    "toolmend": lambda tools: ToolmendToolNode(tools),
+    "stock": lambda tools: StockToolNode(tools),
+    "saidex": lambda tools: SaidexToolNode(tools),
 }
 
 # --- workload ---------------------------------------------------------------------------
@@ -464,8 +485,15 @@ def main() -> int:
     ap.add_argument("--batch-seconds", type=float, default=0.05,
                     help="calibrated length of one batch (default 0.05 s)")
     ap.add_argument("--mode", action="append", choices=["sync", "async"], help="default: both")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "python_node.json")
+    ap.add_argument("--async-tools", action="store_true",
+                    help="tools with a native coroutine (no executor-thread hop on the async path); "
+                         "default out: bench/results/python_node_async_tools.json")
+    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    tools = ASYNC_TOOLS if args.async_tools else TOOLS
+    if args.out is None:
+        name = "python_node_async_tools.json" if args.async_tools else "python_node.json"
+        args.out = ROOT / "bench" / "results" / name
     modes = args.mode or ["sync", "async"]
 
     t_start = time.perf_counter()
@@ -473,16 +501,17 @@ def main() -> int:
     rows, answers_by, seconds = [], {}, {}
     for m in modes:
         t0 = time.perf_counter()
-        nodes = {p: make() for p, make in NODES.items()}  # fresh nodes per mode
+        nodes = {p: make(tools) for p, make in NODES.items()}  # fresh nodes per mode
         r, seen = run_mode(m, nodes, all_cases, args)
         rows += r
         answers_by.update({(m, c, n): a for (c, n), a in seen.items()})
         seconds[m] = round(time.perf_counter() - t0, 1)
 
-    engine = time_engine(NODES["toolmend"](), all_cases, args.batch_seconds)
+    engine = time_engine(NODES["toolmend"](tools), all_cases, args.batch_seconds)
     rat = ratios(rows, modes, all_cases)
     meta = {"versions": versions(), "cores": os.cpu_count(), "batches": args.batches,
             "batch_seconds": args.batch_seconds, "seconds": seconds,
+            "tools": "coroutine" if args.async_tools else "function",
             "total_seconds": round(time.perf_counter() - t_start, 1),
             "input": "[AIMessage] list, config {'configurable': {'__pregel_runtime': Runtime()}}"}
     print(f"node_overhead: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}; "
