@@ -643,3 +643,35 @@ async fn a_refused_stream_closes_with_the_guards_report() {
     );
     assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
 }
+
+#[tokio::test]
+async fn under_feedback_a_rule_that_ends_the_run_is_refused_at_once_not_re_asked() {
+    // The model would loop on, and a re-ask would find a call to send: it is not asked.
+    let script = (0..4).fold(Script::new(), |s, i| {
+        s.then(call(&format!("c{i}"), r#"{"q": "rome"}"#))
+    });
+    let r = start(
+        script,
+        "[guard]\non_flood = \"feedback\"\n[guard.repeat]\nobserve = 2\nblock = 3\nstop = 6\n",
+        Vec::new(),
+    )
+    .await;
+    for stream in [false, true] {
+        let before = r.provider.requests().len();
+        let resp = post(&r, &looping(5, |_| "no news".into()), None, stream).await;
+        assert_eq!(
+            r.provider.requests().len(),
+            before + 1,
+            "no re-ask (stream={stream})"
+        );
+        if stream {
+            assert_eq!(resp.status(), 200);
+            let text = resp.text().await.unwrap();
+            assert!(text.contains("toolmend_tool_loop"), "{text}");
+        } else {
+            assert_eq!(resp.status(), 400);
+            let body: Value = resp.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "toolmend_tool_loop");
+        }
+    }
+}

@@ -261,6 +261,16 @@ pub(super) async fn stage(
                     why: None,
                 }));
             }
+            // A rule that ends the run (or fails it) is not the model's to route around:
+            // asking it again would continue the run the rule ended. The refusal stands.
+            OnRefused::ReAsk if refused.iter().any(|r| r.action >= Action::End) => {
+                tally.refused += refused.len();
+                return Err(Stop::Rejected(Rejected {
+                    refused,
+                    checked,
+                    why: None,
+                }));
+            }
             OnRefused::ReAsk => {}
         }
         tally.refused += refused.len();
