@@ -180,6 +180,17 @@ def test_a_call_written_into_the_text_is_run():
     assert len(stock) == 2 and RAN == [("add", {"a": 2, "b": 2})]
 
 
+def test_a_call_written_into_content_blocks_is_run_and_the_other_blocks_stay():
+    image = {"type": "image", "source_type": "url", "url": "https://example.test/a.png"}
+    msg = AIMessage([image, {"type": "text", "text": 'Adding.<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'}])
+    out = run(script(msg, AIMessage("5")), MendMiddleware())
+    assert RAN == [("add", {"a": 2, "b": 3})]
+    first = ais(out)[0]
+    assert first.content == [image, {"type": "text", "text": "Adding."}]
+    assert first.tool_calls[0]["name"] == "add"
+    answered_once(out)
+
+
 def test_a_misnamed_key_and_an_enum_case_are_fixed_and_recorded():
     events: list[dict] = []
     msg = AIMessage("", tool_calls=[call("get_weather", {"town": "Oslo", "units": "Celsius"}, "c1")])

@@ -526,6 +526,48 @@ def test_a_hand_built_graph_runs_broken_turns_to_an_answer_with_a_valid_history(
     assert contents[0] == "3" and "b: required" in contents[1] and contents[2:] == ["6", "7"]
 
 
+TEXT_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": "5"}}\n</tool_call>'
+
+
+@pytest.mark.parametrize("blocks", [False, True], ids=["string", "blocks"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_hand_built_graph_runs_a_call_written_into_the_content(blocks, mode):
+    # Content as a string, or as the blocks ChatAnthropic and multimodal models return
+    # (an image beside the text stays where it was).
+    image = {"type": "image", "source_type": "url", "url": "https://example.test/a.png"}
+    content: Any = [image, {"type": "text", "text": "Let me add.\n"}, {"type": "text", "text": TEXT_CALL}] if blocks else "Let me add.\n" + TEXT_CALL
+    model = Script(script=[AIMessage(content, id="ai1"), AIMessage("2 + 5 = 7.")])
+    app = agent(model, ToolNode(TOOLS))
+    start = {"messages": [HumanMessage("2+5")]}
+    out = app.invoke(start) if mode == "sync" else asyncio.run(app.ainvoke(start))
+    messages = out["messages"]
+    assert messages[-1].content == "2 + 5 = 7."
+    answered_once(messages)
+    (result,) = [m for m in messages if isinstance(m, ToolMessage)]
+    assert result.content == "7"
+    (calling,) = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+    assert calling.tool_calls[0]["args"] == {"a": 2, "b": 5}
+    # The call left the text; the prose and the image stayed.
+    if blocks:
+        assert calling.content == [image, {"type": "text", "text": "Let me add."}]
+    else:
+        assert calling.content == "Let me add."
+
+
+def test_tools_condition_reads_the_content_with_the_nodes_tools():
+    from langgraph.prebuilt import tools_condition as stock_condition
+
+    ToolNode(TOOLS)  # a live node: its tools are the ones a text call must name
+    called = AIMessage("Sure. " + TEXT_CALL)
+    assert stock_condition([called]) == "__end__"
+    assert tools_condition([called]) == "tools"
+    assert tools_condition([AIMessage([{"type": "text", "text": TEXT_CALL}])]) == "tools"
+    # JSON quoted in an answer, a call to a tool no node has, a node that reads no text.
+    assert tools_condition([AIMessage('The payload was {"a": 2, "b": 5}. Done.')]) == "__end__"
+    unknown = TEXT_CALL.replace('"add"', '"launch_rockets"')
+    assert tools_condition([AIMessage(unknown)]) == "__end__"
+
+
 def test_create_react_agent_accepts_the_node():
     import warnings
 

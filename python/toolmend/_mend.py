@@ -223,6 +223,42 @@ def compile_tools(tools: Sequence[BaseTool], *, coerce: Any, strip: bool, **plan
     return Toolbox(defs, coerce=coerce, strip_thinking=strip, **plan)
 
 
+def content_text(content: Any) -> str | None:
+    """The text of a message's content: the string, or the text of its content blocks
+    (``{"type": "text", "text": …}`` and bare strings, joined as the core joins content
+    parts); ``None`` when there is none."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    parts = [
+        b if isinstance(b, str) else b.get("text")
+        for b in content
+        if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
+    ]
+    texts = [p for p in parts if isinstance(p, str)]
+    return "".join(texts) if texts else None
+
+
+def with_text(content: Any, text: str) -> Any:
+    """``content`` with its text replaced by ``text`` (the calls and thinking taken out
+    of it): a string is replaced; in a list of blocks the text blocks become one, where
+    the first one was (none when ``text`` is empty), and every other block (an image, a
+    ``tool_use``) stays as it was."""
+    if not isinstance(content, list):
+        return text
+    out: list[Any] = []
+    placed = False
+    for b in content:
+        if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text"):
+            if not placed and text:
+                out.append({"type": "text", "text": text})
+            placed = True
+        else:
+            out.append(b)
+    return out
+
+
 def _text(msg: BaseMessage) -> str:
     content = msg.content
     return content if isinstance(content, str) else str(msg.text)
@@ -455,10 +491,9 @@ class Mender:
                 break
             answered.append(m.tool_call_id)  # type: ignore[attr-defined]
         history = messages[:ai_index]
-        content = ai.content
         turn = _Turn(history, state, ai, sent, len(tool_calls), is_async)
         step = self.resolver.resolve(
-            content if isinstance(content, str) else None,
+            content_text(ai.content),
             sent,
             position=ai_index,
             earlier_ids=_history_ids(messages, ai_index) if ai_index else None,
@@ -570,7 +605,9 @@ class Mender:
         kinds = {f["kind"] for f in plan.message_fixes}
         if ai is not None:
             text_changed = "thinking_stripped" in kinds or "calls_moved_from_text" in kinds
-            plan.new_content = (out["content"] or "") if text_changed else ai.content
+            plan.new_content = (
+                with_text(ai.content, out["content"] or "") if text_changed else ai.content
+            )
         answered = out["answered"]
         if answered:
             # Answered already (a ToolMessage follows the message): not run again; each

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from langchain_core.messages import AIMessage
@@ -44,8 +45,9 @@ from toolmend._mend import (
     ToolCallValidationError,
     UnresolvedToolCall,
     ValidatorContext,
-    feedback_message,
     _calls_in_text,
+    content_text,
+    feedback_message,
 )
 from toolmend._guard import ToolCallLimitExceededError, session_of
 
@@ -61,6 +63,7 @@ __all__ = [
     "ToolNode",
     "UnresolvedToolCall",
     "ValidatorContext",
+    "calls_in_content",
     "ended_by_guard",
     "tools_condition",
 ]
@@ -190,6 +193,8 @@ class ToolNode(_StockToolNode):
         )
         self._sanitize_messages = sanitize_messages
         self._max_concurrency = max_concurrency
+        if self._mender.calls_in_text:
+            _READERS.add(self._mender)
 
     @property
     def stats(self) -> dict[str, int]:
@@ -379,13 +384,33 @@ def ended_by_guard(state: list[Any] | dict[str, Any] | Any, messages_key: str = 
     return isinstance(last, AIMessage) and bool((last.response_metadata or {}).get(STOPPED_KEY))
 
 
+#: The menders of the live toolmend ``ToolNode``s that read calls written into the text:
+#: ``tools_condition`` reads an answer's content with their tools (a router is handed
+#: the state only, never the node it routes to).
+_READERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def calls_in_content(ai: Any) -> bool:
+    """True when ``ai``'s content (a string, or a list of content blocks) holds a call
+    written into the text that a toolmend ``ToolNode`` of this process would run: the
+    core's reading (every model dialect the node reads), against that node's tools, so
+    an answer that merely quotes JSON, or calls a tool no node has, is not a call."""
+    text = content_text(getattr(ai, "content", None))
+    if not text:
+        return False
+    return any(m.toolbox.calls_in_text(text) for m in list(_READERS))
+
+
 def tools_condition(
     state: list[Any] | dict[str, Any] | Any,
     messages_key: str = "messages",
 ) -> Literal["tools", "__end__"]:
-    """``langgraph.prebuilt.tools_condition``, that also routes an assistant message
-    holding only ``invalid_tool_calls`` to the tool node (the stock one ends the run and
-    leaves those calls unanswered)."""
+    """``langgraph.prebuilt.tools_condition``, that routes to the tool node every
+    assistant message a toolmend ``ToolNode`` would run a call of: ``tool_calls``, only
+    ``invalid_tool_calls`` (the stock one ends the run and leaves those unanswered), or
+    calls written into the content, as a string or as content blocks
+    (:func:`calls_in_content`: read with the tools of this process's toolmend nodes that
+    have ``calls_in_text`` on)."""
     if isinstance(state, list):
         ai = state[-1] if state else None
     elif isinstance(state, dict):
@@ -397,5 +422,7 @@ def tools_condition(
     if ai is None:
         raise ValueError(f"No messages found in input state to tool_edge: {state}")
     if getattr(ai, "tool_calls", None) or getattr(ai, "invalid_tool_calls", None):
+        return "tools"
+    if isinstance(ai, AIMessage) and calls_in_content(ai):
         return "tools"
     return "__end__"
