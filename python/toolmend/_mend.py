@@ -140,6 +140,7 @@ class Plan:
     __slots__ = (
         "calls", "records", "sanitized", "started", "record_of", "message_fixes", "ai",
         "order", "new_content", "changed", "input_type", "already_answered", "stopped",
+        "resolved_before",
     )
 
     def __init__(
@@ -171,6 +172,9 @@ class Plan:
         self.already_answered: list[str] = []
         #: The guard ended the run: the reason (as the Rust node's ``NodeStats.stopped``).
         self.stopped: str | None = None
+        #: The calls were resolved (and reported) already, by the post-model hook: they
+        #: run as sent, and are not reported twice.
+        self.resolved_before = False
 
     def stats(self, node: str) -> dict[str, Any]:
         return {
@@ -540,6 +544,13 @@ class Mender:
             rename_reused=False, context=turn,
         )
         return step, turn
+
+    def as_resolved(self, calls: Sequence[dict[str, Any]]) -> Plan:
+        """Calls resolved already (the post-model hook resolved their message): they run
+        as sent; nothing is planned, corrected or guarded twice."""
+        plan = self._plan(None, _Turn([], None, None, list(calls), len(calls), False), time.perf_counter())
+        plan.resolved_before = True
+        return plan
 
     def resolve_calls(
         self, calls: Sequence[dict[str, Any]], history: Sequence[BaseMessage] = (),

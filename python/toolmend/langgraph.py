@@ -32,6 +32,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END
 from langgraph.types import Command
 from langgraph.prebuilt.tool_node import ToolNode as _StockToolNode
@@ -70,6 +71,9 @@ __all__ = [
 
 #: ``response_metadata`` key of the AIMessage a guard that ends the run adds last.
 STOPPED_KEY = "toolmend_stopped"
+#: ``response_metadata`` key of an AIMessage the post-model hook resolved: the calls
+#: LangGraph then sends to the node one by one run as they are.
+RESOLVED_KEY = "toolmend_resolved"
 
 # The plan of the invocation in progress: set by `_func` / `_afunc` around the stock
 # execution, read by `_parse_input`. A context variable, so that one node serves
@@ -231,7 +235,9 @@ class ToolNode(_StockToolNode):
         tool_calls, input_type, messages, state = self._read(input)
         m = self._mender
         session = session_of(config) if m.guard is not None else None
-        if input_type == "tool_calls":
+        if input_type == "tool_calls" and _resolved_by_hook(messages, tool_calls):
+            plan = m.as_resolved(tool_calls)
+        elif input_type == "tool_calls":
             plan = m.resolve_calls(tool_calls, self._before_last_ai(messages), state=state, session=session)
         else:
             at = _last_ai(messages)
@@ -243,7 +249,9 @@ class ToolNode(_StockToolNode):
         tool_calls, input_type, messages, state = self._read(input)
         m = self._mender
         session = session_of(config) if m.guard is not None else None
-        if input_type == "tool_calls":
+        if input_type == "tool_calls" and _resolved_by_hook(messages, tool_calls):
+            plan = m.as_resolved(tool_calls)
+        elif input_type == "tool_calls":
             plan = await m.aresolve_calls(tool_calls, self._before_last_ai(messages), state=state, session=session)
         else:
             at = _last_ai(messages)
@@ -252,6 +260,68 @@ class ToolNode(_StockToolNode):
             )
         plan.input_type = input_type
         return plan
+
+    def _report(self, plan: Plan) -> None:
+        if not plan.resolved_before:
+            self._mender.report(plan, self.name)
+
+    # ---- the post-model hook -----------------------------------------------------------
+
+    @property
+    def post_model_hook(self) -> Any:
+        """A ``post_model_hook`` for ``create_react_agent(model, tools=node,
+        post_model_hook=node.post_model_hook)``: the model's answer resolved before
+        LangGraph dispatches its calls, in both versions of the prebuilt agent (``v2``
+        sends each call to the node on its own, so ``invalid_tool_calls`` and calls
+        written into the text would never reach it).
+
+        Its update replaces the answer (same id) with its mended form: every call that
+        runs as a ``tool_call``, under its settled id; a call that cannot run answered at
+        once with its feedback (a ``ToolMessage``: the agent then goes back to the model
+        when nothing else runs); a run the guard ends answered whole, with the closing
+        ``AIMessage``. The calls it sends on run as they are in the node, resolved,
+        guarded and reported once."""
+        return RunnableLambda(self._hook, afunc=self._ahook, name="toolmend_post_model_hook")
+
+    def _hook(self, state: Any, config: RunnableConfig) -> Any:
+        messages = _messages_of(state, self._messages_key) or []
+        if not _answer_to_resolve(messages):
+            return {}
+        m = self._mender
+        session = session_of(config) if m.guard is not None else None
+        plan = m.resolve_message(messages, len(messages) - 1, state=state, session=session)
+        return self._hook_update(plan)
+
+    async def _ahook(self, state: Any, config: RunnableConfig) -> Any:
+        messages = _messages_of(state, self._messages_key) or []
+        if not _answer_to_resolve(messages):
+            return {}
+        m = self._mender
+        session = session_of(config) if m.guard is not None else None
+        plan = await m.aresolve_message(messages, len(messages) - 1, state=state, session=session)
+        return self._hook_update(plan)
+
+    def _hook_update(self, plan: Plan) -> Any:
+        self._mender.report(plan, self.name)
+        ai = plan.ai
+        if ai is None or not plan.records:
+            # No call, in the calls or in the text: the answer as it came (its thinking
+            # stripped when the plan stripped it).
+            return {self._messages_key: [plan.sanitized]} if plan.sanitized is not None else {}
+        calls = [{"name": c["name"], "args": c.get("args") if isinstance(c.get("args"), dict) else {},
+                  "id": c["id"], "type": "tool_call"} for c in plan.calls]
+        mended = ai.model_copy(update={
+            "content": plan.new_content if plan.new_content is not None else ai.content,
+            "tool_calls": calls,
+            "invalid_tool_calls": [],
+            "response_metadata": {**(ai.response_metadata or {}), RESOLVED_KEY: True},
+        })
+        if plan.stopped is not None:
+            final = AIMessage(content=plan.stopped, response_metadata={STOPPED_KEY: True})
+            answers = [feedback_message(c) for c in plan.calls]
+            return {self._messages_key: [mended, *answers, final]}
+        answers = [feedback_message(c) for c in plan.calls if FEEDBACK_KEY in c]
+        return {self._messages_key: [mended, *answers]}
 
     def _parse_input(self, input: Any) -> Any:
         plan = _PLAN.get()
@@ -265,7 +335,7 @@ class ToolNode(_StockToolNode):
         plan = self._plan(input, config)
         m = self._mender
         if plan.stopped is not None:
-            m.report(plan, self.name)
+            self._report(plan)
             return self._stopped(plan)
         if self._max_concurrency is not None and "max_concurrency" not in (config or {}):
             config = {**(config or {}), "max_concurrency": self._max_concurrency}
@@ -277,7 +347,7 @@ class ToolNode(_StockToolNode):
                 out = super()._func(input, config, runtime)
             finally:
                 _PLAN.reset(token)
-        m.report(plan, self.name)
+        self._report(plan)
         return self._with_sanitized(out, plan)
 
     def _stopped(self, plan: Plan) -> Any:
@@ -307,10 +377,10 @@ class ToolNode(_StockToolNode):
         plan = await self._aplan(input, config)
         m = self._mender
         if plan.stopped is not None:
-            m.report(plan, self.name)
+            self._report(plan)
             return self._stopped(plan)
         if _nothing_runs(plan):
-            m.report(plan, self.name)
+            self._report(plan)
             return self._with_sanitized(self._answer_only(plan), plan)
         token = _PLAN.set(plan)
         limit_token = _LIMIT.set(
@@ -321,7 +391,7 @@ class ToolNode(_StockToolNode):
         finally:
             _PLAN.reset(token)
             _LIMIT.reset(limit_token)
-        m.report(plan, self.name)
+        self._report(plan)
         return self._with_sanitized(out, plan)
 
     async def _arun_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
@@ -351,6 +421,22 @@ class ToolNode(_StockToolNode):
         if isinstance(out, list):  # a mix of Commands and updates
             return [[ai] if plan.input_type == "list" else {key: [ai]}, *out]
         return out
+
+
+def _answer_to_resolve(messages: Any) -> bool:
+    """The hook's input ends with the model's answer, not yet resolved."""
+    last = messages[-1] if messages else None
+    return isinstance(last, AIMessage) and not (last.response_metadata or {}).get(RESOLVED_KEY)
+
+
+def _resolved_by_hook(messages: Any, calls: Any) -> bool:
+    """``Send`` payloads the post-model hook resolved: their message carries its mark
+    and holds each of them."""
+    at = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None)
+    if at is None or not (messages[at].response_metadata or {}).get(RESOLVED_KEY):
+        return False
+    ids = {c.get("id") for c in messages[at].tool_calls}
+    return all(c.get("id") in ids for c in calls)
 
 
 def _nothing_runs(plan: Plan) -> bool:
