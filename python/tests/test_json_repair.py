@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 
 import pytest
 
@@ -93,7 +94,8 @@ def test_logging_returns_the_value_and_what_was_fixed() -> None:
     assert value == {"a": 1}
     assert [f["kind"] for f in log] == ["single_quotes", "trailing_comma"]
     assert json_repair.loads('{"a": 1}', logging=True) == ({"a": 1}, [])
-    assert json_repair.loads("nothing", logging=True) == ("", [])
+    value, log = json_repair.loads("nothing", logging=True)
+    assert value == "" and [f["kind"] for f in log] == ["gave_up"]
     # With a schema, the coercions are in the log too.
     _, log = json_repair.loads("{'value': '1'}", schema=SCHEMA, logging=True)
     assert [f["kind"] for f in log] == ["single_quotes", "string_to_integer"]
@@ -165,3 +167,22 @@ def test_a_broken_top_level_array_is_the_documented_difference() -> None:
     assert toolmend.loads("[1, 2") == ""
     real = pytest.importorskip("json_repair")
     assert real.loads("[1, 2") == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ('{"a": "' + "x" * (5 << 20), "more than the limit of 4194304 bytes"),
+        ("{'a': " * 200 + "1", "nesting deeper than 128"),
+        ("nothing to read", "no JSON object"),
+    ],
+    ids=["over_4_mib", "nested_over_128", "no_object"],
+)
+def test_giving_up_is_never_silent(text, why, caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="toolmend"):
+        assert json_repair.loads(text) == ""
+    assert any(why in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    value, log = json_repair.loads(text, logging=True)
+    assert value == "" and log[0]["kind"] == "gave_up" and why in log[0]["detail"]
+    with pytest.raises(ValueError, match=why):
+        json_repair.loads(text, schema=SCHEMA)

@@ -10,7 +10,8 @@ repaired (quotes, commas, Python literals, fences, ``<think>``, a cut-off text
 completed), several glued values come back as a list, text with nothing to read gives
 ``""``, ``repair_json`` returns ``json.dumps`` text (its extra keyword arguments, such
 as ``ensure_ascii=False``, go to ``json.dumps``), ``logging=True`` returns
-``(value, log)``, and ``schema=`` (a JSON Schema or a pydantic v2 model) coerces
+``(value, log)`` (when nothing could be read, ``("", [{"kind": "gave_up", "detail":
+why}])``, and the reason is logged at INFO on the ``toolmend`` logger), and ``schema=`` (a JSON Schema or a pydantic v2 model) coerces
 (``"1"`` -> ``1``) and validates, raising ``ValueError`` when the value cannot fit.
 
 Where it differs, on purpose:
@@ -33,6 +34,7 @@ one-liners complete it, as json_repair does).
 from __future__ import annotations
 
 import json
+import logging as _logging
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,6 +42,8 @@ from toolmend._core import Toolbox, ToolmendError
 from toolmend._core import repair as _repair
 
 __all__ = ["from_file", "load", "loads", "repair_json"]
+
+_log = _logging.getLogger("toolmend")
 
 # The tool name a schema is compiled under (it is in no answer: errors are ValueErrors).
 _NAME = "json"
@@ -82,7 +86,7 @@ def repair_json(
         return value, log or []
     if return_objects:
         return value
-    if value == "" and log is None:
+    if value == "" and _gave_up(log):
         return ""
     return json.dumps(value, **json_dumps_args)
 
@@ -167,7 +171,8 @@ def _unsupported(json_fd: Any, chunk_length: int, stream_stable: bool, mode: str
 
 
 def _read(text: str, skip_json_loads: bool, strict: bool) -> tuple[Any, list[dict] | None]:
-    """The value and its fixes; ``("", None)`` when nothing could be read."""
+    """The value and its fixes; ``("", [{"kind": "gave_up", "detail": why}])`` when
+    nothing could be read."""
     if not skip_json_loads:
         try:
             return json.loads(text), []
@@ -184,7 +189,9 @@ def _read(text: str, skip_json_loads: bool, strict: bool) -> tuple[Any, list[dic
             pass
         if strict:
             raise ValueError(str(e)) from None
-        return "", None
+        # Never a silent "": the reason goes to the log (and, with logging=True, back).
+        _log.info("toolmend.loads read no JSON value: %s", e)
+        return "", [{"kind": "gave_up", "detail": str(e)}]
     calls = repaired["calls"]
     log = [fix for call in calls for fix in call["fixes"]]
     if len(calls) == 1:
@@ -192,11 +199,16 @@ def _read(text: str, skip_json_loads: bool, strict: bool) -> tuple[Any, list[dic
     return [call["arguments"] for call in calls], log
 
 
+def _gave_up(log: list[dict] | None) -> bool:
+    """The reading gave up: its log is the one ``gave_up`` record."""
+    return bool(log) and log[0].get("kind") == "gave_up"
+
+
 def _fit(value: Any, text: str, log: list[dict] | None, schema: Any) -> tuple[Any, list[dict]]:
     """``value`` coerced to ``schema`` and validated, with the coercions' fixes."""
     box = _toolbox(schema)
-    if log is None:
-        raise ValueError("no JSON value could be read from the text")
+    if _gave_up(log):
+        raise ValueError(f"no JSON value could be read from the text: {log[0]['detail']}")
     # A parsed object is coerced and validated; anything else is mended from its text
     # (a glued pair of objects, say, is two calls: more than one value for one schema).
     arguments = value if isinstance(value, dict) else text

@@ -196,7 +196,11 @@ fn doc_calls(
             // The document's fixes go with its first call only: copying them to every
             // item would grow with the square of the list.
             let mut doc_fixes = Some(fixes);
-            for item in items {
+            let len = items.len();
+            for (i, item) in items.into_iter().enumerate() {
+                // An item that is no call makes the whole list the arguments: say so, not
+                // what the item is ("[1, 2]" is a list, not "a number").
+                let item_kind = kind_of(&item);
                 let (pref, _) = doc_calls(
                     Doc {
                         value: item,
@@ -207,7 +211,14 @@ fn doc_calls(
                     true,
                     opts,
                     level,
-                )?;
+                )
+                .map_err(|e| RepairError {
+                    offset: e.offset,
+                    reason: format!(
+                        "the arguments are a list of {len} item(s), not a JSON object (item \
+                         {i} is {item_kind}, not a call)"
+                    ),
+                })?;
                 out.extend(pref);
             }
             if !envelope_call {
