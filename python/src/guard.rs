@@ -223,6 +223,7 @@ impl Guard {
     #[new]
     #[pyo3(signature = (config = None, *, fail = "open", timeout_ms = 20.0, redis_url = None, **rules))]
     fn new(
+        py: Python<'_>,
         config: Option<&Bound<'_, PyAny>>,
         fail: &str,
         timeout_ms: f64,
@@ -276,6 +277,20 @@ impl Guard {
             guard = guard
                 .with_store(store)
                 .timeout(timeout + Duration::from_millis(10));
+        }
+        if !guard.is_enabled() {
+            // Never silently off: a guard that checks nothing says so once, where it is made.
+            let msg = std::ffi::CString::new(
+                "toolmend.Guard() without any rule checks nothing: give it rules (session, \
+                 global, tools, limits, duplicate, repeat), or pass guard=None",
+            )
+            .unwrap_or_default();
+            PyErr::warn(
+                py,
+                &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+                &msg,
+                1,
+            )?;
         }
         Ok(Guard {
             inner: RwLock::new(Arc::new(guard)),

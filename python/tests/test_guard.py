@@ -24,7 +24,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from toolmend import FLOOD_PREFIX, Guard, ToolCallLimitExceededError
+from toolmend import FLOOD_PREFIX, UNCHECKED_PREFIX, Guard, ToolCallLimitExceededError
 from toolmend.langchain import MendMiddleware
 from toolmend.langgraph import ToolNode, ended_by_guard, tools_condition
 
@@ -127,13 +127,15 @@ def test_configuration_errors_name_the_key():
     with pytest.raises(ValueError, match=r"^fail="):
         Guard(session={"limit": 1, "window_secs": 1}, fail="maybe")
     with pytest.raises(ValueError, match=r"guard\.tools\.pay\.limits: set thread_limit, run_limit or both"):
-        Guard().declare_tool("pay", {"limits": {}})
+        Guard(repeat={"block": 3}).declare_tool("pay", {"limits": {}})
     with pytest.raises(TypeError, match="guard="):
         ToolNode(TOOLS, guard=5)
     g = Guard({"session": {"limit": 5, "window_secs": 60}}, repeat={"block": 3, "stop": 6}, fail="closed", timeout_ms=50)
     assert g.enabled and g.store == "memory"
     assert g.config["session"]["limit"] == 5 and g.config["repeat"]["stop"] == 6
-    assert not Guard().enabled
+    # A guard that checks nothing is never silently off: it says so where it is made.
+    with pytest.warns(UserWarning, match=r"without any rule checks nothing"):
+        assert not Guard().enabled
 
 
 # ---- windows -------------------------------------------------------------------------
@@ -528,3 +530,5 @@ def test_a_down_redis_fails_as_configured():
     closed = ToolNode(TOOLS, guard=Guard(rules, redis_url=url, fail="closed"))
     refused = answers(closed.invoke([HumanMessage("x"), msg], config=thread("d")))["a"]
     assert refused.status == "error" and "rule store_unavailable" in refused.content
+    # An outage is told as one: the model is not told it flooded.
+    assert refused.content.startswith(UNCHECKED_PREFIX) and "flooding" not in refused.content

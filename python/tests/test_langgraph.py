@@ -839,3 +839,20 @@ def test_a_corrector_that_rewrites_a_field_with_no_problem_never_changes_what_ru
     model = Model([paris, '{"city": "Oslo", "units": "celsius"}'])
     out = run(ToolNode([weather], correction_model=model, correction_mode="json", max_correction_retries=2), msg)
     assert ran == [{"city": "Oslo", "units": "celsius"}]
+
+
+def test_a_tool_whose_schema_cannot_compile_raises_unless_opened_up():
+    from langchain_core.tools import StructuredTool
+
+    broken = StructuredTool.from_function(
+        func=lambda **kw: "ran", name="broken", description="A broken schema.",
+        args_schema={"type": "object", "properties": {"a": {"type": "no-such-type"}}},
+    )
+    with pytest.raises(ValueError, match="tool 'broken': its argument schema cannot be compiled"):
+        ToolNode([broken, add])
+    with pytest.warns(UserWarning, match="tool 'broken'.*opened up"):
+        node = ToolNode([broken, add], broken_schema="open")
+    msg = AIMessage("", tool_calls=[{"name": "add", "args": {"a": "1", "b": 2}, "id": "c1"}])
+    assert tool_messages(run(node, msg))["c1"].content == "3"
+    with pytest.raises(ValueError, match="broken_schema='maybe'"):
+        ToolNode([add], broken_schema="maybe")

@@ -40,11 +40,12 @@ from toolmend._core import (
     repair,
     strip_thinking,
 )
-from toolmend._guard import FLOOD_PREFIX, ToolCallLimitExceededError
+from toolmend._guard import FLOOD_PREFIX, UNCHECKED_PREFIX, ToolCallLimitExceededError
 from toolmend._json_repair import from_file, load, loads, repair_json
 
 __all__ = [
     "FLOOD_PREFIX",
+    "UNCHECKED_PREFIX",
     "Guard",
     "NetTools",
     "ToolCallLimitExceededError",

@@ -5,12 +5,17 @@ Imports neither LangChain nor LangGraph at module level.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping
 
 from toolmend._core import Guard
 
 #: How every refusal's tool message begins (the core's ``FLOOD_PREFIX``).
 FLOOD_PREFIX = "tool call cancelled because tool-call flooding was detected"
+#: How a refusal begins when the guard could not decide (its store did not answer and it
+#: fails closed: rule ``store_unavailable``): an outage, not a flood (the core's
+#: ``UNCHECKED_PREFIX``).
+UNCHECKED_PREFIX = "tool call cancelled because the flood guard could not check it"
 
 #: The key of a LangChain tool's ``metadata`` holding limits it declares on itself
 #: (``{"session", "global", "limits", "duplicate", "repeat"}``, as
@@ -63,7 +68,9 @@ def declare_tools(guard: Guard | None, tools: Any) -> Guard | None:
         if not rules:
             continue
         if guard is None:
-            guard = Guard()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # empty only until the next line fills it
+                guard = Guard()
         guard.declare_tool(t.name, dict(rules))
     return guard
 

@@ -20,6 +20,7 @@ import copy
 import inspect
 import json
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
@@ -207,18 +208,35 @@ def tool_schema(tool: BaseTool) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description or "", "parameters": params}
 
 
-def compile_tools(tools: Sequence[BaseTool], *, coerce: Any, strip: bool, **plan: Any) -> Toolbox:
+def compile_tools(
+    tools: Sequence[BaseTool], *, coerce: Any, strip: bool, broken_schema: str = "raise", **plan: Any
+) -> Toolbox:
     """Compiles every tool's schema once, with the planning options (``plan``: passed to
-    :class:`Toolbox`). A tool whose schema cannot be read or compiled gets an open one (any
-    object): LangGraph still validates it as it always did. Tools whose arguments are a
-    JSON Schema dict have no pydantic model behind them: with the pydantic-lax default
-    they get every coercion."""
+    :class:`Toolbox`). A tool whose schema cannot be read or compiled raises
+    ``ValueError``, as :class:`Toolbox` does; with ``broken_schema="open"`` it gets an open
+    one (any object) and a warning: toolmend then checks nothing of its arguments, and
+    LangGraph still validates them as it always did. Tools whose arguments are a JSON
+    Schema dict have no pydantic model behind them: with the pydantic-lax default they
+    get every coercion."""
+    if broken_schema not in ("raise", "open"):
+        raise ValueError(f"broken_schema={broken_schema!r}: use 'raise' or 'open'")
     defs = []
     for t in tools:
         try:
             d = tool_schema(t)
             Toolbox([d])
-        except Exception:
+        except Exception as e:
+            if broken_schema == "raise":
+                raise ValueError(
+                    f"tool {t.name!r}: its argument schema cannot be compiled ({e}); fix the "
+                    "schema, or pass broken_schema='open' to run it with any object as its "
+                    "arguments (toolmend then checks none of them; LangGraph still validates)"
+                ) from e
+            warnings.warn(
+                f"tool {t.name!r}: its argument schema cannot be compiled ({e}); opened up "
+                "(broken_schema='open'): toolmend checks none of its arguments",
+                stacklevel=4,
+            )
             d = {"name": t.name, "description": t.description or "", "parameters": {"type": "object"}}
         defs.append(d)
     if coerce is PYDANTIC_LAX:
@@ -414,6 +432,7 @@ class Mender:
         totals: Counter[str] | None = None,
         guard: Any = None,
         correction_concurrency: int = 16,
+        broken_schema: str = "raise",
     ):
         self.tools = {t.name: t for t in tools}
         #: The flood guard (``None``: every valid call runs), with the limits the tools
@@ -423,6 +442,7 @@ class Mender:
             list(self.tools.values()),
             coerce=coerce,
             strip=strip_thinking,
+            broken_schema=broken_schema,
             calls_in_text=calls_in_text,
             accept_truncated=accept_truncated if isinstance(accept_truncated, bool) else list(accept_truncated),
             correct_missing_fields=correct_missing_fields,

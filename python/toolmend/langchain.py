@@ -164,6 +164,7 @@ class MendMiddleware(AgentMiddleware):
         max_history_tokens: int | None = None,
         history_encoding: Literal["o200k_base", "cl100k_base", "bytes"] = "o200k_base",
         guard: Any = None,
+        broken_schema: Literal["raise", "open"] = "raise",
     ) -> None:
         super().__init__()
         if max_history_messages is not None and max_history_tokens is not None:
@@ -192,6 +193,7 @@ class MendMiddleware(AgentMiddleware):
             # One guard for every Mender built (its counts are the middleware's).
             guard=as_guard(guard),
             correction_concurrency=CORRECTION_CONCURRENCY,
+            broken_schema=broken_schema,
         )
         self._validators = dict(validators or {})
         #: Totals over the middleware's life, shared by every Mender it builds.

@@ -162,6 +162,7 @@ class ToolNode(_StockToolNode):
         on_stats: Callable[[dict[str, Any]], Any] | None = None,
         max_concurrency: int | None = None,
         guard: Any = None,
+        broken_schema: Literal["raise", "open"] = "raise",
     ) -> None:
         super().__init__(
             tools,
@@ -194,6 +195,7 @@ class ToolNode(_StockToolNode):
             or handle_tool_errors is True,
             guard=guard,
             correction_concurrency=max_concurrency or 16,
+            broken_schema=broken_schema,
         )
         self._sanitize_messages = sanitize_messages
         self._max_concurrency = max_concurrency

@@ -150,6 +150,7 @@ impl Pipeline {
                 message: r.message(),
                 retry_after: r.retry_after(),
                 ends_run: r.ends_run(),
+                outage: r.is_outage(),
                 headers: summary.refusal_headers(),
             }),
             // Never raised here (`raise_unresolved` is off): unresolved calls go out flagged.

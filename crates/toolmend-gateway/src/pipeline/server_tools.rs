@@ -268,6 +268,7 @@ fn node_error(e: NodeError) -> GatewayError {
             message: reason,
             retry_after: None,
             ends_run: false,
+            outage: false,
             headers: Vec::new(),
         },
         // The node answers every failure (`ToolErrorPolicy::All`) and never raises on an

@@ -102,6 +102,9 @@ pub(crate) enum GatewayError {
         message: String,
         retry_after: Option<std::time::Duration>,
         ends_run: bool,
+        /// Every refusal was the guard's store not answering (`fail = "closed"`): an
+        /// outage, answered 503 `toolmend_guard_unavailable`, not a flood.
+        outage: bool,
         headers: Vec<(&'static str, String)>,
     },
 }
@@ -138,6 +141,7 @@ impl GatewayError {
             GatewayError::TooManyConnections => StatusCode::SERVICE_UNAVAILABLE,
             GatewayError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             GatewayError::Flooded { ends_run: true, .. } => StatusCode::BAD_REQUEST,
+            GatewayError::Flooded { outage: true, .. } => StatusCode::SERVICE_UNAVAILABLE,
             GatewayError::Flooded { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
@@ -164,6 +168,7 @@ impl GatewayError {
             | GatewayError::UpstreamStatus(_) => "upstream_error",
             GatewayError::Internal { .. } | GatewayError::TooManyConnections => "server_error",
             GatewayError::Flooded { ends_run: true, .. } => "invalid_request_error",
+            GatewayError::Flooded { outage: true, .. } => "server_error",
             // OpenAI's own 429s say `requests` (or `tokens`).
             GatewayError::Flooded { .. } => "requests",
         }
@@ -191,6 +196,7 @@ impl GatewayError {
             GatewayError::TooManyConnections => "too_many_connections",
             GatewayError::Unauthorized { .. } => "invalid_api_key",
             GatewayError::Flooded { ends_run: true, .. } => "toolmend_tool_loop",
+            GatewayError::Flooded { outage: true, .. } => "toolmend_guard_unavailable",
             GatewayError::Flooded { .. } => "toolmend_tool_flood",
         }
     }
@@ -289,6 +295,14 @@ mod tests {
                 message: "x".into(),
                 retry_after: None,
                 ends_run: false,
+                outage: false,
+                headers: Vec::new(),
+            },
+            GatewayError::Flooded {
+                message: "x".into(),
+                retry_after: None,
+                ends_run: false,
+                outage: true,
                 headers: Vec::new(),
             },
         ] {

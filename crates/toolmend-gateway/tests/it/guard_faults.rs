@@ -61,6 +61,11 @@ async fn answer(store: Broken, fail: &str, stream: bool) -> (u16, String) {
 
 /// The reason the gateway gave for refusing, from a JSON error or the stream's error event.
 fn refusal(status: u16, body: &str, stream: bool) -> String {
+    refusal_as(status, body, stream, 429, "toolmend_tool_flood")
+}
+
+/// The same, answered with `want` and `code` when not streamed.
+fn refusal_as(status: u16, body: &str, stream: bool, want: u16, code: &str) -> String {
     if stream {
         assert_eq!(status, 200, "{body}");
         let event = body
@@ -75,9 +80,9 @@ fn refusal(status: u16, body: &str, stream: bool) -> String {
         );
         event["error"]["message"].as_str().unwrap().to_owned()
     } else {
-        assert_eq!(status, 429, "{body}");
+        assert_eq!(status, want, "{body}");
         let v: Value = serde_json::from_str(body).unwrap();
-        assert_eq!(v["error"]["code"], "toolmend_tool_flood", "{body}");
+        assert_eq!(v["error"]["code"], code, "{body}");
         v["error"]["message"].as_str().unwrap().to_owned()
     }
 }
@@ -104,11 +109,12 @@ async fn a_guard_that_never_answers_refuses_every_call() {
 #[tokio::test]
 async fn a_store_short_of_answers_is_judged_by_the_fail_mode() {
     // Closed: both calls refused, the one the store answered for too (its answer cannot
-    // be trusted).
+    // be trusted). An outage, not a flood: 503, and the text says so.
     for stream in [false, true] {
         let (status, body) = answer(Broken::Short, "closed", stream).await;
-        let why = refusal(status, &body, stream);
+        let why = refusal_as(status, &body, stream, 503, "toolmend_guard_unavailable");
         assert!(why.contains("2 of the answer's 2 calls refused"), "{why}");
+        assert!(why.starts_with(toolmend::guard::UNCHECKED_PREFIX), "{why}");
     }
     // Open: both pass, as with a store that is down.
     let (status, body) = answer(Broken::Short, "open", false).await;

@@ -161,6 +161,17 @@ impl Rejected {
         message
     }
 
+    /// Every refusal was the guard's store not answering (it fails closed): an outage,
+    /// not a flood; a front answers it as its server's failure, not the client's.
+    pub fn is_outage(&self) -> bool {
+        !self.refused.is_empty()
+            && self.refused.iter().all(|r| {
+                r.decisions
+                    .iter()
+                    .any(|d| d.rule == crate::guard::Rule::StoreUnavailable && d.refuses())
+            })
+    }
+
     /// A refusal ends the run.
     pub fn ends_run(&self) -> bool {
         self.refused.iter().any(|r| r.action >= Action::End)

@@ -101,7 +101,7 @@ impl<'a> RunIndex<'a> {
                 let text = t.content.text();
                 // A refusal is no result: the call did not run, so it shows no progress
                 // (else every refusal would reset the streak it answers).
-                if text.starts_with(super::FLOOD_PREFIX) {
+                if super::is_refusal(&text) {
                     continue;
                 }
                 results

@@ -35,9 +35,18 @@ pub use store::{GuardStore, MemoryStore, StoreError};
 
 use crate::{conversation::Message, future::BoxFuture};
 
-/// How every refusal's message begins (the field's wording, so agents and logs that look
-/// for it find it).
+/// How a refusal's message begins (the field's wording, so agents and logs that look
+/// for it find it), for every rule but a store outage ([`UNCHECKED_PREFIX`]).
 pub const FLOOD_PREFIX: &str = "tool call cancelled because tool-call flooding was detected";
+
+/// How a refusal begins when the guard could not decide (its store did not answer and
+/// it fails closed): that is no flood, and the agent is not told it is.
+pub const UNCHECKED_PREFIX: &str = "tool call cancelled because the flood guard could not check it";
+
+/// True when `text` is a guard's refusal (either prefix): the call did not run.
+pub fn is_refusal(text: &str) -> bool {
+    text.starts_with(FLOOD_PREFIX) || text.starts_with(UNCHECKED_PREFIX)
+}
 
 /// What the guard sees of the conversation.
 #[derive(Debug, Clone, Copy, Default)]

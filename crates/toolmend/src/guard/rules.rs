@@ -5,7 +5,8 @@
 use std::{collections::BTreeMap, fmt, sync::Arc, time::Duration};
 
 use super::{
-    Action, Decision, FLOOD_PREFIX, Guard, GuardContext, GuardRequest, Rule, Verdict,
+    Action, Decision, FLOOD_PREFIX, Guard, GuardContext, GuardRequest, Rule, UNCHECKED_PREFIX,
+    Verdict,
     config::{Budget, ExitBehavior, FailMode, GuardConfig, ToolRules, Window},
     fail_log::{FAIL_LOG_EVERY, FailLog},
     fingerprint::fingerprint,
@@ -602,7 +603,7 @@ fn reason(tool: &str, d: &Decision) -> String {
         ),
         Rule::StoreUnavailable => format!(
             "the flood guard's store did not answer and the guard fails closed; the call \
-             was not run.{retry}"
+             was not run. This is an outage, not a flood: the call itself may be fine.{retry}"
         ),
         Rule::Custom => "refused by a custom guard.".to_owned(),
     };
@@ -611,7 +612,12 @@ fn reason(tool: &str, d: &Decision) -> String {
     } else {
         ""
     };
-    format!("{FLOOD_PREFIX}: rule {}: {what}{end}", d.rule)
+    let prefix = if d.rule == Rule::StoreUnavailable {
+        UNCHECKED_PREFIX
+    } else {
+        FLOOD_PREFIX
+    };
+    format!("{prefix}: rule {}: {what}{end}", d.rule)
 }
 
 impl Guard for RuleGuard {
@@ -784,6 +790,11 @@ mod tests {
             .fail_mode(FailMode::Closed);
         let v = closed.check(ctx, &calls).await;
         assert_eq!(v[0].action, Action::Deny);
+        // An outage is told as one, not as a flood; still a refusal by every reader's test.
+        let reason = v[0].reason.as_deref().unwrap();
+        assert!(reason.starts_with(UNCHECKED_PREFIX), "{reason}");
+        assert!(!reason.contains("flooding"), "{reason}");
+        assert!(super::super::is_refusal(reason));
     }
 
     #[tokio::test]

@@ -988,9 +988,19 @@ mod i15_properties {
 
 #[test]
 fn a_list_that_holds_no_call_is_named_as_a_list() {
-    for (raw, item) in [("[1, 2", "a number"), ("[true]", "a boolean"), ("[null, {}]", "null")] {
+    for (raw, item) in [
+        ("[1, 2", "a number"),
+        ("[true]", "a boolean"),
+        ("[null, {}]", "null"),
+    ] {
         let e = repair(raw, &RepairOptions::default()).unwrap_err();
-        assert!(e.reason.starts_with("the arguments are a list of"), "{raw}: {e}");
-        assert!(e.reason.contains(&format!("item 0 is {item}")), "{raw}: {e}");
+        assert!(
+            e.reason.starts_with("the arguments are a list of"),
+            "{raw}: {e}"
+        );
+        assert!(
+            e.reason.contains(&format!("item 0 is {item}")),
+            "{raw}: {e}"
+        );
     }
 }
