@@ -331,6 +331,7 @@ def test_exit_behavior_end_answers_every_call_and_ends_with_a_command():
     assert all(m.content.startswith(FLOOD_PREFIX) for m in got.values())
     assert "rule run_limit" in got["b"].content and "ended the run" in got["a"].content
     assert RAN == [] and ended_by_guard(messages)
+    assert messages[-1].name == "toolmend_guard" and messages[-1].response_metadata["author"] == "toolmend"
 
 
 # ---- shadow mode, declared limits -----------------------------------------------------

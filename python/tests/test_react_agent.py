@@ -154,6 +154,8 @@ def test_a_loop_is_ended_by_the_guard_with_every_call_answered(version, mode):
     answered_once(messages)
     last = messages[-1]
     assert isinstance(last, AIMessage) and last.response_metadata.get("toolmend_stopped")
+    # Written by toolmend, and marked so: a UI does not show it as the model's answer.
+    assert last.name == "toolmend_guard" and last.response_metadata["author"] == "toolmend"
     assert len(RAN) < 8
 
 

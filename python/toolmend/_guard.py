@@ -100,3 +100,22 @@ def _thread_id(config: Any) -> str | None:
     return None if thread is None else str(thread)
 
 
+
+
+#: The ``name`` of the ``AIMessage`` a guard that ends the run adds last: written by
+#: toolmend, not by the model, and shown as such by LangGraph's UIs (which show a
+#: message's name).
+ENDED_BY = "toolmend_guard"
+
+
+def end_message(reason: str) -> Any:
+    """The closing ``AIMessage`` of a run the guard ended: the reason, marked as
+    toolmend's (``name``, ``response_metadata={"toolmend_stopped": True, "author":
+    "toolmend"}``), so that no UI shows it as the model's answer."""
+    from langchain_core.messages import AIMessage
+
+    return AIMessage(
+        content=reason,
+        name=ENDED_BY,
+        response_metadata={"toolmend_stopped": True, "author": "toolmend"},
+    )

@@ -68,7 +68,7 @@ from toolmend._mend import (
     feedback_message,
     _calls_in_text,
 )
-from toolmend._guard import ToolCallLimitExceededError, as_guard, session_of
+from toolmend._guard import ToolCallLimitExceededError, as_guard, end_message, session_of
 
 __all__ = [
     "PYDANTIC_LAX",
@@ -323,7 +323,7 @@ class MendMiddleware(AgentMiddleware):
             mended = None  # e.g. a call LangGraph answers itself (unknown tool) left as is
         answers = [feedback_message(c) for c in plan.calls if FEEDBACK_KEY in c]
         if stopped is not None:
-            final = AIMessage(content=stopped, response_metadata={"toolmend_stopped": True})
+            final = end_message(stopped)
             return {
                 "messages": [*([mended] if mended is not None else []), *answers, final],
                 "jump_to": "end",

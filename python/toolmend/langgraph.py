@@ -50,7 +50,7 @@ from toolmend._mend import (
     content_text,
     feedback_message,
 )
-from toolmend._guard import ToolCallLimitExceededError, session_of
+from toolmend._guard import ToolCallLimitExceededError, end_message, session_of
 
 if TYPE_CHECKING:
     # Annotations stay strings; LangGraph matches "RunnableConfig" and "Runtime" by name
@@ -319,7 +319,7 @@ class ToolNode(_StockToolNode):
             "response_metadata": {**(ai.response_metadata or {}), RESOLVED_KEY: True},
         })
         if plan.stopped is not None:
-            final = AIMessage(content=plan.stopped, response_metadata={STOPPED_KEY: True})
+            final = end_message(plan.stopped)
             answers = [feedback_message(c) for c in plan.calls]
             return {self._messages_key: [mended, *answers, final]}
         answers = [feedback_message(c) for c in plan.calls if FEEDBACK_KEY in c]
@@ -356,7 +356,7 @@ class ToolNode(_StockToolNode):
         """The update when the guard ends the run: every call answered, then an
         ``AIMessage`` with the reason; as ``Command(goto=END)`` in a graph."""
         out = self._with_sanitized(self._answer_only(plan), plan)
-        final = AIMessage(content=plan.stopped or "", response_metadata={STOPPED_KEY: True})
+        final = end_message(plan.stopped or "")
         if plan.input_type == "list":
             return [*out, final]
         update = {**out, self._messages_key: [*out[self._messages_key], final]}

@@ -625,8 +625,11 @@ impl ToolNode {
         let mut results = Vec::with_capacity(reports.len());
         let mut calls = Vec::with_capacity(reports.len());
         for (c, run) in reports.into_iter().zip(runs) {
-            let call_id = c.answered_id().map(str::to_owned);
-            if let (Some(id), Some(answer)) = (&call_id, run.answer) {
+            let answered = c.answered_id().is_some();
+            // Every record names its id: a dropped exact repeat the one of the call it
+            // repeats, whose result answers both.
+            let call_id = Some(c.id.clone()).filter(|id| !id.is_empty());
+            if let (Some(id), Some(answer), true) = (&call_id, run.answer, answered) {
                 results.push(ToolResult {
                     call_id: id.clone(),
                     tool: c.tool.clone(),

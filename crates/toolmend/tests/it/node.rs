@@ -335,6 +335,9 @@ async fn duplicate_ids_are_dropped_or_minted_deterministically() {
     let calls = &out.stats.calls;
     assert_eq!(calls[1].outcome, CallOutcome::Dropped);
     assert_eq!(calls[1].original_id.as_deref(), Some("c1"));
+    // The record names the id whose result answers it: the repeated call's.
+    assert_eq!(calls[1].call_id.as_deref(), Some("c1"));
+    assert!(calls.iter().all(|c| c.call_id.is_some()));
     assert_eq!(calls[2].call_id.as_deref(), Some("c1_2"));
     assert_eq!(calls[2].original_id.as_deref(), Some("c1"));
     assert_eq!(calls[3].call_id.as_deref(), Some("old_2"));
