@@ -856,3 +856,25 @@ def test_a_tool_whose_schema_cannot_compile_raises_unless_opened_up():
     assert tool_messages(run(node, msg))["c1"].content == "3"
     with pytest.raises(ValueError, match="broken_schema='maybe'"):
         ToolNode([add], broken_schema="maybe")
+
+
+def test_keys_no_argument_takes_are_renamed_or_named_never_dropped():
+    @tool
+    def route(origin: str, destination: str) -> str:
+        """A route between two cities."""
+        return f"{origin} -> {destination}"
+
+    node = ToolNode([route, get_weather])
+    # A plain @tool's model ignores other keys: stock LangGraph would run get_weather
+    # for one day, the 3 the model sent lost. toolmend renames the key it names.
+    msg = AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Oslo", "dayz": 3}, "id": "w"}])
+    assert tool_messages(run(node, msg))["w"].content == "Oslo: 21 celsius, 3 day(s)"
+    # Keys that name nothing: the call is not run on a guess; the feedback names them,
+    # beside a valid call too (stock LangGraph would run it without them).
+    msg = AIMessage("", tool_calls=[{"name": "route", "args": {"from_city": "Oslo", "to_city": "Rome"}, "id": "r"}])
+    answer = tool_messages(run(node, msg))["r"]
+    assert answer.status == "error"
+    assert "from_city: unknown key" in answer.content and "to_city: unknown key" in answer.content, answer.content
+    msg = AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Oslo", "zzz_mode": "fast"}, "id": "z"}])
+    answer = tool_messages(run(node, msg))["z"]
+    assert answer.status == "error" and "zzz_mode: unknown key" in answer.content, answer.content

@@ -245,6 +245,17 @@ def compile_tools(
     return Toolbox(defs, coerce=coerce, strip_thinking=strip, **plan)
 
 
+def _injected(tool: Any) -> set[str]:
+    """The arguments LangGraph injects into ``tool`` (state, store, runtime, the call id):
+    in its input schema, not in the one the model fills."""
+    try:
+        full = set(getattr(tool.get_input_schema(), "model_fields", {}) or {})
+        filled = set(getattr(tool.tool_call_schema, "model_fields", {}) or {})
+    except Exception:
+        return set()
+    return full - filled
+
+
 def content_text(content: Any) -> str | None:
     """The text of a message's content: the string, or the text of its content blocks
     (``{"type": "text", "text": …}`` and bare strings, joined as the core joins content
@@ -749,7 +760,11 @@ class Mender:
             return (False, "unknown tool: answered by LangGraph")
         schema = getattr(self.tools.get(tool), "tool_call_schema", None)
         validate = getattr(schema, "model_validate", None)
-        if validate is not None:
+        # A key no argument takes: the model would accept it by ignoring it, and the
+        # value the model sent would be lost without a word. Never taken as sent (an
+        # argument LangGraph injects is no such key: its value overwrites the model's).
+        stray = [i for i in issues if i["kind"] == "unknown_key" and i["path"][1:] not in _injected(self.tools.get(tool))]
+        if validate is not None and not stray:
             try:
                 validate(turn.sent[index].get("args") or {})
                 return (True, "accepted by the tool's own schema")

@@ -198,6 +198,9 @@ async fn node(case: &Case) -> Outcome {
         .stats
         .calls
         .iter()
+        // A dropped exact repeat names the id of the call it repeats: that call's outcome
+        // is the one its id has.
+        .filter(|c| c.outcome != CallOutcome::Dropped)
         .filter_map(|c| Some((c.call_id.clone()?, c.outcome)))
         .collect();
     outcome_of(&out.assistant, |id| disposition(by_id[id]))

@@ -526,6 +526,16 @@ impl<'s> Flat<'s> {
             .any(|(_, m)| m.get("patternProperties").is_some())
     }
 
+    /// Other keys are allowed because the schema says so (`additionalProperties` or
+    /// `unevaluatedProperties` as `true` or a schema), not merely because it says nothing.
+    pub(crate) fn declares_other_keys(&self) -> bool {
+        self.objects().any(|(_, m)| {
+            ["additionalProperties", "unevaluatedProperties"]
+                .iter()
+                .any(|kw| matches!(m.get(*kw), Some(Value::Bool(true) | Value::Object(_))))
+        })
+    }
+
     /// What `additionalProperties` (or `unevaluatedProperties`) says about other keys.
     pub(crate) fn additional(&self) -> Additional<'s> {
         let mut result = Additional::Allowed;

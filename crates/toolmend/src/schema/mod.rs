@@ -248,6 +248,10 @@ pub struct CompiledTool {
     /// worth renaming (the root lists `properties` but does not forbid other keys); empty
     /// otherwise.
     open_root: Vec<String>,
+    /// The root lists `properties` and says nothing about other keys (no
+    /// `additionalProperties`, `unevaluatedProperties` or `patternProperties`): a key it
+    /// does not list reaches no argument, and is reported.
+    silent_root: bool,
     /// Validators for every sub-schema and the pointer of every `anyOf`/`oneOf` branch,
     /// built on first need (to try `anyOf` branches).
     branch_validators: OnceLock<Option<Branches>>,
@@ -290,6 +294,10 @@ impl CompiledTool {
                 .map(str::to_owned)
                 .collect()
         };
+        let silent_root = !open_root.is_empty()
+            && matches!(root.additional(), compile::Additional::Allowed)
+            && !root.declares_other_keys()
+            && !root.has_pattern_properties();
         drop(root);
         Ok(CompiledTool {
             name: name.to_owned(),
@@ -300,6 +308,7 @@ impl CompiledTool {
             validator,
             needs_branches,
             open_root,
+            silent_root,
             branch_validators: OnceLock::new(),
             candidates: Mutex::new(HashMap::new()),
             validators: if rules.is_empty() {
@@ -414,10 +423,13 @@ impl CompiledTool {
     }
 
     /// True when a valid object still has top-level keys the schema does not list, and
-    /// renaming or unwrapping could apply (open schemas accept unknown keys).
+    /// renaming or unwrapping could apply, or the root is open only by saying nothing
+    /// (such a key is an issue: it would reach no argument).
     fn has_keys_to_rename(&self, arguments: &Value, coercions: &Coercions) -> bool {
         // A valid object under a root that forbids other keys has none.
-        if self.open_root.is_empty() || (!coercions.rename_keys && !coercions.unwrap_arguments) {
+        if self.open_root.is_empty()
+            || (!coercions.rename_keys && !coercions.unwrap_arguments && !self.silent_root)
+        {
             return false;
         }
         arguments

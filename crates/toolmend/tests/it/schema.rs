@@ -910,14 +910,36 @@ fn unknown_keys_are_dropped_when_forbidden() {
 }
 
 #[test]
-fn unknown_keys_are_kept_in_open_schemas() {
-    let t = tool(json!({"properties": {"city": {"type": "string"}}}));
+fn a_key_no_argument_takes_is_an_issue_where_the_schema_says_nothing_of_other_keys() {
+    // The schema says nothing of other keys (a pydantic model's, which ignores them): a
+    // key no property takes would reach nothing. It is kept, and reported, never lost.
+    let t = tool(json!({"properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}));
     let c = lax(&t, json!({"city": "Oslo", "extra": 1}));
     assert_eq!(c.value, json!({"city": "Oslo", "extra": 1}));
-    assert!(c.fixes.is_empty() && c.issues.is_empty());
-    // But a key that clearly names a property is still renamed.
-    let c = lax(&t, json!({"town": "Oslo"}));
-    assert_eq!(c.value, json!({"city": "Oslo"}));
+    assert_eq!(issue_kinds(&c.issues), [(IssueKind::UnknownKey, "/extra")]);
+    assert!(
+        c.issues[0].message.contains("would be ignored"),
+        "{}",
+        c.issues[0].message
+    );
+    // A key that clearly names a property is renamed, as before: no issue.
+    let c = lax(&t, json!({"city": "Oslo", "dayz": 3}));
+    assert_eq!(c.value, json!({"city": "Oslo", "days": 3}));
+    assert!(c.issues.is_empty(), "{:?}", c.issues);
+    // Chatter beside the arguments is left alone.
+    let c = lax(&t, json!({"city": "Oslo", "explanation": "the user asked"}));
+    assert!(c.issues.is_empty(), "{:?}", c.issues);
+    // A schema that says other keys are welcome keeps them, without a word.
+    for open in [json!(true), json!({"type": "integer"})] {
+        let t =
+            tool(json!({"properties": {"city": {"type": "string"}}, "additionalProperties": open}));
+        let c = lax(&t, json!({"city": "Oslo", "extra": 1}));
+        assert_eq!(c.value, json!({"city": "Oslo", "extra": 1}));
+        assert!(c.fixes.is_empty() && c.issues.is_empty(), "{:?}", c.issues);
+    }
+    let t = tool(json!({"properties": {"city": {"type": "string"}},
+        "patternProperties": {"^x_": {}}}));
+    assert!(lax(&t, json!({"city": "Oslo", "x_a": 1})).issues.is_empty());
 }
 
 #[test]

@@ -464,8 +464,15 @@ impl<'t> Walker<'t> {
             if self.opts.rename_keys {
                 remaining = self.rename_keys(map, flat, &props, remaining, path);
             }
-            if matches!(flat.additional(), Additional::Forbidden) && self.opts.drop_unknown_keys {
-                self.drop_unknown_keys(map, flat, &props, &required, remaining, path);
+            if matches!(flat.additional(), Additional::Forbidden) {
+                if self.opts.drop_unknown_keys {
+                    self.drop_unknown_keys(map, flat, &props, &required, remaining, path);
+                }
+            } else if path.is_empty() && !flat.declares_other_keys() {
+                // Open only by saying nothing: a key no property takes would reach nothing
+                // (a pydantic model ignores it), so it is an issue, never a silent loss.
+                // The arguments' own keys only: the fast path for valid calls reads those.
+                self.stray_key_issues(map, flat, &props, &remaining, path);
             }
         }
 

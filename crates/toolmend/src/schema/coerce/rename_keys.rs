@@ -144,6 +144,68 @@ impl<'t> Walker<'t> {
             .collect()
     }
 
+    /// One `unknown_key` issue per key of `remaining` that no property took, in an object
+    /// open only because its schema says nothing about other keys (a key the schema gives
+    /// two homes has its issue already; chatter such as `explanation` is left alone).
+    pub(super) fn stray_key_issues(
+        &mut self,
+        map: &Map<String, Value>,
+        flat: &Flat<'t>,
+        props: &[&'t str],
+        remaining: &[String],
+        path: &str,
+    ) {
+        let reported: std::collections::HashSet<String> =
+            self.issues.iter().map(|i| i.path.clone()).collect();
+        let data = match flat.parts.first() {
+            Some((node, _)) => self.tool.candidate_data(node.schema, true, || {
+                props
+                    .iter()
+                    .map(|p| {
+                        let desc = flat
+                            .property(p)
+                            .into_iter()
+                            .find_map(|n| flatten(self.root(), n).description());
+                        CandidateData::new(p, desc)
+                    })
+                    .collect()
+            }),
+            None => return,
+        };
+        let free: Vec<Candidate<'_>> = props
+            .iter()
+            .zip(data.iter())
+            .filter(|(p, _)| !map.contains_key(**p))
+            .map(|(p, d)| Candidate::borrowed(p, d))
+            .collect();
+        let allowed: Vec<Value> = props
+            .iter()
+            .map(|p| Value::String((*p).to_owned()))
+            .collect();
+        for key in remaining {
+            let at = child_path(path, key);
+            if Key::new(key).is_chatter() || reported.contains(&at) {
+                continue;
+            }
+            let mut issue = Issue::new(
+                IssueKind::UnknownKey,
+                at,
+                format!(
+                    "\"{key}\" is not a known key: no argument of the tool takes it, so its \
+                     value would be ignored"
+                ),
+            )
+            .allowed(allowed.clone());
+            if let Some(v) = map.get(key) {
+                issue = issue.got(v.clone());
+            }
+            if let Some(s) = key_suggestion(key, &free) {
+                issue = issue.suggestion(s);
+            }
+            self.issues.push(issue);
+        }
+    }
+
     /// An open object (other keys allowed) reports an unknown key the schema gives two
     /// homes (validation would accept it, and the value would reach no property); a
     /// closed one leaves that to validation's `unknown_key` issue.
