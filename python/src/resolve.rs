@@ -17,7 +17,7 @@ use std::{
 
 use futures::channel::oneshot;
 use pyo3::{
-    exceptions::PyRuntimeError,
+    exceptions::{PyRuntimeError, PyValueError},
     intern,
     prelude::*,
     types::{PyDict, PyList, PyString},
@@ -26,7 +26,10 @@ use serde_json::Value;
 use toolmend::{
     Issue,
     conversation::{AssistantMessage, Message, ToolCall},
-    correct::{self, CorrectError, Correction, CorrectionRequest, Corrector, PromptOptions},
+    correct::{
+        self, CorrectError, Correction, CorrectionRequest, CorrectionScope, Corrector,
+        PromptOptions,
+    },
     drive::{
         self, Accept, CallReport, Correcting, Driven, GuardTally, Guarding, Invalid, NoObserver,
         OnRefused, Place, Resolution, Settle, Stages, Stop, Taken, Tally, Turn, UnresolvedCall,
@@ -351,6 +354,7 @@ struct Job {
     raise_unresolved: bool,
     max_retries: u32,
     concurrency: usize,
+    scope: CorrectionScope,
 }
 
 /// Settle through a shared hook (the resolution keeps it, for its texts).
@@ -385,6 +389,7 @@ impl Job {
                 max_retries: self.max_retries,
                 timeout: CALLBACK_LIMIT,
                 concurrency: self.concurrency,
+                scope: self.scope,
             }),
             re_ask: None,
             max_re_asks: 0,
@@ -708,6 +713,7 @@ pub(crate) struct Resolver {
     raise_unresolved: bool,
     max_retries: u32,
     concurrency: usize,
+    scope: CorrectionScope,
     prompt: PromptOptions,
     fresh_ids: Arc<TimeOrderedIds>,
 }
@@ -726,7 +732,7 @@ impl Resolver {
     /// what stays invalid is returned as `unresolved` instead of answered. `guard`: a
     /// `Guard`.
     #[new]
-    #[pyo3(signature = (toolbox, *, accept = None, validate = None, validated = None, correct = None, settle = None, raise_unresolved = false, guard = None, max_retries = 2, concurrency = 16, context_messages = 10, ask_for_json = false))]
+    #[pyo3(signature = (toolbox, *, accept = None, validate = None, validated = None, correct = None, settle = None, raise_unresolved = false, guard = None, max_retries = 2, concurrency = 16, context_messages = 10, ask_for_json = false, correction_scope = "issues"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         toolbox: Py<Toolbox>,
@@ -741,8 +747,14 @@ impl Resolver {
         concurrency: usize,
         context_messages: usize,
         ask_for_json: bool,
-    ) -> Self {
-        Resolver {
+        correction_scope: &str,
+    ) -> PyResult<Self> {
+        let scope = CorrectionScope::parse(correction_scope).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "correction_scope={correction_scope:?}: use 'issues' or 'unsafe'"
+            ))
+        })?;
+        Ok(Resolver {
             toolbox,
             accept,
             validate: validate.map(|f| (f, validated.unwrap_or_default())),
@@ -752,12 +764,13 @@ impl Resolver {
             raise_unresolved,
             max_retries,
             concurrency,
+            scope,
             prompt: PromptOptions {
                 context_messages,
                 ask_for_json,
             },
             fresh_ids: Arc::new(TimeOrderedIds::new()),
-        }
+        })
     }
 
     /// Resolves one assistant message: `content` (its text, `None` for none), `calls`
@@ -879,6 +892,7 @@ impl Resolver {
             fresh_ids: Arc::clone(&self.fresh_ids),
             raise_unresolved: self.raise_unresolved,
             max_retries: self.max_retries,
+            scope: self.scope,
             concurrency: self.concurrency.max(1),
         };
         let shape = Arc::new(Shape {

@@ -839,6 +839,18 @@ def test_a_corrector_that_rewrites_a_field_with_no_problem_never_changes_what_ru
     model = Model([paris, '{"city": "Oslo", "units": "celsius"}'])
     out = run(ToolNode([weather], correction_model=model, correction_mode="json", max_correction_retries=2), msg)
     assert ran == [{"city": "Oslo", "units": "celsius"}]
+    # By option, a trusted corrector's rewrite is kept, and said: an unsafe fix.
+    ran.clear()
+    stats: list[dict] = []
+    model = Model([paris])
+    node = ToolNode([weather], correction_model=model, correction_mode="json", correction_scope="unsafe",
+                    on_stats=stats.append)
+    run(node, msg)
+    assert ran == [{"city": "Paris", "units": "celsius"}]
+    (beyond,) = [f for f in stats[-1]["calls"][0]["fixes"] if f["kind"] == "correction_beyond_issues"]
+    assert beyond["path"] == "/city" and "no problem" in beyond["detail"], beyond
+    with pytest.raises(ValueError, match="correction_scope"):
+        ToolNode([weather], correction_scope="loose")
 
 
 def test_a_tool_whose_schema_cannot_compile_raises_unless_opened_up():

@@ -444,6 +444,7 @@ class Mender:
         guard: Any = None,
         correction_concurrency: int = 16,
         broken_schema: str = "raise",
+        correction_scope: str = "issues",
     ):
         self.tools = {t.name: t for t in tools}
         #: The flood guard (``None``: every valid call runs), with the limits the tools
@@ -502,6 +503,7 @@ class Mender:
             concurrency=correction_concurrency,
             context_messages=correction_context_messages,
             ask_for_json=mode == "json",
+            correction_scope=correction_scope,
         )
 
     # ---- one message, one call into the core ------------------------------------------

@@ -165,6 +165,7 @@ class MendMiddleware(AgentMiddleware):
         history_encoding: Literal["o200k_base", "cl100k_base", "bytes"] = "o200k_base",
         guard: Any = None,
         broken_schema: Literal["raise", "open"] = "raise",
+        correction_scope: Literal["issues", "unsafe"] = "issues",
     ) -> None:
         super().__init__()
         if max_history_messages is not None and max_history_tokens is not None:
@@ -194,6 +195,7 @@ class MendMiddleware(AgentMiddleware):
             guard=as_guard(guard),
             correction_concurrency=CORRECTION_CONCURRENCY,
             broken_schema=broken_schema,
+            correction_scope=correction_scope,
         )
         self._validators = dict(validators or {})
         #: Totals over the middleware's life, shared by every Mender it builds.

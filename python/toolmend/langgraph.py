@@ -163,6 +163,7 @@ class ToolNode(_StockToolNode):
         max_concurrency: int | None = None,
         guard: Any = None,
         broken_schema: Literal["raise", "open"] = "raise",
+        correction_scope: Literal["issues", "unsafe"] = "issues",
     ) -> None:
         super().__init__(
             tools,
@@ -196,6 +197,7 @@ class ToolNode(_StockToolNode):
             guard=guard,
             correction_concurrency=max_concurrency or 16,
             broken_schema=broken_schema,
+            correction_scope=correction_scope,
         )
         self._sanitize_messages = sanitize_messages
         self._max_concurrency = max_concurrency

@@ -58,6 +58,8 @@ use toolmend_gateway::{
 ///               api_key_env = "CORRECTION_KEY" (no default: no key sent; named, it must be
 ///                 set when used)   max_retries = 2   context_messages = 10   timeout_secs = 30
 ///               max_concurrency = 4 (calls of one answer corrected at once, 1 to 64)
+///               scope = "issues" | "unsafe" (an answer that changes a value no issue
+///                 named: refused, or kept as the unsafe fix correction_beyond_issues)
 ///   [limits]    max_body_bytes = 8388608   max_header_bytes = 65536   tool_cache = 256
 ///               header_timeout_secs = 30   body_timeout_secs = 60   max_connections = 4096
 ///               max_messages = 100000   max_calls_per_message = 100000   max_tools = 1024

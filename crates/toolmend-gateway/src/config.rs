@@ -546,6 +546,10 @@ pub struct Correction {
     pub timeout_secs: f64,
     /// Calls of one answer corrected at once (1 to 64); the others wait their turn.
     pub max_concurrency: usize,
+    /// What becomes of an answer that changed a value no issue named: `issues` (refused;
+    /// the original reading stays, with its feedback) or `unsafe` (kept, recorded as the
+    /// unsafe fix `correction_beyond_issues`).
+    pub scope: toolmend::correct::CorrectionScope,
 }
 
 impl Default for Correction {
@@ -558,6 +562,7 @@ impl Default for Correction {
             context_messages: 10,
             timeout_secs: 30.0,
             max_concurrency: 4,
+            scope: toolmend::correct::CorrectionScope::Issues,
         }
     }
 }
@@ -1062,6 +1067,33 @@ mod tests {
         assert_eq!(ok.correction.max_concurrency, 64);
         let default = super::Config::from_toml_and_env(base, Vec::new()).unwrap();
         assert_eq!(default.correction.max_concurrency, 4);
+    }
+
+    #[test]
+    fn correction_scope_reads_from_toml_and_env() {
+        use toolmend::correct::CorrectionScope;
+        let base = "upstream.base_url = \"http://127.0.0.1:9/v1\"\n";
+        let default = super::Config::from_toml_and_env(base, Vec::new()).unwrap();
+        assert_eq!(default.correction.scope, CorrectionScope::Issues);
+        let toml = super::Config::from_toml_and_env(
+            &format!("{base}correction.scope = \"unsafe\"\n"),
+            Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(toml.correction.scope, CorrectionScope::Unsafe);
+        let env = super::Config::from_toml_and_env(
+            base,
+            vec![("TOOLMEND_CORRECTION__SCOPE".to_owned(), "unsafe".to_owned())],
+        )
+        .unwrap();
+        assert_eq!(env.correction.scope, CorrectionScope::Unsafe);
+        let err = super::Config::from_toml_and_env(
+            &format!("{base}correction.scope = \"loose\"\n"),
+            Vec::new(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("loose"), "{err}");
     }
 
     #[test]

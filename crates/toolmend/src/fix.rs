@@ -192,6 +192,9 @@ fix_kinds! {
     /// An unknown key mapped to the schema's key by an alias: a synonym, an abbreviation, an
     /// acronym, another word order, a qualifier left out.
     KeyRenamed = "key_renamed", Unsafe;
+    /// The correction model changed a value no issue named (or added one), and
+    /// `correction scope = "unsafe"` kept it: what runs is not what the model sent there.
+    CorrectionBeyondIssues = "correction_beyond_issues", Unsafe;
     /// A key the schema does not allow (`additionalProperties: false`) was dropped: its
     /// value is lost (no property of the schema could be its home).
     UnknownKeyDropped = "unknown_key_dropped", Lossy;

@@ -130,6 +130,7 @@ impl Pipeline {
                 max_retries: self.correction_retries,
                 timeout: self.correction_timeout,
                 concurrency: self.correction_concurrency,
+                scope: self.correction_scope,
             }),
             re_ask: Some(reask),
             max_re_asks: self.calls.max_re_asks,

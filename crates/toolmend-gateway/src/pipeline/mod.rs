@@ -73,6 +73,8 @@ pub(crate) struct Pipeline {
     correction_timeout: Duration,
     /// `correction.max_concurrency`: calls of one answer corrected at once.
     correction_concurrency: usize,
+    /// `correction.scope`.
+    correction_scope: toolmend::correct::CorrectionScope,
     /// `calls.invalid`, as the driver's chain.
     invalid: Vec<toolmend::drive::Invalid>,
 }
@@ -126,6 +128,7 @@ impl Pipeline {
             correction_retries: config.correction.max_retries,
             correction_timeout: Duration::from_secs_f64(config.correction.timeout_secs.max(0.001)),
             correction_concurrency: config.correction.max_concurrency,
+            correction_scope: config.correction.scope,
             invalid: answer::invalid_chain(config.calls.invalid.list()),
         })
     }

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 pub use prompt::{CONTEXT_CHARS, PromptOptions, prompt, render_context};
 pub use retry::{Attempts, Corrected, correct_call, correct_calls};
-pub use scope::values_changed_issues;
+pub use scope::{CorrectionScope, values_changed_issues};
 
 use crate::{
     Fix, FixKind, Issue, IssueKind, RepairOptions, conversation::Message, future::BoxFuture,

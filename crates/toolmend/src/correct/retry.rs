@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{CorrectError, Correction, CorrectionRequest, Corrector, Usage};
 use crate::{
-    Fix, MendOptions,
+    Fix, FixKind, MendOptions,
     schema::{Coercions, Phase, ValidationContext},
     validate::{Validate, Validation, custom_issues},
 };
@@ -35,6 +35,8 @@ pub struct Attempts<'a> {
     /// Conversation and caller state for the tool's custom validators (phase `correction`
     /// is set here).
     pub ctx: ValidationContext<'a>,
+    /// What becomes of an answer that changed a value no issue named.
+    pub scope: super::CorrectionScope,
 }
 
 /// What the loop came to.
@@ -124,12 +126,18 @@ pub async fn correct_call(
                 checked
                     .issues
                     .extend(crate::mend::values_lost_issues(&first, &checked.value));
-                checked.issues.extend(super::values_changed_issues(
-                    &first,
-                    &sent,
-                    &scope,
-                    &checked.value,
-                ));
+                let beyond = super::values_changed_issues(&first, &sent, &scope, &checked.value);
+                match attempts.scope {
+                    super::CorrectionScope::Issues => checked.issues.extend(beyond),
+                    // Kept, and each change said: an unsafe fix the report shows.
+                    super::CorrectionScope::Unsafe => {
+                        checked.fixes.extend(
+                            beyond.into_iter().map(|i| {
+                                Fix::on(FixKind::CorrectionBeyondIssues, i.path, i.message)
+                            }),
+                        );
+                    }
+                }
                 if let Some(v) = attempts.validate.filter(|_| checked.is_valid()) {
                     let problems = v
                         .validate(Validation {
@@ -251,6 +259,7 @@ mod tests {
                 tool_mend: None,
                 validate: None,
                 ctx: ValidationContext::new("t", Phase::Correction),
+                scope: Default::default(),
             };
             let done = rt.block_on(correct_calls(&corrector, requests, attempts, limit));
             assert_eq!(done.len(), ids.len());

@@ -9,6 +9,38 @@ use serde_json::Value;
 
 use crate::{Issue, IssueKind, schema::preview};
 
+/// What becomes of an answer that changed a value no issue named.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CorrectionScope {
+    /// Refused: the answer is not clean (`value_changed` issues); the original reading
+    /// stays, with its feedback, unless a later attempt keeps to the scope.
+    #[default]
+    Issues,
+    /// Kept, each change recorded as an unsafe fix (`correction_beyond_issues`): for a
+    /// corrector trusted to rewrite the whole call.
+    Unsafe,
+}
+
+impl CorrectionScope {
+    /// The name in configuration and Python (`issues`, `unsafe`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CorrectionScope::Issues => "issues",
+            CorrectionScope::Unsafe => "unsafe",
+        }
+    }
+
+    /// The scope of a name; `None` for another.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "issues" => Some(CorrectionScope::Issues),
+            "unsafe" => Some(CorrectionScope::Unsafe),
+            _ => None,
+        }
+    }
+}
+
 /// Nesting followed (deeper values are compared whole).
 const MAX_DEPTH: usize = 64;
 

@@ -72,6 +72,7 @@ pub(super) async fn stage(
             messages: turn.history,
             state: turn.state,
         },
+        scope: c.scope,
     };
     let done = correct_calls(c.corrector, requests, attempts, c.concurrency).await;
     // The model's rewrite, then what re-validating it fixed: one record for every front.

@@ -182,6 +182,8 @@ pub struct Correcting<'a> {
     pub timeout: Duration,
     /// Calls corrected at once (at least 1).
     pub concurrency: usize,
+    /// What becomes of an answer that changed a value no issue named.
+    pub scope: crate::correct::CorrectionScope,
 }
 
 impl std::fmt::Debug for Correcting<'_> {

@@ -91,6 +91,7 @@ pub struct ToolNode {
     max_concurrency: usize,
     default_timeout: Option<Duration>,
     max_correction_retries: u32,
+    correction_scope: crate::correct::CorrectionScope,
     spawn_tools: bool,
     stage_timeout: Duration,
     on_unresolved: OnUnresolved,
@@ -160,6 +161,15 @@ impl ToolNodeBuilder {
     pub fn corrector(mut self, corrector: impl Corrector + 'static, max_retries: u32) -> Self {
         self.node.corrector = Arc::new(corrector);
         self.node.max_correction_retries = max_retries;
+        self
+    }
+
+    /// What becomes of a corrector's answer that changed a value no issue named: refused
+    /// (`Issues`, the default: the original reading stays, with its feedback) or kept and
+    /// recorded as the unsafe fix `correction_beyond_issues` (`Unsafe`).
+    #[must_use]
+    pub fn correction_scope(mut self, scope: crate::correct::CorrectionScope) -> Self {
+        self.node.correction_scope = scope;
         self
     }
 
@@ -420,6 +430,7 @@ impl ToolNode {
                 max_concurrency: 16,
                 default_timeout: None,
                 max_correction_retries: 2,
+                correction_scope: crate::correct::CorrectionScope::Issues,
                 spawn_tools: false,
                 stage_timeout: Duration::from_secs(60),
                 on_unresolved: OnUnresolved::Feedback,
@@ -478,6 +489,7 @@ impl ToolNode {
             max_retries: self.max_correction_retries,
             timeout: self.stage_timeout,
             concurrency: self.max_concurrency,
+            scope: self.correction_scope,
         });
         let guard = self.guard.is_enabled().then(|| Guarding {
             guard: &*self.guard,

@@ -532,7 +532,7 @@ impl<'s> Flat<'s> {
         self.objects().any(|(_, m)| {
             ["additionalProperties", "unevaluatedProperties"]
                 .iter()
-                .any(|kw| matches!(m.get(*kw), Some(Value::Bool(true) | Value::Object(_))))
+                .any(|kw| matches!(m.get(kw), Some(Value::Bool(true) | Value::Object(_))))
         })
     }
 

@@ -169,6 +169,7 @@ fn the_fronts_validators_refuse_at_plan_and_judge_every_correction_and_salvage()
             max_retries: 3,
             timeout: std::time::Duration::from_secs(5),
             concurrency: 2,
+            scope: Default::default(),
         }),
         ..Stages::plan_only(&tools, &plan)
     };
@@ -275,6 +276,7 @@ fn a_corrector_that_rewrites_a_value_with_no_problem_never_changes_what_runs() {
                 max_retries: 2,
                 timeout: std::time::Duration::from_secs(5),
                 concurrency: 1,
+                scope: Default::default(),
             }),
             ..Stages::plan_only(&tools, &plan)
         };
