@@ -14,6 +14,29 @@ use super::{
 use crate::{FixKind, Issue, IssueKind};
 
 impl<'t> Walker<'t> {
+    /// The did-you-mean data of `props` (names, descriptions), cached by the schema's
+    /// address: `flat` is the flattening of its first part's node, so that node names
+    /// these properties. `None` for an object without parts.
+    fn property_data(
+        &self,
+        flat: &Flat<'t>,
+        props: &[&'t str],
+    ) -> Option<std::sync::Arc<Vec<CandidateData>>> {
+        let (node, _) = flat.parts.first()?;
+        Some(self.tool.candidate_data(node.schema, true, || {
+            props
+                .iter()
+                .map(|p| {
+                    let desc = flat
+                        .property(p)
+                        .into_iter()
+                        .find_map(|n| flatten(self.root(), n).description());
+                    CandidateData::new(p, desc)
+                })
+                .collect()
+        }))
+    }
+
     /// Renames unknown keys onto schema keys; returns the keys still unknown.
     pub(super) fn rename_keys(
         &mut self,
@@ -23,22 +46,8 @@ impl<'t> Walker<'t> {
         unknown: Vec<String>,
         path: &str,
     ) -> Vec<String> {
-        // `flat` is the flattening of its first part's node, so that node's address names
-        // these properties (rename_keys only runs with properties, so there is a part).
-        let data = match flat.parts.first() {
-            Some((node, _)) => self.tool.candidate_data(node.schema, true, || {
-                props
-                    .iter()
-                    .map(|p| {
-                        let desc = flat
-                            .property(p)
-                            .into_iter()
-                            .find_map(|n| flatten(self.root(), n).description());
-                        CandidateData::new(p, desc)
-                    })
-                    .collect()
-            }),
-            None => return unknown,
+        let Some(data) = self.property_data(flat, props) else {
+            return unknown;
         };
         let cands: Vec<Candidate<'_>> = props
             .iter()
@@ -157,20 +166,8 @@ impl<'t> Walker<'t> {
     ) {
         let reported: std::collections::HashSet<String> =
             self.issues.iter().map(|i| i.path.clone()).collect();
-        let data = match flat.parts.first() {
-            Some((node, _)) => self.tool.candidate_data(node.schema, true, || {
-                props
-                    .iter()
-                    .map(|p| {
-                        let desc = flat
-                            .property(p)
-                            .into_iter()
-                            .find_map(|n| flatten(self.root(), n).description());
-                        CandidateData::new(p, desc)
-                    })
-                    .collect()
-            }),
-            None => return,
+        let Some(data) = self.property_data(flat, props) else {
+            return;
         };
         let free: Vec<Candidate<'_>> = props
             .iter()
