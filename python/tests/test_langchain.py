@@ -573,3 +573,36 @@ def test_the_async_agent_mends_too():
     assert RAN == [("add", {"a": 5, "b": 5}), ("get_weather", {"city": "Lima", "units": "celsius"})]
     assert mw.stats["outcome:corrected"] == 1
     answered_once(out)
+
+
+TEXT_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": "5"}}\n</tool_call>'
+
+#: kind -> (the model's first answer, what must have run, a text each result must hold)
+KINDS: dict[str, tuple[AIMessage, list, list[str]]] = {
+    "invalid_json": (AIMessage("", invalid_tool_calls=[invalid("add", "{'a': 1, 'b': 2,}", "c1")]),
+                     [("add", {"a": 1, "b": 2})], ["3"]),
+    "text_call_string": (AIMessage("Adding.\n" + TEXT_CALL), [("add", {"a": 2, "b": 5})], ["7"]),
+    "text_call_blocks": (AIMessage([{"type": "text", "text": "Adding.\n"}, {"type": "text", "text": TEXT_CALL}]),
+                         [("add", {"a": 2, "b": 5})], ["7"]),
+    "unknown_tool": (AIMessage("", tool_calls=[call("launch", {}, "c1")]), [], ["launch"]),
+    "parallel_one_broken": (AIMessage("", tool_calls=[call("get_weather", {"city": "Oslo"}, "c1")],
+                                      invalid_tool_calls=[invalid("add", '{"a": 1', "c2")]),
+                            [("get_weather", {"city": "Oslo", "units": "celsius"})], ["Oslo: 21 celsius", "add"]),
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_create_agent_with_the_middleware_answers_every_broken_kind_once(kind, mode):
+    first, ran, holds = KINDS[kind]
+    agent = create_agent(script(first.model_copy(deep=True), AIMessage("Done.")), TOOLS, middleware=[MendMiddleware()])
+    start = {"messages": [HumanMessage("go")]}
+    out = agent.invoke(start) if mode == "sync" else asyncio.run(agent.ainvoke(start))
+    messages = out["messages"]
+    assert messages[-1].content == "Done."
+    answered_once(messages)
+    assert RAN == ran
+    results = [m.content for m in messages if isinstance(m, ToolMessage)]
+    assert len(results) == len(holds)
+    for text in holds:
+        assert any(text in r for r in results), (text, results)

@@ -890,3 +890,35 @@ def test_keys_no_argument_takes_are_renamed_or_named_never_dropped():
     msg = AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Oslo", "zzz_mode": "fast"}, "id": "z"}])
     answer = tool_messages(run(node, msg))["z"]
     assert answer.status == "error" and "zzz_mode: unknown key" in answer.content, answer.content
+
+
+def _invalid(name: str, args: str, id: str) -> dict:
+    return {"name": name, "args": args, "id": id, "error": "bad json", "type": "invalid_tool_call"}
+
+
+#: kind -> (the model's first answer, the texts the results hold, one per call)
+GRAPH_KINDS: dict[str, tuple[AIMessage, list[str]]] = {
+    "invalid_json": (AIMessage("", invalid_tool_calls=[_invalid("add", "{'a': 1, 'b': 2,}", "c1")]), ["3"]),
+    "text_call_string": (AIMessage("Adding.\n" + TEXT_CALL), ["7"]),
+    "text_call_blocks": (AIMessage([{"type": "text", "text": TEXT_CALL}]), ["7"]),
+    "unknown_tool": (AIMessage("", tool_calls=[{"name": "launch", "args": {}, "id": "c1"}]), ["is not a valid tool"]),
+    "parallel_one_broken": (AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "c1"}],
+                                      invalid_tool_calls=[_invalid("add", '{"a": 1', "c2")]),
+                            ["Oslo: 21 celsius, 1 day(s)", "add"]),
+}
+
+
+@pytest.mark.parametrize("kind", list(GRAPH_KINDS))
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_hand_built_graph_answers_every_broken_kind_once(kind, mode):
+    first, holds = GRAPH_KINDS[kind]
+    app = agent(Script(script=[first.model_copy(deep=True), AIMessage("Done.")]), ToolNode(TOOLS))
+    start = {"messages": [HumanMessage("go")]}
+    out = app.invoke(start) if mode == "sync" else asyncio.run(app.ainvoke(start))
+    messages = out["messages"]
+    assert messages[-1].content == "Done."
+    answered_once(messages)
+    results = [m.content for m in messages if isinstance(m, ToolMessage)]
+    assert len(results) == len(holds), results
+    for text in holds:
+        assert any(text in r for r in results), (text, results)
