@@ -232,7 +232,11 @@ impl FixKind {
     /// what the help and the README list as the unsafe fixes that run by default.
     pub fn runs_by_default(self) -> bool {
         match self {
-            FixKind::ArgumentsCorrected | FixKind::ArgumentsSalvaged => false,
+            // A correction model's or a hook's doing, and a scope the user opens: none
+            // runs unless asked for.
+            FixKind::ArgumentsCorrected
+            | FixKind::ArgumentsSalvaged
+            | FixKind::CorrectionBeyondIssues => false,
             kind => crate::schema::Coercions::switch_of(kind)
                 .is_none_or(|s| crate::schema::Coercions::default().get(s) == Some(true)),
         }
