@@ -636,11 +636,25 @@ impl ToolNode {
         let changed = &sanitized != assistant;
         let mut results = Vec::with_capacity(reports.len());
         let mut calls = Vec::with_capacity(reports.len());
+        // Every record names the id it was answered under: a dropped exact repeat the
+        // settled id of the call it repeats (same sent id, tool and arguments: the first
+        // such), whose result answers both. Looked up in a map: linear in the calls.
+        let repeat_key = |c: &CallReport| {
+            let sent = c.original_id.clone().unwrap_or_else(|| c.id.clone());
+            let args = c.arguments.as_ref().map(Value::to_string);
+            (sent, c.tool.clone(), args)
+        };
+        let mut kept: HashMap<(String, String, Option<String>), String> = HashMap::new();
+        for c in reports.iter().filter(|c| c.answered_id().is_some()) {
+            kept.entry(repeat_key(c)).or_insert_with(|| c.id.clone());
+        }
         for (c, run) in reports.into_iter().zip(runs) {
             let answered = c.answered_id().is_some();
-            // Every record names its id: a dropped exact repeat the one of the call it
-            // repeats, whose result answers both.
-            let call_id = Some(c.id.clone()).filter(|id| !id.is_empty());
+            let call_id = if answered {
+                Some(c.id.clone())
+            } else {
+                kept.get(&repeat_key(&c)).cloned()
+            };
             if let (Some(id), Some(answer), true) = (&call_id, run.answer, answered) {
                 results.push(ToolResult {
                     call_id: id.clone(),

@@ -23,7 +23,8 @@ pub use crate::drive::Timings;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallStats {
     /// The call id it was answered under (minted ids included); for a dropped exact
-    /// repeat, the id of the call it repeats, whose result answers both.
+    /// repeat, the settled id of the call of this message it repeats, whose result
+    /// answers both.
     pub call_id: Option<String>,
     /// The id the model sent, when the node minted a new one (repeated in the message,
     /// used by an earlier turn, over 40 chars) or dropped the call.

@@ -1699,12 +1699,21 @@ proptest! {
             .count();
         prop_assert_eq!(runs(&n), 2 * executed);
 
+        // One record per answered id; a dropped exact repeat names the id of the call it
+        // repeats, which one other record answers.
         let mut outcomes: HashMap<Option<String>, usize> = HashMap::new();
-        for c in &out.stats.calls {
+        for c in out.stats.calls.iter().filter(|c| c.outcome != CallOutcome::Dropped) {
             *outcomes.entry(c.call_id.clone()).or_default() += 1;
         }
         outcomes.remove(&None);
         prop_assert!(outcomes.values().all(|&k| k == 1), "one record per answered id");
+        for c in out.stats.calls.iter().filter(|c| c.outcome == CallOutcome::Dropped) {
+            prop_assert!(
+                c.call_id.is_none() || outcomes.contains_key(&c.call_id),
+                "a dropped repeat names an id this message answers: {:?}",
+                c.call_id
+            );
+        }
 
         let history = applied(&messages, out);
         prop_assert_eq!(pairing_problem(&history), None, "{:#?}", history);
