@@ -644,9 +644,12 @@ impl ToolNode {
             let args = c.arguments.as_ref().map(Value::to_string);
             (sent, c.tool.clone(), args)
         };
+        // Built only when a call was dropped: the common answer pays nothing for it.
         let mut kept: HashMap<(String, String, Option<String>), String> = HashMap::new();
-        for c in reports.iter().filter(|c| c.answered_id().is_some()) {
-            kept.entry(repeat_key(c)).or_insert_with(|| c.id.clone());
+        if reports.iter().any(|c| c.answered_id().is_none()) {
+            for c in reports.iter().filter(|c| c.answered_id().is_some()) {
+                kept.entry(repeat_key(c)).or_insert_with(|| c.id.clone());
+            }
         }
         for (c, run) in reports.into_iter().zip(runs) {
             let answered = c.answered_id().is_some();
