@@ -221,19 +221,13 @@ fn map_error(tool: &CompiledTool, e: ValidationError<'_>, out: &mut Vec<Issue>) 
                 .map(|p| Value::String((*p).to_owned()))
                 .collect();
             for key in unexpected {
-                let mut issue = Issue::new(
-                    IssueKind::UnknownKey,
+                out.push(unknown_key_issue(
                     format!("{path}/{}", escape(&key)),
                     format!("\"{key}\" is not a known key"),
-                )
-                .allowed(allowed.clone());
-                if let Some(v) = present.and_then(|m| m.get(&key)) {
-                    issue = issue.got(v.clone());
-                }
-                if let Some(s) = key_suggestion(&key, &free) {
-                    issue = issue.suggestion(s);
-                }
-                out.push(issue);
+                    &allowed,
+                    present.and_then(|m| m.get(&key)),
+                    key_suggestion(&key, &free),
+                ));
             }
             return;
         }
@@ -451,4 +445,23 @@ fn enum_suggestion(got: &Value, allowed: &[Value]) -> Option<String> {
     } else {
         best.map(|(a, _)| a.to_owned())
     }
+}
+
+/// One `unknown_key` issue: validation's (a key the schema forbids) and the coercion
+/// walk's (a key no property takes in a schema silent on other keys) are built alike.
+pub(crate) fn unknown_key_issue(
+    path: String,
+    message: String,
+    allowed: &[Value],
+    got: Option<&Value>,
+    suggestion: Option<String>,
+) -> Issue {
+    let mut issue = Issue::new(IssueKind::UnknownKey, path, message).allowed(allowed.to_vec());
+    if let Some(v) = got {
+        issue = issue.got(v.clone());
+    }
+    if let Some(s) = suggestion {
+        issue = issue.suggestion(s);
+    }
+    issue
 }

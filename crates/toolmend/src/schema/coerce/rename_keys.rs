@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::{
     super::{
         compile::{Additional, Flat, flatten},
+        issues::unknown_key_issue,
         suggest::{Candidate, CandidateData, Key, Via, contenders, key_suggestion, plan_renames},
     },
     Walker, child_path, loosely_fits, quote,
@@ -184,22 +185,16 @@ impl<'t> Walker<'t> {
             if Key::new(key).is_chatter() || reported.contains(&at) {
                 continue;
             }
-            let mut issue = Issue::new(
-                IssueKind::UnknownKey,
+            self.issues.push(unknown_key_issue(
                 at,
                 format!(
                     "\"{key}\" is not a known key: no argument of the tool takes it, so its \
                      value would be ignored"
                 ),
-            )
-            .allowed(allowed.clone());
-            if let Some(v) = map.get(key) {
-                issue = issue.got(v.clone());
-            }
-            if let Some(s) = key_suggestion(key, &free) {
-                issue = issue.suggestion(s);
-            }
-            self.issues.push(issue);
+                &allowed,
+                map.get(key),
+                key_suggestion(key, &free),
+            ));
         }
     }
 
