@@ -606,3 +606,18 @@ def test_create_agent_with_the_middleware_answers_every_broken_kind_once(kind, m
     assert len(results) == len(holds)
     for text in holds:
         assert any(text in r for r in results), (text, results)
+
+
+def test_the_middleware_takes_the_nodes_schema_and_scope_options():
+    from langchain_core.tools import StructuredTool
+
+    broken = StructuredTool.from_function(
+        func=lambda **kw: "ran", name="broken", description="A broken schema.",
+        args_schema={"type": "object", "properties": {"a": {"type": "no-such-type"}}},
+    )
+    with pytest.raises(ValueError, match="tool 'broken': its argument schema cannot be compiled"):
+        MendMiddleware(tools=[broken, add])
+    with pytest.warns(UserWarning, match="tool 'broken'.*opened up"):
+        MendMiddleware(tools=[broken, add], broken_schema="open")
+    with pytest.raises(ValueError, match="correction_scope"):
+        MendMiddleware(correction_scope="loose")

@@ -301,3 +301,52 @@ fn a_corrector_that_rewrites_a_value_with_no_problem_never_changes_what_runs() {
     assert_eq!(r.outcome, CallOutcome::Corrected);
     assert_eq!(r.arguments, Some(json!({"a": 7, "b": 2})));
 }
+
+#[test]
+fn a_correction_beyond_the_issues_is_refused_unless_the_scope_is_unsafe() {
+    use toolmend::{FixKind, correct::CorrectionScope};
+    let tools = tools();
+    let plan = PlanOptions::default();
+    // `b` is wrong; `a` is fine. The corrector fixes `b` and rewrites `a` too.
+    let msg = message(&[("c0", "add", r#"{"a": 1, "b": "two"}"#)]);
+    for (scope, outcome) in [
+        (CorrectionScope::Issues, CallOutcome::Feedback),
+        (CorrectionScope::Unsafe, CallOutcome::Corrected),
+    ] {
+        let corrector = Scripted::new()
+            .answer("add", Ok(Some(json!({"a": 5, "b": 2}))))
+            .answer("add", Ok(Some(json!({"a": 5, "b": 2}))));
+        let stages = Stages {
+            invalid: &[Invalid::Correct],
+            correction: Some(Correcting {
+                corrector: &corrector,
+                max_retries: 2,
+                timeout: std::time::Duration::from_secs(5),
+                concurrency: 1,
+                scope,
+            }),
+            ..Stages::plan_only(&tools, &plan)
+        };
+        let driven = run(&stages, Turn::fresh(&msg, &[], false)).unwrap();
+        let r = &driven.resolved.calls[0];
+        assert_eq!(r.outcome, outcome, "{scope:?}");
+        let beyond: Vec<&str> = r
+            .fixes
+            .iter()
+            .filter(|f| f.kind == FixKind::CorrectionBeyondIssues)
+            .map(|f| f.path.as_str())
+            .collect();
+        match scope {
+            // Refused: the call keeps its own reading, nothing changed runs.
+            CorrectionScope::Issues => {
+                assert!(beyond.is_empty());
+                assert_ne!(r.arguments, Some(json!({"a": 5, "b": 2})));
+            }
+            // Kept, and said: one unsafe fix at the value no issue named.
+            CorrectionScope::Unsafe => {
+                assert_eq!(beyond, ["/a"]);
+                assert_eq!(r.arguments, Some(json!({"a": 5, "b": 2})));
+            }
+        }
+    }
+}
