@@ -188,3 +188,116 @@ def test_v1_sends_the_whole_message_so_the_node_answers_its_invalid_calls_too(mo
     assert RAN == ran
     results = [m.content for m in messages if isinstance(m, ToolMessage)]
     assert all(any(t in r for r in results) for t in holds), results
+
+
+# ---- node.bind_model: the answers resolved in the model, for every router ---------------
+
+
+class BindingScript(Script):
+    """A scripted model whose bind_tools binds, as every LangChain chat model's does."""
+
+    def bind_tools(self, tools, **kwargs):
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+
+def react_bound(model: BaseChatModel, node: ToolNode, version: str) -> Any:
+    from langgraph.prebuilt import create_react_agent
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return create_react_agent(node.bind_model(model), tools=node, version=version)
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_bind_model_answers_every_call_once_in_both_versions(kind, version, mode):
+    first, ran, holds = CASES[kind]
+    RAN.clear()
+    model = BindingScript(script=[first.model_copy(deep=True), AIMessage("Done.")])
+    node = ToolNode(TOOLS)
+    stats: list[dict] = []
+    node._mender.on_stats = stats.append
+    messages = invoke(react_bound(model, node, version), mode)
+    assert messages[-1].content == "Done."
+    answered_once(messages)
+    assert RAN == ran
+    results = [m.content for m in messages if isinstance(m, ToolMessage)]
+    assert len(results) == len(holds)
+    for text in holds:
+        assert any(text in r for r in results), (text, results)
+    assert all(not m.invalid_tool_calls for m in messages if isinstance(m, AIMessage))
+    # Reported once, by the model's mending; the node runs what it was handed.
+    assert len(stats) == 1, stats
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_bind_model_feeds_langgraphs_own_tools_condition(mode):
+    # A hand-built graph with LangGraph's stock router: it reads tool_calls only, and the
+    # mending model leaves no call anywhere else.
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import tools_condition as stock_condition
+
+    RAN.clear()
+    node = ToolNode(TOOLS)
+    model = node.bind_model(BindingScript(script=[AIMessage("Adding.\n" + TEXT), AIMessage("Done.")]))
+
+    def agent(state):
+        return {"messages": [model.invoke(state["messages"])]}
+
+    async def aagent(state):
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent if mode == "sync" else aagent)
+    g.add_node("tools", node)
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", stock_condition)
+    g.add_edge("tools", "agent")
+    messages = invoke(g.compile(), mode)
+    answered_once(messages)
+    assert RAN == [("add", {"a": 2, "b": 5})]
+    assert messages[-1].content == "Done."
+
+
+def test_bind_model_copies_keep_the_mending():
+    node = ToolNode(TOOLS)
+    first = CASES["invalid_json"][0]
+    for m in (node.bind_model(BindingScript(script=[first.model_copy(deep=True)])).with_config(tags=["x"]),
+              node.bind_model(BindingScript(script=[first.model_copy(deep=True)])).bind(stop=["\n\n"])):
+        answer = m.invoke([HumanMessage("go")])
+        assert answer.tool_calls and answer.tool_calls[0]["args"] == {"a": 1, "b": 2}
+        assert not answer.invalid_tool_calls
+
+
+def test_bind_model_needs_a_binding():
+    with pytest.raises(TypeError, match="post_model_hook"):
+        ToolNode(TOOLS).bind_model(Script(script=[]))
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_bind_model_guard_counts_each_call_once(version):
+    RAN.clear()
+    calls = [{"name": "add", "args": {"a": i, "b": 1}, "id": f"c{i}"} for i in range(2)]
+    model = BindingScript(script=[AIMessage("", tool_calls=calls), AIMessage("Done.")])
+    node = ToolNode(TOOLS, guard={"limits": {"run_limit": 2}})
+    messages = invoke(react_bound(model, node, version), "sync")
+    answered_once(messages)
+    assert sorted(r[1]["a"] for r in RAN) == [0, 1]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_bind_model_v1_guard_stop_answers_every_call_and_closes(mode):
+    # The guard ends the run in the model's mending; the v1 node answers each call with
+    # the reason and adds the closing message.
+    RAN.clear()
+    same = {"name": "add", "args": {"a": 1, "b": 1}}
+    script = [AIMessage("", tool_calls=[{**same, "id": f"c{i}"}]) for i in range(4)] + [AIMessage("Done.")]
+    node = ToolNode(TOOLS, guard={"repeat": {"observe": 2, "block": 3, "stop": 4}})
+    messages = invoke(react_bound(BindingScript(script=script), node, "v1"), mode)
+    answered_once(messages)
+    stopped = [m for m in messages if isinstance(m, AIMessage) and m.response_metadata.get("toolmend_stopped")]
+    assert len(stopped) == 1 and stopped[0].name == "toolmend_guard"
+    assert len(RAN) < 4

@@ -31,8 +31,9 @@ import contextvars
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
-from langchain_core.messages import AIMessage
-from langchain_core.runnables import RunnableLambda
+from langchain_core.messages import AIMessage, HumanMessage, convert_to_messages
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableLambda
 from langgraph.graph import END
 from langgraph.types import Command
 from langgraph.prebuilt.tool_node import ToolNode as _StockToolNode
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
 __all__ = [
+    "MendingModel",
     "ToolCallLimitExceededError",
     "ToolCallValidationError",
     "ToolNode",
@@ -239,8 +241,9 @@ class ToolNode(_StockToolNode):
         tool_calls, input_type, messages, state = self._read(input)
         m = self._mender
         session = session_of(config) if m.guard is not None else None
-        if input_type == "tool_calls" and _resolved_by_hook(messages, tool_calls):
-            plan = m.as_resolved(tool_calls)
+        resolved = self._resolved_plan(messages, tool_calls, input_type != "tool_calls")
+        if resolved is not None:
+            plan = resolved
         elif input_type == "tool_calls":
             plan = m.resolve_calls(tool_calls, self._before_last_ai(messages), state=state, session=session)
         else:
@@ -253,8 +256,9 @@ class ToolNode(_StockToolNode):
         tool_calls, input_type, messages, state = self._read(input)
         m = self._mender
         session = session_of(config) if m.guard is not None else None
-        if input_type == "tool_calls" and _resolved_by_hook(messages, tool_calls):
-            plan = m.as_resolved(tool_calls)
+        resolved = self._resolved_plan(messages, tool_calls, input_type != "tool_calls")
+        if resolved is not None:
+            plan = resolved
         elif input_type == "tool_calls":
             plan = await m.aresolve_calls(tool_calls, self._before_last_ai(messages), state=state, session=session)
         else:
@@ -307,25 +311,115 @@ class ToolNode(_StockToolNode):
 
     def _hook_update(self, plan: Plan) -> Any:
         self._mender.report(plan, self.name)
-        ai = plan.ai
-        if ai is None or not plan.records:
+        mended = self._mended_answer(plan, True)
+        if mended is None:
             # No call, in the calls or in the text: the answer as it came (its thinking
             # stripped when the plan stripped it).
             return {self._messages_key: [plan.sanitized]} if plan.sanitized is not None else {}
-        calls = [{"name": c["name"], "args": c.get("args") if isinstance(c.get("args"), dict) else {},
-                  "id": c["id"], "type": "tool_call"} for c in plan.calls]
-        mended = ai.model_copy(update={
-            "content": plan.new_content if plan.new_content is not None else ai.content,
-            "tool_calls": calls,
-            "invalid_tool_calls": [],
-            "response_metadata": {**(ai.response_metadata or {}), RESOLVED_KEY: True},
-        })
         if plan.stopped is not None:
             final = end_message(plan.stopped)
             answers = [feedback_message(c) for c in plan.calls]
             return {self._messages_key: [mended, *answers, final]}
         answers = [feedback_message(c) for c in plan.calls if FEEDBACK_KEY in c]
         return {self._messages_key: [mended, *answers]}
+
+    @staticmethod
+    def _mended_answer(plan: Plan, mark: Any) -> AIMessage | None:
+        """The answer with every call it holds as a ``tool_call`` under its settled id
+        (``None`` when it holds none), marked resolved with ``mark``."""
+        ai = plan.ai
+        if ai is None or not plan.records:
+            return None
+        calls = [{"name": c["name"], "args": c.get("args") if isinstance(c.get("args"), dict) else {},
+                  "id": c["id"], "type": "tool_call"} for c in plan.calls]
+        return ai.model_copy(update={
+            "content": plan.new_content if plan.new_content is not None else ai.content,
+            "tool_calls": calls,
+            "invalid_tool_calls": [],
+            "response_metadata": {**(ai.response_metadata or {}), RESOLVED_KEY: mark},
+        })
+
+    # ---- the mending model -------------------------------------------------------------
+
+    def bind_model(self, model: Any, **kwargs: Any) -> Any:
+        """``model.bind_tools(<this node's tools>, **kwargs)``, whose answers come back
+        resolved: every call, ``invalid_tool_calls`` and calls written into the text
+        included, as a ``tool_call`` under its settled id. So any router that reads
+        ``tool_calls`` sends every call to this node: ``create_react_agent`` in
+        ``version="v1"`` (which takes no post-model hook), LangGraph's own
+        ``tools_condition``, a hand-written edge::
+
+            agent = create_react_agent(node.bind_model(model), tools=node, version="v1")
+
+        The guard, correction and the report run here, once, on ``invoke`` and
+        ``ainvoke`` (what an agent calls; ``stream`` gives the model's own chunks). A call
+        that cannot run carries its feedback in the answer's ``response_metadata``
+        (``toolmend_resolved``), and the node answers it with that text instead of
+        running it; a run the guard ends is answered and closed by the node. Validators
+        see no graph state here (a model is handed messages only)."""
+        bound = model.bind_tools(list(self.tools_by_name.values()), **kwargs)
+        if not isinstance(bound, RunnableBinding):
+            raise TypeError(
+                f"bind_model needs a chat model whose bind_tools returns a RunnableBinding "
+                f"(every LangChain chat model's does); {type(model).__name__}.bind_tools "
+                f"returned {type(bound).__name__}: use post_model_hook=node.post_model_hook instead"
+            )
+        return MendingModel(
+            bound=bound.bound, kwargs=bound.kwargs, config=bound.config,
+            config_factories=bound.config_factories, node=self,
+        )
+
+    def _model_answer(self, answer: Any, plan: Plan) -> Any:
+        self._mender.report(plan, self.name)
+        answers = {c["id"]: c[FEEDBACK_KEY] for c in plan.calls if FEEDBACK_KEY in c}
+        mark: dict[str, Any] = {"answers": answers}
+        if plan.stopped is not None:
+            mark["stop"] = plan.stopped
+        mended = self._mended_answer(plan, mark)
+        if mended is not None:
+            return mended
+        return plan.sanitized if plan.sanitized is not None else answer
+
+    def _mend_answer(self, input: Any, answer: Any, config: Any) -> Any:
+        if not isinstance(answer, AIMessage):
+            return answer
+        messages = [*_model_input(input), answer]
+        m = self._mender
+        session = session_of(config) if m.guard is not None else None
+        plan = m.resolve_message(messages, len(messages) - 1, session=session)
+        return self._model_answer(answer, plan)
+
+    async def _amend_answer(self, input: Any, answer: Any, config: Any) -> Any:
+        if not isinstance(answer, AIMessage):
+            return answer
+        messages = [*_model_input(input), answer]
+        m = self._mender
+        session = session_of(config) if m.guard is not None else None
+        plan = await m.aresolve_message(messages, len(messages) - 1, session=session)
+        return self._model_answer(answer, plan)
+
+    def _resolved_plan(self, messages: Any, calls: Any, whole: bool) -> Plan | None:
+        """The plan of calls whose message was resolved before they came (by the hook or
+        the mending model): they run as they are; a call that carries its feedback is
+        answered with it; the calls the hook answered already are not answered again."""
+        at = _last_ai_or_none(messages)
+        mark = (messages[at].response_metadata or {}).get(RESOLVED_KEY) if at is not None else None
+        if not mark:
+            return None
+        ai = messages[at]
+        if not whole:
+            ids = {c.get("id") for c in ai.tool_calls}
+            if not all(c.get("id") in ids for c in calls):
+                return None
+        answers = mark.get("answers", {}) if isinstance(mark, dict) else {}
+        if whole:
+            done = {m.tool_call_id for m in messages[at + 1 :] if m.type == "tool"}
+            calls = [c for c in calls if c.get("id") not in done]
+        calls = [{**c, FEEDBACK_KEY: answers[c.get("id")]} if c.get("id") in answers else c for c in calls]
+        plan = self._mender.as_resolved(calls)
+        if whole and isinstance(mark, dict) and mark.get("stop") is not None:
+            plan.stopped = mark["stop"]
+        return plan
 
     def _parse_input(self, input: Any) -> Any:
         plan = _PLAN.get()
@@ -433,18 +527,71 @@ def _answer_to_resolve(messages: Any) -> bool:
     return isinstance(last, AIMessage) and not (last.response_metadata or {}).get(RESOLVED_KEY)
 
 
-def _resolved_by_hook(messages: Any, calls: Any) -> bool:
-    """``Send`` payloads the post-model hook resolved: their message carries its mark
-    and holds each of them."""
-    at = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None)
-    if at is None or not (messages[at].response_metadata or {}).get(RESOLVED_KEY):
-        return False
-    ids = {c.get("id") for c in messages[at].tool_calls}
-    return all(c.get("id") in ids for c in calls)
-
-
 def _nothing_runs(plan: Plan) -> bool:
     return bool(plan.calls) and all(FEEDBACK_KEY in c for c in plan.calls)
+
+
+def _last_ai_or_none(messages: Any) -> int | None:
+    return next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None)
+
+
+def _model_input(input: Any) -> list[Any]:
+    """The conversation a chat model was handed, as messages."""
+    if isinstance(input, PromptValue):
+        return input.to_messages()
+    if isinstance(input, str):
+        return [HumanMessage(input)]
+    if isinstance(input, Sequence):
+        return convert_to_messages(input)
+    return []
+
+
+class MendingModel(RunnableBinding):
+    """A chat model with tools bound whose answers come back resolved by a toolmend
+    ``ToolNode``: made by :meth:`ToolNode.bind_model`. It is the ``RunnableBinding``
+    that ``bind_tools`` returns (LangGraph's prebuilt agent sees the tools bound and
+    does not bind them again), with the node's mending after ``invoke``/``ainvoke``."""
+
+    node: Any = None
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        answer = super().invoke(input, config, **kwargs)
+        return self.node._mend_answer(input, answer, config) if self.node is not None else answer
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        answer = await super().ainvoke(input, config, **kwargs)
+        if self.node is None:
+            return answer
+        return await self.node._amend_answer(input, answer, config)
+
+    def batch(self, inputs: Any, config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> Any:
+        # One invoke per input (the binding's own batch would skip the mending).
+        return Runnable.batch(self, inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+    async def abatch(self, inputs: Any, config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> Any:
+        return await Runnable.abatch(self, inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+    # The binding's copies (`bind`, `with_config` …) are made by `self.__class__(...)`
+    # without the node: each gets it back.
+    def _kept(self, out: Any) -> Any:
+        if isinstance(out, MendingModel):
+            out.node = self.node
+        return out
+
+    def bind(self, **kwargs: Any) -> Any:
+        return self._kept(super().bind(**kwargs))
+
+    def with_config(self, config: Any = None, **kwargs: Any) -> Any:
+        return self._kept(super().with_config(config, **kwargs))
+
+    def with_listeners(self, **kwargs: Any) -> Any:
+        return self._kept(super().with_listeners(**kwargs))
+
+    def with_types(self, **kwargs: Any) -> Any:
+        return self._kept(super().with_types(**kwargs))
+
+    def with_retry(self, **kwargs: Any) -> Any:
+        return self._kept(super().with_retry(**kwargs))
 
 
 def _last_ai(messages: Any) -> int:
