@@ -8,6 +8,7 @@ import json
 from typing import Annotated, Any, Literal
 
 import pytest
+from pydantic import BaseModel
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -891,6 +892,30 @@ def test_keys_no_argument_takes_are_renamed_or_named_never_dropped():
     answer = tool_messages(run(node, msg))["z"]
     assert answer.status == "error" and "zzz_mode: unknown key" in answer.content, answer.content
 
+
+
+class Address(BaseModel):
+    city: str
+    postcode: str = ""
+
+
+@tool
+def ship(to: Address) -> str:
+    """Ship to an address."""
+    return f"to {to.city} {to.postcode}".strip()
+
+
+def test_a_nested_key_no_field_takes_is_named_in_a_valid_call():
+    node = ToolNode([ship])
+    # Valid for pydantic, which ignores `floor`: the 3 the model sent would be lost.
+    msg = AIMessage("", tool_calls=[{"name": "ship", "args": {"to": {"city": "Oslo", "floor": 3}}, "id": "s"}])
+    answer = tool_messages(run(node, msg))["s"]
+    assert answer.status == "error" and "to.floor: unknown key" in answer.content, answer.content
+    # A nested key that names a field is renamed there, and the call runs.
+    msg = AIMessage("", tool_calls=[{"name": "ship", "args": {"to": {"city": "Oslo", "post_code": "0150"}}, "id": "p"}])
+    assert tool_messages(run(node, msg))["p"].content == "to Oslo 0150"
+    msg = AIMessage("", tool_calls=[{"name": "ship", "args": {"to": {"city": "Oslo"}}, "id": "c"}])
+    assert tool_messages(run(node, msg))["c"].content == "to Oslo"
 
 def _invalid(name: str, args: str, id: str) -> dict:
     return {"name": name, "args": args, "id": id, "error": "bad json", "type": "invalid_tool_call"}

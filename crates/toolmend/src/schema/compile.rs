@@ -82,6 +82,37 @@ pub(crate) fn needs_branch_validators(schema: &Value) -> bool {
     }
 }
 
+/// True when some object schema below the root lists `properties` and says nothing of
+/// other keys (a nested pydantic model's): a key it does not list would reach nothing.
+/// A scan of the schema's JSON, used as a gate for the valid-call fast path: a false yes
+/// costs one coercion walk, never a wrong answer.
+pub(crate) fn has_silent_nested_object(schema: &Value) -> bool {
+    fn silent(m: &serde_json::Map<String, Value>) -> bool {
+        m.get("properties").is_some_and(Value::is_object)
+            && ![
+                "additionalProperties",
+                "unevaluatedProperties",
+                "patternProperties",
+            ]
+            .iter()
+            .any(|kw| m.contains_key(*kw))
+    }
+    fn below(v: &Value) -> bool {
+        match v {
+            Value::Object(m) => silent(m) || children(m),
+            Value::Array(a) => a.iter().any(below),
+            _ => false,
+        }
+    }
+    fn children(m: &serde_json::Map<String, Value>) -> bool {
+        m.iter().any(|(k, v)| {
+            // Values that are data, not schemas.
+            !matches!(k.as_str(), "enum" | "const" | "default" | "examples") && below(v)
+        })
+    }
+    schema.as_object().is_some_and(children)
+}
+
 /// `{"type": "null"}` (or `{"const": null}`, `{"enum": [null]}`).
 pub(crate) fn is_null_schema(schema: &Value) -> bool {
     let Some(m) = schema.as_object() else {

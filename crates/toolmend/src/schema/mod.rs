@@ -252,6 +252,9 @@ pub struct CompiledTool {
     /// `additionalProperties`, `unevaluatedProperties` or `patternProperties`): a key it
     /// does not list reaches no argument, and is reported.
     silent_root: bool,
+    /// Some object below the root is open the same way (see
+    /// [`compile::has_silent_nested_object`]): a valid call with nested values is walked.
+    silent_nested: bool,
     /// Validators for every sub-schema and the pointer of every `anyOf`/`oneOf` branch,
     /// built on first need (to try `anyOf` branches).
     branch_validators: OnceLock<Option<Branches>>,
@@ -299,6 +302,7 @@ impl CompiledTool {
             && !root.declares_other_keys()
             && !root.has_pattern_properties();
         drop(root);
+        let silent_nested = compile::has_silent_nested_object(&schema);
         Ok(CompiledTool {
             name: name.to_owned(),
             description: description.to_owned(),
@@ -309,6 +313,7 @@ impl CompiledTool {
             needs_branches,
             open_root,
             silent_root,
+            silent_nested,
             branch_validators: OnceLock::new(),
             candidates: Mutex::new(HashMap::new()),
             validators: if rules.is_empty() {
@@ -369,11 +374,6 @@ impl CompiledTool {
         issues::collect(self, arguments)
     }
 
-    /// Coerces what is safe to coerce (per `coercions`), then validates, then runs
-    /// the custom validators if the schema passes.
-    ///
-    /// Valid arguments with no unknown top-level keys return at once: the same value, no
-    /// fixes. A missing required value is never invented and no default is added.
     /// True when [`check`](Self::check) would return these arguments unchanged with no
     /// issue: valid, no key worth renaming, no custom validator to run. A cheap test for
     /// callers holding arguments in another form (e.g. Python objects) that only need to
@@ -384,6 +384,12 @@ impl CompiledTool {
             && !self.has_keys_to_rename(arguments, coercions)
     }
 
+    /// Coerces what is safe to coerce (per `coercions`), then validates, then runs
+    /// the custom validators if the schema passes.
+    ///
+    /// Valid arguments with no key worth a look return at once: the same value, no fixes
+    /// (a key no field takes, even nested, is worth one). A missing required value is
+    /// never invented and no default is added.
     pub fn check(
         &self,
         arguments: Value,
@@ -401,7 +407,8 @@ impl CompiledTool {
         let mut value = arguments;
         let mut fixes = Vec::new();
         let mut walk_issues = Vec::new();
-        if *coercions != Coercions::none() {
+        // The walk also reports keys that would reach nothing, with coercion off too.
+        if *coercions != Coercions::none() || self.silent_root || self.silent_nested {
             let mut walker = coerce::Walker::new(self, coercions);
             walker.run(&mut value);
             fixes = walker.fixes;
@@ -422,19 +429,24 @@ impl CompiledTool {
         }
     }
 
-    /// True when a valid object still has top-level keys the schema does not list, and
-    /// renaming or unwrapping could apply, or the root is open only by saying nothing
-    /// (such a key is an issue: it would reach no argument).
+    /// True when a valid object may still hold keys worth a look: top-level keys the
+    /// schema does not list where renaming or unwrapping could apply, or where the root is
+    /// open only by saying nothing (such a key is an issue: it would reach no argument);
+    /// or nested values under a schema with such a silent object below the root.
     fn has_keys_to_rename(&self, arguments: &Value, coercions: &Coercions) -> bool {
+        let Some(args) = arguments.as_object() else {
+            return false;
+        };
+        if self.silent_nested && args.values().any(|v| v.is_object() || v.is_array()) {
+            return true;
+        }
         // A valid object under a root that forbids other keys has none.
         if self.open_root.is_empty()
             || (!coercions.rename_keys && !coercions.unwrap_arguments && !self.silent_root)
         {
             return false;
         }
-        arguments
-            .as_object()
-            .is_some_and(|args| args.keys().any(|k| !self.open_root.contains(k)))
+        args.keys().any(|k| !self.open_root.contains(k))
     }
 
     fn run_validators(&self, arguments: &Value, ctx: &ValidationContext<'_>) -> Vec<Issue> {

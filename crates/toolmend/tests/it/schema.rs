@@ -1648,3 +1648,58 @@ fn case_and_spelling_fixes_of_keys_are_safe() {
     assert_eq!(kinds(&c.fixes), [FixKind::KeyRenamed]);
     assert_eq!(c.fixes[0].safety(), Safety::Unsafe);
 }
+
+#[test]
+fn a_nested_key_no_field_takes_is_an_issue_in_a_valid_call_too() {
+    // A nested pydantic model's schema: `$defs`, properties listed, nothing said of other
+    // keys. The call is valid, so only the fast path's gate sends it to the walk.
+    let t = tool(json!({
+        "$defs": {"Address": {"type": "object", "properties": {
+            "city": {"type": "string"}, "postcode": {"type": "string"}},
+            "required": ["city"]}},
+        "properties": {"to": {"$ref": "#/$defs/Address"},
+                       "stops": {"type": "array", "items": {"$ref": "#/$defs/Address"}}},
+        "required": ["to"],
+        "additionalProperties": false
+    }));
+    let c = lax(&t, json!({"to": {"city": "Oslo", "floor": 3}}));
+    assert_eq!(c.value, json!({"to": {"city": "Oslo", "floor": 3}}));
+    assert_eq!(
+        issue_kinds(&c.issues),
+        [(IssueKind::UnknownKey, "/to/floor")]
+    );
+    let c = lax(
+        &t,
+        json!({"to": {"city": "Oslo"}, "stops": [{"city": "Bergen", "zip": "5003"}]}),
+    );
+    assert_eq!(
+        issue_kinds(&c.issues),
+        [(IssueKind::UnknownKey, "/stops/0/zip")]
+    );
+    // A key that names a field is renamed there, as at the top.
+    let c = lax(&t, json!({"to": {"city": "Oslo", "post_code": "0150"}}));
+    assert_eq!(c.value, json!({"to": {"city": "Oslo", "postcode": "0150"}}));
+    assert!(c.issues.is_empty(), "{:?}", c.issues);
+    // With coercion off the key is still reported, not lost.
+    let c = with(
+        &t,
+        json!({"to": {"city": "Oslo", "floor": 3}}),
+        &Coercions::none(),
+    );
+    assert_eq!(
+        issue_kinds(&c.issues),
+        [(IssueKind::UnknownKey, "/to/floor")]
+    );
+    assert!(c.fixes.is_empty());
+    // A clean call passes as sent; so does one under a nested object that welcomes keys.
+    let c = lax(&t, json!({"to": {"city": "Oslo"}}));
+    assert!(c.issues.is_empty() && c.fixes.is_empty(), "{:?}", c.issues);
+    let open = tool(json!({"properties": {"to": {"type": "object",
+        "properties": {"city": {"type": "string"}}, "additionalProperties": true}}}));
+    let c = lax(&open, json!({"to": {"city": "Oslo", "floor": 3}}));
+    assert!(c.issues.is_empty() && c.fixes.is_empty(), "{:?}", c.issues);
+    assert!(open.passes_as_sent(
+        &json!({"to": {"city": "Oslo", "floor": 3}}),
+        &Coercions::default()
+    ));
+}

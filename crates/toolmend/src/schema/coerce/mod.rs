@@ -468,10 +468,11 @@ impl<'t> Walker<'t> {
                 if self.opts.drop_unknown_keys {
                     self.drop_unknown_keys(map, flat, &props, &required, remaining, path);
                 }
-            } else if path.is_empty() && !flat.declares_other_keys() {
+            } else if !flat.declares_other_keys() {
                 // Open only by saying nothing: a key no property takes would reach nothing
-                // (a pydantic model ignores it), so it is an issue, never a silent loss.
-                // The arguments' own keys only: the fast path for valid calls reads those.
+                // (a pydantic model ignores it), so it is an issue, never a silent loss; at
+                // every depth (the fast path walks a valid call with nested values when the
+                // schema has such an object below the root).
                 self.stray_key_issues(map, flat, &props, &remaining, path);
             }
         }
