@@ -108,6 +108,7 @@ impl Gateway {
         let routes = Router::new()
             .merge(server::routes(self.plumbing()))
             .merge(fronts::tools::routes(Arc::clone(&self)))
+            .merge(fronts::messages::routes(Arc::clone(&self)))
             .merge(fronts::chat_completions::routes(self))
             // The body limit and its timeout are applied where the body is read
             // (server::http::read_body), so both answer in OpenAI's error shape.

@@ -5,6 +5,7 @@
 //! wire: `POST /v1/tools/execute`.
 
 pub(crate) mod chat_completions;
+pub(crate) mod messages;
 pub(crate) mod tools;
 
 use axum::http::{HeaderMap, header::AUTHORIZATION};

@@ -6,7 +6,7 @@
 //! ([`sse::replay`]).
 
 pub(crate) mod exchange;
-mod json;
+pub(crate) mod json;
 pub(crate) mod sse;
 pub(crate) mod wire;
 
@@ -65,7 +65,7 @@ async fn chat_inner(
     request_id: &str,
 ) -> Result<Response, GatewayError> {
     let started = Instant::now();
-    let mut request: Value = match serde_json::from_slice(&body) {
+    let request: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => {
             return Err(GatewayError::invalid(
@@ -80,6 +80,41 @@ async fn chat_inner(
             ));
         }
     };
+    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let prepared = exchange(gw, headers, request, started, request_id, stream)?;
+    let unchanged = (!prepared.exchange.notes.changed && !prepared.injected && !prepared.replay)
+        .then_some(body);
+    if prepared.replay {
+        let answer = json::answer(prepared.exchange, None).await?;
+        return Ok(sse::replay(answer, prepared.include_usage));
+    }
+    if stream {
+        return Ok(sse::respond(prepared.exchange).await);
+    }
+    json::respond(prepared.exchange, unchanged).await
+}
+
+/// A chat-completions request made ready: its exchange, and how it is to be answered.
+struct Prepared {
+    exchange: Exchange,
+    /// The server-side tools' definitions were added to the request.
+    injected: bool,
+    /// A stream read whole (the round trip) and written as SSE at the end.
+    replay: bool,
+    /// The client asked for the usage chunk (`stream_options.include_usage`).
+    include_usage: bool,
+}
+
+/// The request path on a chat-completions body: history checked, server-side tools
+/// added, tools compiled, the guard's session found.
+fn exchange(
+    gw: Arc<Gateway>,
+    headers: HeaderMap,
+    mut request: Value,
+    started: Instant,
+    request_id: &str,
+    stream: bool,
+) -> Result<Prepared, GatewayError> {
     let (history, notes) = wire::prepare(&gw.pipeline, &mut request)?;
     // The round trip: the server-side tools' definitions go upstream (the client does not
     // know them), and a stream is read whole, round by round, then written as SSE.
@@ -99,10 +134,8 @@ async fn chat_inner(
         ),
         _ => None,
     };
-    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     let replay = stream && round_trip.is_some();
     let include_usage = replay && wire::unstream(&mut request);
-    let unchanged = (!notes.changed && !injected && !replay).then_some(body);
     let session = gw
         .pipeline
         .guard
@@ -119,12 +152,26 @@ async fn chat_inner(
         session,
         request_id: request_id.to_owned(),
     };
-    if replay {
-        let answer = json::answer(exchange, None).await?;
-        return Ok(sse::replay(answer, include_usage));
-    }
-    if stream {
-        return Ok(sse::respond(exchange).await);
-    }
-    json::respond(exchange, unchanged).await
+    Ok(Prepared {
+        exchange,
+        injected,
+        replay,
+        include_usage,
+    })
+}
+
+/// The whole mended answer to a chat-completions `request` that a translating front
+/// made (the Messages front toward a `chat_completions` upstream): the same request
+/// path, upstream call, plan, guard and round trip as this front's own JSON answer. The
+/// upstream is asked without `stream`.
+pub(crate) async fn answer_whole(
+    gw: Arc<Gateway>,
+    headers: HeaderMap,
+    mut request: Value,
+    request_id: &str,
+) -> Result<json::Answer, GatewayError> {
+    let started = Instant::now();
+    wire::unstream(&mut request);
+    let prepared = exchange(gw, headers, request, started, request_id, false)?;
+    json::answer(prepared.exchange, None).await
 }
