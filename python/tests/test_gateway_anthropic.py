@@ -130,3 +130,26 @@ def test_hosted_tools_are_left_out_and_named(stack):
     msg = raw.parse()
     assert msg.content[0].text == "Hello."
     assert "tool web_search (web_search_20250305)" in msg.model_extra["toolmend"]["translation"]["left_out"]
+
+
+def test_text_streams_as_it_comes(stack):
+    text = "The weather in Oslo is sunny and mild today, with a light breeze from the west."
+    s = stack(said(text))
+    with client(s).messages.stream(model="m", max_tokens=100, messages=ASK) as stream:
+        deltas = list(stream.text_stream)
+        final = stream.get_final_message()
+    # The provider sends it in pieces of about 8 bytes: they go out as they come.
+    assert len(deltas) > 3 and "".join(deltas) == text
+    assert final.stop_reason == "end_turn" and final.content[0].text == text
+
+
+def test_a_streamed_text_call_with_broken_json_is_a_mended_tool_use(stack):
+    broken = "Running it.\n<tool_call>\n{'name': 'get_weather', 'arguments': {'city': 'Oslo', 'days': '2',}}\n</tool_call>"
+    s = stack(said(broken))
+    with client(s).messages.stream(model="m", max_tokens=100, messages=ASK, tools=[TOOL]) as stream:
+        final = stream.get_final_message()
+    (use,) = tool_uses(final)
+    assert use.input == {"city": "Oslo", "days": 2}
+    assert final.stop_reason == "tool_use"
+    # The call's markup never reached the client as text.
+    assert all("<tool_call>" not in b.text for b in final.content if b.type == "text")

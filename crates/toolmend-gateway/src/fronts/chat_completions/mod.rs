@@ -175,3 +175,24 @@ pub(crate) async fn answer_whole(
     let prepared = exchange(gw, headers, request, started, request_id, false)?;
     json::answer(prepared.exchange, None).await
 }
+
+/// The streamed mended answer to a chat-completions `request` that a translating front
+/// made: this front's own SSE (with server-side tools, the round trip read whole and
+/// replayed), for the translating front to turn into its own events. The usage chunk is
+/// asked for.
+pub(crate) async fn answer_streamed(
+    gw: Arc<Gateway>,
+    headers: HeaderMap,
+    mut request: Value,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let started = Instant::now();
+    request["stream"] = serde_json::json!(true);
+    request["stream_options"] = serde_json::json!({"include_usage": true});
+    let prepared = exchange(gw, headers, request, started, request_id, true)?;
+    if prepared.replay {
+        let answer = json::answer(prepared.exchange, None).await?;
+        return Ok(sse::replay(answer, true));
+    }
+    Ok(sse::respond(prepared.exchange).await)
+}

@@ -426,12 +426,7 @@ pub(crate) fn completion_to_message(completion: &Value, left_out: &mut Vec<Strin
             "name": c["function"]["name"].as_str().unwrap_or_default(), "input": input}));
     }
     let has_calls = content.iter().any(|b| b["type"] == "tool_use");
-    let stop_reason = match choice["finish_reason"].as_str() {
-        _ if has_calls => "tool_use",
-        Some("length") => "max_tokens",
-        Some("content_filter") => "refusal",
-        _ => "end_turn",
-    };
+    let stop_reason = stop_reason(choice["finish_reason"].as_str(), has_calls);
     let usage = &completion["usage"];
     json!({
         "id": format!("msg_{}", completion["id"].as_str().unwrap_or("toolmend")),
@@ -446,6 +441,16 @@ pub(crate) fn completion_to_message(completion: &Value, left_out: &mut Vec<Strin
             "output_tokens": usage["completion_tokens"].as_u64().unwrap_or(0),
         },
     })
+}
+
+/// The `stop_reason` for a chat `finish_reason`: `tool_use` whenever a call is there.
+pub(crate) fn stop_reason(finish_reason: Option<&str>, has_calls: bool) -> &'static str {
+    match finish_reason {
+        _ if has_calls => "tool_use",
+        Some("length") => "max_tokens",
+        Some("content_filter") => "refusal",
+        _ => "end_turn",
+    }
 }
 
 #[cfg(test)]

@@ -3,12 +3,13 @@
 //! `chat_completions` upstream. The request is translated ([`convert`]) into the chat
 //! request the chat front answers whole (the same request path, plan, guard, re-ask and
 //! round trip: [`chat_completions::answer_whole`]), and the mended completion is
-//! translated back into a Messages message: as JSON, or written as Anthropic's event
-//! stream ([`sse`]). Errors go out in Anthropic's shape,
+//! translated back into a Messages message. A stream is the chat front's mended SSE
+//! turned into Anthropic's events as it comes ([`stream`]). Errors go out in Anthropic's
+//! shape,
 //! `{"type": "error", "error": {"type", "message"}}`.
 
 pub(crate) mod convert;
-pub(crate) mod sse;
+pub(crate) mod stream;
 
 use std::sync::Arc;
 
@@ -95,8 +96,18 @@ async fn answer(
         request: chat,
         mut left_out,
     } = convert::request_to_chat(&request)?;
-    let answer =
-        chat_completions::answer_whole(gw, chat_headers(headers), chat, request_id).await?;
+    let headers = chat_headers(headers);
+    if stream {
+        let chat = chat_completions::answer_streamed(gw, headers, chat, request_id).await?;
+        let mut out = stream::translate(chat, left_out.clone());
+        if !left_out.is_empty()
+            && let Ok(v) = HeaderValue::from_str(&left_out.join(", "))
+        {
+            out.headers_mut().insert(LEFT_OUT_HEADER, v);
+        }
+        return Ok(out);
+    }
+    let answer = chat_completions::answer_whole(gw, headers, chat, request_id).await?;
     if !answer.response["choices"].is_array() {
         return Err(GatewayError::UpstreamInvalidJson(
             "the upstream answer is not a chat completion (no 'choices')".to_owned(),
@@ -112,9 +123,6 @@ async fn answer(
             "left_out": left_out});
         a
     });
-    if stream {
-        return Ok(sse::respond(&message, account, toolmend_headers));
-    }
     if let Some(a) = account {
         message[ACCOUNT_KEY] = a;
     }

@@ -1,0 +1,421 @@
+//! The chat front's mended SSE, as it comes, turned into Anthropic's event stream: text
+//! and reasoning deltas go out as they arrive (`text_delta`, `thinking_delta`), each call
+//! (which the chat front releases mended, whole, before the finish) as a `tool_use`
+//! block with its arguments as `input_json_delta`; one block open at a time, indexes
+//! consecutive from 0; `message_delta` carries the `stop_reason`, the usage and the
+//! account. An error event of the chat stream becomes Anthropic's `error` event.
+
+use axum::{
+    body::{Body, Bytes},
+    response::Response,
+};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::convert;
+
+/// The open content block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text,
+    Thinking,
+    /// A call, by its index in the chat stream.
+    Tool(u64),
+}
+
+/// The translation of one stream.
+#[derive(Debug, Default)]
+pub(crate) struct Translator {
+    /// Bytes of a frame not yet complete.
+    pending: Vec<u8>,
+    started: bool,
+    open: Option<Open>,
+    /// The index the next block gets.
+    next: usize,
+    any_tool: bool,
+    finish: Option<String>,
+    usage: Value,
+    account: Option<Value>,
+    left_out: Vec<String>,
+    ended: bool,
+}
+
+impl Translator {
+    pub(crate) fn new(left_out: Vec<String>) -> Self {
+        Translator {
+            left_out,
+            ..Translator::default()
+        }
+    }
+
+    /// The events for the next bytes of the chat stream.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        while let Some(end) = find_frame_end(&self.pending) {
+            let frame: Vec<u8> = self.pending.drain(..end).collect();
+            // The blank line that ends the frame.
+            let blank = if self.pending.starts_with(b"\r\n\r\n") {
+                4
+            } else {
+                2
+            };
+            self.pending.drain(..blank.min(self.pending.len()));
+            self.frame(&String::from_utf8_lossy(&frame), &mut out);
+        }
+        out
+    }
+
+    /// The closing events, when the chat stream ended (with or without `[DONE]`).
+    pub(crate) fn finish(&mut self) -> String {
+        let mut out = String::new();
+        self.end(&mut out);
+        out
+    }
+
+    fn frame(&mut self, frame: &str, out: &mut String) {
+        let data: String = frame
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim_start)
+            .collect::<Vec<_>>()
+            .join("\n");
+        if data.is_empty() || self.ended {
+            return; // a comment (`: toolmend {…}`, the report) or after the end
+        }
+        if data.trim() == "[DONE]" {
+            self.end(out);
+            return;
+        }
+        let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
+            return;
+        };
+        if let Some(error) = chunk.get("error") {
+            self.close(out);
+            let kind = match error["type"].as_str() {
+                Some("requests") => "rate_limit_error",
+                Some("invalid_request_error") => "invalid_request_error",
+                _ => "api_error",
+            };
+            event(
+                out,
+                "error",
+                &json!({"type": "error", "error": {"type": kind,
+                "message": error["message"], "code": error["code"]}}),
+            );
+            self.ended = true;
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            let id = chunk["id"].as_str().unwrap_or("toolmend");
+            event(
+                out,
+                "message_start",
+                &json!({"type": "message_start", "message": {
+                "id": format!("msg_{id}"), "type": "message", "role": "assistant",
+                "model": chunk["model"], "content": [], "stop_reason": null,
+                "stop_sequence": null, "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+            );
+            event(out, "ping", &json!({"type": "ping"}));
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = u.clone();
+        }
+        if let Some(a) = chunk.get(super::ACCOUNT_KEY) {
+            self.account = Some(a.clone());
+        }
+        // Choice 0 only: a Messages answer has one.
+        let Some(choice) = chunk["choices"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["index"].as_u64().unwrap_or(0) == 0))
+        else {
+            return;
+        };
+        let delta = &choice["delta"];
+        if let Some(r) = delta["reasoning_content"]
+            .as_str()
+            .filter(|r| !r.is_empty())
+        {
+            self.open_block(Open::Thinking, None, out);
+            self.delta(out, json!({"type": "thinking_delta", "thinking": r}));
+        }
+        if let Some(t) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            self.open_block(Open::Text, None, out);
+            self.delta(out, json!({"type": "text_delta", "text": t}));
+        }
+        for call in delta["tool_calls"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let index = call["index"].as_u64().unwrap_or(0);
+            self.open_block(Open::Tool(index), Some(call), out);
+            if let Some(args) = call["function"]["arguments"]
+                .as_str()
+                .filter(|a| !a.is_empty())
+            {
+                self.delta(
+                    out,
+                    json!({"type": "input_json_delta", "partial_json": args}),
+                );
+            }
+        }
+        if let Some(f) = choice["finish_reason"].as_str() {
+            self.finish = Some(f.to_owned());
+        }
+    }
+
+    /// Makes `kind` the open block, closing another; a call's block opens with its id
+    /// and name.
+    fn open_block(&mut self, kind: Open, call: Option<&Value>, out: &mut String) {
+        if self.open == Some(kind) {
+            return;
+        }
+        self.close(out);
+        let block = match (kind, call) {
+            (Open::Text, _) => json!({"type": "text", "text": ""}),
+            (Open::Thinking, _) => json!({"type": "thinking", "thinking": "", "signature": ""}),
+            (Open::Tool(_), c) => {
+                self.any_tool = true;
+                let c = c.cloned().unwrap_or(Value::Null);
+                json!({"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                    "input": {}})
+            }
+        };
+        event(
+            out,
+            "content_block_start",
+            &json!({"type": "content_block_start",
+            "index": self.next, "content_block": block}),
+        );
+        self.open = Some(kind);
+    }
+
+    fn delta(&self, out: &mut String, delta: Value) {
+        event(
+            out,
+            "content_block_delta",
+            &json!({"type": "content_block_delta",
+            "index": self.next, "delta": delta}),
+        );
+    }
+
+    fn close(&mut self, out: &mut String) {
+        if self.open.take().is_some() {
+            event(
+                out,
+                "content_block_stop",
+                &json!({"type": "content_block_stop",
+                "index": self.next}),
+            );
+            self.next += 1;
+        }
+    }
+
+    fn end(&mut self, out: &mut String) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        if !self.started {
+            event(
+                out,
+                "error",
+                &json!({"type": "error", "error": {"type": "api_error",
+                "message": "the upstream stream ended before its first chunk",
+                "code": "upstream_stream_error"}}),
+            );
+            return;
+        }
+        self.close(out);
+        let stop_reason = convert::stop_reason(self.finish.as_deref(), self.any_tool);
+        let mut delta = json!({"type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+            "usage": {"input_tokens": self.usage["prompt_tokens"].as_u64().unwrap_or(0),
+                      "output_tokens": self.usage["completion_tokens"].as_u64().unwrap_or(0)}});
+        if let Some(mut a) = self.account.take() {
+            a["translation"] = json!({"from": "messages", "to": "chat_completions",
+                "left_out": self.left_out});
+            delta[super::ACCOUNT_KEY] = a;
+        }
+        event(out, "message_delta", &delta);
+        event(out, "message_stop", &json!({"type": "message_stop"}));
+    }
+}
+
+/// Where the first complete frame of `buf` ends (before its blank line).
+fn find_frame_end(buf: &[u8]) -> Option<usize> {
+    let lf = buf.windows(2).position(|w| w == b"\n\n");
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n");
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn event(out: &mut String, name: &str, data: &Value) {
+    out.push_str("event: ");
+    out.push_str(name);
+    out.push_str("\ndata: ");
+    out.push_str(&data.to_string());
+    out.push_str("\n\n");
+}
+
+/// `chat`, the chat front's streamed answer, as Anthropic's event stream (its status and
+/// headers kept). An answer that is not a stream (an error before the first byte) is
+/// returned as it is.
+pub(crate) fn translate(chat: Response, left_out: Vec<String>) -> Response {
+    let is_stream = chat
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !chat.status().is_success() || !is_stream {
+        return chat;
+    }
+    let (parts, body) = chat.into_parts();
+    let state = (Translator::new(left_out), body.into_data_stream(), false);
+    let events = futures::stream::unfold(state, |(mut t, mut chat, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            match chat.next().await {
+                Some(Ok(bytes)) => {
+                    let out = t.feed(&bytes);
+                    if !out.is_empty() {
+                        return Some((
+                            Ok::<_, std::convert::Infallible>(Bytes::from(out)),
+                            (t, chat, false),
+                        ));
+                    }
+                }
+                Some(Err(_)) | None => {
+                    let out = t.finish();
+                    return Some((Ok(Bytes::from(out)), (t, chat, true)));
+                }
+            }
+        }
+    });
+    Response::from_parts(parts, Body::from_stream(events))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::Translator;
+
+    fn chunk(delta: Value, finish: Option<&str>) -> String {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "c1", "model": "m", "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    }
+
+    fn events(out: &str) -> Vec<Value> {
+        out.split("\n\n")
+            .filter_map(|f| f.lines().find_map(|l| l.strip_prefix("data: ")))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn text_reasoning_and_calls_become_consecutive_blocks() {
+        let mut t = Translator::new(vec!["thinking".into()]);
+        let mut out = String::new();
+        let stream = [
+            chunk(json!({"role": "assistant", "reasoning_content": "hm"}), None),
+            chunk(json!({"content": "Check"}), None),
+            chunk(json!({"content": "ing."}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 1, "id": "call_2", "type": "function",
+                "function": {"name": "g", "arguments": "{}"}}]}), None),
+            chunk(json!({}), Some("tool_calls")),
+            format!("data: {}\n\n", json!({"id": "c1", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+                "toolmend": {"counts": {"from_text": 0}}})),
+            ": toolmend {}\n\n".to_owned(),
+            "data: [DONE]\n\n".to_owned(),
+        ]
+        .concat();
+        // Fed in awkward pieces: frames cut anywhere.
+        for piece in stream.as_bytes().chunks(7) {
+            out.push_str(&t.feed(piece));
+        }
+        out.push_str(&t.finish());
+        let ev = events(&out);
+        let kinds: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        let starts: Vec<&Value> = ev
+            .iter()
+            .filter(|e| e["type"] == "content_block_start")
+            .collect();
+        assert_eq!(
+            starts
+                .iter()
+                .map(|e| e["index"].as_u64().unwrap())
+                .collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+        assert_eq!(
+            starts[2]["content_block"],
+            json!({"type": "tool_use", "id": "call_1", "name": "f", "input": {}})
+        );
+        let delta = &ev[15];
+        assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+        assert_eq!(
+            delta["usage"],
+            json!({"input_tokens": 7, "output_tokens": 3})
+        );
+        assert_eq!(
+            delta["toolmend"]["translation"]["left_out"],
+            json!(["thinking"])
+        );
+    }
+
+    #[test]
+    fn an_error_event_ends_the_stream_in_anthropics_shape() {
+        let mut t = Translator::new(Vec::new());
+        let mut out = t.feed(chunk(json!({"content": "Hi"}), None).as_bytes());
+        out.push_str(&t.feed(b"data: {\"error\": {\"message\": \"too many\", \"type\": \"requests\", \"code\": \"toolmend_tool_flood\"}}\n\ndata: [DONE]\n\n"));
+        out.push_str(&t.finish());
+        let ev = events(&out);
+        let last = ev.last().unwrap();
+        assert_eq!(last["type"], "error");
+        assert_eq!(last["error"]["type"], "rate_limit_error");
+        assert_eq!(ev.iter().filter(|e| e["type"] == "message_stop").count(), 0);
+        // The text block was closed before the error.
+        assert_eq!(ev[ev.len() - 2]["type"], "content_block_stop");
+    }
+
+    #[test]
+    fn a_stream_cut_before_its_first_chunk_is_an_error_event() {
+        let mut t = Translator::new(Vec::new());
+        let ev = events(&t.finish());
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0]["type"], "error");
+    }
+}
