@@ -21,6 +21,7 @@ mod guard;
 mod guard_faults;
 mod guard_store;
 mod json_vs_stream;
+mod messages;
 mod ops;
 #[cfg(feature = "otel")]
 mod otel;

@@ -19,27 +19,27 @@ use toolmend_scripted::{Script, ScriptedProvider, Step};
 use crate::common;
 
 /// xorshift64*: deterministic, so a failure names its seed and replays.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         usize::try_from(self.next() % n as u64).unwrap()
     }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
-    fn chance(&mut self, percent: usize) -> bool {
+    pub(crate) fn chance(&mut self, percent: usize) -> bool {
         self.below(100) < percent
     }
 }
 
-fn tools() -> Value {
+pub(crate) fn tools() -> Value {
     json!([
         {"type": "function", "function": {"name": "get_weather", "description": "Weather.",
             "parameters": {"type": "object", "properties": {
@@ -54,7 +54,7 @@ fn tools() -> Value {
 }
 
 /// Argument texts as models break them.
-const ARGS: [&str; 14] = [
+pub(crate) const ARGS: [&str; 14] = [
     r#"{"city": "Paris"}"#,
     "{'city': 'Paris', 'days': '3',}",
     "```json\n{\"city\": \"Oslo\", \"units\": \"Celsius\"}\n```",
@@ -71,7 +71,7 @@ const ARGS: [&str; 14] = [
     r#"{"name": "get_weather", "arguments": {"city": "Bern"}}"#,
 ];
 
-const NAMES: [&str; 5] = [
+pub(crate) const NAMES: [&str; 5] = [
     "get_weather",
     "search",
     "Get-Weather",
@@ -127,7 +127,7 @@ fn history(rng: &mut Rng) -> Value {
 }
 
 /// A response with malformed calls, or calls written into the text.
-fn reply(rng: &mut Rng) -> Step {
+pub(crate) fn reply(rng: &mut Rng) -> Step {
     if rng.chance(15) {
         return Step::Reply(AssistantMessage {
             content: Some(Some(Content::Text(format!(
@@ -163,7 +163,7 @@ fn reply(rng: &mut Rng) -> Step {
     })
 }
 
-fn compiled() -> Vec<CompiledTool> {
+pub(crate) fn compiled() -> Vec<CompiledTool> {
     tools()
         .as_array()
         .unwrap()

@@ -1,8 +1,9 @@
 //! The chat front's mended SSE, as it comes, turned into Anthropic's event stream: text
 //! and reasoning deltas go out as they arrive (`text_delta`, `thinking_delta`), each call
 //! (which the chat front releases mended, whole, before the finish) as a `tool_use`
-//! block with its arguments as `input_json_delta`; one block open at a time, indexes
-//! consecutive from 0; `message_delta` carries the `stop_reason`, the usage and the
+//! block with its whole input as one `input_json_delta` (an `input` that is not an
+//! object, from an unresolved call passed on, goes out as `{}` and is named, as in the
+//! JSON path); one block open at a time, indexes consecutive from 0; `message_delta` carries the `stop_reason`, the usage and the
 //! account. An error event of the chat stream becomes Anthropic's `error` event.
 
 use axum::{
@@ -33,6 +34,10 @@ pub(crate) struct Translator {
     /// The index the next block gets.
     next: usize,
     any_tool: bool,
+    /// The open call's id and arguments so far: its `input` goes out when it closes,
+    /// checked to be an object (the chat front releases a call whole and mended, but an
+    /// unresolved call passed on may hold any text).
+    call: Option<(String, String)>,
     finish: Option<String>,
     usage: Value,
     account: Option<Value>,
@@ -151,14 +156,10 @@ impl Translator {
         {
             let index = call["index"].as_u64().unwrap_or(0);
             self.open_block(Open::Tool(index), Some(call), out);
-            if let Some(args) = call["function"]["arguments"]
-                .as_str()
-                .filter(|a| !a.is_empty())
+            if let (Some(args), Some((_, held))) =
+                (call["function"]["arguments"].as_str(), self.call.as_mut())
             {
-                self.delta(
-                    out,
-                    json!({"type": "input_json_delta", "partial_json": args}),
-                );
+                held.push_str(args);
             }
         }
         if let Some(f) = choice["finish_reason"].as_str() {
@@ -179,6 +180,10 @@ impl Translator {
             (Open::Tool(_), c) => {
                 self.any_tool = true;
                 let c = c.cloned().unwrap_or(Value::Null);
+                self.call = Some((
+                    c["id"].as_str().unwrap_or_default().to_owned(),
+                    String::new(),
+                ));
                 json!({"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
                     "input": {}})
             }
@@ -202,6 +207,20 @@ impl Translator {
     }
 
     fn close(&mut self, out: &mut String) {
+        if let Some((id, args)) = self.call.take() {
+            let input = match serde_json::from_str::<Value>(&args) {
+                Ok(Value::Object(_)) => args,
+                _ => {
+                    self.left_out
+                        .push(format!("the arguments of {id}: not a JSON object"));
+                    "{}".to_owned()
+                }
+            };
+            self.delta(
+                out,
+                json!({"type": "input_json_delta", "partial_json": input}),
+            );
+        }
         if self.open.take().is_some() {
             event(
                 out,
