@@ -59,7 +59,8 @@ fn history(rng: &mut Rng) -> Value {
                 format!("toolu_{turn}_{k}")
             };
             ids.push(id.clone());
-            let input: Value = serde_json::from_str(rng.pick(&INPUTS)).unwrap();
+            let text = INPUTS[rng.below(INPUTS.len())];
+            let input: Value = serde_json::from_str(text).unwrap();
             blocks.push(
                 json!({"type": "tool_use", "id": id, "name": *rng.pick(&NAMES), "input": input}),
             );
