@@ -7,7 +7,7 @@
 #
 #   SECONDS   time per target (default 30)
 #   TARGET    any of: repair_no_panic repair_matches_serde repair_idempotent history_sanitize
-#             sse_assemble gateway_request tool_answers (default: all seven)
+#             sse_assemble gateway_request tool_answers messages_front (default: all eight)
 #
 # Environment:
 #   CARGO_FUZZ_VERSION  cargo-fuzz to install when `cargo fuzz` is missing (default 0.13.2);
@@ -20,14 +20,15 @@
 #   FUZZ_ARGS           extra libFuzzer flags (e.g. "-max_len=4096")
 #
 # Hand-written seeds live in fuzz/seeds/ (repair targets), fuzz/seeds-history/ (history_sanitize),
-# fuzz/seeds-sse/ (sse_assemble: JSON-lines chunk streams) and fuzz/seeds-request/
+# fuzz/seeds-sse/ (sse_assemble: JSON-lines chunk streams), fuzz/seeds-messages/
+# (messages_front: a mode byte, then a Messages body or cut positions and a chat SSE) and fuzz/seeds-request/
 # (gateway_request: request bodies), and are copied into each target's corpus, with the
 # inputs of past findings in fuzz/regressions/<target>/.
 # scripts/fuzz-long.sh runs every target longer and prints a table of the figures.
 set -euo pipefail
 
 ALL_TARGETS=(repair_no_panic repair_matches_serde repair_idempotent history_sanitize sse_assemble
-  gateway_request tool_answers)
+  gateway_request tool_answers messages_front)
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
@@ -83,6 +84,10 @@ seed_corpus() { # seed_corpus DIR: hand-written seeds + (if present) the dev cor
   fi
   if [[ "$dir" == */gateway_* ]]; then
     cp -n "$ROOT"/fuzz/seeds-request/* "$dir"/ 2>/dev/null || true
+    return
+  fi
+  if [[ "$dir" == */messages_* ]]; then
+    cp -n "$ROOT"/fuzz/seeds-messages/* "$dir"/ 2>/dev/null || true
     return
   fi
   cp -n "$ROOT"/fuzz/seeds/* "$dir"/ 2>/dev/null || true

@@ -1,4 +1,5 @@
-//! Entry points for the cargo-fuzz targets in `fuzz/` (`sse_assemble`, `gateway_request`):
+//! Entry points for the cargo-fuzz targets in `fuzz/` (`sse_assemble`, `gateway_request`,
+//! `messages_front`):
 //! thin public wrappers over crate-private items, so the targets run the gateway's own
 //! code. Not a stable API; hidden from the docs.
 
@@ -98,4 +99,39 @@ pub async fn respond_stream(
         .await
         .unwrap_or_default();
     (status, body)
+}
+
+/// The Messages front's request translation (`convert::request_to_chat`): the chat
+/// request for a Messages body, or the status of the refusal.
+///
+/// # Errors
+///
+/// The status code of the refusal (400).
+pub fn messages_to_chat(body: &Value) -> Result<Value, u16> {
+    crate::fronts::messages::convert::request_to_chat(body)
+        .map(|t| t.request)
+        .map_err(|e| e.status().as_u16())
+}
+
+/// The Messages front's stream translation: the chat front's SSE bytes in, Anthropic's
+/// events out.
+#[derive(Debug, Default)]
+pub struct MessagesStream(crate::fronts::messages::stream::Translator);
+
+impl MessagesStream {
+    /// A translation that has seen nothing.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The events for the next bytes of the chat stream.
+    pub fn feed(&mut self, bytes: &[u8]) -> String {
+        self.0.feed(bytes)
+    }
+
+    /// The closing events.
+    pub fn finish(&mut self) -> String {
+        self.0.finish()
+    }
 }
