@@ -97,7 +97,8 @@ pub mod plan {
 }
 
 impl Gateway {
-    /// The routes: `POST /v1/chat/completions`, `POST /v1/tools/execute`,
+    /// The routes: `POST /v1/chat/completions`, `POST /v1/messages` (and
+    /// `/v1/messages/count_tokens`), `POST /v1/tools/execute`,
     /// `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`.
     ///
     /// Around them (`server::access`): the `/v1`-less aliases (`/chat/completions`,

@@ -40,8 +40,10 @@ use crate::server::{
 
 /// The routes, as the 404 lists them: method, path, and whether it has a `/v1`-less
 /// alias.
-pub(crate) const ROUTES: [(&str, &str, bool); 6] = [
+pub(crate) const ROUTES: [(&str, &str, bool); 8] = [
     ("POST", "/v1/chat/completions", true),
+    ("POST", "/v1/messages", false),
+    ("POST", "/v1/messages/count_tokens", false),
     ("POST", "/v1/tools/execute", true),
     ("GET", "/v1/models", true),
     ("GET", "/healthz", false),
@@ -307,6 +309,10 @@ async fn access(
         Some(e) => e.into_response(),
         None => CURRENT.scope(Arc::clone(&tally), next.run(req)).await,
     };
+    // The Messages routes answer errors in Anthropic's shape, refusals here included.
+    if route.starts_with("/v1/messages") {
+        resp = crate::server::error::in_anthropic_shape(resp).await;
+    }
     if !resp.headers().contains_key("x-request-id")
         && let Ok(v) = HeaderValue::from_str(&tally.request_id)
     {

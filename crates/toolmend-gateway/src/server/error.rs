@@ -268,6 +268,53 @@ impl GatewayError {
     }
 }
 
+/// `out`, an error answer in OpenAI's shape (or an upstream's own), in Anthropic's:
+/// `{"type": "error", "error": {"type", "message", "code"}}`, the status and headers kept
+/// (`retry-after`, `x-should-retry`). An upstream's own error keeps its message. A
+/// response that is not an error (no [`ErrorCode`]) is returned as it is.
+pub(crate) async fn in_anthropic_shape(out: Response) -> Response {
+    let Some(ErrorCode(code)) = out.extensions().get::<ErrorCode>().copied() else {
+        return out;
+    };
+    let (mut parts, body) = out.into_parts();
+    let bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let message = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("error"))
+                .or_else(|| v.get("message"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(2000).collect());
+    let body = json!({"type": "error", "error": {"type": anthropic_type(parts.status),
+        "message": message, "code": code}});
+    parts.headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body.to_string()))
+}
+
+/// Anthropic's `error.type` for a status.
+fn anthropic_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 405 | 408 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        504 => "timeout_error",
+        503 | 529 => "overloaded_error",
+        _ => "api_error",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::GatewayError;

@@ -702,3 +702,59 @@ fn client_keys_are_hashes_with_names_of_their_own() {
         .to_string();
     assert!(e.contains("clients_file"), "{e}");
 }
+
+#[tokio::test]
+async fn the_messages_routes_ask_for_a_client_key_and_refuse_in_anthropics_shape() {
+    let (url, seen) = recording_upstream().await;
+    let (env, provider_key) = some_env_key();
+    let addr = serve(gateway(&format!(
+        "upstream.base_url = \"{url}\"\nupstream.api_key_env = \"{env}\"\n{}",
+        access("")
+    )))
+    .await;
+    let http = http();
+    let body = json!({"model": "m", "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}]});
+    for route in ["/v1/messages", "/v1/messages/count_tokens"] {
+        for key in [None, Some(WRONG_KEY)] {
+            let mut req = http.post(format!("http://{addr}{route}")).json(&body);
+            if let Some(k) = key {
+                req = req.header("x-api-key", k);
+            }
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status(), 401, "{route} {key:?}");
+            let got: Value = resp.json().await.unwrap();
+            assert_eq!(got["type"], "error", "{got}");
+            assert_eq!(got["error"]["type"], "authentication_error", "{got}");
+            assert_eq!(got["error"]["code"], "invalid_api_key", "{got}");
+            assert!(
+                got["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("x-api-key"),
+                "{got}"
+            );
+        }
+    }
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "a refused request went upstream"
+    );
+    // The client's key admits it, and only the gateway's own key goes upstream.
+    let resp = http
+        .post(format!("http://{addr}/v1/messages"))
+        .header("x-api-key", CI_KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let message: Value = resp.json().await.unwrap();
+    assert_eq!(message["content"][0]["text"], "ok", "{message}");
+    let got = seen.lock().unwrap().pop().unwrap();
+    assert_eq!(
+        got.get("authorization").unwrap().to_str().unwrap(),
+        format!("Bearer {provider_key}")
+    );
+    assert!(!format!("{got:?}").contains(CI_KEY));
+}

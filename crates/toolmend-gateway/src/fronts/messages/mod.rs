@@ -5,8 +5,8 @@
 //! round trip: [`chat_completions::answer_whole`]), and the mended completion is
 //! translated back into a Messages message. A stream is the chat front's mended SSE
 //! turned into Anthropic's events as it comes ([`stream`]). Errors go out in Anthropic's
-//! shape,
-//! `{"type": "error", "error": {"type", "message"}}`.
+//! shape, `{"type": "error", "error": {"type", "message"}}`: `server::access` reshapes
+//! every error of these routes, its own refusals (a missing client key) included.
 
 pub(crate) mod convert;
 pub(crate) mod stream;
@@ -17,7 +17,7 @@ use axum::{
     Json, Router,
     body::{Body, Bytes},
     extract::State,
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderValue, header},
     response::{IntoResponse, Response},
     routing::post,
 };
@@ -25,10 +25,7 @@ use serde_json::{Value, json};
 
 use crate::{
     fronts::chat_completions,
-    server::{
-        error::{ErrorCode, GatewayError},
-        headers, http,
-    },
+    server::{error::GatewayError, headers, http},
     state::Gateway,
 };
 
@@ -53,7 +50,7 @@ async fn messages(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Body
     })
     .await;
     tracing::debug!(request_id = %id, status = out.status().as_u16(), "messages");
-    reshaped(out).await
+    out
 }
 
 async fn count_tokens(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
@@ -67,7 +64,7 @@ async fn count_tokens(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: 
         Ok(Json(json!({"input_tokens": bytes.div_ceil(4)})).into_response())
     })
     .await;
-    reshaped(out).await
+    out
 }
 
 fn parse(body: &Bytes) -> Result<Value, GatewayError> {
@@ -141,50 +138,4 @@ fn chat_headers(mut headers: HeaderMap) -> HeaderMap {
         headers.insert(header::AUTHORIZATION, v);
     }
     headers
-}
-
-/// An error answer in Anthropic's shape: `{"type": "error", "error": {"type", "message"}}`,
-/// the status and headers kept (`retry-after`, `x-should-retry`), toolmend's `code`
-/// beside the message. An upstream's own error keeps its status and its message.
-async fn reshaped(out: Response) -> Response {
-    let Some(ErrorCode(code)) = out.extensions().get::<ErrorCode>().copied() else {
-        return out;
-    };
-    let (mut parts, body) = out.into_parts();
-    let bytes = axum::body::to_bytes(body, 1 << 20)
-        .await
-        .unwrap_or_default();
-    let message = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|v| {
-            v.pointer("/error/message")
-                .or_else(|| v.get("error"))
-                .or_else(|| v.get("message"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(2000).collect());
-    let body = json!({"type": "error", "error": {"type": error_type(parts.status),
-        "message": message, "code": code}});
-    parts.headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(body.to_string()))
-}
-
-/// Anthropic's `error.type` for a status.
-fn error_type(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        400 | 405 | 408 | 422 => "invalid_request_error",
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        504 => "timeout_error",
-        529 | 503 => "overloaded_error",
-        _ => "api_error",
-    }
 }
