@@ -206,6 +206,12 @@ fn message_to_chat(
     let role = m["role"].as_str().unwrap_or_default();
     let content = &m["content"];
     match (role, content) {
+        // A system message within the conversation (what Claude Code sends for its
+        // environment notes): a chat system message where it stands.
+        ("system", _) => {
+            messages.push(json!({"role": "system", "content": system_text(content)?}));
+            Ok(())
+        }
         ("user" | "assistant", Value::String(text)) => {
             messages.push(json!({"role": role, "content": text}));
             Ok(())
@@ -219,7 +225,7 @@ fn message_to_chat(
             "messages[{at}].content must be a string or a list of content blocks"
         ))),
         _ => Err(refuse(format!(
-            "messages[{at}].role must be \"user\" or \"assistant\""
+            "messages[{at}].role must be \"user\", \"assistant\" or \"system\""
         ))),
     }
 }
@@ -541,6 +547,12 @@ mod tests {
             e.to_string()
                 .contains("messages[0].content[0]: a 'document' block"),
             "{e}"
+        );
+        let system = json!({"model": "m", "messages": [{"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "text", "text": "env"}]}]});
+        assert_eq!(
+            request_to_chat(&system).unwrap().request["messages"][1],
+            json!({"role": "system", "content": "env"})
         );
         let no_messages = request_to_chat(&json!({"model": "m"})).unwrap_err();
         assert_eq!(no_messages.code(), "missing_messages");
