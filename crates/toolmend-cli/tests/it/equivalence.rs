@@ -2,7 +2,9 @@
 //!
 //! Each case of `tests/equivalence/cases.jsonl` (a history, an assistant message, the
 //! tools) goes through the core plan (`toolmend::message`), the tool node, `toolmend mend`,
-//! and `toolmend serve` in front of the scripted provider, as JSON and as a stream. Every
+//! and `toolmend serve` in front of the scripted provider, as JSON and as a stream, as chat
+//! completions and through the Messages front (the case's history in Anthropic's blocks;
+//! what it gets back read as a Messages client reads it). Every
 //! front must give the same calls (ids, names, arguments, disposition: may run or
 //! feedback) and the same remaining content. A front that plans on its own drifts from the
 //! others on some case and fails here. The Python package is held to the same cases by
@@ -310,6 +312,11 @@ fn post(addr: SocketAddr, body: &Value) -> (String, Vec<u8>) {
 
 /// [`post`] in `session` (`x-toolmend-session`), when one is given.
 fn post_as(addr: SocketAddr, body: &Value, session: Option<&str>) -> (String, Vec<u8>) {
+    post_to(addr, "/v1/chat/completions", body, session)
+}
+
+/// One POST to `path`.
+fn post_to(addr: SocketAddr, path: &str, body: &Value, session: Option<&str>) -> (String, Vec<u8>) {
     let body = body.to_string();
     let session = session
         .map(|s| format!("x-toolmend-session: {s}\r\n"))
@@ -318,7 +325,7 @@ fn post_as(addr: SocketAddr, body: &Value, session: Option<&str>) -> (String, Ve
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     write!(
         s,
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
          {session}content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )
@@ -424,15 +431,172 @@ fn gateway_stream(addr: SocketAddr, case: &Case) -> Outcome {
     })
 }
 
+/// A case's request in Anthropic's Messages wire: the history's system text on top, each
+/// assistant turn as blocks (`text`, `tool_use` with its arguments as the input), the
+/// tool messages after it as one user turn of `tool_result` blocks; the tools with
+/// `input_schema`.
+fn messages_request(case: &Case, stream: bool) -> Value {
+    let mut system = Vec::new();
+    let mut messages: Vec<Value> = Vec::new();
+    for m in case.raw["history"].as_array().unwrap() {
+        let text = m["content"].as_str().unwrap_or_default();
+        match m["role"].as_str().unwrap() {
+            "system" => system.push(text.to_owned()),
+            "user" => messages.push(json!({"role": "user", "content": text})),
+            "assistant" => {
+                let mut blocks = Vec::new();
+                if !text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                for tc in m["tool_calls"].as_array().into_iter().flatten() {
+                    let input: Value =
+                        serde_json::from_str(tc["function"]["arguments"].as_str().unwrap())
+                            .unwrap();
+                    blocks.push(json!({"type": "tool_use", "id": tc["id"],
+                        "name": tc["function"]["name"], "input": input}));
+                }
+                messages.push(json!({"role": "assistant", "content": blocks}));
+            }
+            "tool" => {
+                let result = json!({"type": "tool_result", "tool_use_id": m["tool_call_id"],
+                    "content": text});
+                match messages.last_mut() {
+                    Some(last) if last["role"] == "user" && last["content"].is_array() => {
+                        last["content"].as_array_mut().unwrap().push(result);
+                    }
+                    _ => messages.push(json!({"role": "user", "content": [result]})),
+                }
+            }
+            other => panic!("{}: a {other} message", case.name),
+        }
+    }
+    let tools: Vec<Value> = case.raw["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let f = &t["function"];
+            json!({"name": f["name"], "description": f["description"],
+                "input_schema": f["parameters"]})
+        })
+        .collect();
+    let mut body = json!({"model": "m", "max_tokens": 100, "messages": messages,
+        "tools": tools, "stream": stream});
+    if !system.is_empty() {
+        body["system"] = json!(system.join("\n\n"));
+    }
+    body
+}
+
+/// What a Messages client gets, as an [`Outcome`]: the text blocks joined, each
+/// `tool_use` with its input, its disposition from the account.
+fn messages_outcome(content: &[Value], account: &Value) -> Outcome {
+    let unresolved: Vec<&str> = account["calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] == "unresolved")
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    let text: String = content
+        .iter()
+        .filter(|b| b["type"] == "text")
+        .filter_map(|b| b["text"].as_str())
+        .collect();
+    let calls = content
+        .iter()
+        .filter(|b| b["type"] == "tool_use")
+        .map(|b| {
+            let id = b["id"].as_str().unwrap().to_owned();
+            let d = if unresolved.contains(&id.as_str()) {
+                "feedback"
+            } else {
+                "executed"
+            };
+            (
+                id,
+                b["name"].as_str().unwrap().to_owned(),
+                b["input"].clone(),
+                d,
+            )
+        })
+        .collect();
+    Outcome {
+        calls,
+        content: Some(text).filter(|t| !t.is_empty()),
+    }
+}
+
+fn messages_json(addr: SocketAddr, case: &Case) -> Outcome {
+    let (_, body) = post_to(addr, "/v1/messages", &messages_request(case, false), None);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    messages_outcome(v["content"].as_array().unwrap(), &v["toolmend"])
+}
+
+/// The Messages stream assembled as a client does: each block from its start event and
+/// deltas; the account from `message_delta`.
+fn messages_stream(addr: SocketAddr, case: &Case) -> Outcome {
+    let (_, body) = post_to(addr, "/v1/messages", &messages_request(case, true), None);
+    let text = String::from_utf8(body).unwrap();
+    let mut content: Vec<Value> = Vec::new();
+    let mut account = Value::Null;
+    let events = text
+        .split("\n\n")
+        .filter_map(|f| f.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap());
+    for event in events {
+        match event["type"].as_str().unwrap() {
+            "error" => panic!("{}: {event}", case.name),
+            "content_block_start" => {
+                let mut b = event["content_block"].clone();
+                if b["type"] == "tool_use" {
+                    b["partial"] = json!("");
+                }
+                content.push(b);
+            }
+            "content_block_delta" => {
+                let b = content.last_mut().unwrap();
+                let d = &event["delta"];
+                if let Some(t) = d["text"].as_str() {
+                    b["text"] = json!(format!("{}{t}", b["text"].as_str().unwrap_or_default()));
+                }
+                if let Some(p) = d["partial_json"].as_str() {
+                    b["partial"] = json!(format!("{}{p}", b["partial"].as_str().unwrap()));
+                }
+            }
+            "message_delta" => account = event["toolmend"].clone(),
+            _ => {}
+        }
+    }
+    for b in &mut content {
+        if let Some(p) = b.get("partial").and_then(Value::as_str) {
+            b["input"] = serde_json::from_str(p).unwrap();
+        }
+    }
+    messages_outcome(&content, &account)
+}
+
+/// The core's outcome as a Messages client can see it: a call whose arguments are not a
+/// JSON object (one that stays invalid, passed on) has the input `{}` (named in the
+/// account's `translation.left_out`).
+fn as_messages_see_it(mut o: Outcome) -> Outcome {
+    for c in &mut o.calls {
+        if !c.2.is_object() {
+            c.2 = json!({});
+        }
+    }
+    o
+}
+
 #[test]
 fn every_front_plans_every_message_the_same() {
     let cases = cases();
     assert!(cases.len() >= 20, "the case set shrank");
     let rt = runtime();
-    // Each case is answered twice by the scripted upstream: as JSON, then streamed.
+    // Each case is answered four times by the scripted upstream: to chat completions as
+    // JSON, then streamed; to the Messages front as JSON, then streamed.
     let script = cases.iter().fold(Script::new(), |s, c| {
-        s.then(Step::Reply(c.message.clone()))
-            .then(Step::Reply(c.message.clone()))
+        (0..4).fold(s, |s, _| s.then(Step::Reply(c.message.clone())))
     });
     let provider = Arc::new(rt.block_on(ScriptedProvider::start(script)).unwrap());
     let gateway = serve(&provider.base_url());
@@ -446,6 +610,19 @@ fn every_front_plans_every_message_the_same() {
             ("gateway json", gateway_json(gateway.addr, case)),
             ("gateway stream", gateway_stream(gateway.addr, case)),
         ];
+        let messages = [
+            ("messages json", messages_json(gateway.addr, case)),
+            ("messages stream", messages_stream(gateway.addr, case)),
+        ];
+        let seen_as_messages = as_messages_see_it(reference.clone());
+        for (front, got) in messages {
+            if got != seen_as_messages {
+                failures.push(format!(
+                    "{}: {front} differs from the core plan\n  core:  {seen_as_messages:?}\n  {front}: {got:?}",
+                    case.name
+                ));
+            }
+        }
         for (front, got) in fronts {
             if got != reference {
                 failures.push(format!(
