@@ -18,7 +18,8 @@
 #   LANGGRAPH_VERSION, LANGGRAPH_PREBUILT_VERSION, LANGCHAIN_CORE_VERSION,
 #   SAIDEX_VERSION        likewise, for the tool-node peers
 #   OPENAI_VERSION, LANGCHAIN_OPENAI_VERSION   likewise, for the gateway client tests
-#   ANTHROPIC_VERSION, MCP_VERSION   likewise (the anthropic SDK; the MCP server the tool tests use)
+#   ANTHROPIC_VERSION, LANGCHAIN_ANTHROPIC_VERSION, MCP_VERSION   likewise (the anthropic SDK
+#                         and ChatAnthropic; the MCP server the tool tests use)
 #
 # Only PyPI is contacted (through pip). Prints the installed versions at the end.
 set -euo pipefail
@@ -56,9 +57,10 @@ PYTEST_ASYNCIO_VERSION="${PYTEST_ASYNCIO_VERSION:-1.4.1.post1}"
 # The clients python/tests/test_gateway_clients.py points at `toolmend serve`.
 OPENAI_VERSION="${OPENAI_VERSION:-3.57.0}"
 LANGCHAIN_OPENAI_VERSION="${LANGCHAIN_OPENAI_VERSION:-1.7.4}"
-# The anthropic SDK (a client of the coming Messages front) and the Python MCP SDK,
+# The anthropic SDK and LangChain's ChatAnthropic (clients of the Messages front) and the Python MCP SDK,
 # whose server is the second, independent MCP implementation the tool tests run against.
 ANTHROPIC_VERSION="${ANTHROPIC_VERSION:-2.16.0}"
+LANGCHAIN_ANTHROPIC_VERSION="${LANGCHAIN_ANTHROPIC_VERSION:-1.7.10}"
 MCP_VERSION="${MCP_VERSION:-2.3.0}"
 
 spec() { # spec NAME VERSION -> NAME==VERSION, or NAME when VERSION is "latest"
@@ -88,6 +90,7 @@ REQS=(
   "$(spec openai "$OPENAI_VERSION")"
   "$(spec langchain-openai "$LANGCHAIN_OPENAI_VERSION")"
   "$(spec anthropic "$ANTHROPIC_VERSION")"
+  "$(spec langchain-anthropic "$LANGCHAIN_ANTHROPIC_VERSION")"
   "$(spec mcp "$MCP_VERSION")"
 )
 
@@ -103,7 +106,8 @@ want = {
     "langchain": "$LANGCHAIN_VERSION", "maturin": "$MATURIN_VERSION",
     "pytest": "$PYTEST_VERSION", "pytest-asyncio": "$PYTEST_ASYNCIO_VERSION",
     "openai": "$OPENAI_VERSION", "langchain-openai": "$LANGCHAIN_OPENAI_VERSION",
-    "anthropic": "$ANTHROPIC_VERSION", "mcp": "$MCP_VERSION",
+    "anthropic": "$ANTHROPIC_VERSION", "langchain-anthropic": "$LANGCHAIN_ANTHROPIC_VERSION",
+    "mcp": "$MCP_VERSION",
 }
 try:
     for dist, v in want.items():
@@ -127,6 +131,6 @@ print(f"python {sys.version.split()[0]} ({sys.executable})")
 for dist in ["json-repair", "jsonschema", "pydantic", "fast-json-repair", "json-repair-engine",
              "langgraph", "langgraph-prebuilt", "langchain-core", "saidex", "langchain",
              "maturin", "pytest", "pytest-asyncio", "openai", "langchain-openai",
-             "anthropic", "mcp"]:
+             "anthropic", "langchain-anthropic", "mcp"]:
     print(f"{dist} {version(dist)}")
 PYEOF

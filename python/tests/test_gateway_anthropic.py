@@ -153,3 +153,36 @@ def test_a_streamed_text_call_with_broken_json_is_a_mended_tool_use(stack):
     assert final.stop_reason == "tool_use"
     # The call's markup never reached the client as text.
     assert all("<tool_call>" not in b.text for b in final.content if b.type == "text")
+
+
+# ---------------------------------------------------------------------------------------
+# LangChain's ChatAnthropic.
+
+
+def chat_anthropic(s):
+    from langchain_anthropic import ChatAnthropic
+
+    return ChatAnthropic(base_url=s.gateway.removesuffix("/v1"), api_key="x", model="m",
+                         max_retries=0, timeout=CLIENT_TIMEOUT, max_tokens=100)
+
+
+def test_chat_anthropic_gets_the_mended_call_as_a_tool_call(stack):
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(city: str, days: int = 1) -> str:
+        """Weather for a city."""
+        return f"{city}: sunny"
+
+    s = stack(said(HERMES), said(HERMES))
+    model = chat_anthropic(s).bind_tools([get_weather])
+    ai = model.invoke("Weather in Oslo for 2 days?")
+    (tc,) = ai.tool_calls
+    assert (tc["name"], tc["args"]) == ("get_weather", {"city": "Oslo", "days": 2})
+    assert not ai.invalid_tool_calls
+    # Streamed too: the chunks merge into the same call.
+    merged = None
+    for chunk in model.stream("Weather in Oslo for 2 days?"):
+        merged = chunk if merged is None else merged + chunk
+    (tc,) = merged.tool_calls
+    assert (tc["name"], tc["args"]) == ("get_weather", {"city": "Oslo", "days": 2})
