@@ -97,7 +97,7 @@ pub mod plan {
 }
 
 impl Gateway {
-    /// The routes: `POST /v1/chat/completions`, `POST /v1/messages` (and
+    /// The routes: `POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1/messages` (and
     /// `/v1/messages/count_tokens`), `POST /v1/tools/execute`,
     /// `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`.
     ///
@@ -110,6 +110,7 @@ impl Gateway {
             .merge(server::routes(self.plumbing()))
             .merge(fronts::tools::routes(Arc::clone(&self)))
             .merge(fronts::messages::routes(Arc::clone(&self)))
+            .merge(fronts::responses::routes(Arc::clone(&self)))
             .merge(fronts::chat_completions::routes(self))
             // The body limit and its timeout are applied where the body is read
             // (server::http::read_body), so both answer in OpenAI's error shape.

@@ -40,8 +40,9 @@ use crate::server::{
 
 /// The routes, as the 404 lists them: method, path, and whether it has a `/v1`-less
 /// alias.
-pub(crate) const ROUTES: [(&str, &str, bool); 8] = [
+pub(crate) const ROUTES: [(&str, &str, bool); 9] = [
     ("POST", "/v1/chat/completions", true),
+    ("POST", "/v1/responses", true),
     ("POST", "/v1/messages", false),
     ("POST", "/v1/messages/count_tokens", false),
     ("POST", "/v1/tools/execute", true),
@@ -183,7 +184,7 @@ fn alias(path: &str) -> Option<&'static str> {
 fn routes_text() -> String {
     let list: Vec<String> = ROUTES.iter().map(|(m, p, _)| format!("{m} {p}")).collect();
     format!(
-        "the routes are: {} (and without /v1: /chat/completions, /tools/execute, /models)",
+        "the routes are: {} (and without /v1: /chat/completions, /responses, /tools/execute, /models)",
         list.join(", ")
     )
 }

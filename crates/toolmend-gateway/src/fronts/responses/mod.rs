@@ -1,0 +1,108 @@
+//! The OpenAI Responses front: `POST /v1/responses` (the Codex CLI, the OpenAI Agents SDK,
+//! `client.responses.create`), toward a `chat_completions` upstream. As the Messages
+//! front: the request is translated ([`convert`]) into the chat request the chat front
+//! answers (the same request path, plan, guard, re-ask and round trip), and its mended
+//! completion translated back into a Responses object; a stream is the chat front's
+//! mended SSE turned into the Responses events as it comes ([`stream`]). Errors are
+//! OpenAI's shape, as for chat completions.
+
+pub(crate) mod convert;
+pub(crate) mod stream;
+
+use std::sync::Arc;
+
+use axum::{
+    Json, Router,
+    body::{Body, Bytes},
+    extract::State,
+    http::{HeaderMap, HeaderValue},
+    response::{IntoResponse, Response},
+    routing::post,
+};
+use serde_json::{Value, json};
+
+use crate::{
+    fronts::chat_completions,
+    server::{error::GatewayError, headers, http},
+    state::Gateway,
+};
+
+/// The key of the account in a response (and in `response.completed`'s).
+pub(crate) const ACCOUNT_KEY: &str = "toolmend";
+
+/// The header naming what the translation left out.
+const LEFT_OUT_HEADER: &str = "x-toolmend-left-out";
+
+/// `POST /v1/responses`.
+pub(crate) fn routes(gw: Arc<Gateway>) -> Router {
+    Router::new()
+        .route("/v1/responses", post(responses))
+        .with_state(gw)
+}
+
+async fn responses(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
+    let gw2 = Arc::clone(&gw);
+    let (out, id) = http::handle(&gw.config.limits, headers, body, |h, b, id| async move {
+        answer(gw2, h, b, &id).await
+    })
+    .await;
+    tracing::debug!(request_id = %id, status = out.status().as_u16(), "responses");
+    out
+}
+
+async fn answer(
+    gw: Arc<Gateway>,
+    headers: HeaderMap,
+    body: Bytes,
+    request_id: &str,
+) -> Result<Response, GatewayError> {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => {
+            return Err(GatewayError::invalid(
+                "invalid_body",
+                "the body must be a JSON object",
+            ));
+        }
+        Err(e) => {
+            return Err(GatewayError::invalid(
+                "invalid_json",
+                format!("the body is not JSON: {e}"),
+            ));
+        }
+    };
+    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let convert::ToChat {
+        request: chat,
+        left_out,
+    } = convert::request_to_chat(&request)?;
+    if stream {
+        let chat = chat_completions::answer_streamed(gw, headers, chat, request_id).await?;
+        let mut out = stream::translate(chat, request, left_out.clone());
+        if !left_out.is_empty()
+            && let Ok(v) = HeaderValue::from_str(&left_out.join(", "))
+        {
+            out.headers_mut().insert(LEFT_OUT_HEADER, v);
+        }
+        return Ok(out);
+    }
+    let answer = chat_completions::answer_whole(gw, headers, chat, request_id).await?;
+    if !answer.response["choices"].is_array() {
+        return Err(GatewayError::UpstreamInvalidJson(
+            "the upstream answer is not a chat completion (no 'choices')".to_owned(),
+        ));
+    }
+    let mut response = convert::completion_to_response(&answer.response, &request);
+    let mut toolmend_headers = answer.headers;
+    if !left_out.is_empty() {
+        toolmend_headers.push((LEFT_OUT_HEADER, left_out.join(", ")));
+    }
+    if let Some(mut a) = answer.account {
+        a["translation"] = json!({"from": "responses", "to": "chat_completions",
+            "left_out": left_out});
+        response[ACCOUNT_KEY] = a;
+    }
+    let mut out = Json(response).into_response();
+    headers::set_headers(out.headers_mut(), toolmend_headers);
+    Ok(out)
+}

@@ -1,0 +1,109 @@
+"""The Responses front (`POST /v1/responses`) driven by the real `openai` SDK's
+`responses.create`, plain and streamed, the gateway in front of the strict scripted
+provider speaking Chat Completions: what the SDK PARSES (its output items)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_gateway_clients import BROKEN_ARGS, HERMES, call, calls, said, stack  # noqa: F401
+
+TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather for a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+}
+ASK = "Weather in Oslo for 2 days?"
+
+
+def function_calls(response) -> list:
+    return [o for o in response.output if o.type == "function_call"]
+
+
+def test_a_call_written_into_the_text_comes_back_as_a_function_call_item(stack):
+    s = stack(said(HERMES))
+    raw = s.sdk().responses.with_raw_response.create(model="m", input=ASK, tools=[TOOL])
+    assert raw.headers["x-toolmend-calls"] == "valid=0 repaired=1 unresolved=0 from_text=1"
+    r = raw.parse()
+    (fc,) = function_calls(r)
+    assert fc.name == "get_weather" and json.loads(fc.arguments) == {"city": "Oslo", "days": 2}
+    assert r.output_text == "Checking."
+    assert r.status == "completed"
+    account = r.model_extra["toolmend"]
+    assert account["counts"]["from_text"] == 1
+    assert account["translation"]["from"] == "responses"
+
+
+def test_broken_arguments_are_mended(stack):
+    s = stack(calls(call("call_1", BROKEN_ARGS)))
+    r = s.sdk().responses.create(model="m", input=ASK, tools=[TOOL])
+    (fc,) = function_calls(r)
+    assert fc.call_id == "call_1" and json.loads(fc.arguments) == {"city": "Paris", "days": 3}
+
+
+def test_the_stream_gives_the_same_mended_response(stack):
+    s = stack(said(HERMES))
+    events = list(s.sdk().responses.create(model="m", input=ASK, tools=[TOOL], stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    final = events[-1].response
+    (fc,) = function_calls(final)
+    assert json.loads(fc.arguments) == {"city": "Oslo", "days": 2}
+    assert final.output_text == "Checking."
+    # The text went out as deltas before the call.
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert "".join(deltas) == "Checking."
+
+
+def test_the_sdk_stream_helper_accumulates_it(stack):
+    s = stack(said(HERMES))
+    with s.sdk().responses.stream(model="m", input=ASK, tools=[TOOL]) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_response()
+    (fc,) = function_calls(final)
+    assert json.loads(fc.arguments) == {"city": "Oslo", "days": 2}
+
+
+def test_a_tool_turn_round_trips_through_the_strict_provider(stack):
+    s = stack(calls(call("call_1", '{"city": "Oslo"}')), said("Sunny in Oslo."))
+    c = s.sdk()
+    first = c.responses.create(model="m", input=ASK, tools=[TOOL], store=False)
+    (fc,) = function_calls(first)
+    items = [{"role": "user", "content": ASK},
+             {"type": "function_call", "call_id": fc.call_id, "name": fc.name, "arguments": fc.arguments},
+             {"type": "function_call_output", "call_id": fc.call_id, "output": "sunny"}]
+    second = c.responses.create(model="m", input=items, tools=[TOOL], instructions="Be brief.")
+    assert second.output_text == "Sunny in Oslo."
+    assert second.instructions == "Be brief."
+
+
+def test_an_unanswered_function_call_is_answered_in_the_history(stack):
+    s = stack(said("Done."))
+    items = [{"role": "user", "content": ASK},
+             {"type": "function_call", "call_id": "call_x", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
+             {"role": "user", "content": "Never mind."}]
+    raw = s.sdk().responses.with_raw_response.create(model="m", input=items, tools=[TOOL])
+    assert "x-toolmend-history" in raw.headers
+    assert raw.parse().output_text == "Done."
+
+
+def test_hosted_tools_are_left_out_and_named_and_bad_input_refused(stack):
+    import openai
+
+    s = stack(said("Hello."))
+    raw = s.sdk().responses.with_raw_response.create(
+        model="m", input="hi", tools=[TOOL, {"type": "web_search"}])
+    assert "tool (web_search)" in raw.headers["x-toolmend-left-out"]
+    assert raw.parse().output_text == "Hello."
+    with pytest.raises(openai.BadRequestError) as e:
+        s.sdk().responses.create(model="m", input="hi", previous_response_id="resp_1")
+    assert "previous_response_id" in e.value.message
