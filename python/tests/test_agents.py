@@ -1,12 +1,14 @@
 """Coding agents, headless, through the gateway: Claude Code (`claude -p`, pointed at the
-gateway with `ANTHROPIC_BASE_URL`) in front of the strict scripted provider speaking Chat
-Completions, which answers the agent's own shell tool as a small open model does: the
-call written into its text with broken JSON, then a final answer. The agent must run the
-command and finish.
+gateway with `ANTHROPIC_BASE_URL`: the Messages front) and the Codex CLI (`codex exec`,
+with a model provider whose `wire_api = "responses"`: the Responses front), each in front
+of the strict scripted provider speaking Chat Completions, which answers the agent's own
+shell tool as a small open model does: the call written into its text with broken JSON,
+then a final answer. The agent must run the command and finish; with mending off, the
+same run never runs it.
 
-The agent: `$TOOLMEND_CLAUDE`, else `<repo>/.tools/agents/node_modules/.bin/claude`
-(installed at its pinned version by `scripts/agents-env.sh`). A missing agent fails the
-test; it does not skip it."""
+The agents: `$TOOLMEND_CLAUDE` / `$TOOLMEND_CODEX`, else `<repo>/.tools/agents/node_modules/.bin/`
+(installed at their pinned versions by `scripts/agents-env.sh`). A missing agent fails
+the test; it does not skip it."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from test_gateway_clients import said, stack  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = Path(os.environ.get("TOOLMEND_CLAUDE", ROOT / ".tools/agents/node_modules/.bin/claude"))
+CODEX = Path(os.environ.get("TOOLMEND_CODEX", ROOT / ".tools/agents/node_modules/.bin/codex"))
 
 # The shell call as a small model writes it: in the text, Hermes-style, a trailing comma.
 BROKEN_BASH = (
@@ -29,11 +32,15 @@ BROKEN_BASH = (
 )
 
 
+def agent(path: Path, what: str, env: str) -> Path:
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(f"{what} is missing: {path}; install it with scripts/agents-env.sh "
+                    f"or point {env} at one.", pytrace=False)
+    return path
+
+
 def claude() -> Path:
-    if not (CLAUDE.is_file() and os.access(CLAUDE, os.X_OK)):
-        pytest.fail(f"Claude Code is missing: {CLAUDE}; install it with scripts/agents-env.sh "
-                    "or point TOOLMEND_CLAUDE at one.", pytrace=False)
-    return CLAUDE
+    return agent(CLAUDE, "Claude Code", "TOOLMEND_CLAUDE")
 
 
 def run_claude(base_url: str, workdir: Path, home: Path) -> subprocess.CompletedProcess:
@@ -75,5 +82,55 @@ def test_without_the_mending_the_same_run_never_runs_the_command(stack, tmp_path
     work.mkdir()
     home.mkdir()
     done = run_claude(s.gateway.removesuffix("/v1"), work, home)
+    assert not (work / "out.txt").exists()
+    assert "<tool_call>" in done.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# The Codex CLI, through the Responses front.
+
+# Codex's shell tool is `exec_command` (`cmd`); written as a small model writes it.
+BROKEN_EXEC = (
+    "I'll write the file.\n<tool_call>\n"
+    '{"name": "exec_command", "arguments": {"cmd": "echo toolmend-ok > out.txt",}}\n</tool_call>'
+)
+
+
+def run_codex(base_url: str, workdir: Path, home: Path) -> subprocess.CompletedProcess:
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True)
+    (codex_home / "config.toml").write_text(
+        'model = "scripted"\nmodel_provider = "toolmend"\n\n'
+        "[model_providers.toolmend]\n"
+        f'name = "toolmend"\nbase_url = "{base_url}"\nwire_api = "responses"\n'
+        'env_key = "TOOLMEND_TEST_KEY"\n'
+    )
+    env = clean_env() | {"HOME": str(home), "CODEX_HOME": str(codex_home),
+                         "TOOLMEND_TEST_KEY": "sk-not-a-key"}
+    return subprocess.run(
+        [str(agent(CODEX, "The Codex CLI", "TOOLMEND_CODEX")), "exec", "--skip-git-repo-check",
+         "--dangerously-bypass-approvals-and-sandbox",
+         "Write toolmend-ok into out.txt using the shell."],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+    )
+
+
+def test_codex_runs_a_broken_text_call_through_the_responses_front(stack, tmp_path):
+    s = stack(said(BROKEN_EXEC), said("Done: the file is written."))
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    done = run_codex(s.gateway, work, home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (work / "out.txt").read_text() == "toolmend-ok\n"
+    assert "Done: the file is written." in done.stdout
+    assert s.provider_is_exhausted()
+
+
+def test_codex_without_the_mending_never_runs_the_command(stack, tmp_path):
+    s = stack(said(BROKEN_EXEC), said("Done: the file is written."),
+              env_extra={"TOOLMEND_CALLS__MEND": "false"})
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    done = run_codex(s.gateway, work, home)
     assert not (work / "out.txt").exists()
     assert "<tool_call>" in done.stdout
