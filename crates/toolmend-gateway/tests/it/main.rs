@@ -27,4 +27,5 @@ mod ops;
 mod otel;
 mod randomized;
 mod re_ask;
+mod responses;
 mod tools;
