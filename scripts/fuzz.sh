@@ -7,7 +7,8 @@
 #
 #   SECONDS   time per target (default 30)
 #   TARGET    any of: repair_no_panic repair_matches_serde repair_idempotent history_sanitize
-#             sse_assemble gateway_request tool_answers messages_front (default: all eight)
+#             sse_assemble gateway_request tool_answers messages_front responses_front
+#             (default: all nine)
 #
 # Environment:
 #   CARGO_FUZZ_VERSION  cargo-fuzz to install when `cargo fuzz` is missing (default 0.13.2);
@@ -21,14 +22,15 @@
 #
 # Hand-written seeds live in fuzz/seeds/ (repair targets), fuzz/seeds-history/ (history_sanitize),
 # fuzz/seeds-sse/ (sse_assemble: JSON-lines chunk streams), fuzz/seeds-messages/
-# (messages_front: a mode byte, then a Messages body or cut positions and a chat SSE) and fuzz/seeds-request/
+# (messages_front: a mode byte, then a Messages body or cut positions and a chat SSE),
+# fuzz/seeds-responses/ (responses_front, alike) and fuzz/seeds-request/
 # (gateway_request: request bodies), and are copied into each target's corpus, with the
 # inputs of past findings in fuzz/regressions/<target>/.
 # scripts/fuzz-long.sh runs every target longer and prints a table of the figures.
 set -euo pipefail
 
 ALL_TARGETS=(repair_no_panic repair_matches_serde repair_idempotent history_sanitize sse_assemble
-  gateway_request tool_answers messages_front)
+  gateway_request tool_answers messages_front responses_front)
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
@@ -88,6 +90,10 @@ seed_corpus() { # seed_corpus DIR: hand-written seeds + (if present) the dev cor
   fi
   if [[ "$dir" == */messages_* ]]; then
     cp -n "$ROOT"/fuzz/seeds-messages/* "$dir"/ 2>/dev/null || true
+    return
+  fi
+  if [[ "$dir" == */responses_* ]]; then
+    cp -n "$ROOT"/fuzz/seeds-responses/* "$ROOT"/fuzz/seeds-messages/*stream* "$dir"/ 2>/dev/null || true
     return
   fi
   cp -n "$ROOT"/fuzz/seeds/* "$dir"/ 2>/dev/null || true

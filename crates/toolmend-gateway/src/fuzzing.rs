@@ -1,5 +1,5 @@
 //! Entry points for the cargo-fuzz targets in `fuzz/` (`sse_assemble`, `gateway_request`,
-//! `messages_front`):
+//! `messages_front`, `responses_front`):
 //! thin public wrappers over crate-private items, so the targets run the gateway's own
 //! code. Not a stable API; hidden from the docs.
 
@@ -120,6 +120,41 @@ pub struct MessagesStream(crate::fronts::messages::stream::Translator);
 
 impl MessagesStream {
     /// A translation that has seen nothing.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The events for the next bytes of the chat stream.
+    pub fn feed(&mut self, bytes: &[u8]) -> String {
+        self.0.feed(bytes)
+    }
+
+    /// The closing events.
+    pub fn finish(&mut self) -> String {
+        self.0.finish()
+    }
+}
+
+/// The Responses front's request translation: the chat request for a Responses body, or
+/// the status of the refusal.
+///
+/// # Errors
+///
+/// The status code of the refusal (400).
+pub fn responses_to_chat(body: &Value) -> Result<Value, u16> {
+    crate::fronts::responses::convert::request_to_chat(body)
+        .map(|t| t.request)
+        .map_err(|e| e.status().as_u16())
+}
+
+/// The Responses front's stream translation: the chat front's SSE bytes in, the
+/// Responses events out.
+#[derive(Debug, Default)]
+pub struct ResponsesStream(crate::fronts::responses::stream::Translator);
+
+impl ResponsesStream {
+    /// A translation that has seen nothing (the request echoed is empty).
     #[must_use]
     pub fn new() -> Self {
         Self::default()

@@ -1,0 +1,101 @@
+//! The Responses front's two translations on arbitrary input. The first byte picks:
+//!
+//! - even: the rest as a `POST /v1/responses` body through `request_to_chat`. Invariants:
+//!   nothing panics; a refusal is a 400; an accepted body gives a chat request whose
+//!   `messages` is a list with known roles, every tool message naming a string
+//!   `tool_call_id`, every assistant call a string id and string `arguments`.
+//! - odd: the rest as the chat front's SSE, cut at the positions the next bytes give,
+//!   through the stream translator. Invariants: nothing panics; every frame out is
+//!   `event: NAME` + `data: JSON` whose `type` is NAME; `sequence_number`s are 0, 1, 2 …;
+//!   an item is added, then done, one at a time, `output_index` consecutive; nothing
+//!   follows `response.completed`, `response.incomplete` or `error`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+use toolmend_gateway::fuzzing::{ResponsesStream, responses_to_chat};
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    if mode % 2 == 0 {
+        request(rest);
+    } else {
+        stream(rest);
+    }
+});
+
+fn request(bytes: &[u8]) {
+    let Ok(body) = serde_json::from_slice::<Value>(bytes) else {
+        return;
+    };
+    match responses_to_chat(&body) {
+        Err(status) => assert_eq!(status, 400),
+        Ok(chat) => {
+            for m in chat["messages"].as_array().expect("a messages list") {
+                let role = m["role"].as_str().expect("a role");
+                assert!(["system", "user", "assistant", "tool"].contains(&role), "{m}");
+                if role == "tool" {
+                    assert!(m["tool_call_id"].is_string(), "{m}");
+                }
+                for c in m["tool_calls"].as_array().into_iter().flatten() {
+                    assert!(c["id"].is_string(), "{c}");
+                    assert!(c["function"]["arguments"].is_string(), "{c}");
+                }
+            }
+        }
+    }
+}
+
+fn stream(bytes: &[u8]) {
+    let (cuts, body) = bytes.split_at(bytes.len().min(4));
+    let mut t = ResponsesStream::new();
+    let mut out = String::new();
+    let mut at = 0;
+    for &c in cuts {
+        let end = (at + usize::from(c)).min(body.len());
+        out.push_str(&t.feed(&body[at..end]));
+        at = end;
+    }
+    out.push_str(&t.feed(&body[at..]));
+    out.push_str(&t.finish());
+    let mut seq = 0u64;
+    let mut ended = false;
+    let mut open: Option<u64> = None;
+    let mut next = 0u64;
+    for frame in out.split("\n\n").filter(|f| !f.is_empty()) {
+        assert!(!ended, "a frame after the end: {out}");
+        let mut lines = frame.lines();
+        let name = lines.next().and_then(|l| l.strip_prefix("event: ")).expect("event line");
+        let data = lines.next().and_then(|l| l.strip_prefix("data: ")).expect("data line");
+        assert!(lines.next().is_none(), "one data line: {frame}");
+        let e: Value = serde_json::from_str(data).expect("JSON data");
+        assert_eq!(e["type"], name);
+        assert_eq!(e["sequence_number"].as_u64(), Some(seq), "{out}");
+        seq += 1;
+        match name {
+            "response.output_item.added" => {
+                assert!(open.is_none(), "{out}");
+                assert_eq!(e["output_index"].as_u64(), Some(next));
+                open = Some(next);
+            }
+            "response.output_item.done" => {
+                assert_eq!(e["output_index"].as_u64(), open, "{out}");
+                open = None;
+                next += 1;
+            }
+            "response.completed" | "response.incomplete" => {
+                assert!(open.is_none(), "{out}");
+                assert_eq!(e["response"]["output"].as_array().map(Vec::len), Some(next as usize));
+                ended = true;
+            }
+            "error" => ended = true,
+            _ => {
+                if let Some(i) = e.get("output_index") {
+                    assert_eq!(i.as_u64(), open, "{out}");
+                }
+            }
+        }
+    }
+}
