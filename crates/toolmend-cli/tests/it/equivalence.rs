@@ -3,8 +3,9 @@
 //! Each case of `tests/equivalence/cases.jsonl` (a history, an assistant message, the
 //! tools) goes through the core plan (`toolmend::message`), the tool node, `toolmend mend`,
 //! and `toolmend serve` in front of the scripted provider, as JSON and as a stream, as chat
-//! completions and through the Messages front (the case's history in Anthropic's blocks;
-//! what it gets back read as a Messages client reads it). Every
+//! completions and through the Messages and Responses fronts (the case's history in
+//! Anthropic's blocks or as Responses input items; what it gets back read as their clients
+//! read it). Every
 //! front must give the same calls (ids, names, arguments, disposition: may run or
 //! feedback) and the same remaining content. A front that plans on its own drifts from the
 //! others on some case and fails here. The Python package is held to the same cases by
@@ -576,6 +577,97 @@ fn messages_stream(addr: SocketAddr, case: &Case) -> Outcome {
     messages_outcome(&content, &account)
 }
 
+/// A case's request in the Responses wire: the history as input items (messages,
+/// `function_call`, `function_call_output`); the tools flat.
+fn responses_request(case: &Case, stream: bool) -> Value {
+    let mut input = Vec::new();
+    for m in case.raw["history"].as_array().unwrap() {
+        let text = m["content"].as_str().unwrap_or_default();
+        match m["role"].as_str().unwrap() {
+            "tool" => input.push(json!({"type": "function_call_output",
+                "call_id": m["tool_call_id"], "output": text})),
+            "assistant" => {
+                if !text.is_empty() {
+                    input.push(json!({"type": "message", "role": "assistant",
+                        "content": [{"type": "output_text", "text": text}]}));
+                }
+                for tc in m["tool_calls"].as_array().into_iter().flatten() {
+                    input.push(json!({"type": "function_call", "call_id": tc["id"],
+                        "name": tc["function"]["name"], "arguments": tc["function"]["arguments"]}));
+                }
+            }
+            role => input.push(json!({"role": role, "content": text})),
+        }
+    }
+    let tools: Vec<Value> = case.raw["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let f = &t["function"];
+            json!({"type": "function", "name": f["name"], "description": f["description"],
+                "parameters": f["parameters"]})
+        })
+        .collect();
+    json!({"model": "m", "input": input, "tools": tools, "stream": stream, "store": false})
+}
+
+/// What a Responses client gets, as an [`Outcome`]: the `output_text` of the message
+/// items, each `function_call` with its arguments, its disposition from the account.
+fn responses_outcome(response: &Value) -> Outcome {
+    let unresolved: Vec<&str> = response["toolmend"]["calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] == "unresolved")
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    let output = response["output"].as_array().unwrap();
+    let text: String = output
+        .iter()
+        .filter(|o| o["type"] == "message")
+        .flat_map(|o| o["content"].as_array().unwrap().iter())
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    let calls = output
+        .iter()
+        .filter(|o| o["type"] == "function_call")
+        .map(|o| {
+            let id = o["call_id"].as_str().unwrap().to_owned();
+            let d = if unresolved.contains(&id.as_str()) {
+                "feedback"
+            } else {
+                "executed"
+            };
+            let args = args_value(o["arguments"].as_str().unwrap());
+            (id, o["name"].as_str().unwrap().to_owned(), args, d)
+        })
+        .collect();
+    Outcome {
+        calls,
+        content: Some(text).filter(|t| !t.is_empty()),
+    }
+}
+
+fn responses_json(addr: SocketAddr, case: &Case) -> Outcome {
+    let (_, body) = post_to(addr, "/v1/responses", &responses_request(case, false), None);
+    responses_outcome(&serde_json::from_slice(&body).unwrap())
+}
+
+/// The Responses stream as a client reads it: `response.completed`'s response.
+fn responses_stream(addr: SocketAddr, case: &Case) -> Outcome {
+    let (_, body) = post_to(addr, "/v1/responses", &responses_request(case, true), None);
+    let text = String::from_utf8(body).unwrap();
+    let done = text
+        .split("\n\n")
+        .filter_map(|f| f.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .inspect(|e| assert_ne!(e["type"], "error", "{}: {e}", case.name))
+        .find(|e| e["type"] == "response.completed" || e["type"] == "response.incomplete")
+        .unwrap_or_else(|| panic!("{}: no response.completed in {text}", case.name));
+    responses_outcome(&done["response"])
+}
+
 /// The core's outcome as a Messages client can see it: a call whose arguments are not a
 /// JSON object (one that stays invalid, passed on) has the input `{}` (named in the
 /// account's `translation.left_out`).
@@ -593,10 +685,10 @@ fn every_front_plans_every_message_the_same() {
     let cases = cases();
     assert!(cases.len() >= 20, "the case set shrank");
     let rt = runtime();
-    // Each case is answered four times by the scripted upstream: to chat completions as
-    // JSON, then streamed; to the Messages front as JSON, then streamed.
+    // Each case is answered six times by the scripted upstream: to chat completions, to
+    // the Messages front and to the Responses front, each as JSON, then streamed.
     let script = cases.iter().fold(Script::new(), |s, c| {
-        (0..4).fold(s, |s, _| s.then(Step::Reply(c.message.clone())))
+        (0..6).fold(s, |s, _| s.then(Step::Reply(c.message.clone())))
     });
     let provider = Arc::new(rt.block_on(ScriptedProvider::start(script)).unwrap());
     let gateway = serve(&provider.base_url());
@@ -609,6 +701,8 @@ fn every_front_plans_every_message_the_same() {
             ("cli", cli_out),
             ("gateway json", gateway_json(gateway.addr, case)),
             ("gateway stream", gateway_stream(gateway.addr, case)),
+            ("responses json", responses_json(gateway.addr, case)),
+            ("responses stream", responses_stream(gateway.addr, case)),
         ];
         let messages = [
             ("messages json", messages_json(gateway.addr, case)),
