@@ -17,7 +17,8 @@
 #   FAST_JSON_REPAIR_VERSION, JSON_REPAIR_ENGINE_VERSION   likewise
 #   LANGGRAPH_VERSION, LANGGRAPH_PREBUILT_VERSION, LANGCHAIN_CORE_VERSION,
 #   SAIDEX_VERSION        likewise, for the tool-node peers
-#   OPENAI_VERSION, LANGCHAIN_OPENAI_VERSION   likewise, for the gateway client tests
+#   OPENAI_VERSION, LANGCHAIN_OPENAI_VERSION, OPENAI_AGENTS_VERSION   likewise, for the
+#                         gateway client tests
 #   ANTHROPIC_VERSION, LANGCHAIN_ANTHROPIC_VERSION, MCP_VERSION   likewise (the anthropic SDK
 #                         and ChatAnthropic; the MCP server the tool tests use)
 #
@@ -61,6 +62,8 @@ LANGCHAIN_OPENAI_VERSION="${LANGCHAIN_OPENAI_VERSION:-1.7.4}"
 # whose server is the second, independent MCP implementation the tool tests run against.
 ANTHROPIC_VERSION="${ANTHROPIC_VERSION:-2.16.0}"
 LANGCHAIN_ANTHROPIC_VERSION="${LANGCHAIN_ANTHROPIC_VERSION:-1.7.10}"
+# The OpenAI Agents SDK (a client of the Responses front).
+OPENAI_AGENTS_VERSION="${OPENAI_AGENTS_VERSION:-0.24.0}"
 MCP_VERSION="${MCP_VERSION:-2.3.0}"
 
 spec() { # spec NAME VERSION -> NAME==VERSION, or NAME when VERSION is "latest"
@@ -91,6 +94,7 @@ REQS=(
   "$(spec langchain-openai "$LANGCHAIN_OPENAI_VERSION")"
   "$(spec anthropic "$ANTHROPIC_VERSION")"
   "$(spec langchain-anthropic "$LANGCHAIN_ANTHROPIC_VERSION")"
+  "$(spec openai-agents "$OPENAI_AGENTS_VERSION")"
   "$(spec mcp "$MCP_VERSION")"
 )
 
@@ -107,6 +111,7 @@ want = {
     "pytest": "$PYTEST_VERSION", "pytest-asyncio": "$PYTEST_ASYNCIO_VERSION",
     "openai": "$OPENAI_VERSION", "langchain-openai": "$LANGCHAIN_OPENAI_VERSION",
     "anthropic": "$ANTHROPIC_VERSION", "langchain-anthropic": "$LANGCHAIN_ANTHROPIC_VERSION",
+    "openai-agents": "$OPENAI_AGENTS_VERSION",
     "mcp": "$MCP_VERSION",
 }
 try:
@@ -131,6 +136,6 @@ print(f"python {sys.version.split()[0]} ({sys.executable})")
 for dist in ["json-repair", "jsonschema", "pydantic", "fast-json-repair", "json-repair-engine",
              "langgraph", "langgraph-prebuilt", "langchain-core", "saidex", "langchain",
              "maturin", "pytest", "pytest-asyncio", "openai", "langchain-openai",
-             "anthropic", "langchain-anthropic", "mcp"]:
+             "anthropic", "langchain-anthropic", "openai-agents", "mcp"]:
     print(f"{dist} {version(dist)}")
 PYEOF

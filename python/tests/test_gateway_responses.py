@@ -107,3 +107,52 @@ def test_hosted_tools_are_left_out_and_named_and_bad_input_refused(stack):
     with pytest.raises(openai.BadRequestError) as e:
         s.sdk().responses.create(model="m", input="hi", previous_response_id="resp_1")
     assert "previous_response_id" in e.value.message
+
+
+# ---------------------------------------------------------------------------------------
+# The OpenAI Agents SDK: a two-tool agent on the Responses model.
+
+TWO_CALLS = (
+    'Looking both up.<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "days": "2"}}</tool_call>'
+    "<tool_call>{'name': 'get_time', 'arguments': {'zone': 'CET',}}</tool_call>"
+)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_an_agents_sdk_agent_runs_both_mended_calls_and_finishes(stack, streamed):
+    import asyncio
+
+    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    ran: list[tuple[str, dict]] = []
+
+    @function_tool
+    def get_weather(city: str, days: int) -> str:
+        """Weather for a city."""
+        ran.append(("get_weather", {"city": city, "days": days}))
+        return f"{city}: sunny for {days} days"
+
+    @function_tool
+    def get_time(zone: str) -> str:
+        """Time in a zone."""
+        ran.append(("get_time", {"zone": zone}))
+        return "12:00"
+
+    s = stack(said(TWO_CALLS), said("Oslo is sunny; it is noon in CET."))
+    client = AsyncOpenAI(base_url=s.gateway, api_key="x", max_retries=0)
+    agent = Agent(name="helper", instructions="Use the tools.", tools=[get_weather, get_time],
+                  model=OpenAIResponsesModel(model="m", openai_client=client))
+
+    async def run():
+        if not streamed:
+            return (await Runner.run(agent, "Weather in Oslo for 2 days, and the time in CET?")).final_output
+        result = Runner.run_streamed(agent, "Weather in Oslo for 2 days, and the time in CET?")
+        async for _ in result.stream_events():
+            pass
+        return result.final_output
+
+    final = asyncio.run(run())
+    assert sorted(ran) == [("get_time", {"zone": "CET"}), ("get_weather", {"city": "Oslo", "days": 2})]
+    assert final == "Oslo is sunny; it is noon in CET."
