@@ -118,6 +118,27 @@ fn tools_to_chat(value: &Value, out: &mut ToChat) -> Result<Vec<Value>, GatewayE
     for t in tools {
         let kind = t["type"].as_str().unwrap_or_default();
         let name = t["name"].as_str();
+        if kind == "namespace"
+            && let (Some(ns), Some(inner)) = (name, t["tools"].as_array())
+        {
+            // Flattened: each function of the namespace as `{namespace}__{name}`, read
+            // back into `namespace` and `name` (see `flat_names`).
+            for f in inner {
+                match (f["type"].as_str(), f["name"].as_str()) {
+                    (Some("function"), Some(n)) => {
+                        let mut flat = f.clone();
+                        flat["name"] = json!(flat_name(ns, n));
+                        chat.extend(tools_to_chat(&json!([flat]), out)?);
+                    }
+                    (kind, n) => out.leave_out(format!(
+                        "tool {ns}.{} ({})",
+                        n.unwrap_or("?"),
+                        kind.unwrap_or("?")
+                    )),
+                }
+            }
+            continue;
+        }
         if kind != "function" {
             out.leave_out(match name {
                 Some(n) => format!("tool {n} ({kind})"),
@@ -256,6 +277,14 @@ fn items_to_chat(
                     )));
                 };
                 let arguments = item["arguments"].as_str().unwrap_or("{}");
+                let flat;
+                let name = match item["namespace"].as_str() {
+                    Some(ns) => {
+                        flat = flat_name(ns, name);
+                        flat.as_str()
+                    }
+                    None => name,
+                };
                 let a = assistant.get_or_insert_with(assistant_message);
                 let calls = a
                     .entry("tool_calls")
@@ -462,12 +491,13 @@ pub(crate) fn completion_to_response(completion: &Value, request: &Value) -> Val
         output.push(json!({"type": "message", "id": format!("msg_{base}"), "status": "completed",
             "role": "assistant", "content": [{"type": "output_text", "text": t, "annotations": []}]}));
     }
+    let flat = flat_names(request);
     for c in message["tool_calls"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default()
     {
-        output.push(function_call_item(c, "completed"));
+        output.push(function_call_item(c, "completed", &flat));
     }
     let (status, incomplete) = status(choice["finish_reason"].as_str());
     let usage = &completion["usage"];
@@ -507,12 +537,46 @@ pub(crate) fn completion_to_response(completion: &Value, request: &Value) -> Val
     response
 }
 
-/// A chat call as a `function_call` item.
-pub(crate) fn function_call_item(call: &Value, status: &str) -> Value {
+/// The chat name of function `name` in namespace `ns`.
+fn flat_name(ns: &str, name: &str) -> String {
+    format!("{ns}__{name}")
+}
+
+/// The request's namespaced functions: `(chat name, namespace, name)` each.
+pub(crate) fn flat_names(request: &Value) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for t in request["tools"].as_array().into_iter().flatten() {
+        if t["type"] != "namespace" {
+            continue;
+        }
+        let Some(ns) = t["name"].as_str() else {
+            continue;
+        };
+        for f in t["tools"].as_array().into_iter().flatten() {
+            if let Some(n) = f["name"].as_str() {
+                out.push((flat_name(ns, n), ns.to_owned(), n.to_owned()));
+            }
+        }
+    }
+    out
+}
+
+/// A chat call as a `function_call` item; a namespaced function's call with its
+/// `namespace` and its own `name` (`flat`: [`flat_names`] of the request).
+pub(crate) fn function_call_item(
+    call: &Value,
+    status: &str,
+    flat: &[(String, String, String)],
+) -> Value {
     let id = call["id"].as_str().unwrap_or_default();
-    json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
-        "name": call["function"]["name"], "arguments": call["function"]["arguments"],
-        "status": status})
+    let name = call["function"]["name"].as_str().unwrap_or_default();
+    let mut item = json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+        "name": name, "arguments": call["function"]["arguments"], "status": status});
+    if let Some((_, ns, n)) = flat.iter().find(|(f, _, _)| f == name) {
+        item["name"] = json!(n);
+        item["namespace"] = json!(ns);
+    }
+    item
 }
 
 /// `status` and `incomplete_details` for a chat `finish_reason`.
@@ -583,6 +647,38 @@ mod tests {
                 t.left_out
             );
         }
+    }
+
+    #[test]
+    fn a_namespace_is_flattened_and_its_calls_read_back_under_it() {
+        let req = json!({"model": "m", "tools": [{"type": "namespace", "name": "agents",
+            "description": "Sub-agents.", "tools": [
+                {"type": "function", "name": "spawn", "parameters": {"type": "object"}},
+                {"type": "custom", "name": "note"}]}],
+            "input": [{"role": "user", "content": "go"},
+                {"type": "function_call", "namespace": "agents", "call_id": "c0", "name": "spawn", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c0", "output": "ok"}]});
+        let t = request_to_chat(&req).unwrap();
+        assert_eq!(t.request["tools"][0]["function"]["name"], "agents__spawn");
+        assert_eq!(
+            t.request["messages"][1]["tool_calls"][0]["function"]["name"],
+            "agents__spawn"
+        );
+        assert!(
+            t.left_out.iter().any(|l| l == "tool agents.note (custom)"),
+            "{:?}",
+            t.left_out
+        );
+        let completion = json!({"id": "x", "choices": [{"finish_reason": "tool_calls", "message": {
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "agents__spawn", "arguments": "{}"}}]}}]});
+        let back = completion_to_response(&completion, &req);
+        assert_eq!(
+            (
+                back["output"][0]["name"].as_str(),
+                back["output"][0]["namespace"].as_str()
+            ),
+            (Some("spawn"), Some("agents"))
+        );
     }
 
     #[test]

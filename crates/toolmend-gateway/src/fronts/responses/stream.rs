@@ -51,12 +51,15 @@ pub(crate) struct Translator {
     usage: Value,
     account: Option<Value>,
     left_out: Vec<String>,
+    /// The request's namespaced functions (their calls go out under their namespace).
+    flat: Vec<(String, String, String)>,
     ended: bool,
 }
 
 impl Translator {
     pub(crate) fn new(request: Value, left_out: Vec<String>) -> Self {
         Translator {
+            flat: convert::flat_names(&request),
             request,
             left_out,
             ..Translator::default()
@@ -232,6 +235,7 @@ impl Translator {
                     &json!({"id": call["id"], "function": {"name": call["function"]["name"],
                         "arguments": ""}}),
                     "in_progress",
+                    &self.flat,
                 );
                 let at = self.done.len();
                 self.emit(
