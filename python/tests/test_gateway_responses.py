@@ -86,6 +86,28 @@ def test_a_tool_turn_round_trips_through_the_strict_provider(stack):
     assert second.instructions == "Be brief."
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_previous_response_id_continues_the_conversation(stack, streamed):
+    # The second request sends only the output of the first one's call: the gateway
+    # rebuilds the conversation it kept, so the chat upstream gets the call before its
+    # result (alone, the result would be an orphan the request path has to drop).
+    s = stack(calls(call("call_1", '{"city": "Oslo"}')), said("Sunny in Oslo."))
+    c = s.sdk()
+    if streamed:
+        events = list(c.responses.create(model="m", input=ASK, tools=[TOOL], stream=True))
+        first = events[-1].response
+    else:
+        first = c.responses.create(model="m", input=ASK, tools=[TOOL])
+    (fc,) = function_calls(first)
+    raw = c.responses.with_raw_response.create(
+        model="m", previous_response_id=first.id, tools=[TOOL],
+        input=[{"type": "function_call_output", "call_id": fc.call_id, "output": "sunny"}])
+    assert "x-toolmend-history" not in raw.headers, raw.headers.get("x-toolmend-history")
+    second = raw.parse()
+    assert second.output_text == "Sunny in Oslo."
+    assert second.id != first.id and second.id.startswith("resp_")
+
+
 def test_an_unanswered_function_call_is_answered_in_the_history(stack):
     s = stack(said("Done."))
     items = [{"role": "user", "content": ASK},
@@ -104,9 +126,9 @@ def test_hosted_tools_are_left_out_and_named_and_bad_input_refused(stack):
         model="m", input="hi", tools=[TOOL, {"type": "web_search"}])
     assert "tool (web_search)" in raw.headers["x-toolmend-left-out"]
     assert raw.parse().output_text == "Hello."
-    with pytest.raises(openai.BadRequestError) as e:
+    with pytest.raises(openai.NotFoundError) as e:
         s.sdk().responses.create(model="m", input="hi", previous_response_id="resp_1")
-    assert "previous_response_id" in e.value.message
+    assert "resp_1" in e.value.message and e.value.code == "previous_response_not_found"
 
 
 # ---------------------------------------------------------------------------------------

@@ -14,6 +14,10 @@ use crate::server::error::GatewayError;
 pub(crate) struct ToChat {
     pub(crate) request: Value,
     pub(crate) left_out: Vec<String>,
+    /// `previous_response_id`: the kept conversation goes before the input.
+    pub(crate) previous: Option<String>,
+    /// The first chat message is the `instructions` (not carried to a later response).
+    pub(crate) instructions: bool,
 }
 
 impl ToChat {
@@ -52,6 +56,7 @@ pub(crate) fn request_to_chat(body: &Value) -> Result<ToChat, GatewayError> {
             "instructions" => {
                 if let Some(text) = value.as_str() {
                     messages.push(json!({"role": "system", "content": text}));
+                    out.instructions = true;
                 } else if !value.is_null() {
                     return Err(refuse("'instructions' must be a string"));
                 }
@@ -71,11 +76,10 @@ pub(crate) fn request_to_chat(body: &Value) -> Result<ToChat, GatewayError> {
                 }
             }
             "previous_response_id" if !value.is_null() => {
-                return Err(refuse(
-                    "previous_response_id: toolmend keeps no responses toward a \
-                     chat_completions upstream yet; send the whole conversation as 'input' \
-                     (with store: false)",
-                ));
+                let id = value
+                    .as_str()
+                    .ok_or_else(|| refuse("'previous_response_id' must be a string"))?;
+                out.previous = Some(id.to_owned());
             }
             // Nothing the model must see: named.
             other => {
@@ -696,11 +700,11 @@ mod tests {
             e.to_string().contains("input[0]: a 'web_search_call' item"),
             "{e}"
         );
-        let e = request_to_chat(
+        let t = request_to_chat(
             &json!({"model": "m", "input": "hi", "previous_response_id": "resp_1"}),
         )
-        .unwrap_err();
-        assert!(e.to_string().contains("previous_response_id"), "{e}");
+        .unwrap();
+        assert_eq!(t.previous.as_deref(), Some("resp_1"));
         assert_eq!(
             request_to_chat(&json!({"model": "m"})).unwrap_err().code(),
             "missing_input"

@@ -7,6 +7,7 @@
 //! OpenAI's shape, as for chat completions.
 
 pub(crate) mod convert;
+pub(crate) mod kept;
 pub(crate) mod stream;
 
 use std::sync::Arc;
@@ -37,13 +38,17 @@ const LEFT_OUT_HEADER: &str = "x-toolmend-left-out";
 pub(crate) fn routes(gw: Arc<Gateway>) -> Router {
     Router::new()
         .route("/v1/responses", post(responses))
-        .with_state(gw)
+        .with_state((gw, Arc::new(kept::Kept::default())))
 }
 
-async fn responses(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
+async fn responses(
+    State((gw, kept)): State<(Arc<Gateway>, Arc<kept::Kept>)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let gw2 = Arc::clone(&gw);
     let (out, id) = http::handle(&gw.config.limits, headers, body, |h, b, id| async move {
-        answer(gw2, h, b, &id).await
+        answer(gw2, kept, h, b, &id).await
     })
     .await;
     tracing::debug!(request_id = %id, status = out.status().as_u16(), "responses");
@@ -52,6 +57,7 @@ async fn responses(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Bod
 
 async fn answer(
     gw: Arc<Gateway>,
+    kept: Arc<kept::Kept>,
     headers: HeaderMap,
     body: Bytes,
     request_id: &str,
@@ -73,12 +79,40 @@ async fn answer(
     };
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     let convert::ToChat {
-        request: chat,
+        request: mut chat,
         left_out,
+        previous,
+        instructions,
     } = convert::request_to_chat(&request)?;
+    if let Some(id) = &previous {
+        let Some(earlier) = kept.get(id) else {
+            return Err(GatewayError::NotFound {
+                code: "previous_response_not_found",
+                message: format!(
+                    "Previous response with id '{id}' not found: the gateway keeps the \
+                     responses it served for {} min, the latest {} (send the whole \
+                     conversation as 'input' instead)",
+                    kept::TTL.as_secs() / 60,
+                    kept::MAX_RESPONSES
+                ),
+            });
+        };
+        if let Some(messages) = chat["messages"].as_array_mut() {
+            let at = usize::from(instructions);
+            messages.splice(at..at, earlier);
+        }
+    }
+    // What a later response continues from: this one's conversation, its instructions
+    // left out (`store: false`: nothing kept).
+    let keep = (request.get("store").and_then(Value::as_bool) != Some(false)).then(|| {
+        let messages = chat["messages"].as_array().cloned().unwrap_or_default();
+        messages[usize::from(instructions)..].to_vec()
+    });
+    let id = kept.mint();
     if stream {
         let chat = chat_completions::answer_streamed(gw, headers, chat, request_id).await?;
-        let mut out = stream::translate(chat, request, left_out.clone());
+        let keeping = keep.map(|history| (Arc::clone(&kept), history));
+        let mut out = stream::translate(chat, request, left_out.clone(), id, keeping);
         if !left_out.is_empty()
             && let Ok(v) = HeaderValue::from_str(&left_out.join(", "))
         {
@@ -93,6 +127,11 @@ async fn answer(
         ));
     }
     let mut response = convert::completion_to_response(&answer.response, &request);
+    response["id"] = json!(id);
+    if let Some(mut history) = keep {
+        history.push(answer.response["choices"][0]["message"].clone());
+        kept.put(id, history);
+    }
     let mut toolmend_headers = answer.headers;
     if !left_out.is_empty() {
         toolmend_headers.push((LEFT_OUT_HEADER, left_out.join(", ")));

@@ -15,7 +15,9 @@ use axum::{
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::convert;
+use std::sync::Arc;
+
+use super::{convert, kept::Kept};
 
 /// The open output item.
 #[derive(Debug)]
@@ -53,6 +55,11 @@ pub(crate) struct Translator {
     left_out: Vec<String>,
     /// The request's namespaced functions (their calls go out under their namespace).
     flat: Vec<(String, String, String)>,
+    /// The response's id.
+    id: String,
+    /// Where the finished conversation is kept for `previous_response_id`, and the
+    /// conversation before this answer.
+    keeping: Option<(Arc<Kept>, Vec<Value>)>,
     ended: bool,
 }
 
@@ -62,8 +69,16 @@ impl Translator {
             flat: convert::flat_names(&request),
             request,
             left_out,
+            id: "resp_toolmend".to_owned(),
             ..Translator::default()
         }
+    }
+
+    /// The response's id, and where to keep its conversation.
+    pub(crate) fn keeping(mut self, id: String, keeping: Option<(Arc<Kept>, Vec<Value>)>) -> Self {
+        self.id = id;
+        self.keeping = keeping;
+        self
     }
 
     /// The events for the next bytes of the chat stream.
@@ -107,6 +122,7 @@ impl Translator {
         let completion = json!({"id": base["id"], "created": base["created"], "model": base["model"],
             "choices": [{"finish_reason": null, "message": {}}], "usage": self.usage});
         let mut r = convert::completion_to_response(&completion, &self.request);
+        r["id"] = json!(self.id);
         r["status"] = json!(status);
         r["output"] = Value::Array(self.done.clone());
         r
@@ -356,7 +372,38 @@ impl Translator {
         } else {
             "response.incomplete"
         };
+        if let Some((kept, mut history)) = self.keeping.take() {
+            history.push(self.chat_answer());
+            kept.put(self.id.clone(), history);
+        }
         self.emit(out, kind, json!({"response": r}));
+    }
+
+    /// The answer streamed, as the chat assistant message a later request continues from.
+    fn chat_answer(&self) -> Value {
+        let mut message = json!({"role": "assistant", "content": null});
+        let mut calls = Vec::new();
+        for item in &self.done {
+            match item["type"].as_str() {
+                Some("reasoning") => {
+                    message["reasoning_content"] = item["summary"][0]["text"].clone();
+                }
+                Some("message") => message["content"] = item["content"][0]["text"].clone(),
+                Some("function_call") => {
+                    let name = match item["namespace"].as_str() {
+                        Some(ns) => format!("{ns}__{}", item["name"].as_str().unwrap_or_default()),
+                        None => item["name"].as_str().unwrap_or_default().to_owned(),
+                    };
+                    calls.push(json!({"id": item["call_id"], "type": "function",
+                        "function": {"name": name, "arguments": item["arguments"]}}));
+                }
+                _ => {}
+            }
+        }
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls);
+        }
+        message
     }
 }
 
@@ -371,7 +418,13 @@ fn find_frame_end(buf: &[u8]) -> Option<usize> {
 
 /// `chat`, the chat front's streamed answer, as the Responses event stream (status and
 /// headers kept); an answer that is not a stream is returned as it is.
-pub(crate) fn translate(chat: Response, request: Value, left_out: Vec<String>) -> Response {
+pub(crate) fn translate(
+    chat: Response,
+    request: Value,
+    left_out: Vec<String>,
+    id: String,
+    keeping: Option<(Arc<Kept>, Vec<Value>)>,
+) -> Response {
     let is_stream = chat
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
@@ -380,11 +433,8 @@ pub(crate) fn translate(chat: Response, request: Value, left_out: Vec<String>) -
         return chat;
     }
     let (parts, body) = chat.into_parts();
-    let state = (
-        Translator::new(request, left_out),
-        body.into_data_stream(),
-        false,
-    );
+    let t = Translator::new(request, left_out).keeping(id, keeping);
+    let state = (t, body.into_data_stream(), false);
     let events = futures::stream::unfold(state, |(mut t, mut chat, done)| async move {
         if done {
             return None;
