@@ -115,14 +115,24 @@ pub fn messages_to_chat(body: &Value) -> Result<Value, u16> {
 
 /// The Messages front's stream translation: the chat front's SSE bytes in, Anthropic's
 /// events out.
-#[derive(Debug, Default)]
-pub struct MessagesStream(crate::fronts::messages::stream::Translator);
+#[derive(Debug)]
+pub struct MessagesStream(
+    crate::fronts::translate::ChatFrames<crate::fronts::messages::stream::Translator>,
+);
+
+impl Default for MessagesStream {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl MessagesStream {
     /// A translation that has seen nothing.
     #[must_use]
     pub fn new() -> Self {
-        Self::default()
+        Self(crate::fronts::translate::ChatFrames::new(
+            crate::fronts::messages::stream::Translator::new(Vec::new()),
+        ))
     }
 
     /// The events for the next bytes of the chat stream.
@@ -150,14 +160,24 @@ pub fn responses_to_chat(body: &Value) -> Result<Value, u16> {
 
 /// The Responses front's stream translation: the chat front's SSE bytes in, the
 /// Responses events out.
-#[derive(Debug, Default)]
-pub struct ResponsesStream(crate::fronts::responses::stream::Translator);
+#[derive(Debug)]
+pub struct ResponsesStream(
+    crate::fronts::translate::ChatFrames<crate::fronts::responses::stream::Translator>,
+);
+
+impl Default for ResponsesStream {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl ResponsesStream {
     /// A translation that has seen nothing (the request echoed is empty).
     #[must_use]
     pub fn new() -> Self {
-        Self::default()
+        Self(crate::fronts::translate::ChatFrames::new(
+            crate::fronts::responses::stream::Translator::new(serde_json::json!({}), Vec::new()),
+        ))
     }
 
     /// The events for the next bytes of the chat stream.

@@ -10,6 +10,7 @@ pub(crate) mod chat_completions;
 pub(crate) mod messages;
 pub(crate) mod responses;
 pub(crate) mod tools;
+pub(crate) mod translate;
 
 use axum::http::{HeaderMap, header::AUTHORIZATION};
 use serde_json::Value;

@@ -137,6 +137,21 @@ pub(crate) fn catch_panics()
     tower_http::catch_panic::CatchPanicLayer::custom(answer as fn(_) -> _)
 }
 
+/// A request body as a JSON object (every front's body is one).
+pub(crate) fn json_object(body: &Bytes) -> Result<serde_json::Value, GatewayError> {
+    match serde_json::from_slice(body) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(v),
+        Ok(_) => Err(GatewayError::invalid(
+            "invalid_body",
+            "the body must be a JSON object",
+        )),
+        Err(e) => Err(GatewayError::invalid(
+            "invalid_json",
+            format!("the body is not JSON: {e}"),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use axum::{Router, body::Body, http::Request, routing::get};

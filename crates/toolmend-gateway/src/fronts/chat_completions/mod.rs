@@ -65,21 +65,7 @@ async fn chat_inner(
     request_id: &str,
 ) -> Result<Response, GatewayError> {
     let started = Instant::now();
-    let request: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(_) => {
-            return Err(GatewayError::invalid(
-                "invalid_body",
-                "the body must be a JSON object",
-            ));
-        }
-        Err(e) => {
-            return Err(GatewayError::invalid(
-                "invalid_json",
-                format!("the body is not JSON: {e}"),
-            ));
-        }
-    };
+    let request = http::json_object(&body)?;
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     let prepared = exchange(gw, headers, request, started, request_id, stream)?;
     let unchanged = (!prepared.exchange.notes.changed && !prepared.injected && !prepared.replay)

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::server::error::GatewayError;
+use crate::{fronts::translate::LeftOut, server::error::GatewayError};
 
 /// A Messages request translated: the chat request, and what had no place in it.
 #[derive(Debug, Default)]
@@ -15,16 +15,7 @@ pub(crate) struct ToChat {
     pub(crate) request: Value,
     /// What was left out, each once, in the order met (`"cache_control"`,
     /// `"tool web_search (web_search_20250305)"` …).
-    pub(crate) left_out: Vec<String>,
-}
-
-impl ToChat {
-    fn leave_out(&mut self, what: impl Into<String>) {
-        let what = what.into();
-        if !self.left_out.contains(&what) {
-            self.left_out.push(what);
-        }
-    }
+    pub(crate) left_out: LeftOut,
 }
 
 fn refuse(message: impl Into<String>) -> GatewayError {
@@ -73,7 +64,7 @@ pub(crate) fn request_to_chat(body: &Value) -> Result<ToChat, GatewayError> {
                 }
             }
             "tool_choice" => tool_choice_to_chat(value, &mut chat, &mut out)?,
-            other => out.leave_out(other),
+            other => out.left_out.add(other),
         }
     }
     let Some(list) = req.get("messages").and_then(Value::as_array) else {
@@ -130,7 +121,7 @@ fn tools_to_chat(value: &Value, out: &mut ToChat) -> Result<Vec<Value>, GatewayE
         })?;
         let kind = t["type"].as_str().unwrap_or("custom");
         if kind != "custom" {
-            out.leave_out(format!("tool {name} ({kind})"));
+            out.left_out.add(format!("tool {name} ({kind})"));
             continue;
         }
         let mut function = Map::new();
@@ -152,7 +143,7 @@ fn tools_to_chat(value: &Value, out: &mut ToChat) -> Result<Vec<Value>, GatewayE
                 key.as_str(),
                 "name" | "description" | "input_schema" | "type" | "strict"
             ) {
-                out.leave_out(format!("tools[].{key}"));
+                out.left_out.add(format!("tools[].{key}"));
             }
         }
         chat.push(json!({"type": "function", "function": function}));
@@ -188,7 +179,7 @@ fn tool_choice_to_chat(
         chat.insert("parallel_tool_calls".to_owned(), json!(false));
     }
     if value.get("cache_control").is_some() {
-        out.leave_out("cache_control");
+        out.left_out.add("cache_control");
     }
     Ok(())
 }
@@ -348,10 +339,10 @@ fn assistant_blocks(blocks: &[Value], at: usize, out: &mut ToChat) -> Result<Val
             Some("thinking") => {
                 reasoning.push_str(b["thinking"].as_str().unwrap_or_default());
                 if b["signature"].as_str().is_some_and(|s| !s.is_empty()) {
-                    out.leave_out("thinking.signature");
+                    out.left_out.add("thinking.signature");
                 }
             }
-            Some("redacted_thinking") => out.leave_out("redacted_thinking"),
+            Some("redacted_thinking") => out.left_out.add("redacted_thinking"),
             Some("tool_use") => {
                 let (Some(id), Some(name)) = (b["id"].as_str(), b["name"].as_str()) else {
                     return Err(refuse(format!(
@@ -392,7 +383,7 @@ fn assistant_blocks(blocks: &[Value], at: usize, out: &mut ToChat) -> Result<Val
 
 fn note_cache(b: &Value, out: &mut ToChat) {
     if b.get("cache_control").is_some() {
-        out.leave_out("cache_control");
+        out.left_out.add("cache_control");
     }
 }
 
@@ -512,9 +503,9 @@ mod tests {
             "thinking.signature",
         ] {
             assert!(
-                t.left_out.iter().any(|l| l == what),
+                t.left_out.0.iter().any(|l| l == what),
                 "{what} in {:?}",
-                t.left_out
+                t.left_out.0
             );
         }
     }

@@ -24,16 +24,16 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    fronts::chat_completions,
+    fronts::{
+        chat_completions,
+        translate::{self, LeftOut},
+    },
     server::{error::GatewayError, headers, http},
     state::Gateway,
 };
 
 /// The key of the account in a message and in the stream's `message_delta`.
 pub(crate) const ACCOUNT_KEY: &str = "toolmend";
-
-/// The header naming what the translation left out.
-const LEFT_OUT_HEADER: &str = "x-toolmend-left-out";
 
 /// `POST /v1/messages`, `POST /v1/messages/count_tokens`.
 pub(crate) fn routes(gw: Arc<Gateway>) -> Router {
@@ -55,7 +55,7 @@ async fn messages(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Body
 
 async fn count_tokens(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
     let (out, _) = http::handle(&gw.config.limits, headers, body, |_, b, _| async move {
-        let request = parse(&b)?;
+        let request = http::json_object(&b)?;
         let chat = convert::request_to_chat(&request)?.request;
         // An estimate (a chat upstream has no such route): four bytes a token over the
         // messages and tools as they would go upstream.
@@ -67,41 +67,23 @@ async fn count_tokens(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: 
     out
 }
 
-fn parse(body: &Bytes) -> Result<Value, GatewayError> {
-    match serde_json::from_slice(body) {
-        Ok(v @ Value::Object(_)) => Ok(v),
-        Ok(_) => Err(GatewayError::invalid(
-            "invalid_body",
-            "the body must be a JSON object",
-        )),
-        Err(e) => Err(GatewayError::invalid(
-            "invalid_json",
-            format!("the body is not JSON: {e}"),
-        )),
-    }
-}
-
 async fn answer(
     gw: Arc<Gateway>,
     headers: HeaderMap,
     body: Bytes,
     request_id: &str,
 ) -> Result<Response, GatewayError> {
-    let request = parse(&body)?;
+    let request = http::json_object(&body)?;
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     let convert::ToChat {
         request: chat,
-        mut left_out,
+        left_out: LeftOut(mut left_out),
     } = convert::request_to_chat(&request)?;
     let headers = chat_headers(headers);
     if stream {
         let chat = chat_completions::answer_streamed(gw, headers, chat, request_id).await?;
         let mut out = stream::translate(chat, left_out.clone());
-        if !left_out.is_empty()
-            && let Ok(v) = HeaderValue::from_str(&left_out.join(", "))
-        {
-            out.headers_mut().insert(LEFT_OUT_HEADER, v);
-        }
+        headers::set_headers(out.headers_mut(), translate::left_out_header(&left_out));
         return Ok(out);
     }
     let answer = chat_completions::answer_whole(gw, headers, chat, request_id).await?;
@@ -112,9 +94,7 @@ async fn answer(
     }
     let mut message = convert::completion_to_message(&answer.response, &mut left_out);
     let mut toolmend_headers = answer.headers;
-    if !left_out.is_empty() {
-        toolmend_headers.push((LEFT_OUT_HEADER, left_out.join(", ")));
-    }
+    toolmend_headers.extend(translate::left_out_header(&left_out));
     let account = answer.account.map(|mut a| {
         a["translation"] = json!({"from": "messages", "to": "chat_completions",
             "left_out": left_out});

@@ -3,17 +3,14 @@
 //! (which the chat front releases mended, whole, before the finish) as a `tool_use`
 //! block with its whole input as one `input_json_delta` (an `input` that is not an
 //! object, from an unresolved call passed on, goes out as `{}` and is named, as in the
-//! JSON path); one block open at a time, indexes consecutive from 0; `message_delta` carries the `stop_reason`, the usage and the
-//! account. An error event of the chat stream becomes Anthropic's `error` event.
+//! JSON path); one block open at a time, indexes consecutive from 0; `message_delta`
+//! carries the `stop_reason`, the usage and the account. An error event of the chat stream becomes Anthropic's `error` event.
 
-use axum::{
-    body::{Body, Bytes},
-    response::Response,
-};
-use futures::StreamExt;
+use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::convert;
+use crate::fronts::translate::{self, ChatEvents, event};
 
 /// The open content block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,8 +24,6 @@ enum Open {
 /// The translation of one stream.
 #[derive(Debug, Default)]
 pub(crate) struct Translator {
-    /// Bytes of a frame not yet complete.
-    pending: Vec<u8>,
     started: bool,
     open: Option<Open>,
     /// The index the next block gets.
@@ -42,7 +37,6 @@ pub(crate) struct Translator {
     usage: Value,
     account: Option<Value>,
     left_out: Vec<String>,
-    ended: bool,
 }
 
 impl Translator {
@@ -52,65 +46,25 @@ impl Translator {
             ..Translator::default()
         }
     }
+}
 
-    /// The events for the next bytes of the chat stream.
-    pub(crate) fn feed(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
-        while let Some(end) = find_frame_end(&self.pending) {
-            let frame: Vec<u8> = self.pending.drain(..end).collect();
-            // The blank line that ends the frame.
-            let blank = if self.pending.starts_with(b"\r\n\r\n") {
-                4
-            } else {
-                2
-            };
-            self.pending.drain(..blank.min(self.pending.len()));
-            self.frame(&String::from_utf8_lossy(&frame), &mut out);
-        }
-        out
-    }
-
-    /// The closing events, when the chat stream ended (with or without `[DONE]`).
-    pub(crate) fn finish(&mut self) -> String {
-        let mut out = String::new();
-        self.end(&mut out);
-        out
-    }
-
-    fn frame(&mut self, frame: &str, out: &mut String) {
-        let data: String = frame
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim_start)
-            .collect::<Vec<_>>()
-            .join("\n");
-        if data.is_empty() || self.ended {
-            return; // a comment (`: toolmend {…}`, the report) or after the end
-        }
-        if data.trim() == "[DONE]" {
-            self.end(out);
-            return;
-        }
-        let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
-            return;
+impl ChatEvents for Translator {
+    fn error(&mut self, error: &Value, out: &mut String) {
+        self.close(out);
+        let kind = match error["type"].as_str() {
+            Some("requests") => "rate_limit_error",
+            Some("invalid_request_error") => "invalid_request_error",
+            _ => "api_error",
         };
-        if let Some(error) = chunk.get("error") {
-            self.close(out);
-            let kind = match error["type"].as_str() {
-                Some("requests") => "rate_limit_error",
-                Some("invalid_request_error") => "invalid_request_error",
-                _ => "api_error",
-            };
-            event(
-                out,
-                "error",
-                &json!({"type": "error", "error": {"type": kind,
+        event(
+            out,
+            "error",
+            &json!({"type": "error", "error": {"type": kind,
                 "message": error["message"], "code": error["code"]}}),
-            );
-            self.ended = true;
-            return;
-        }
+        );
+    }
+
+    fn chunk(&mut self, chunk: &Value, out: &mut String) {
         if !self.started {
             self.started = true;
             let id = chunk["id"].as_str().unwrap_or("toolmend");
@@ -167,6 +121,34 @@ impl Translator {
         }
     }
 
+    fn end(&mut self, out: &mut String) {
+        if !self.started {
+            event(
+                out,
+                "error",
+                &json!({"type": "error", "error": {"type": "api_error",
+                "message": "the upstream stream ended before its first chunk",
+                "code": "upstream_stream_error"}}),
+            );
+            return;
+        }
+        self.close(out);
+        let stop_reason = convert::stop_reason(self.finish.as_deref(), self.any_tool);
+        let mut delta = json!({"type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+            "usage": {"input_tokens": self.usage["prompt_tokens"].as_u64().unwrap_or(0),
+                      "output_tokens": self.usage["completion_tokens"].as_u64().unwrap_or(0)}});
+        if let Some(mut a) = self.account.take() {
+            a["translation"] = json!({"from": "messages", "to": "chat_completions",
+                "left_out": self.left_out});
+            delta[super::ACCOUNT_KEY] = a;
+        }
+        event(out, "message_delta", &delta);
+        event(out, "message_stop", &json!({"type": "message_stop"}));
+    }
+}
+
+impl Translator {
     /// Makes `kind` the open block, closing another; a call's block opens with its id
     /// and name.
     fn open_block(&mut self, kind: Open, call: Option<&Value>, out: &mut String) {
@@ -231,92 +213,11 @@ impl Translator {
             self.next += 1;
         }
     }
-
-    fn end(&mut self, out: &mut String) {
-        if self.ended {
-            return;
-        }
-        self.ended = true;
-        if !self.started {
-            event(
-                out,
-                "error",
-                &json!({"type": "error", "error": {"type": "api_error",
-                "message": "the upstream stream ended before its first chunk",
-                "code": "upstream_stream_error"}}),
-            );
-            return;
-        }
-        self.close(out);
-        let stop_reason = convert::stop_reason(self.finish.as_deref(), self.any_tool);
-        let mut delta = json!({"type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": null},
-            "usage": {"input_tokens": self.usage["prompt_tokens"].as_u64().unwrap_or(0),
-                      "output_tokens": self.usage["completion_tokens"].as_u64().unwrap_or(0)}});
-        if let Some(mut a) = self.account.take() {
-            a["translation"] = json!({"from": "messages", "to": "chat_completions",
-                "left_out": self.left_out});
-            delta[super::ACCOUNT_KEY] = a;
-        }
-        event(out, "message_delta", &delta);
-        event(out, "message_stop", &json!({"type": "message_stop"}));
-    }
 }
 
-/// Where the first complete frame of `buf` ends (before its blank line).
-fn find_frame_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n");
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n");
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-fn event(out: &mut String, name: &str, data: &Value) {
-    out.push_str("event: ");
-    out.push_str(name);
-    out.push_str("\ndata: ");
-    out.push_str(&data.to_string());
-    out.push_str("\n\n");
-}
-
-/// `chat`, the chat front's streamed answer, as Anthropic's event stream (its status and
-/// headers kept). An answer that is not a stream (an error before the first byte) is
-/// returned as it is.
+/// `chat`, the chat front's streamed answer, as Anthropic's event stream.
 pub(crate) fn translate(chat: Response, left_out: Vec<String>) -> Response {
-    let is_stream = chat
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if !chat.status().is_success() || !is_stream {
-        return chat;
-    }
-    let (parts, body) = chat.into_parts();
-    let state = (Translator::new(left_out), body.into_data_stream(), false);
-    let events = futures::stream::unfold(state, |(mut t, mut chat, done)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            match chat.next().await {
-                Some(Ok(bytes)) => {
-                    let out = t.feed(&bytes);
-                    if !out.is_empty() {
-                        return Some((
-                            Ok::<_, std::convert::Infallible>(Bytes::from(out)),
-                            (t, chat, false),
-                        ));
-                    }
-                }
-                Some(Err(_)) | None => {
-                    let out = t.finish();
-                    return Some((Ok(Bytes::from(out)), (t, chat, true)));
-                }
-            }
-        }
-    });
-    Response::from_parts(parts, Body::from_stream(events))
+    translate::stream(chat, Translator::new(left_out))
 }
 
 #[cfg(test)]
@@ -324,6 +225,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::Translator;
+    use crate::fronts::translate::ChatFrames;
 
     fn chunk(delta: Value, finish: Option<&str>) -> String {
         format!(
@@ -342,7 +244,7 @@ mod tests {
 
     #[test]
     fn text_reasoning_and_calls_become_consecutive_blocks() {
-        let mut t = Translator::new(vec!["thinking".into()]);
+        let mut t = ChatFrames::new(Translator::new(vec!["thinking".into()]));
         let mut out = String::new();
         let stream = [
             chunk(json!({"role": "assistant", "reasoning_content": "hm"}), None),
@@ -417,7 +319,7 @@ mod tests {
 
     #[test]
     fn an_error_event_ends_the_stream_in_anthropics_shape() {
-        let mut t = Translator::new(Vec::new());
+        let mut t = ChatFrames::new(Translator::new(Vec::new()));
         let mut out = t.feed(chunk(json!({"content": "Hi"}), None).as_bytes());
         out.push_str(&t.feed(b"data: {\"error\": {\"message\": \"too many\", \"type\": \"requests\", \"code\": \"toolmend_tool_flood\"}}\n\ndata: [DONE]\n\n"));
         out.push_str(&t.finish());
@@ -432,7 +334,7 @@ mod tests {
 
     #[test]
     fn a_stream_cut_before_its_first_chunk_is_an_error_event() {
-        let mut t = Translator::new(Vec::new());
+        let mut t = ChatFrames::new(Translator::new(Vec::new()));
         let ev = events(&t.finish());
         assert_eq!(ev.len(), 1);
         assert_eq!(ev[0]["type"], "error");

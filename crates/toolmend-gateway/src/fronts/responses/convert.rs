@@ -7,26 +7,17 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::server::error::GatewayError;
+use crate::{fronts::translate::LeftOut, server::error::GatewayError};
 
 /// A Responses request translated: the chat request, and what had no place in it.
 #[derive(Debug, Default)]
 pub(crate) struct ToChat {
     pub(crate) request: Value,
-    pub(crate) left_out: Vec<String>,
+    pub(crate) left_out: LeftOut,
     /// `previous_response_id`: the kept conversation goes before the input.
     pub(crate) previous: Option<String>,
     /// The first chat message is the `instructions` (not carried to a later response).
     pub(crate) instructions: bool,
-}
-
-impl ToChat {
-    fn leave_out(&mut self, what: impl Into<String>) {
-        let what = what.into();
-        if !self.left_out.contains(&what) {
-            self.left_out.push(what);
-        }
-    }
 }
 
 fn refuse(message: impl Into<String>) -> GatewayError {
@@ -84,7 +75,7 @@ pub(crate) fn request_to_chat(body: &Value) -> Result<ToChat, GatewayError> {
             // Nothing the model must see: named.
             other => {
                 if !value.is_null() {
-                    out.leave_out(other);
+                    out.left_out.add(other);
                 }
             }
         }
@@ -134,7 +125,7 @@ fn tools_to_chat(value: &Value, out: &mut ToChat) -> Result<Vec<Value>, GatewayE
                         flat["name"] = json!(flat_name(ns, n));
                         chat.extend(tools_to_chat(&json!([flat]), out)?);
                     }
-                    (kind, n) => out.leave_out(format!(
+                    (kind, n) => out.left_out.add(format!(
                         "tool {ns}.{} ({})",
                         n.unwrap_or("?"),
                         kind.unwrap_or("?")
@@ -144,7 +135,7 @@ fn tools_to_chat(value: &Value, out: &mut ToChat) -> Result<Vec<Value>, GatewayE
             continue;
         }
         if kind != "function" {
-            out.leave_out(match name {
+            out.left_out.add(match name {
                 Some(n) => format!("tool {n} ({kind})"),
                 None => format!("tool ({kind})"),
             });
@@ -316,7 +307,7 @@ fn items_to_chat(
             "reasoning" => {
                 let text = reasoning_text(item);
                 if item.get("encrypted_content").is_some_and(|e| !e.is_null()) {
-                    out.leave_out("reasoning.encrypted_content");
+                    out.left_out.add("reasoning.encrypted_content");
                 }
                 if !text.is_empty() {
                     if assistant
@@ -646,9 +637,9 @@ mod tests {
             "reasoning.encrypted_content",
         ] {
             assert!(
-                t.left_out.iter().any(|l| l == what),
+                t.left_out.0.iter().any(|l| l == what),
                 "{what} in {:?}",
-                t.left_out
+                t.left_out.0
             );
         }
     }
@@ -669,7 +660,10 @@ mod tests {
             "agents__spawn"
         );
         assert!(
-            t.left_out.iter().any(|l| l == "tool agents.note (custom)"),
+            t.left_out
+                .0
+                .iter()
+                .any(|l| l == "tool agents.note (custom)"),
             "{:?}",
             t.left_out
         );

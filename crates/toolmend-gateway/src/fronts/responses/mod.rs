@@ -16,23 +16,23 @@ use axum::{
     Json, Router,
     body::{Body, Bytes},
     extract::State,
-    http::{HeaderMap, HeaderValue},
+    http::HeaderMap,
     response::{IntoResponse, Response},
     routing::post,
 };
 use serde_json::{Value, json};
 
 use crate::{
-    fronts::chat_completions,
+    fronts::{
+        chat_completions,
+        translate::{self, LeftOut},
+    },
     server::{error::GatewayError, headers, http},
     state::Gateway,
 };
 
 /// The key of the account in a response (and in `response.completed`'s).
 pub(crate) const ACCOUNT_KEY: &str = "toolmend";
-
-/// The header naming what the translation left out.
-const LEFT_OUT_HEADER: &str = "x-toolmend-left-out";
 
 /// `POST /v1/responses`.
 pub(crate) fn routes(gw: Arc<Gateway>) -> Router {
@@ -62,25 +62,11 @@ async fn answer(
     body: Bytes,
     request_id: &str,
 ) -> Result<Response, GatewayError> {
-    let request: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(_) => {
-            return Err(GatewayError::invalid(
-                "invalid_body",
-                "the body must be a JSON object",
-            ));
-        }
-        Err(e) => {
-            return Err(GatewayError::invalid(
-                "invalid_json",
-                format!("the body is not JSON: {e}"),
-            ));
-        }
-    };
+    let request = http::json_object(&body)?;
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     let convert::ToChat {
         request: mut chat,
-        left_out,
+        left_out: LeftOut(left_out),
         previous,
         instructions,
     } = convert::request_to_chat(&request)?;
@@ -113,11 +99,7 @@ async fn answer(
         let chat = chat_completions::answer_streamed(gw, headers, chat, request_id).await?;
         let keeping = keep.map(|history| (Arc::clone(&kept), history));
         let mut out = stream::translate(chat, request, left_out.clone(), id, keeping);
-        if !left_out.is_empty()
-            && let Ok(v) = HeaderValue::from_str(&left_out.join(", "))
-        {
-            out.headers_mut().insert(LEFT_OUT_HEADER, v);
-        }
+        headers::set_headers(out.headers_mut(), translate::left_out_header(&left_out));
         return Ok(out);
     }
     let answer = chat_completions::answer_whole(gw, headers, chat, request_id).await?;
@@ -133,9 +115,7 @@ async fn answer(
         kept.put(id, history);
     }
     let mut toolmend_headers = answer.headers;
-    if !left_out.is_empty() {
-        toolmend_headers.push((LEFT_OUT_HEADER, left_out.join(", ")));
-    }
+    toolmend_headers.extend(translate::left_out_header(&left_out));
     if let Some(mut a) = answer.account {
         a["translation"] = json!({"from": "responses", "to": "chat_completions",
             "left_out": left_out});

@@ -8,16 +8,13 @@
 //! consecutive. Reasoning goes out as a `reasoning` item whose summary is whole at its
 //! `output_item.done`. An error event of the chat stream becomes an `error` event.
 
-use axum::{
-    body::{Body, Bytes},
-    response::Response,
-};
-use futures::StreamExt;
+use axum::response::Response;
 use serde_json::{Value, json};
 
 use std::sync::Arc;
 
 use super::{convert, kept::Kept};
+use crate::fronts::translate::{self, ChatEvents};
 
 /// The open output item.
 #[derive(Debug)]
@@ -40,7 +37,6 @@ enum Open {
 /// The translation of one stream.
 #[derive(Debug, Default)]
 pub(crate) struct Translator {
-    pending: Vec<u8>,
     /// The request as the client sent it (the response echoes some of it).
     request: Value,
     /// `id`, `created_at`, `model` once the first chunk is in.
@@ -60,7 +56,6 @@ pub(crate) struct Translator {
     /// Where the finished conversation is kept for `previous_response_id`, and the
     /// conversation before this answer.
     keeping: Option<(Arc<Kept>, Vec<Value>)>,
-    ended: bool,
 }
 
 impl Translator {
@@ -79,30 +74,6 @@ impl Translator {
         self.id = id;
         self.keeping = keeping;
         self
-    }
-
-    /// The events for the next bytes of the chat stream.
-    pub(crate) fn feed(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
-        while let Some(end) = find_frame_end(&self.pending) {
-            let frame: Vec<u8> = self.pending.drain(..end).collect();
-            let blank = if self.pending.starts_with(b"\r\n\r\n") {
-                4
-            } else {
-                2
-            };
-            self.pending.drain(..blank.min(self.pending.len()));
-            self.frame(&String::from_utf8_lossy(&frame), &mut out);
-        }
-        out
-    }
-
-    /// The closing events, when the chat stream ended.
-    pub(crate) fn finish(&mut self) -> String {
-        let mut out = String::new();
-        self.end(&mut out);
-        out
     }
 
     fn emit(&mut self, out: &mut String, kind: &str, mut data: Value) {
@@ -128,34 +99,46 @@ impl Translator {
         r
     }
 
-    fn frame(&mut self, frame: &str, out: &mut String) {
-        let data: String = frame
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim_start)
-            .collect::<Vec<_>>()
-            .join("\n");
-        if data.is_empty() || self.ended {
-            return;
+    /// The answer streamed, as the chat assistant message a later request continues from.
+    fn chat_answer(&self) -> Value {
+        let mut message = json!({"role": "assistant", "content": null});
+        let mut calls = Vec::new();
+        for item in &self.done {
+            match item["type"].as_str() {
+                Some("reasoning") => {
+                    message["reasoning_content"] = item["summary"][0]["text"].clone();
+                }
+                Some("message") => message["content"] = item["content"][0]["text"].clone(),
+                Some("function_call") => {
+                    let name = match item["namespace"].as_str() {
+                        Some(ns) => format!("{ns}__{}", item["name"].as_str().unwrap_or_default()),
+                        None => item["name"].as_str().unwrap_or_default().to_owned(),
+                    };
+                    calls.push(json!({"id": item["call_id"], "type": "function",
+                        "function": {"name": name, "arguments": item["arguments"]}}));
+                }
+                _ => {}
+            }
         }
-        if data.trim() == "[DONE]" {
-            self.end(out);
-            return;
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls);
         }
-        let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
-            return;
-        };
-        if let Some(error) = chunk.get("error") {
-            self.close(out);
-            self.emit(
-                out,
-                "error",
-                json!({"code": error["code"], "message": error["message"],
+        message
+    }
+}
+
+impl ChatEvents for Translator {
+    fn error(&mut self, error: &Value, out: &mut String) {
+        self.close(out);
+        self.emit(
+            out,
+            "error",
+            json!({"code": error["code"], "message": error["message"],
                 "param": null}),
-            );
-            self.ended = true;
-            return;
-        }
+        );
+    }
+
+    fn chunk(&mut self, chunk: &Value, out: &mut String) {
         if self.base.is_none() {
             self.base = Some(json!({"id": chunk["id"], "created": chunk["created"],
                 "model": chunk["model"]}));
@@ -290,6 +273,39 @@ impl Translator {
         }
     }
 
+    fn end(&mut self, out: &mut String) {
+        if self.base.is_none() {
+            self.emit(
+                out,
+                "error",
+                json!({"code": "upstream_stream_error",
+                "message": "the upstream stream ended before its first chunk", "param": null}),
+            );
+            return;
+        }
+        self.close(out);
+        let (status, incomplete) = convert::status(self.finish.as_deref());
+        let mut r = self.response(status);
+        r["incomplete_details"] = incomplete;
+        if let Some(mut a) = self.account.take() {
+            a["translation"] = json!({"from": "responses", "to": "chat_completions",
+                "left_out": self.left_out});
+            r[super::ACCOUNT_KEY] = a;
+        }
+        let kind = if status == "completed" {
+            "response.completed"
+        } else {
+            "response.incomplete"
+        };
+        if let Some((kept, mut history)) = self.keeping.take() {
+            history.push(self.chat_answer());
+            kept.put(self.id.clone(), history);
+        }
+        self.emit(out, kind, json!({"response": r}));
+    }
+}
+
+impl Translator {
     fn item_base(&self) -> String {
         let id = self
             .base
@@ -343,77 +359,6 @@ impl Translator {
         );
         self.done.push(item);
     }
-
-    fn end(&mut self, out: &mut String) {
-        if self.ended {
-            return;
-        }
-        self.ended = true;
-        if self.base.is_none() {
-            self.emit(
-                out,
-                "error",
-                json!({"code": "upstream_stream_error",
-                "message": "the upstream stream ended before its first chunk", "param": null}),
-            );
-            return;
-        }
-        self.close(out);
-        let (status, incomplete) = convert::status(self.finish.as_deref());
-        let mut r = self.response(status);
-        r["incomplete_details"] = incomplete;
-        if let Some(mut a) = self.account.take() {
-            a["translation"] = json!({"from": "responses", "to": "chat_completions",
-                "left_out": self.left_out});
-            r[super::ACCOUNT_KEY] = a;
-        }
-        let kind = if status == "completed" {
-            "response.completed"
-        } else {
-            "response.incomplete"
-        };
-        if let Some((kept, mut history)) = self.keeping.take() {
-            history.push(self.chat_answer());
-            kept.put(self.id.clone(), history);
-        }
-        self.emit(out, kind, json!({"response": r}));
-    }
-
-    /// The answer streamed, as the chat assistant message a later request continues from.
-    fn chat_answer(&self) -> Value {
-        let mut message = json!({"role": "assistant", "content": null});
-        let mut calls = Vec::new();
-        for item in &self.done {
-            match item["type"].as_str() {
-                Some("reasoning") => {
-                    message["reasoning_content"] = item["summary"][0]["text"].clone();
-                }
-                Some("message") => message["content"] = item["content"][0]["text"].clone(),
-                Some("function_call") => {
-                    let name = match item["namespace"].as_str() {
-                        Some(ns) => format!("{ns}__{}", item["name"].as_str().unwrap_or_default()),
-                        None => item["name"].as_str().unwrap_or_default().to_owned(),
-                    };
-                    calls.push(json!({"id": item["call_id"], "type": "function",
-                        "function": {"name": name, "arguments": item["arguments"]}}));
-                }
-                _ => {}
-            }
-        }
-        if !calls.is_empty() {
-            message["tool_calls"] = Value::Array(calls);
-        }
-        message
-    }
-}
-
-fn find_frame_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n");
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n");
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 /// `chat`, the chat front's streamed answer, as the Responses event stream (status and
@@ -425,39 +370,10 @@ pub(crate) fn translate(
     id: String,
     keeping: Option<(Arc<Kept>, Vec<Value>)>,
 ) -> Response {
-    let is_stream = chat
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if !chat.status().is_success() || !is_stream {
-        return chat;
-    }
-    let (parts, body) = chat.into_parts();
-    let t = Translator::new(request, left_out).keeping(id, keeping);
-    let state = (t, body.into_data_stream(), false);
-    let events = futures::stream::unfold(state, |(mut t, mut chat, done)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            match chat.next().await {
-                Some(Ok(bytes)) => {
-                    let out = t.feed(&bytes);
-                    if !out.is_empty() {
-                        return Some((
-                            Ok::<_, std::convert::Infallible>(Bytes::from(out)),
-                            (t, chat, false),
-                        ));
-                    }
-                }
-                Some(Err(_)) | None => {
-                    let out = t.finish();
-                    return Some((Ok(Bytes::from(out)), (t, chat, true)));
-                }
-            }
-        }
-    });
-    Response::from_parts(parts, Body::from_stream(events))
+    translate::stream(
+        chat,
+        Translator::new(request, left_out).keeping(id, keeping),
+    )
 }
 
 #[cfg(test)]
@@ -465,6 +381,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::Translator;
+    use crate::fronts::translate::ChatFrames;
 
     fn chunk(delta: Value, finish: Option<&str>) -> String {
         format!(
@@ -505,7 +422,10 @@ mod tests {
             "data: [DONE]\n\n".to_owned(),
         ]
         .concat();
-        let mut t = Translator::new(json!({"instructions": "x"}), vec!["store".into()]);
+        let mut t = ChatFrames::new(Translator::new(
+            json!({"instructions": "x"}),
+            vec!["store".into()],
+        ));
         let mut out = String::new();
         for piece in stream.as_bytes().chunks(5) {
             out.push_str(&t.feed(piece));
@@ -565,12 +485,12 @@ mod tests {
 
     #[test]
     fn a_cut_answer_is_incomplete_and_an_error_ends_the_stream() {
-        let mut t = Translator::new(json!({}), Vec::new());
+        let mut t = ChatFrames::new(Translator::new(json!({}), Vec::new()));
         let mut out = t.feed(chunk(json!({"content": "ab"}), Some("length")).as_bytes());
         out.push_str(&t.feed(b"data: [DONE]\n\n"));
         let ev = events(&out);
         assert_eq!(ev.last().unwrap()["type"], "response.incomplete");
-        let mut t = Translator::new(json!({}), Vec::new());
+        let mut t = ChatFrames::new(Translator::new(json!({}), Vec::new()));
         let out = t.feed(
             b"data: {\"error\": {\"message\": \"x\", \"code\": \"toolmend_tool_flood\"}}\n\n",
         );

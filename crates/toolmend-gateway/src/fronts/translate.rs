@@ -1,0 +1,171 @@
+//! What the translating fronts (`messages/`, `responses/`) share: the chat front's mended
+//! SSE read frame by frame and handed to a front's [`ChatEvents`], which writes its own
+//! API's events; what a translation left out.
+
+use axum::{
+    body::{Body, Bytes},
+    response::Response,
+};
+use futures::StreamExt;
+use serde_json::Value;
+
+/// A front's writer of its own events from the chat front's chunks.
+pub(crate) trait ChatEvents: Send + 'static {
+    /// The events for one chat chunk.
+    fn chunk(&mut self, chunk: &Value, out: &mut String);
+    /// The events for an error chunk (`{"error": …}`); nothing follows it.
+    fn error(&mut self, error: &Value, out: &mut String);
+    /// The closing events: the chat stream sent `[DONE]`, or ended.
+    fn end(&mut self, out: &mut String);
+}
+
+/// The chat front's SSE, frame by frame (a frame cut anywhere waits for its end), for a
+/// [`ChatEvents`]: `[DONE]` and the stream's end close it once; comments (the
+/// `: toolmend {…}` report) and frames that are not JSON are skipped.
+#[derive(Debug)]
+pub(crate) struct ChatFrames<T> {
+    pending: Vec<u8>,
+    ended: bool,
+    events: T,
+}
+
+impl<T: ChatEvents> ChatFrames<T> {
+    pub(crate) fn new(events: T) -> Self {
+        ChatFrames {
+            pending: Vec::new(),
+            ended: false,
+            events,
+        }
+    }
+
+    /// The events for the next bytes of the chat stream.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        while let Some(end) = frame_end(&self.pending) {
+            let frame: Vec<u8> = self.pending.drain(..end).collect();
+            // The blank line that ends the frame.
+            let blank = if self.pending.starts_with(b"\r\n\r\n") {
+                4
+            } else {
+                2
+            };
+            self.pending.drain(..blank.min(self.pending.len()));
+            self.frame(&String::from_utf8_lossy(&frame), &mut out);
+        }
+        out
+    }
+
+    /// The closing events, when the chat stream ended (nothing when it ended already).
+    pub(crate) fn finish(&mut self) -> String {
+        let mut out = String::new();
+        if !self.ended {
+            self.ended = true;
+            self.events.end(&mut out);
+        }
+        out
+    }
+
+    fn frame(&mut self, frame: &str, out: &mut String) {
+        let data: String = frame
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim_start)
+            .collect::<Vec<_>>()
+            .join("\n");
+        if data.is_empty() || self.ended {
+            return;
+        }
+        if data.trim() == "[DONE]" {
+            out.push_str(&self.finish());
+            return;
+        }
+        let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
+            return;
+        };
+        if let Some(error) = chunk.get("error") {
+            self.ended = true;
+            self.events.error(error, out);
+            return;
+        }
+        self.events.chunk(&chunk, out);
+    }
+}
+
+/// Where the first complete frame of `buf` ends (before its blank line).
+fn frame_end(buf: &[u8]) -> Option<usize> {
+    let lf = buf.windows(2).position(|w| w == b"\n\n");
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n");
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// One SSE event: `event: NAME`, `data: JSON`.
+pub(crate) fn event(out: &mut String, name: &str, data: &Value) {
+    out.push_str("event: ");
+    out.push_str(name);
+    out.push_str("\ndata: ");
+    out.push_str(&data.to_string());
+    out.push_str("\n\n");
+}
+
+/// `chat`, the chat front's streamed answer, written by `events` as the front's own
+/// stream (status and headers kept). An answer that is not a stream (an error before the
+/// first byte) is returned as it is.
+pub(crate) fn stream<T: ChatEvents>(chat: Response, events: T) -> Response {
+    let is_stream = chat
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !chat.status().is_success() || !is_stream {
+        return chat;
+    }
+    let (parts, body) = chat.into_parts();
+    let state = (ChatFrames::new(events), body.into_data_stream(), false);
+    let out = futures::stream::unfold(state, |(mut frames, mut chat, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            match chat.next().await {
+                Some(Ok(bytes)) => {
+                    let out = frames.feed(&bytes);
+                    if !out.is_empty() {
+                        return Some((
+                            Ok::<_, std::convert::Infallible>(Bytes::from(out)),
+                            (frames, chat, false),
+                        ));
+                    }
+                }
+                Some(Err(_)) | None => {
+                    let out = frames.finish();
+                    return Some((Ok(Bytes::from(out)), (frames, chat, true)));
+                }
+            }
+        }
+    });
+    Response::from_parts(parts, Body::from_stream(out))
+}
+
+/// What a translation left out, each once, in the order met.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LeftOut(pub(crate) Vec<String>);
+
+impl LeftOut {
+    pub(crate) fn add(&mut self, what: impl Into<String>) {
+        let what = what.into();
+        if !self.0.contains(&what) {
+            self.0.push(what);
+        }
+    }
+}
+
+/// The header naming what a translation left out.
+const LEFT_OUT_HEADER: &str = "x-toolmend-left-out";
+
+/// `x-toolmend-left-out` with `left_out`, when something was.
+pub(crate) fn left_out_header(left_out: &[String]) -> Option<(&'static str, String)> {
+    (!left_out.is_empty()).then(|| (LEFT_OUT_HEADER, left_out.join(", ")))
+}
