@@ -169,3 +169,27 @@ const LEFT_OUT_HEADER: &str = "x-toolmend-left-out";
 pub(crate) fn left_out_header(left_out: &[String]) -> Option<(&'static str, String)> {
     (!left_out.is_empty()).then(|| (LEFT_OUT_HEADER, left_out.join(", ")))
 }
+
+/// What a chat chunk carries beside choice 0's delta, kept for the closing events: the
+/// usage (its own chunk, or the finishing one) and the account (on the last chunk).
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    pub(crate) usage: Value,
+    pub(crate) account: Option<Value>,
+}
+
+impl Tail {
+    /// Keeps `chunk`'s usage and account; returns its choice 0 (a translated answer has
+    /// one choice).
+    pub(crate) fn read<'c>(&mut self, chunk: &'c Value, account_key: &str) -> Option<&'c Value> {
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = u.clone();
+        }
+        if let Some(a) = chunk.get(account_key) {
+            self.account = Some(a.clone());
+        }
+        chunk["choices"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["index"].as_u64().unwrap_or(0) == 0))
+    }
+}

@@ -34,8 +34,8 @@ pub(crate) struct Translator {
     /// unresolved call passed on may hold any text).
     call: Option<(String, String)>,
     finish: Option<String>,
-    usage: Value,
-    account: Option<Value>,
+    /// The usage and the account, for the closing events.
+    tail: translate::Tail,
     left_out: Vec<String>,
 }
 
@@ -78,17 +78,7 @@ impl ChatEvents for Translator {
             );
             event(out, "ping", &json!({"type": "ping"}));
         }
-        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage = u.clone();
-        }
-        if let Some(a) = chunk.get(super::ACCOUNT_KEY) {
-            self.account = Some(a.clone());
-        }
-        // Choice 0 only: a Messages answer has one.
-        let Some(choice) = chunk["choices"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["index"].as_u64().unwrap_or(0) == 0))
-        else {
+        let Some(choice) = self.tail.read(chunk, super::ACCOUNT_KEY) else {
             return;
         };
         let delta = &choice["delta"];
@@ -136,9 +126,9 @@ impl ChatEvents for Translator {
         let stop_reason = convert::stop_reason(self.finish.as_deref(), self.any_tool);
         let mut delta = json!({"type": "message_delta",
             "delta": {"stop_reason": stop_reason, "stop_sequence": null},
-            "usage": {"input_tokens": self.usage["prompt_tokens"].as_u64().unwrap_or(0),
-                      "output_tokens": self.usage["completion_tokens"].as_u64().unwrap_or(0)}});
-        if let Some(mut a) = self.account.take() {
+            "usage": {"input_tokens": self.tail.usage["prompt_tokens"].as_u64().unwrap_or(0),
+                      "output_tokens": self.tail.usage["completion_tokens"].as_u64().unwrap_or(0)}});
+        if let Some(mut a) = self.tail.account.take() {
             a["translation"] = json!({"from": "messages", "to": "chat_completions",
                 "left_out": self.left_out});
             delta[super::ACCOUNT_KEY] = a;

@@ -46,8 +46,8 @@ pub(crate) struct Translator {
     /// The items done so far (the output of `response.completed`).
     done: Vec<Value>,
     finish: Option<String>,
-    usage: Value,
-    account: Option<Value>,
+    /// The usage and the account, for the closing events.
+    tail: translate::Tail,
     left_out: Vec<String>,
     /// The request's namespaced functions (their calls go out under their namespace).
     flat: Vec<(String, String, String)>,
@@ -91,7 +91,7 @@ impl Translator {
     fn response(&self, status: &str) -> Value {
         let base = self.base.clone().unwrap_or(Value::Null);
         let completion = json!({"id": base["id"], "created": base["created"], "model": base["model"],
-            "choices": [{"finish_reason": null, "message": {}}], "usage": self.usage});
+            "choices": [{"finish_reason": null, "message": {}}], "usage": self.tail.usage});
         let mut r = convert::completion_to_response(&completion, &self.request);
         r["id"] = json!(self.id);
         r["status"] = json!(status);
@@ -147,16 +147,7 @@ impl ChatEvents for Translator {
             let r = self.response("in_progress");
             self.emit(out, "response.in_progress", json!({"response": r}));
         }
-        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage = u.clone();
-        }
-        if let Some(a) = chunk.get(super::ACCOUNT_KEY) {
-            self.account = Some(a.clone());
-        }
-        let Some(choice) = chunk["choices"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["index"].as_u64().unwrap_or(0) == 0))
-        else {
+        let Some(choice) = self.tail.read(chunk, super::ACCOUNT_KEY) else {
             return;
         };
         let delta = &choice["delta"];
@@ -287,7 +278,7 @@ impl ChatEvents for Translator {
         let (status, incomplete) = convert::status(self.finish.as_deref());
         let mut r = self.response(status);
         r["incomplete_details"] = incomplete;
-        if let Some(mut a) = self.account.take() {
+        if let Some(mut a) = self.tail.account.take() {
             a["translation"] = json!({"from": "responses", "to": "chat_completions",
                 "left_out": self.left_out});
             r[super::ACCOUNT_KEY] = a;
