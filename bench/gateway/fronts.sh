@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The latency each front of `toolmend serve` adds, in one run: the chat-completions front
-# (`POST /v1/chat/completions`, bench/gateway/request.json) and the Messages front
-# (`POST /v1/messages`, bench/gateway/messages-request.json: the same conversation and
-# tool in Anthropic's wire, translated to the same chat upstream and back), against the
+# (`POST /v1/chat/completions`, bench/gateway/request.json), the Messages front
+# (`POST /v1/messages`, bench/gateway/messages-request.json) and the Responses front
+# (`POST /v1/responses`, bench/gateway/responses-request.json): the same conversation and
+# tool in each wire, translated to the same chat upstream and back, against the
 # scripted upstream called directly. Every upstream answer is one tool call whose
 # arguments must be repaired and coerced; each measured response is checked to hold the
 # mended arguments. About 2 minutes.
@@ -12,8 +13,8 @@
 #   --quick   fewer requests (rough numbers)
 #
 # Added latency = the front's percentile minus direct's in the same repetition (median of
-# 3); CPU per request is the gateway's CPU time over its requests. The bar: the Messages
-# front's added p50 within 1.2x of the chat front's. Output: the table on stdout and
+# 3); CPU per request is the gateway's CPU time over its requests. The bar: each
+# translating front's added p50 within 1.2x of the chat front's. Output: the table on stdout and
 # bench/results/fronts.md; logs in bench/results/fronts-run/.
 set -euo pipefail
 
@@ -57,7 +58,7 @@ cpu_ns() { local t=0 f a _; for f in /proc/"$1"/task/*/schedstat; do read -r a _
 
 BROKEN="{'city': 'Paris', 'days': '3',}"
 STEP='{"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"'"$BROKEN"'"}}]}'
-STEPS=$(( (N1 + N16) * 2 * REPS * 2 + 10000 ))
+STEPS=$(( (N1 + N16) * 2 * REPS * 3 + 10000 ))
 provider() { # provider NAME -> URL on stdout
   python3 -c 'import sys; sys.stdout.write((sys.argv[1] + "\n") * int(sys.argv[2]))' "$STEP" "$STEPS" > "$WORK/script-$1.jsonl"
   "$TOOLMEND" scripted-provider "$WORK/script-$1.jsonl" --port 0 > "$WORK/provider-$1.log" 2>&1 &
@@ -73,14 +74,14 @@ GW=$(wait_url "$WORK/gateway.out" "$GW_PID")
 GW_ROOT="${GW%/v1}"
 log "direct $DIRECT, gateway $GW (pid $GW_PID)"
 
-declare -A URL=([direct]="$DIRECT/chat/completions" [chat]="$GW/chat/completions" [messages]="$GW_ROOT/v1/messages")
-declare -A BODY=([direct]=bench/gateway/request.json [chat]=bench/gateway/request.json [messages]=bench/gateway/messages-request.json)
-declare -A EXPECT=([direct]="'days': '3',}" [chat]='\"days\":3}' [messages]='"days":3}')
+declare -A URL=([direct]="$DIRECT/chat/completions" [chat]="$GW/chat/completions" [messages]="$GW_ROOT/v1/messages" [responses]="$GW/responses")
+declare -A BODY=([direct]=bench/gateway/request.json [chat]=bench/gateway/request.json [messages]=bench/gateway/messages-request.json [responses]=bench/gateway/responses-request.json)
+declare -A EXPECT=([direct]="'days': '3',}" [chat]='\"days\":3}' [messages]='"days":3}' [responses]='\"days\":3}')
 : > "$WORK/runs.jsonl"
 for rep in $(seq 1 "$REPS"); do
   for c in 1 16; do
     n=$N1; [[ $c -eq 16 ]] && n=$N16
-    order=(direct chat messages); ((rep % 2 == 0)) && order=(messages chat direct)
+    order=(direct chat messages responses); ((rep % 2 == 0)) && order=(responses messages chat direct)
     for t in "${order[@]}"; do
       before=$(cpu_ns "$GW_PID")
       "$LOADGEN" --url "${URL[$t]}" --body "${BODY[$t]}" --concurrency "$c" --requests "$n" \
@@ -107,7 +108,7 @@ print("| --- | --- | --- | --- | --- | --- |")
 bars = {}
 for c in (1, 16):
     direct = {r["rep"]: r for r in runs if r["target"] == "direct" and r["c"] == c}
-    for t in ("chat", "messages"):
+    for t in ("chat", "messages", "responses"):
         rs = [r for r in runs if r["target"] == t and r["c"] == c]
         a50 = med([r["p50"] - direct[r["rep"]]["p50"] for r in rs])
         a99 = med([r["p99"] - direct[r["rep"]]["p99"] for r in rs])
@@ -116,8 +117,9 @@ for c in (1, 16):
         bars[(t, c)] = a50
         print(f"| {t} | {c} | {a50:.0f} | {a99:.0f} | {cpu:.0f} | {bad} |")
 print()
-for c in (1, 16):
-    ratio = bars[("messages", c)] / max(bars[("chat", c)], 1e-9)
-    verdict = "met" if ratio <= 1.2 else "MISSED"
-    print(f"Messages / chat added p50 at c{c}: {ratio:.2f}x (bar 1.2x: {verdict})")
+for front in ("messages", "responses"):
+    for c in (1, 16):
+        ratio = bars[(front, c)] / max(bars[("chat", c)], 1e-9)
+        verdict = "met" if ratio <= 1.2 else "MISSED"
+        print(f"{front} / chat added p50 at c{c}: {ratio:.2f}x (bar 1.2x: {verdict})")
 PY
