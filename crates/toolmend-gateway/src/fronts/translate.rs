@@ -25,16 +25,25 @@ pub(crate) trait ChatEvents: Send + 'static {
 #[derive(Debug)]
 pub(crate) struct ChatFrames<T> {
     pending: Vec<u8>,
+    /// How far `pending` was searched for a frame's end: a frame that comes in many
+    /// pieces is searched once, not once per piece.
+    searched: usize,
     ended: bool,
     events: T,
+    /// Bytes looked at for frame ends (the scaling test counts the work).
+    #[cfg(test)]
+    examined: usize,
 }
 
 impl<T: ChatEvents> ChatFrames<T> {
     pub(crate) fn new(events: T) -> Self {
         ChatFrames {
             pending: Vec::new(),
+            searched: 0,
             ended: false,
             events,
+            #[cfg(test)]
+            examined: 0,
         }
     }
 
@@ -42,17 +51,34 @@ impl<T: ChatEvents> ChatFrames<T> {
     pub(crate) fn feed(&mut self, bytes: &[u8]) -> String {
         self.pending.extend_from_slice(bytes);
         let mut out = String::new();
-        while let Some(end) = frame_end(&self.pending) {
-            let frame: Vec<u8> = self.pending.drain(..end).collect();
+        // Frames are taken by offset and the buffer compacted once: linear in what came.
+        let mut start = 0;
+        loop {
+            // Back 3 bytes: a blank line cut between two pieces is found whole.
+            let from = self.searched.saturating_sub(3).max(start);
+            let found = frame_end(&self.pending[from..]);
+            #[cfg(test)]
+            {
+                self.examined += found.map_or(self.pending.len() - from, |at| at + 1);
+            }
+            let Some(at) = found else {
+                self.searched = self.pending.len();
+                break;
+            };
+            let end = from + at;
+            let frame = String::from_utf8_lossy(&self.pending[start..end]).into_owned();
             // The blank line that ends the frame.
-            let blank = if self.pending.starts_with(b"\r\n\r\n") {
+            let blank = if self.pending[end..].starts_with(b"\r\n\r\n") {
                 4
             } else {
                 2
             };
-            self.pending.drain(..blank.min(self.pending.len()));
-            self.frame(&String::from_utf8_lossy(&frame), &mut out);
+            start = (end + blank).min(self.pending.len());
+            self.searched = start;
+            self.frame(&frame, &mut out);
         }
+        self.pending.drain(..start);
+        self.searched -= start;
         out
     }
 
@@ -92,14 +118,10 @@ impl<T: ChatEvents> ChatFrames<T> {
     }
 }
 
-/// Where the first complete frame of `buf` ends (before its blank line).
+/// Where the first complete frame of `buf` ends (before its blank line: `\n\n` or
+/// `\r\n\r\n`). One pass that stops at the first.
 fn frame_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n");
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n");
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    (0..buf.len()).find(|&i| buf[i..].starts_with(b"\n\n") || buf[i..].starts_with(b"\r\n\r\n"))
 }
 
 /// One SSE event: `event: NAME`, `data: JSON`.
@@ -191,5 +213,55 @@ impl Tail {
         chunk["choices"]
             .as_array()
             .and_then(|c| c.iter().find(|c| c["index"].as_u64().unwrap_or(0) == 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::{ChatEvents, ChatFrames};
+
+    /// Counts the chunks it is handed.
+    #[derive(Debug, Default)]
+    struct Count(usize);
+
+    impl ChatEvents for Count {
+        fn chunk(&mut self, _: &Value, _: &mut String) {
+            self.0 += 1;
+        }
+        fn error(&mut self, _: &Value, _: &mut String) {}
+        fn end(&mut self, _: &mut String) {}
+    }
+
+    /// The bytes looked at to read one frame of `n` bytes fed a byte at a time, and a
+    /// burst of `n / 16` small frames fed at once; the chunks read.
+    fn work(n: usize) -> (usize, usize) {
+        let mut f = ChatFrames::new(Count::default());
+        let big = format!("data: {{\"x\": \"{}\"}}\r\n\r\n", "a".repeat(n));
+        for b in big.as_bytes().chunks(1) {
+            f.feed(b);
+        }
+        f.feed("data: {}\n\n".repeat(n / 16).as_bytes());
+        (f.examined, f.events.0)
+    }
+
+    #[test]
+    fn frames_are_read_in_time_linear_in_their_bytes() {
+        let (small, read_small) = work(2_000);
+        let (large, read_large) = work(20_000);
+        assert_eq!((read_small, read_large), (1 + 2_000 / 16, 1 + 20_000 / 16));
+        // Linear: ten times the bytes, about ten times the work (quadratic: a hundred).
+        assert!(large < small * 20, "{small} -> {large}");
+    }
+
+    #[test]
+    fn a_blank_line_cut_between_pieces_ends_its_frame() {
+        let mut f = ChatFrames::new(Count::default());
+        for piece in ["data: {}\r", "\n", "\r", "\ndata: {}\n", "\n"] {
+            f.feed(piece.as_bytes());
+        }
+        assert_eq!(f.events.0, 2);
+        assert!(f.pending.is_empty() && f.searched == 0);
     }
 }
