@@ -537,9 +537,12 @@ fn flat_name(ns: &str, name: &str) -> String {
     format!("{ns}__{name}")
 }
 
-/// The request's namespaced functions: `(chat name, namespace, name)` each.
-pub(crate) fn flat_names(request: &Value) -> Vec<(String, String, String)> {
-    let mut out = Vec::new();
+/// The request's namespaced functions: chat name -> `(namespace, name)`.
+pub(crate) type FlatNames = std::collections::HashMap<String, (String, String)>;
+
+/// The request's namespaced functions, by their chat name.
+pub(crate) fn flat_names(request: &Value) -> FlatNames {
+    let mut out = FlatNames::new();
     for t in request["tools"].as_array().into_iter().flatten() {
         if t["type"] != "namespace" {
             continue;
@@ -549,7 +552,7 @@ pub(crate) fn flat_names(request: &Value) -> Vec<(String, String, String)> {
         };
         for f in t["tools"].as_array().into_iter().flatten() {
             if let Some(n) = f["name"].as_str() {
-                out.push((flat_name(ns, n), ns.to_owned(), n.to_owned()));
+                out.insert(flat_name(ns, n), (ns.to_owned(), n.to_owned()));
             }
         }
     }
@@ -558,16 +561,12 @@ pub(crate) fn flat_names(request: &Value) -> Vec<(String, String, String)> {
 
 /// A chat call as a `function_call` item; a namespaced function's call with its
 /// `namespace` and its own `name` (`flat`: [`flat_names`] of the request).
-pub(crate) fn function_call_item(
-    call: &Value,
-    status: &str,
-    flat: &[(String, String, String)],
-) -> Value {
+pub(crate) fn function_call_item(call: &Value, status: &str, flat: &FlatNames) -> Value {
     let id = call["id"].as_str().unwrap_or_default();
     let name = call["function"]["name"].as_str().unwrap_or_default();
     let mut item = json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
         "name": name, "arguments": call["function"]["arguments"], "status": status});
-    if let Some((_, ns, n)) = flat.iter().find(|(f, _, _)| f == name) {
+    if let Some((ns, n)) = flat.get(name) {
         item["name"] = json!(n);
         item["namespace"] = json!(ns);
     }

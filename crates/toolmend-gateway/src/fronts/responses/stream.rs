@@ -50,7 +50,7 @@ pub(crate) struct Translator {
     tail: translate::Tail,
     left_out: Vec<String>,
     /// The request's namespaced functions (their calls go out under their namespace).
-    flat: Vec<(String, String, String)>,
+    flat: convert::FlatNames,
     /// The response's id.
     id: String,
     /// Where the finished conversation is kept for `previous_response_id`, and the
