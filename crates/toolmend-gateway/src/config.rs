@@ -275,7 +275,38 @@ pub struct Upstream {
     pub redirects: Redirects,
     /// The header our own key (`api_key_env`) is sent in: `authorization` (default,
     /// `Bearer KEY`) or `api-key` (Azure OpenAI and servers like it, the key as it is).
+    /// A `messages` upstream takes it in `x-api-key`, as Anthropic's API does.
     pub api_key_header: ApiKeyHeader,
+    /// The API the upstream speaks: `chat_completions` (default; every front's request
+    /// translated to it), `messages` (Anthropic Messages, `POST {base_url}/messages`) or
+    /// `responses` (OpenAI Responses, `POST {base_url}/responses`, asked with
+    /// `store: false`). A front of the same API passes the client's body through
+    /// untouched when its history needed no change; any other request is translated.
+    pub api: UpstreamApi,
+}
+
+/// The wire API an upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamApi {
+    /// OpenAI Chat Completions (`/chat/completions`): vLLM, llama.cpp, SGLang, Ollama …
+    #[default]
+    ChatCompletions,
+    /// Anthropic Messages (`/messages`).
+    Messages,
+    /// OpenAI Responses (`/responses`).
+    Responses,
+}
+
+impl UpstreamApi {
+    /// Its name in the configuration and the account.
+    pub fn name(self) -> &'static str {
+        match self {
+            UpstreamApi::ChatCompletions => "chat_completions",
+            UpstreamApi::Messages => "messages",
+            UpstreamApi::Responses => "responses",
+        }
+    }
 }
 
 /// Which upstream redirects are followed.
@@ -309,6 +340,7 @@ impl Default for Upstream {
             deadline_secs: 600.0,
             redirects: Redirects::None,
             api_key_header: ApiKeyHeader::Authorization,
+            api: UpstreamApi::ChatCompletions,
         }
     }
 }

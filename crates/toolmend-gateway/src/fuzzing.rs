@@ -92,6 +92,7 @@ pub async fn respond_stream(
         started: Instant::now(),
         session: None,
         request_id: "fuzz".to_owned(),
+        original: None,
     })
     .await;
     let status = resp.status().as_u16();

@@ -68,6 +68,7 @@ pub mod sink;
 mod state;
 #[cfg(feature = "otel")]
 pub mod telemetry;
+mod upstreams;
 
 // The calling thread's CPU time for the unit tests that check linear time (the core's).
 #[cfg(test)]

@@ -96,6 +96,11 @@ impl Upstream {
         self.max_bytes
     }
 
+    /// The API the upstream speaks (`upstream.api`).
+    pub(crate) fn api(&self) -> config::UpstreamApi {
+        self.config.api
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.config.base_url.trim_end_matches('/'))
     }
@@ -160,6 +165,9 @@ impl Upstream {
         mut req: reqwest::RequestBuilder,
         headers: &HeaderMap,
     ) -> reqwest::RequestBuilder {
+        if self.config.api == config::UpstreamApi::Messages {
+            return self.messages_auth(req, headers);
+        }
         match (&self.api_key, self.config.api_key_header) {
             (Some(key), ApiKeyHeader::Authorization) => req = req.bearer_auth(key),
             (Some(key), ApiKeyHeader::ApiKey) => req = req.header("api-key", key.as_str()),
@@ -181,6 +189,44 @@ impl Upstream {
         ] {
             // Traced: the upstream gets the `traceparent` of our own span (a child of
             // the client's), set where the call is sent.
+            #[cfg(feature = "otel")]
+            if name == "traceparent" && crate::telemetry::active() {
+                continue;
+            }
+            if let Some(v) = headers.get(name) {
+                req = req.header(name, v.clone());
+            }
+        }
+        req
+    }
+
+    /// A Messages upstream's headers: the key in `x-api-key` (ours, else the client's
+    /// `x-api-key`, else its `Authorization: Bearer` token), the client's
+    /// `anthropic-version` (`2023-06-01` when it sent none) and `anthropic-beta`, and the
+    /// tracing headers.
+    fn messages_auth(
+        &self,
+        mut req: reqwest::RequestBuilder,
+        headers: &HeaderMap,
+    ) -> reqwest::RequestBuilder {
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match (&self.api_key, headers.get("x-api-key"), bearer) {
+            (Some(key), _, _) => req = req.header("x-api-key", key.as_str()),
+            (None, Some(key), _) => req = req.header("x-api-key", key.clone()),
+            (None, None, Some(token)) => req = req.header("x-api-key", token),
+            (None, None, None) => {}
+        }
+        req = req.header(
+            "anthropic-version",
+            headers
+                .get("anthropic-version")
+                .cloned()
+                .unwrap_or_else(|| HeaderValue::from_static("2023-06-01")),
+        );
+        for name in ["anthropic-beta", "x-request-id", "traceparent"] {
             #[cfg(feature = "otel")]
             if name == "traceparent" && crate::telemetry::active() {
                 continue;

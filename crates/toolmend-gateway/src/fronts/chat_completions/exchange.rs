@@ -17,8 +17,8 @@ use toolmend::{
 use crate::{
     fronts::chat_completions::wire,
     pipeline::{answer::re_ask_failure, request::RequestNotes},
-    server::error::GatewayError,
     state::Gateway,
+    upstreams::{self, Original},
 };
 
 /// One request on its way: what both answer paths need.
@@ -38,6 +38,9 @@ pub(crate) struct Exchange {
     pub(crate) session: Option<(String, crate::config::SessionSource)>,
     /// The request id (`x-request-id`): the trace id of every round of a round trip.
     pub(crate) request_id: String,
+    /// The client's own body for an upstream of its API, to go up as it came in the
+    /// first round (`upstreams::Original`).
+    pub(crate) original: Option<Original>,
 }
 
 impl Exchange {
@@ -78,15 +81,19 @@ impl ReAsk for Exchange {
         let span = crate::telemetry::re_ask_span(request.round, request.calls.len());
         let asking = async move {
             let body = wire::re_ask_body(&self.request, &request.calls, &request.results);
-            let req = self.gw.upstream.post(wire::PATH, &self.headers, &body);
+            let api = self.gw.upstream.api();
+            let body = upstreams::request_for(api, body);
+            let req = self
+                .gw
+                .upstream
+                .post(upstreams::path(api), &self.headers, &body);
             let raw = self
                 .gw
                 .upstream
                 .fetch(req)
                 .await
                 .map_err(|e| re_ask_failure(&e))?;
-            let answer = serde_json::from_slice::<Value>(&raw)
-                .map_err(|e| re_ask_failure(&GatewayError::UpstreamInvalidJson(e.to_string())))?;
+            let answer = upstreams::completion_from(api, &raw).map_err(|e| re_ask_failure(&e))?;
             let (message, finish) =
                 wire::first_choice(&answer).ok_or_else(ReAskFailure::no_message)?;
             Ok(ReAnswer {

@@ -23,11 +23,12 @@ use toolmend::{
 };
 
 use crate::{
-    config::ReasoningPolicy,
+    config::{ReasoningPolicy, UpstreamApi},
     fronts::chat_completions::{exchange::Exchange, wire},
     metrics as m,
     pipeline::{plan::plan_only, reasoning, report::Summary, round_trip::Round},
     server::{error::GatewayError, headers},
+    upstreams,
 };
 
 /// The final answer to a request, before it is written (as JSON by [`respond`], as SSE
@@ -45,6 +46,8 @@ pub(crate) struct Answer {
     pub(crate) report: Value,
     /// The `toolmend` object (`calls.account`), when on.
     pub(crate) account: Option<Value>,
+    /// The client's own body went upstream (`upstreams::Original`).
+    pub(crate) passed_through: bool,
 }
 
 /// The JSON answer to `ex`. `unchanged`: the client's body when the request path changed
@@ -115,11 +118,22 @@ pub(crate) async fn answer(
     // What the guard did and what the resolve chain cost, over every round.
     let mut guard = GuardTally::default();
     let mut tally = Tally::default();
+    let api = gw.upstream.api();
+    let passed_through = ex.original.is_some();
     loop {
         let t = Instant::now();
-        let outgoing = match unchanged.take() {
-            Some(body) => gw.upstream.post_bytes(wire::PATH, &ex.headers, body),
-            None => gw.upstream.post(wire::PATH, &ex.headers, &ex.request),
+        let outgoing = if api == UpstreamApi::ChatCompletions {
+            match unchanged.take() {
+                Some(body) => gw.upstream.post_bytes(wire::PATH, &ex.headers, body),
+                None => gw.upstream.post(wire::PATH, &ex.headers, &ex.request),
+            }
+        } else {
+            // The first round's request goes as the client sent it when it can.
+            let body = match ex.original.take() {
+                Some(original) => original.body,
+                None => upstreams::request_for(api, ex.request.clone()),
+            };
+            gw.upstream.post(upstreams::path(api), &ex.headers, &body)
         };
         let raw = match trip.as_mut() {
             // A later round: within what is left of round_trip.max_secs.
@@ -129,8 +143,16 @@ pub(crate) async fn answer(
         upstream_time += t.elapsed();
         // Where the server-side tools' call-initiation latency starts.
         let answered_at = Instant::now();
-        let mut response: Value = serde_json::from_slice(&raw)
-            .map_err(|e| GatewayError::UpstreamInvalidJson(e.to_string()))?;
+        let (raw, mut response) = if api == UpstreamApi::ChatCompletions {
+            let response = serde_json::from_slice(&raw)
+                .map_err(|e| GatewayError::UpstreamInvalidJson(e.to_string()))?;
+            (raw, response)
+        } else {
+            // The upstream's answer read as a completion: that is what "as it came" is
+            // for the chat front from here on.
+            let response = upstreams::completion_from(api, &raw)?;
+            (Bytes::from(response.to_string()), response)
+        };
         let mut summary = Summary {
             guard: std::mem::take(&mut guard),
             resolve: std::mem::take(&mut tally),
@@ -197,6 +219,7 @@ pub(crate) async fn answer(
             headers,
             report,
             account,
+            passed_through,
         });
     }
 }

@@ -27,8 +27,10 @@ use serde_json::Value;
 
 use self::exchange::Exchange;
 use crate::{
+    config::UpstreamApi,
     server::{error::GatewayError, http},
     state::Gateway,
+    upstreams::Original,
 };
 
 /// `POST /v1/chat/completions`.
@@ -67,9 +69,11 @@ async fn chat_inner(
     let started = Instant::now();
     let request = http::json_object(&body)?;
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
-    let prepared = exchange(gw, headers, request, started, request_id, stream)?;
-    let unchanged = (!prepared.exchange.notes.changed && !prepared.injected && !prepared.replay)
-        .then_some(body);
+    let speaks_chat = gw.upstream.api() == UpstreamApi::ChatCompletions;
+    let prepared = exchange(gw, headers, request, started, request_id, stream, None)?;
+    let unchanged =
+        (speaks_chat && !prepared.exchange.notes.changed && !prepared.injected && !prepared.replay)
+            .then_some(body);
     if prepared.replay {
         let answer = json::answer(prepared.exchange, None).await?;
         return Ok(sse::replay(answer, prepared.include_usage));
@@ -92,7 +96,9 @@ struct Prepared {
 }
 
 /// The request path on a chat-completions body: history checked, server-side tools
-/// added, tools compiled, the guard's session found.
+/// added, tools compiled, the guard's session found. `original`: the client's body, when
+/// a translating front's client speaks the upstream's own API: it goes up as it came
+/// when the history needed no change and nothing was added.
 fn exchange(
     gw: Arc<Gateway>,
     headers: HeaderMap,
@@ -100,6 +106,7 @@ fn exchange(
     started: Instant,
     request_id: &str,
     stream: bool,
+    original: Option<Original>,
 ) -> Result<Prepared, GatewayError> {
     let (history, notes) = wire::prepare(&gw.pipeline, &mut request)?;
     // The round trip: the server-side tools' definitions go upstream (the client does not
@@ -120,8 +127,18 @@ fn exchange(
         ),
         _ => None,
     };
-    let replay = stream && round_trip.is_some();
+    // An upstream of another API is asked whole and its answer written as SSE.
+    let api = gw.upstream.api();
+    let replay = stream && (round_trip.is_some() || api != UpstreamApi::ChatCompletions);
     let include_usage = replay && wire::unstream(&mut request);
+    let original = original
+        .filter(|o| o.api == api && !notes.changed && !injected)
+        .map(|mut o| {
+            if let Some(body) = o.body.as_object_mut() {
+                body.remove("stream");
+            }
+            o
+        });
     let session = gw
         .pipeline
         .guard
@@ -137,6 +154,7 @@ fn exchange(
         started,
         session,
         request_id: request_id.to_owned(),
+        original,
     };
     Ok(Prepared {
         exchange,
@@ -155,10 +173,11 @@ pub(crate) async fn answer_whole(
     headers: HeaderMap,
     mut request: Value,
     request_id: &str,
+    original: Option<Original>,
 ) -> Result<json::Answer, GatewayError> {
     let started = Instant::now();
     wire::unstream(&mut request);
-    let prepared = exchange(gw, headers, request, started, request_id, false)?;
+    let prepared = exchange(gw, headers, request, started, request_id, false, original)?;
     json::answer(prepared.exchange, None).await
 }
 
@@ -171,14 +190,30 @@ pub(crate) async fn answer_streamed(
     headers: HeaderMap,
     mut request: Value,
     request_id: &str,
-) -> Result<Response, GatewayError> {
+    original: Option<Original>,
+) -> Result<Streamed, GatewayError> {
     let started = Instant::now();
     request["stream"] = serde_json::json!(true);
     request["stream_options"] = serde_json::json!({"include_usage": true});
-    let prepared = exchange(gw, headers, request, started, request_id, true)?;
+    let prepared = exchange(gw, headers, request, started, request_id, true, original)?;
     if prepared.replay {
         let answer = json::answer(prepared.exchange, None).await?;
-        return Ok(sse::replay(answer, true));
+        let passed_through = answer.passed_through;
+        return Ok(Streamed {
+            response: sse::replay(answer, true),
+            passed_through,
+        });
     }
-    Ok(sse::respond(prepared.exchange).await)
+    Ok(Streamed {
+        response: sse::respond(prepared.exchange).await,
+        passed_through: false,
+    })
+}
+
+/// A streamed answer for a translating front.
+pub(crate) struct Streamed {
+    /// The chat front's SSE.
+    pub(crate) response: Response,
+    /// The client's own body went upstream (an upstream of its API, nothing changed).
+    pub(crate) passed_through: bool,
 }

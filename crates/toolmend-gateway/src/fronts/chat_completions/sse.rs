@@ -465,6 +465,18 @@ impl Transformer {
         let message = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
             .unwrap_or_default();
         let mut out = Vec::new();
+        // What an upstream of another API sent that the chat form has no field for
+        // (`upstreams`), first: the translating fronts write it back where it was.
+        let mut carried = serde_json::Map::new();
+        for key in ["thinking_blocks", "server_blocks", "reasoning_items"] {
+            if let Some(v) = choice["message"].get(key).filter(|v| v.is_array()) {
+                carried.insert(key.to_owned(), v.clone());
+            }
+        }
+        if !carried.is_empty() {
+            out.push(self.chunk(json!({"index": index, "delta": carried,
+                "logprobs": null, "finish_reason": null})));
+        }
         if let Some(r) = choice["message"]["reasoning_content"]
             .as_str()
             .filter(|r| !r.is_empty())

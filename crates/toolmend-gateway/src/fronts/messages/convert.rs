@@ -16,6 +16,10 @@ pub(crate) struct ToChat {
     /// What was left out, each once, in the order met (`"cache_control"`,
     /// `"tool web_search (web_search_20250305)"` …).
     pub(crate) left_out: LeftOut,
+    /// The upstream speaks Messages too: signed and redacted thinking and server-tool
+    /// blocks are carried in the chat message (`thinking_blocks`, `server_blocks`), and
+    /// a user block chat has no part for as a part of its own type, for the way back.
+    keep: bool,
 }
 
 fn refuse(message: impl Into<String>) -> GatewayError {
@@ -25,15 +29,24 @@ fn refuse(message: impl Into<String>) -> GatewayError {
 /// Request keys that carry over under the same name.
 const SAME: [&str; 4] = ["model", "max_tokens", "temperature", "top_p"];
 
-/// The chat request for Messages `body`.
+/// The chat request for Messages `body`, toward a chat upstream.
 pub(crate) fn request_to_chat(body: &Value) -> Result<ToChat, GatewayError> {
+    request_to_chat_keeping(body, false)
+}
+
+/// The chat request for Messages `body`; `keep`: toward a Messages upstream, with what
+/// chat cannot hold carried for the way back ([`ToChat::keep`]).
+pub(crate) fn request_to_chat_keeping(body: &Value, keep: bool) -> Result<ToChat, GatewayError> {
     let Some(req) = body.as_object() else {
         return Err(GatewayError::invalid(
             "invalid_body",
             "the body must be a JSON object",
         ));
     };
-    let mut out = ToChat::default();
+    let mut out = ToChat {
+        keep,
+        ..ToChat::default()
+    };
     let mut chat = Map::new();
     for key in SAME {
         if let Some(v) = req.get(key) {
@@ -250,6 +263,7 @@ fn user_blocks(
                     parts.extend(images);
                 }
             }
+            Some(t) if out.keep && !matches!(t, "text" | "image") => parts.push(b.clone()),
             _ => parts.push(user_part(b, at, j)?),
         }
     }
@@ -332,16 +346,20 @@ fn assistant_blocks(blocks: &[Value], at: usize, out: &mut ToChat) -> Result<Val
     let mut text = String::new();
     let mut reasoning = String::new();
     let mut calls = Vec::new();
+    let (mut thinking, mut server) = (Vec::new(), Vec::new());
     for (j, b) in blocks.iter().enumerate() {
         note_cache(b, out);
         match b["type"].as_str() {
             Some("text") => text.push_str(b["text"].as_str().unwrap_or_default()),
             Some("thinking") => {
                 reasoning.push_str(b["thinking"].as_str().unwrap_or_default());
-                if b["signature"].as_str().is_some_and(|s| !s.is_empty()) {
+                if out.keep {
+                    thinking.push(b.clone());
+                } else if b["signature"].as_str().is_some_and(|s| !s.is_empty()) {
                     out.left_out.add("thinking.signature");
                 }
             }
+            Some("redacted_thinking") if out.keep => thinking.push(b.clone()),
             Some("redacted_thinking") => out.left_out.add("redacted_thinking"),
             Some("tool_use") => {
                 let (Some(id), Some(name)) = (b["id"].as_str(), b["name"].as_str()) else {
@@ -353,6 +371,7 @@ fn assistant_blocks(blocks: &[Value], at: usize, out: &mut ToChat) -> Result<Val
                 calls.push(json!({"id": id, "type": "function",
                     "function": {"name": name, "arguments": input.to_string()}}));
             }
+            Some(_) if out.keep => server.push(b.clone()),
             Some(other) => {
                 return Err(refuse(format!(
                     "messages[{at}].content[{j}]: an assistant '{other}' block cannot be sent to \
@@ -375,6 +394,12 @@ fn assistant_blocks(blocks: &[Value], at: usize, out: &mut ToChat) -> Result<Val
     if !reasoning.is_empty() {
         m.insert("reasoning_content".to_owned(), json!(reasoning));
     }
+    if !thinking.is_empty() {
+        m.insert("thinking_blocks".to_owned(), Value::Array(thinking));
+    }
+    if !server.is_empty() {
+        m.insert("server_blocks".to_owned(), Value::Array(server));
+    }
     if !calls.is_empty() {
         m.insert("tool_calls".to_owned(), Value::Array(calls));
     }
@@ -396,12 +421,25 @@ pub(crate) fn completion_to_message(completion: &Value, left_out: &mut Vec<Strin
     let choice = &completion["choices"][0];
     let message = &choice["message"];
     let mut content = Vec::new();
-    if let Some(r) = message["reasoning_content"]
-        .as_str()
-        .filter(|r| !r.is_empty())
-    {
-        content.push(json!({"type": "thinking", "thinking": r, "signature": ""}));
+    // A Messages upstream's own thinking blocks, signed, carried through the chat form.
+    match message["thinking_blocks"].as_array() {
+        Some(blocks) => content.extend(blocks.iter().cloned()),
+        None => {
+            if let Some(r) = message["reasoning_content"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+            {
+                content.push(json!({"type": "thinking", "thinking": r, "signature": ""}));
+            }
+        }
     }
+    content.extend(
+        message["server_blocks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .cloned(),
+    );
     if let Some(t) = message["content"].as_str().filter(|t| !t.is_empty()) {
         content.push(json!({"type": "text", "text": t}));
     }

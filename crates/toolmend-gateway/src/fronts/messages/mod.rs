@@ -24,12 +24,14 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
+    config::UpstreamApi,
     fronts::{
         chat_completions,
         translate::{self, LeftOut},
     },
     server::{error::GatewayError, headers, http},
     state::Gateway,
+    upstreams::Original,
 };
 
 /// The key of the account in a message and in the stream's `message_delta`.
@@ -75,18 +77,37 @@ async fn answer(
 ) -> Result<Response, GatewayError> {
     let request = http::json_object(&body)?;
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let upstream = gw.upstream.api();
+    let same = upstream == UpstreamApi::Messages;
     let convert::ToChat {
         request: chat,
         left_out: LeftOut(mut left_out),
-    } = convert::request_to_chat(&request)?;
+        ..
+    } = convert::request_to_chat_keeping(&request, same)?;
+    let original = same.then(|| Original {
+        api: upstream,
+        body: request,
+    });
     let headers = chat_headers(headers);
     if stream {
-        let chat = chat_completions::answer_streamed(gw, headers, chat, request_id).await?;
-        let mut out = stream::translate(chat, left_out.clone());
+        let chat =
+            chat_completions::answer_streamed(gw, headers, chat, request_id, original).await?;
+        if chat.passed_through {
+            left_out.clear();
+        }
+        let mut out = stream::translate(
+            chat.response,
+            upstream,
+            chat.passed_through,
+            left_out.clone(),
+        );
         headers::set_headers(out.headers_mut(), translate::left_out_header(&left_out));
         return Ok(out);
     }
-    let answer = chat_completions::answer_whole(gw, headers, chat, request_id).await?;
+    let answer = chat_completions::answer_whole(gw, headers, chat, request_id, original).await?;
+    if answer.passed_through {
+        left_out.clear();
+    }
     if !answer.response["choices"].is_array() {
         return Err(GatewayError::UpstreamInvalidJson(
             "the upstream answer is not a chat completion (no 'choices')".to_owned(),
@@ -96,8 +117,7 @@ async fn answer(
     let mut toolmend_headers = answer.headers;
     toolmend_headers.extend(translate::left_out_header(&left_out));
     let account = answer.account.map(|mut a| {
-        a["translation"] = json!({"from": "messages", "to": "chat_completions",
-            "left_out": left_out});
+        a["translation"] = translation(upstream, answer.passed_through, &left_out);
         a
     });
     if let Some(a) = account {
@@ -106,6 +126,17 @@ async fn answer(
     let mut out = Json(message).into_response();
     headers::set_headers(out.headers_mut(), toolmend_headers);
     Ok(out)
+}
+
+/// The account's `translation`: from this API to the upstream's, whether the client's
+/// body went up as it came, and what had no place on the way.
+pub(crate) fn translation(
+    upstream: UpstreamApi,
+    passed_through: bool,
+    left_out: &[String],
+) -> Value {
+    json!({"from": "messages", "to": upstream.name(), "passed_through": passed_through,
+        "left_out": left_out})
 }
 
 /// The client's headers as a chat upstream takes them: an Anthropic client's `x-api-key`

@@ -10,7 +10,10 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::convert;
-use crate::fronts::translate::{self, ChatEvents, event};
+use crate::{
+    config::UpstreamApi,
+    fronts::translate::{self, ChatEvents, event},
+};
 
 /// The open content block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +40,12 @@ pub(crate) struct Translator {
     /// The usage and the account, for the closing events.
     tail: translate::Tail,
     left_out: Vec<String>,
+    /// The upstream's API, and whether the client's body went up as it came.
+    upstream: UpstreamApi,
+    passed_through: bool,
+    /// The upstream's own thinking blocks came (`thinking_blocks`): the reasoning text
+    /// that follows them is theirs, not another block.
+    signed: bool,
 }
 
 impl Translator {
@@ -82,9 +91,16 @@ impl ChatEvents for Translator {
             return;
         };
         let delta = &choice["delta"];
+        // A Messages upstream's blocks, carried whole through the chat stream.
+        for key in ["thinking_blocks", "server_blocks"] {
+            for block in delta[key].as_array().into_iter().flatten() {
+                self.signed |= key == "thinking_blocks";
+                self.whole_block(block, out);
+            }
+        }
         if let Some(r) = delta["reasoning_content"]
             .as_str()
-            .filter(|r| !r.is_empty())
+            .filter(|r| !r.is_empty() && !self.signed)
         {
             self.open_block(Open::Thinking, None, out);
             self.delta(out, json!({"type": "thinking_delta", "thinking": r}));
@@ -129,8 +145,8 @@ impl ChatEvents for Translator {
             "usage": {"input_tokens": self.tail.usage["prompt_tokens"].as_u64().unwrap_or(0),
                       "output_tokens": self.tail.usage["completion_tokens"].as_u64().unwrap_or(0)}});
         if let Some(mut a) = self.tail.account.take() {
-            a["translation"] = json!({"from": "messages", "to": "chat_completions",
-                "left_out": self.left_out});
+            a["translation"] =
+                super::translation(self.upstream, self.passed_through, &self.left_out);
             delta[super::ACCOUNT_KEY] = a;
         }
         event(out, "message_delta", &delta);
@@ -139,6 +155,40 @@ impl ChatEvents for Translator {
 }
 
 impl Translator {
+    /// A whole block as its own events: a `thinking` block's text as one
+    /// `thinking_delta` and its signature as one `signature_delta`; any other (redacted
+    /// thinking, a server tool's use or result) whole in its `content_block_start`.
+    fn whole_block(&mut self, block: &Value, out: &mut String) {
+        self.close(out);
+        let index = self.next;
+        let start = if block["type"] == "thinking" {
+            json!({"type": "thinking", "thinking": "", "signature": ""})
+        } else {
+            block.clone()
+        };
+        event(
+            out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": start}),
+        );
+        if block["type"] == "thinking" {
+            self.delta(
+                out,
+                json!({"type": "thinking_delta", "thinking": block["thinking"]}),
+            );
+            self.delta(
+                out,
+                json!({"type": "signature_delta", "signature": block["signature"]}),
+            );
+        }
+        event(
+            out,
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": index}),
+        );
+        self.next += 1;
+    }
+
     /// Makes `kind` the open block, closing another; a call's block opens with its id
     /// and name.
     fn open_block(&mut self, kind: Open, call: Option<&Value>, out: &mut String) {
@@ -206,8 +256,16 @@ impl Translator {
 }
 
 /// `chat`, the chat front's streamed answer, as Anthropic's event stream.
-pub(crate) fn translate(chat: Response, left_out: Vec<String>) -> Response {
-    translate::stream(chat, Translator::new(left_out))
+pub(crate) fn translate(
+    chat: Response,
+    upstream: UpstreamApi,
+    passed_through: bool,
+    left_out: Vec<String>,
+) -> Response {
+    let mut t = Translator::new(left_out);
+    t.upstream = upstream;
+    t.passed_through = passed_through;
+    translate::stream(chat, t)
 }
 
 #[cfg(test)]

@@ -18,21 +18,33 @@ pub(crate) struct ToChat {
     pub(crate) previous: Option<String>,
     /// The first chat message is the `instructions` (not carried to a later response).
     pub(crate) instructions: bool,
+    /// The upstream speaks Responses too: reasoning items are carried whole in the chat
+    /// message (`reasoning_items`), encrypted content and all, for the way back.
+    keep: bool,
 }
 
 fn refuse(message: impl Into<String>) -> GatewayError {
     GatewayError::invalid("invalid_input", message)
 }
 
-/// The chat request for Responses `body`.
+/// The chat request for Responses `body`, toward a chat upstream.
 pub(crate) fn request_to_chat(body: &Value) -> Result<ToChat, GatewayError> {
+    request_to_chat_keeping(body, false)
+}
+
+/// The chat request for Responses `body`; `keep`: toward a Responses upstream, with
+/// reasoning items carried for the way back ([`ToChat::keep`]).
+pub(crate) fn request_to_chat_keeping(body: &Value, keep: bool) -> Result<ToChat, GatewayError> {
     let Some(req) = body.as_object() else {
         return Err(GatewayError::invalid(
             "invalid_body",
             "the body must be a JSON object",
         ));
     };
-    let mut out = ToChat::default();
+    let mut out = ToChat {
+        keep,
+        ..ToChat::default()
+    };
     let mut chat = Map::new();
     let mut messages = Vec::new();
     for (key, value) in req {
@@ -306,7 +318,21 @@ fn items_to_chat(
             }
             "reasoning" => {
                 let text = reasoning_text(item);
-                if item.get("encrypted_content").is_some_and(|e| !e.is_null()) {
+                if out.keep {
+                    if assistant
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key("tool_calls") || a.contains_key("content"))
+                    {
+                        flush(&mut assistant, messages);
+                    }
+                    let a = assistant.get_or_insert_with(assistant_message);
+                    if let Value::Array(items) = a
+                        .entry("reasoning_items")
+                        .or_insert_with(|| Value::Array(Vec::new()))
+                    {
+                        items.push(item.clone());
+                    }
+                } else if item.get("encrypted_content").is_some_and(|e| !e.is_null()) {
                     out.left_out.add("reasoning.encrypted_content");
                 }
                 if !text.is_empty() {
@@ -475,12 +501,18 @@ pub(crate) fn completion_to_response(completion: &Value, request: &Value) -> Val
     let message = &choice["message"];
     let base = completion["id"].as_str().unwrap_or("toolmend");
     let mut output = Vec::new();
-    if let Some(r) = message["reasoning_content"]
-        .as_str()
-        .filter(|r| !r.is_empty())
-    {
-        output.push(json!({"type": "reasoning", "id": format!("rs_{base}"),
-            "summary": [{"type": "summary_text", "text": r}]}));
+    // A Responses upstream's own reasoning items, carried through the chat form.
+    match message["reasoning_items"].as_array() {
+        Some(items) => output.extend(items.iter().cloned()),
+        None => {
+            if let Some(r) = message["reasoning_content"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+            {
+                output.push(json!({"type": "reasoning", "id": format!("rs_{base}"),
+                    "summary": [{"type": "summary_text", "text": r}]}));
+            }
+        }
     }
     if let Some(t) = message["content"].as_str().filter(|t| !t.is_empty()) {
         output.push(json!({"type": "message", "id": format!("msg_{base}"), "status": "completed",

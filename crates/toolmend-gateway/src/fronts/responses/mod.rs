@@ -23,12 +23,14 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
+    config::UpstreamApi,
     fronts::{
         chat_completions,
         translate::{self, LeftOut},
     },
     server::{error::GatewayError, headers, http},
     state::Gateway,
+    upstreams::Original,
 };
 
 /// The key of the account in a response (and in `response.completed`'s).
@@ -64,12 +66,15 @@ async fn answer(
 ) -> Result<Response, GatewayError> {
     let request = http::json_object(&body)?;
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let upstream = gw.upstream.api();
+    let same = upstream == UpstreamApi::Responses;
     let convert::ToChat {
         request: mut chat,
-        left_out: LeftOut(left_out),
+        left_out: LeftOut(mut left_out),
         previous,
         instructions,
-    } = convert::request_to_chat(&request)?;
+        ..
+    } = convert::request_to_chat_keeping(&request, same)?;
     if let Some(id) = &previous {
         let Some(earlier) = kept.get(id) else {
             return Err(GatewayError::NotFound {
@@ -86,8 +91,20 @@ async fn answer(
         if let Some(messages) = chat["messages"].as_array_mut() {
             let at = usize::from(instructions);
             messages.splice(at..at, earlier);
+            // Reasoning items kept from a Responses upstream go only to one.
+            if !same {
+                for m in messages.iter_mut().filter_map(Value::as_object_mut) {
+                    m.remove("reasoning_items");
+                }
+            }
         }
     }
+    // The client's body goes up as it came when nothing in it changes on the way (a
+    // previous response's conversation is the gateway's, unknown upstream: it goes in).
+    let original = (same && previous.is_none()).then(|| Original {
+        api: upstream,
+        body: request.clone(),
+    });
     // What a later response continues from: this one's conversation, its instructions
     // left out (`store: false`: nothing kept).
     let keep = (request.get("store").and_then(Value::as_bool) != Some(false)).then(|| {
@@ -96,13 +113,23 @@ async fn answer(
     });
     let id = kept.mint();
     if stream {
-        let chat = chat_completions::answer_streamed(gw, headers, chat, request_id).await?;
+        let chat =
+            chat_completions::answer_streamed(gw, headers, chat, request_id, original).await?;
+        if chat.passed_through {
+            left_out.clear();
+        }
         let keeping = keep.map(|history| (Arc::clone(&kept), history));
-        let mut out = stream::translate(chat, request, left_out.clone(), id, keeping);
+        let mut t = stream::Translator::new(request, left_out.clone()).keeping(id, keeping);
+        t.upstream = upstream;
+        t.passed_through = chat.passed_through;
+        let mut out = translate::stream(chat.response, t);
         headers::set_headers(out.headers_mut(), translate::left_out_header(&left_out));
         return Ok(out);
     }
-    let answer = chat_completions::answer_whole(gw, headers, chat, request_id).await?;
+    let answer = chat_completions::answer_whole(gw, headers, chat, request_id, original).await?;
+    if answer.passed_through {
+        left_out.clear();
+    }
     if !answer.response["choices"].is_array() {
         return Err(GatewayError::UpstreamInvalidJson(
             "the upstream answer is not a chat completion (no 'choices')".to_owned(),
@@ -117,11 +144,21 @@ async fn answer(
     let mut toolmend_headers = answer.headers;
     toolmend_headers.extend(translate::left_out_header(&left_out));
     if let Some(mut a) = answer.account {
-        a["translation"] = json!({"from": "responses", "to": "chat_completions",
-            "left_out": left_out});
+        a["translation"] = translation(upstream, answer.passed_through, &left_out);
         response[ACCOUNT_KEY] = a;
     }
     let mut out = Json(response).into_response();
     headers::set_headers(out.headers_mut(), toolmend_headers);
     Ok(out)
+}
+
+/// The account's `translation`: from this API to the upstream's, whether the client's
+/// body went up as it came, and what had no place on the way.
+pub(crate) fn translation(
+    upstream: UpstreamApi,
+    passed_through: bool,
+    left_out: &[String],
+) -> Value {
+    json!({"from": "responses", "to": upstream.name(), "passed_through": passed_through,
+        "left_out": left_out})
 }

@@ -8,13 +8,15 @@
 //! consecutive. Reasoning goes out as a `reasoning` item whose summary is whole at its
 //! `output_item.done`. An error event of the chat stream becomes an `error` event.
 
-use axum::response::Response;
 use serde_json::{Value, json};
 
 use std::sync::Arc;
 
 use super::{convert, kept::Kept};
-use crate::fronts::translate::{self, ChatEvents};
+use crate::{
+    config::UpstreamApi,
+    fronts::translate::{self, ChatEvents},
+};
 
 /// The open output item.
 #[derive(Debug)]
@@ -56,6 +58,12 @@ pub(crate) struct Translator {
     /// Where the finished conversation is kept for `previous_response_id`, and the
     /// conversation before this answer.
     keeping: Option<(Arc<Kept>, Vec<Value>)>,
+    /// The upstream's API, and whether the client's body went up as it came.
+    pub(crate) upstream: UpstreamApi,
+    pub(crate) passed_through: bool,
+    /// The upstream's own reasoning items came (`reasoning_items`): the reasoning text
+    /// that follows them is theirs, not another item.
+    carried: bool,
 }
 
 impl Translator {
@@ -105,6 +113,15 @@ impl Translator {
         let mut calls = Vec::new();
         for item in &self.done {
             match item["type"].as_str() {
+                Some("reasoning") if self.carried => {
+                    if let Value::Array(items) = message
+                        .as_object_mut()
+                        .map(|m| m.entry("reasoning_items").or_insert_with(|| json!([])))
+                        .unwrap_or(&mut Value::Null)
+                    {
+                        items.push(item.clone());
+                    }
+                }
                 Some("reasoning") => {
                     message["reasoning_content"] = item["summary"][0]["text"].clone();
                 }
@@ -151,9 +168,26 @@ impl ChatEvents for Translator {
             return;
         };
         let delta = &choice["delta"];
+        // A Responses upstream's reasoning items, carried whole through the chat stream.
+        for item in delta["reasoning_items"].as_array().into_iter().flatten() {
+            self.carried = true;
+            self.close(out);
+            let index = self.done.len();
+            self.emit(
+                out,
+                "response.output_item.added",
+                json!({"output_index": index, "item": item}),
+            );
+            self.emit(
+                out,
+                "response.output_item.done",
+                json!({"output_index": index, "item": item}),
+            );
+            self.done.push(item.clone());
+        }
         if let Some(r) = delta["reasoning_content"]
             .as_str()
-            .filter(|r| !r.is_empty())
+            .filter(|r| !r.is_empty() && !self.carried)
         {
             if !matches!(self.open, Some(Open::Reasoning { .. })) {
                 self.close(out);
@@ -279,8 +313,8 @@ impl ChatEvents for Translator {
         let mut r = self.response(status);
         r["incomplete_details"] = incomplete;
         if let Some(mut a) = self.tail.account.take() {
-            a["translation"] = json!({"from": "responses", "to": "chat_completions",
-                "left_out": self.left_out});
+            a["translation"] =
+                super::translation(self.upstream, self.passed_through, &self.left_out);
             r[super::ACCOUNT_KEY] = a;
         }
         let kind = if status == "completed" {
@@ -350,21 +384,6 @@ impl Translator {
         );
         self.done.push(item);
     }
-}
-
-/// `chat`, the chat front's streamed answer, as the Responses event stream (status and
-/// headers kept); an answer that is not a stream is returned as it is.
-pub(crate) fn translate(
-    chat: Response,
-    request: Value,
-    left_out: Vec<String>,
-    id: String,
-    keeping: Option<(Arc<Kept>, Vec<Value>)>,
-) -> Response {
-    translate::stream(
-        chat,
-        Translator::new(request, left_out).keeping(id, keeping),
-    )
 }
 
 #[cfg(test)]

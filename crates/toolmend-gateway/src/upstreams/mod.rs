@@ -1,0 +1,71 @@
+//! The upstreams that speak another API than Chat Completions (`upstream.api`): the
+//! chat request every front hands the pipeline, written in the upstream's API, and its
+//! answer read back as a chat completion, so that the plan, the guard, the re-ask and
+//! the round trip run once, whatever the upstream speaks. A front of the upstream's own
+//! API passes its client's body through instead when the history needed no change
+//! ([`Original`]). What the chat form cannot hold travels in fields of the chat message
+//! that the fronts read back: `thinking_blocks` (Messages' signed and redacted
+//! thinking, LiteLLM's name for them), `server_blocks` (Messages' server-tool blocks)
+//! and `reasoning_items` (Responses' reasoning items, encrypted content included).
+
+pub(crate) mod messages;
+pub(crate) mod responses;
+
+use serde_json::Value;
+
+use crate::{config::UpstreamApi, server::error::GatewayError};
+
+/// A client's request in the upstream's own API, to go upstream as it came when the
+/// request path changed nothing in it.
+#[derive(Debug, Clone)]
+pub(crate) struct Original {
+    /// The API the client spoke.
+    pub(crate) api: UpstreamApi,
+    /// Its body.
+    pub(crate) body: Value,
+}
+
+/// The path under `upstream.base_url` of `api`'s answers.
+pub(crate) fn path(api: UpstreamApi) -> &'static str {
+    match api {
+        UpstreamApi::ChatCompletions => "/chat/completions",
+        UpstreamApi::Messages => "/messages",
+        UpstreamApi::Responses => "/responses",
+    }
+}
+
+/// The chat request `chat` as a request of `api` (asked whole: the gateway reads a
+/// translated answer whole and streams it to the client itself).
+pub(crate) fn request_for(api: UpstreamApi, chat: Value) -> Value {
+    match api {
+        UpstreamApi::ChatCompletions => chat,
+        UpstreamApi::Messages => messages::chat_to_request(&chat),
+        UpstreamApi::Responses => responses::chat_to_request(&chat),
+    }
+}
+
+/// The upstream's answer `raw` (a JSON object of `api`) as a chat completion.
+pub(crate) fn completion_from(api: UpstreamApi, raw: &[u8]) -> Result<Value, GatewayError> {
+    let answer: Value = serde_json::from_slice(raw)
+        .map_err(|e| GatewayError::UpstreamInvalidJson(e.to_string()))?;
+    let not = |what: &str| {
+        GatewayError::UpstreamInvalidJson(format!(
+            "the upstream ({} API) answered something that is not {what}",
+            api.name()
+        ))
+    };
+    match api {
+        UpstreamApi::ChatCompletions => Ok(answer),
+        UpstreamApi::Messages => {
+            messages::message_to_completion(&answer).ok_or_else(|| not("a Messages message"))
+        }
+        UpstreamApi::Responses => {
+            responses::response_to_completion(&answer).ok_or_else(|| not("a Responses object"))
+        }
+    }
+}
+
+/// The finish reason of a chat completion with `has_calls`.
+fn finish(has_calls: bool, otherwise: &'static str) -> &'static str {
+    if has_calls { "tool_calls" } else { otherwise }
+}
