@@ -1,8 +1,11 @@
-//! A scripted OpenAI-compatible provider: a real HTTP server on 127.0.0.1 that answers
-//! `POST /v1/chat/completions` from a script, as JSON or as SSE in OpenAI's chunk format,
-//! and refuses a broken request the way OpenAI does (HTTP 400, OpenAI's error body and
-//! wording). No model runs in this project's tests; this stands in for one, strictly, so
-//! that toolmend's guarantees are tested against the contract, not assumed.
+//! A scripted provider: a real HTTP server on 127.0.0.1 that answers from a script in
+//! each of the three APIs agents speak, strictly: `POST /v1/chat/completions` (OpenAI's
+//! JSON and SSE chunks), `POST /v1/messages` (Anthropic's message and named events,
+//! thinking signed) and `POST /v1/responses` (OpenAI's Responses object and events,
+//! stateless). Each refuses a broken request the way its API does (HTTP 400, that API's
+//! error body and wording). No model runs in this project's tests; this stands in for
+//! one, strictly, so that toolmend's guarantees are tested against the contract, not
+//! assumed.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -13,7 +16,9 @@
 //! # Ok(()) }
 //! ```
 
+mod anthropic;
 mod openai;
+mod responses;
 mod script;
 
 use std::{
@@ -33,7 +38,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 pub use script::{Script, ScriptError, Step};
-use toolmend::agent::Strictness;
+use toolmend::{agent::Strictness, conversation::AssistantMessage};
 
 /// A running scripted provider. Dropping it stops the server.
 #[derive(Debug)]
@@ -144,6 +149,8 @@ impl Drop for ScriptedProvider {
 fn router(state: Arc<Shared>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/messages", post(messages))
+        .route("/v1/responses", post(responses))
         .route("/v1/models", get(models))
         .with_state(state)
 }
@@ -224,4 +231,104 @@ async fn chat_completions(State(state): State<Arc<Shared>>, body: Bytes) -> Resp
         );
     }
     openai::completion(&request, &replies, n)
+}
+
+/// `text` in pieces of about `size` bytes, cut at character boundaries.
+fn pieces(text: &str, size: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < text.len() {
+        let mut end = (start + size).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push(&text[start..end]);
+        start = end;
+    }
+    out
+}
+
+/// A 64-bit FNV-1a digest of `text`: the seal of a thinking block's signature and a
+/// reasoning item's encrypted content, so that one changed on the way is refused.
+fn seal(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The request's JSON body, kept (up to `keep`); `None` when it is not JSON.
+fn received(state: &Shared, body: &[u8]) -> Option<Value> {
+    let request: Value = serde_json::from_slice(body).ok()?;
+    if let Ok(mut r) = state.requests.lock()
+        && r.len() < state.keep
+    {
+        r.push(request.clone());
+    }
+    Some(request)
+}
+
+/// The next step of the script as a reply and its number, or the answer to give
+/// instead: a scripted error as it was written, or 500 when the script is exhausted
+/// (`exhausted`: that answer in the API's shape).
+fn next_reply(
+    state: &Shared,
+    exhausted: impl FnOnce(&str) -> Response,
+) -> Result<(AssistantMessage, u64), anthropic::Refusal> {
+    let step = state.script.lock().ok().and_then(|mut s| s.pop_step());
+    let n = state
+        .served
+        .lock()
+        .map(|mut n| {
+            *n += 1;
+            *n
+        })
+        .unwrap_or(0);
+    match step {
+        Some(Step::Reply(reply)) => Ok((reply, n)),
+        Some(Step::Error { status, body }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            Err(Box::new((status, axum::Json(body)).into_response()))
+        }
+        None => Err(Box::new(exhausted(
+            "The scripted provider's script is exhausted: no reply left for this request.",
+        ))),
+    }
+}
+
+async fn messages(State(state): State<Arc<Shared>>, body: Bytes) -> Response {
+    let Some(request) = received(&state, &body) else {
+        return anthropic::error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "There was an error parsing the body of your request: it is not valid JSON.",
+        );
+    };
+    if let Err(refusal) = anthropic::validate(&request) {
+        return *refusal;
+    }
+    match next_reply(&state, |m| {
+        anthropic::error(StatusCode::INTERNAL_SERVER_ERROR, "api_error", m)
+    }) {
+        Ok((reply, n)) => anthropic::message(&request, &reply, n),
+        Err(answer) => *answer,
+    }
+}
+
+async fn responses(State(state): State<Arc<Shared>>, body: Bytes) -> Response {
+    let Some(request) = received(&state, &body) else {
+        return openai::error(
+            StatusCode::BAD_REQUEST,
+            "We could not parse the JSON body of your request.",
+            None,
+        );
+    };
+    if let Err(refusal) = responses::validate(&request) {
+        return *refusal;
+    }
+    match next_reply(&state, |m| {
+        openai::error(StatusCode::INTERNAL_SERVER_ERROR, m, None)
+    }) {
+        Ok((reply, n)) => responses::response(&request, &reply, n),
+        Err(answer) => *answer,
+    }
 }

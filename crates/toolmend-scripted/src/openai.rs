@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 
+use crate::pieces;
 use axum::{
     body::Body,
     http::{StatusCode, header},
@@ -245,19 +246,4 @@ fn usage(request: &Value, reply: &AssistantMessage) -> Value {
     let completion = out.div_ceil(4);
     json!({"prompt_tokens": prompt, "completion_tokens": completion,
            "total_tokens": prompt + completion})
-}
-
-/// `text` in pieces of about `size` bytes, cut at character boundaries.
-fn pieces(text: &str, size: usize) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < text.len() {
-        let mut end = (start + size).min(text.len());
-        while !text.is_char_boundary(end) {
-            end += 1;
-        }
-        out.push(&text[start..end]);
-        start = end;
-    }
-    out
 }

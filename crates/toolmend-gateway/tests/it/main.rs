@@ -29,3 +29,4 @@ mod randomized;
 mod re_ask;
 mod responses;
 mod tools;
+mod upstreams;

@@ -133,8 +133,19 @@ fn assemble(sse: &str) -> (Value, Value) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn twelve_hundred_broken_messages_requests_reach_the_strict_provider_valid() {
-    let seed = 0x5EED_0003;
+async fn twelve_hundred_broken_messages_requests_reach_the_strict_chat_provider_valid() {
+    run(0x5EED_0003, "chat_completions").await;
+}
+
+/// The same toward an upstream speaking Messages itself: the client's body passed
+/// through when its history is sound, translated back when it was mended; every answer
+/// read from the provider's Messages (a call it could not parse left in the text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twelve_hundred_broken_messages_requests_reach_the_strict_messages_provider_valid() {
+    run(0x5EED_0013, "messages").await;
+}
+
+async fn run(seed: u64, api: &str) {
     let requests = 1200;
     let mut rng = Rng(seed);
     let steps: Vec<Step> = (0..requests).map(|_| reply(&mut rng)).collect();
@@ -143,7 +154,7 @@ async fn twelve_hundred_broken_messages_requests_reach_the_strict_provider_valid
         .await
         .unwrap();
     let toml = format!(
-        "upstream.base_url = \"{}\"\ncalls.invalid = \"pass\"",
+        "upstream.base_url = \"{}\"\nupstream.api = \"{api}\"\ncalls.invalid = \"pass\"",
         provider.base_url()
     );
     let gateway = Arc::new(
@@ -153,6 +164,7 @@ async fn twelve_hundred_broken_messages_requests_reach_the_strict_provider_valid
     let http = reqwest::Client::new();
     let schemas = compiled();
     let ctx = ValidationContext::new("", Phase::Initial);
+    let mut passed = 0;
     let (mut seen, mut unresolved, mut streamed) = (0, 0, 0);
     for n in 0..requests {
         let stream = n % 3 == 0;
@@ -178,6 +190,9 @@ async fn twelve_hundred_broken_messages_requests_reach_the_strict_provider_valid
             let a = m["toolmend"].clone();
             (m, a)
         };
+        let translation = &account["translation"];
+        assert_eq!(translation["to"], api, "{translation}");
+        passed += usize::from(translation["passed_through"] == true);
         let flagged: Vec<&str> = account["calls"]
             .as_array()
             .into_iter()
@@ -225,4 +240,17 @@ async fn twelve_hundred_broken_messages_requests_reach_the_strict_provider_valid
     );
     assert!(streamed >= requests / 3);
     assert_eq!(provider.requests().len(), requests);
+    // Each request went up in the upstream's own API; a sound one as the client sent it.
+    if api == "chat_completions" {
+        assert_eq!(passed, 0);
+        assert!(provider.requests().iter().all(|r| r["messages"].is_array()));
+    } else {
+        assert!(passed > 0 && passed < requests, "passed through: {passed}");
+        assert!(
+            provider
+                .requests()
+                .iter()
+                .all(|r| r["max_tokens"].is_number() || r["max_tokens"].is_array())
+        );
+    }
 }

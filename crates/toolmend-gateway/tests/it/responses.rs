@@ -90,8 +90,19 @@ fn assemble(sse: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn twelve_hundred_broken_responses_requests_reach_the_strict_provider_valid() {
-    let seed = 0x5EED_0004;
+async fn twelve_hundred_broken_responses_requests_reach_the_strict_chat_provider_valid() {
+    run(0x5EED_0004, "chat_completions").await;
+}
+
+/// The same toward an upstream speaking Responses itself (stateless: `store: false`):
+/// the client's body passed through when its input is sound, translated back when it
+/// was mended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twelve_hundred_broken_responses_requests_reach_the_strict_responses_provider_valid() {
+    run(0x5EED_0014, "responses").await;
+}
+
+async fn run(seed: u64, api: &str) {
     let requests = 1200;
     let mut rng = Rng(seed);
     let steps: Vec<Step> = (0..requests).map(|_| reply(&mut rng)).collect();
@@ -100,7 +111,7 @@ async fn twelve_hundred_broken_responses_requests_reach_the_strict_provider_vali
         .await
         .unwrap();
     let toml = format!(
-        "upstream.base_url = \"{}\"\ncalls.invalid = \"pass\"",
+        "upstream.base_url = \"{}\"\nupstream.api = \"{api}\"\ncalls.invalid = \"pass\"",
         provider.base_url()
     );
     let gateway = Arc::new(
@@ -110,6 +121,7 @@ async fn twelve_hundred_broken_responses_requests_reach_the_strict_provider_vali
     let http = reqwest::Client::new();
     let schemas = compiled();
     let ctx = ValidationContext::new("", Phase::Initial);
+    let mut passed = 0;
     let (mut seen, mut unresolved) = (0, 0);
     for n in 0..requests {
         let stream = n % 3 == 0;
@@ -132,6 +144,9 @@ async fn twelve_hundred_broken_responses_requests_reach_the_strict_provider_vali
         } else {
             serde_json::from_str(&text).unwrap()
         };
+        let translation = &response["toolmend"]["translation"];
+        assert_eq!(translation["to"], api, "{translation}");
+        passed += usize::from(translation["passed_through"] == true);
         let flagged: Vec<&str> = response["toolmend"]["calls"]
             .as_array()
             .into_iter()
@@ -182,4 +197,17 @@ async fn twelve_hundred_broken_responses_requests_reach_the_strict_provider_vali
         "the generator produced calls that stay invalid"
     );
     assert_eq!(provider.requests().len(), requests);
+    // Each request went up in the upstream's own API; a sound one as the client sent it.
+    if api == "chat_completions" {
+        assert_eq!(passed, 0);
+        assert!(provider.requests().iter().all(|r| r["messages"].is_array()));
+    } else {
+        assert!(passed > 0 && passed < requests, "passed through: {passed}");
+        assert!(
+            provider
+                .requests()
+                .iter()
+                .all(|r| r["input"].is_number() || r["input"].is_array())
+        );
+    }
 }
