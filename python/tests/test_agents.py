@@ -3,8 +3,11 @@ gateway with `ANTHROPIC_BASE_URL`: the Messages front) and the Codex CLI (`codex
 with a model provider whose `wire_api = "responses"`: the Responses front), each in front
 of the strict scripted provider speaking Chat Completions, which answers the agent's own
 shell tool as a small open model does: the call written into its text with broken JSON,
-then a final answer. The agent must run the command and finish; with mending off, the
-same run never runs it.
+then a final answer. The agent must run the command and finish; pointed at the provider
+directly (which speaks Messages and Responses too), or with mending off, the same run
+never runs it. Each agent also runs through the gateway in front of the provider
+speaking the agent's own API (`upstream.api`): the client's body passed through, the
+answer mended in place.
 
 The agents: `$TOOLMEND_CLAUDE` / `$TOOLMEND_CODEX`, else `<repo>/.tools/agents/node_modules/.bin/`
 (installed at their pinned versions by `scripts/agents-env.sh`). A missing agent fails
@@ -86,6 +89,28 @@ def test_without_the_mending_the_same_run_never_runs_the_command(stack, tmp_path
     assert "<tool_call>" in done.stdout
 
 
+def test_claude_code_pointed_at_the_provider_directly_never_runs_the_command(stack, tmp_path):
+    s = stack(said(BROKEN_BASH), said("Done: the file is written."))
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    done = run_claude(s.provider.removesuffix("/v1"), work, home)
+    assert not (work / "out.txt").exists()
+    assert "<tool_call>" in done.stdout
+
+
+def test_claude_code_runs_through_the_gateway_in_front_of_a_messages_upstream(stack, tmp_path):
+    s = stack(said(BROKEN_BASH), said("Done: the file is written."),
+              env_extra={"TOOLMEND_UPSTREAM__API": "messages"})
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    done = run_claude(s.gateway.removesuffix("/v1"), work, home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (work / "out.txt").read_text() == "toolmend-ok\n"
+    assert "Done: the file is written." in done.stdout
+
+
 # ---------------------------------------------------------------------------------------
 # The Codex CLI, through the Responses front.
 
@@ -134,3 +159,23 @@ def test_codex_without_the_mending_never_runs_the_command(stack, tmp_path):
     done = run_codex(s.gateway, work, home)
     assert not (work / "out.txt").exists()
     assert "<tool_call>" in done.stdout
+
+
+def test_codex_pointed_at_the_provider_directly_never_runs_the_command(stack, tmp_path):
+    s = stack(said(BROKEN_EXEC), said("Done: the file is written."))
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    done = run_codex(s.provider, work, home)
+    assert not (work / "out.txt").exists()
+    assert "<tool_call>" in done.stdout
+
+
+def test_codex_runs_through_the_gateway_in_front_of_a_responses_upstream(stack, tmp_path):
+    s = stack(said(BROKEN_EXEC), said("Done: the file is written."),
+              env_extra={"TOOLMEND_UPSTREAM__API": "responses"})
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    done = run_codex(s.gateway, work, home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (work / "out.txt").read_text() == "toolmend-ok\n"
+    assert "Done: the file is written." in done.stdout

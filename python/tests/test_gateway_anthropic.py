@@ -33,8 +33,9 @@ def tool_uses(message) -> list:
     return [b for b in message.content if b.type == "tool_use"]
 
 
-def test_a_call_written_into_the_text_comes_back_as_a_tool_use_block(stack):
-    s = stack(said(HERMES))
+@pytest.mark.parametrize("api", ["chat_completions", "messages"])
+def test_a_call_written_into_the_text_comes_back_as_a_tool_use_block(stack, api):
+    s = stack(said(HERMES), env_extra={"TOOLMEND_UPSTREAM__API": api})
     raw = client(s).messages.with_raw_response.create(
         model="m", max_tokens=100, messages=ASK, tools=[TOOL]
     )
@@ -48,19 +49,24 @@ def test_a_call_written_into_the_text_comes_back_as_a_tool_use_block(stack):
     # The account rides in the body, where an SDK that ignores headers keeps it.
     account = msg.model_extra["toolmend"]
     assert account["counts"]["from_text"] == 1
-    assert account["translation"]["to"] == "chat_completions"
+    assert account["translation"]["to"] == api
 
 
-def test_broken_arguments_are_mended_into_the_input_object(stack):
-    s = stack(calls(call("call_1", BROKEN_ARGS)))
+@pytest.mark.parametrize("api", ["chat_completions", "messages"])
+def test_broken_arguments_are_mended_into_the_input_object(stack, api):
+    s = stack(calls(call("call_1", BROKEN_ARGS)), env_extra={"TOOLMEND_UPSTREAM__API": api})
     msg = client(s).messages.create(model="m", max_tokens=100, messages=ASK, tools=[TOOL])
     (use,) = tool_uses(msg)
-    assert use.id == "call_1" and use.input == {"city": "Paris", "days": 3}
+    # Toward a Messages upstream the provider could not give the call (its input is no
+    # object): it wrote it into its text, and the gateway gave it an id.
+    assert use.id == ("call_1" if api == "chat_completions" else "call_tm_1_0")
+    assert use.input == {"city": "Paris", "days": 3}
     assert msg.stop_reason == "tool_use"
 
 
-def test_the_stream_gives_the_same_mended_message(stack):
-    s = stack(said(HERMES))
+@pytest.mark.parametrize("api", ["chat_completions", "messages"])
+def test_the_stream_gives_the_same_mended_message(stack, api):
+    s = stack(said(HERMES), env_extra={"TOOLMEND_UPSTREAM__API": api})
     with client(s).messages.stream(model="m", max_tokens=100, messages=ASK, tools=[TOOL]) as stream:
         events = [e.type for e in stream]
         final = stream.get_final_message()
@@ -71,10 +77,11 @@ def test_the_stream_gives_the_same_mended_message(stack):
     assert final.content[0].text == "Checking."
 
 
-def test_a_tool_turn_round_trips_through_the_strict_provider(stack):
+@pytest.mark.parametrize("api", ["chat_completions", "messages"])
+def test_a_tool_turn_round_trips_through_the_strict_provider(stack, api):
     # The second request carries the tool_use and its tool_result: translated into a
     # chat history the strict provider accepts (it refuses an unanswered call).
-    s = stack(calls(call("call_1", '{"city": "Oslo"}')), said("Sunny in Oslo."))
+    s = stack(calls(call("call_1", '{"city": "Oslo"}')), said("Sunny in Oslo."), env_extra={"TOOLMEND_UPSTREAM__API": api})
     c = client(s)
     first = c.messages.create(model="m", max_tokens=100, messages=ASK, tools=[TOOL])
     (use,) = tool_uses(first)
@@ -88,10 +95,11 @@ def test_a_tool_turn_round_trips_through_the_strict_provider(stack):
     assert [b.text for b in second.content if b.type == "text"] == ["Sunny in Oslo."]
 
 
-def test_an_unanswered_tool_use_is_answered_in_the_history(stack):
+@pytest.mark.parametrize("api", ["chat_completions", "messages"])
+def test_an_unanswered_tool_use_is_answered_in_the_history(stack, api):
     # A history whose tool_use has no tool_result: the request path answers it (the
     # provider would refuse the request), and says so.
-    s = stack(said("Done."))
+    s = stack(said("Done."), env_extra={"TOOLMEND_UPSTREAM__API": api})
     history = [
         *ASK,
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_x", "name": "get_weather",
@@ -143,9 +151,10 @@ def test_text_streams_as_it_comes(stack):
     assert final.stop_reason == "end_turn" and final.content[0].text == text
 
 
-def test_a_streamed_text_call_with_broken_json_is_a_mended_tool_use(stack):
+@pytest.mark.parametrize("api", ["chat_completions", "messages"])
+def test_a_streamed_text_call_with_broken_json_is_a_mended_tool_use(stack, api):
     broken = "Running it.\n<tool_call>\n{'name': 'get_weather', 'arguments': {'city': 'Oslo', 'days': '2',}}\n</tool_call>"
-    s = stack(said(broken))
+    s = stack(said(broken), env_extra={"TOOLMEND_UPSTREAM__API": api})
     with client(s).messages.stream(model="m", max_tokens=100, messages=ASK, tools=[TOOL]) as stream:
         final = stream.get_final_message()
     (use,) = tool_uses(final)
@@ -166,7 +175,8 @@ def chat_anthropic(s):
                          max_retries=0, timeout=CLIENT_TIMEOUT, max_tokens=100)
 
 
-def test_chat_anthropic_gets_the_mended_call_as_a_tool_call(stack):
+@pytest.mark.parametrize("api", ["chat_completions", "messages"])
+def test_chat_anthropic_gets_the_mended_call_as_a_tool_call(stack, api):
     from langchain_core.tools import tool
 
     @tool
@@ -174,7 +184,7 @@ def test_chat_anthropic_gets_the_mended_call_as_a_tool_call(stack):
         """Weather for a city."""
         return f"{city}: sunny"
 
-    s = stack(said(HERMES), said(HERMES))
+    s = stack(said(HERMES), said(HERMES), env_extra={"TOOLMEND_UPSTREAM__API": api})
     model = chat_anthropic(s).bind_tools([get_weather])
     ai = model.invoke("Weather in Oslo for 2 days?")
     (tc,) = ai.tool_calls

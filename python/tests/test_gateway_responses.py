@@ -27,8 +27,9 @@ def function_calls(response) -> list:
     return [o for o in response.output if o.type == "function_call"]
 
 
-def test_a_call_written_into_the_text_comes_back_as_a_function_call_item(stack):
-    s = stack(said(HERMES))
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+def test_a_call_written_into_the_text_comes_back_as_a_function_call_item(stack, api):
+    s = stack(said(HERMES), env_extra={"TOOLMEND_UPSTREAM__API": api})
     raw = s.sdk().responses.with_raw_response.create(model="m", input=ASK, tools=[TOOL])
     assert raw.headers["x-toolmend-calls"] == "valid=0 repaired=1 unresolved=0 from_text=1"
     r = raw.parse()
@@ -41,15 +42,17 @@ def test_a_call_written_into_the_text_comes_back_as_a_function_call_item(stack):
     assert account["translation"]["from"] == "responses"
 
 
-def test_broken_arguments_are_mended(stack):
-    s = stack(calls(call("call_1", BROKEN_ARGS)))
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+def test_broken_arguments_are_mended(stack, api):
+    s = stack(calls(call("call_1", BROKEN_ARGS)), env_extra={"TOOLMEND_UPSTREAM__API": api})
     r = s.sdk().responses.create(model="m", input=ASK, tools=[TOOL])
     (fc,) = function_calls(r)
     assert fc.call_id == "call_1" and json.loads(fc.arguments) == {"city": "Paris", "days": 3}
 
 
-def test_the_stream_gives_the_same_mended_response(stack):
-    s = stack(said(HERMES))
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+def test_the_stream_gives_the_same_mended_response(stack, api):
+    s = stack(said(HERMES), env_extra={"TOOLMEND_UPSTREAM__API": api})
     events = list(s.sdk().responses.create(model="m", input=ASK, tools=[TOOL], stream=True))
     kinds = [e.type for e in events]
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
@@ -63,8 +66,9 @@ def test_the_stream_gives_the_same_mended_response(stack):
     assert "".join(deltas) == "Checking."
 
 
-def test_the_sdk_stream_helper_accumulates_it(stack):
-    s = stack(said(HERMES))
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+def test_the_sdk_stream_helper_accumulates_it(stack, api):
+    s = stack(said(HERMES), env_extra={"TOOLMEND_UPSTREAM__API": api})
     with s.sdk().responses.stream(model="m", input=ASK, tools=[TOOL]) as stream:
         for _ in stream:
             pass
@@ -73,8 +77,9 @@ def test_the_sdk_stream_helper_accumulates_it(stack):
     assert json.loads(fc.arguments) == {"city": "Oslo", "days": 2}
 
 
-def test_a_tool_turn_round_trips_through_the_strict_provider(stack):
-    s = stack(calls(call("call_1", '{"city": "Oslo"}')), said("Sunny in Oslo."))
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+def test_a_tool_turn_round_trips_through_the_strict_provider(stack, api):
+    s = stack(calls(call("call_1", '{"city": "Oslo"}')), said("Sunny in Oslo."), env_extra={"TOOLMEND_UPSTREAM__API": api})
     c = s.sdk()
     first = c.responses.create(model="m", input=ASK, tools=[TOOL], store=False)
     (fc,) = function_calls(first)
@@ -108,8 +113,9 @@ def test_previous_response_id_continues_the_conversation(stack, streamed):
     assert second.id != first.id and second.id.startswith("resp_")
 
 
-def test_an_unanswered_function_call_is_answered_in_the_history(stack):
-    s = stack(said("Done."))
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+def test_an_unanswered_function_call_is_answered_in_the_history(stack, api):
+    s = stack(said("Done."), env_extra={"TOOLMEND_UPSTREAM__API": api})
     items = [{"role": "user", "content": ASK},
              {"type": "function_call", "call_id": "call_x", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
              {"role": "user", "content": "Never mind."}]
@@ -141,7 +147,8 @@ TWO_CALLS = (
 
 
 @pytest.mark.parametrize("streamed", [False, True])
-def test_an_agents_sdk_agent_runs_both_mended_calls_and_finishes(stack, streamed):
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+def test_an_agents_sdk_agent_runs_both_mended_calls_and_finishes(stack, streamed, api):
     import asyncio
 
     from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
@@ -162,7 +169,7 @@ def test_an_agents_sdk_agent_runs_both_mended_calls_and_finishes(stack, streamed
         ran.append(("get_time", {"zone": zone}))
         return "12:00"
 
-    s = stack(said(TWO_CALLS), said("Oslo is sunny; it is noon in CET."))
+    s = stack(said(TWO_CALLS), said("Oslo is sunny; it is noon in CET."), env_extra={"TOOLMEND_UPSTREAM__API": api})
     client = AsyncOpenAI(base_url=s.gateway, api_key="x", max_retries=0)
     agent = Agent(name="helper", instructions="Use the tools.", tools=[get_weather, get_time],
                   model=OpenAIResponsesModel(model="m", openai_client=client))

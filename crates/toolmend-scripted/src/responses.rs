@@ -20,8 +20,9 @@ use toolmend::conversation::AssistantMessage;
 use crate::{anthropic::Refusal, openai, pieces, seal};
 
 /// The parameters the API takes; any other is refused.
-const FIELDS: [&str; 27] = [
+const FIELDS: [&str; 28] = [
     "model",
+    "client_metadata",
     "input",
     "instructions",
     "tools",
