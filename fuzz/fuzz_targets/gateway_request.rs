@@ -16,10 +16,10 @@ use std::sync::LazyLock;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use toolmend::{
+    conversation::Message,
     drive::{self, Turn},
     history::check,
     mend::MendOptions,
-    conversation::Message,
 };
 use toolmend_gateway::{
     Config, Gateway,
@@ -137,11 +137,7 @@ fuzz_target!(|data: &[u8]| {
                                 .flatten()
                                 .filter(|c| {
                                     match c.id.as_deref().filter(|i| !i.trim().is_empty()) {
-                                        Some(id) => seen.insert((
-                                            id,
-                                            &c.name,
-                                            &c.arguments,
-                                        )),
+                                        Some(id) => seen.insert((id, &c.name, &c.arguments)),
                                         None => true,
                                     }
                                 })

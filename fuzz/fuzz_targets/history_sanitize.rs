@@ -5,10 +5,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use toolmend::conversation::Message;
 use toolmend::history::{
     Budget, ByteEstimate, MissingIdPolicy, OrphanPolicy, SanitizePolicy, check, sanitize, trim,
 };
-use toolmend::conversation::Message;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(messages) = serde_json::from_slice::<Vec<Message>>(data) else {
@@ -28,7 +28,11 @@ fuzz_target!(|data: &[u8]| {
         let left = check(&clean.messages);
         assert!(left.is_empty(), "sanitize left {left:?}");
         let again = sanitize(clean.messages.clone(), &policy);
-        assert!(again.actions.is_empty(), "sanitize is not idempotent: {:?}", again.actions);
+        assert!(
+            again.actions.is_empty(),
+            "sanitize is not idempotent: {:?}",
+            again.actions
+        );
         for budget in [Budget::Messages(3), Budget::Tokens(40)] {
             let trimmed = trim(clean.messages.clone(), budget, &ByteEstimate);
             let left = check(&trimmed.messages);

@@ -38,9 +38,23 @@ fuzz_target!(|data: &[u8]| {
         Err(_) => {}
     }
     for (budget, markdown) in [(64, false), (4000, true)] {
-        let shaper = Shaper::new(&ShapeSpec { template: None, budget_bytes: budget, markdown }).unwrap();
+        let shaper = Shaper::new(&ShapeSpec {
+            template: None,
+            budget_bytes: budget,
+            markdown,
+        })
+        .unwrap();
         let shaped = shaper.shape(&v, None);
-        assert!(shaped.content.len() <= budget.max(MARKER_MAX_BYTES), "{} > {budget}", shaped.content.len());
-        assert!(!shaped.content.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r')));
+        assert!(
+            shaped.content.len() <= budget.max(MARKER_MAX_BYTES),
+            "{} > {budget}",
+            shaped.content.len()
+        );
+        assert!(
+            !shaped
+                .content
+                .chars()
+                .any(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
+        );
     }
 });

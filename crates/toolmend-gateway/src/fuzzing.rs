@@ -114,6 +114,37 @@ pub fn messages_to_chat(body: &Value) -> Result<Value, u16> {
         .map_err(|e| e.status().as_u16())
 }
 
+/// A `messages` upstream's answer (raw bytes) read as a chat completion, and that
+/// completion's message written back as the next Messages request would carry it: the
+/// chat completion, and the Messages request of a conversation of that one message.
+///
+/// # Errors
+///
+/// The status of the refusal (502: not JSON, or not a Messages message).
+pub fn messages_answer_round_trip(raw: &[u8]) -> Result<(Value, Value), u16> {
+    let api = crate::config::UpstreamApi::Messages;
+    let completion =
+        crate::upstreams::completion_from(api, raw).map_err(|e| e.status().as_u16())?;
+    let chat = serde_json::json!({"model": "m",
+        "messages": [completion["choices"][0]["message"].clone()]});
+    Ok((completion, crate::upstreams::request_for(api, chat)))
+}
+
+/// A `responses` upstream's answer read as a chat completion, and its message written
+/// back as the next Responses request would carry it.
+///
+/// # Errors
+///
+/// The status of the refusal (502: not JSON, or not a Responses object).
+pub fn responses_answer_round_trip(raw: &[u8]) -> Result<(Value, Value), u16> {
+    let api = crate::config::UpstreamApi::Responses;
+    let completion =
+        crate::upstreams::completion_from(api, raw).map_err(|e| e.status().as_u16())?;
+    let chat = serde_json::json!({"model": "m",
+        "messages": [completion["choices"][0]["message"].clone()]});
+    Ok((completion, crate::upstreams::request_for(api, chat)))
+}
+
 /// The Messages front's stream translation: the chat front's SSE bytes in, Anthropic's
 /// events out.
 #[derive(Debug)]

@@ -207,7 +207,8 @@ impl Tail {
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             self.usage = u.clone();
         }
-        if let Some(a) = chunk.get(account_key) {
+        // Only an object: the front adds its `translation` to it.
+        if let Some(a) = chunk.get(account_key).filter(|a| a.is_object()) {
             self.account = Some(a.clone());
         }
         chunk["choices"]
