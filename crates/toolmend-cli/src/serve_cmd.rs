@@ -37,6 +37,9 @@ use toolmend_gateway::{
 ///               api_key_env = "OPENAI_API_KEY" (no default; named, it must be set at
 ///                 start; unset or "": the client's Authorization / api-key is passed through)
 ///               api_key_header = "authorization" | "api-key" (Azure OpenAI)
+///               api = "chat_completions" | "messages" (Anthropic: /messages, x-api-key)
+///                 | "responses" (OpenAI Responses, stateless): the API the upstream speaks;
+///                 every front reaches it (docs/gateway.md, "Upstreams that speak …")
 ///               timeout_secs = 120 (headers, and between stream chunks)
 ///               connect_timeout_secs = 10   deadline_secs = 600 (one whole answer)
 ///               redirects = "none" | "same_origin"
