@@ -55,6 +55,10 @@
 //! - `fronts/chat_completions/`: the OpenAI chat-completions wire: request decoding, the
 //!   JSON answer, the SSE stream (and the replayed stream of a round trip).
 //! - `fronts/tools/`: `POST /v1/tools/execute`.
+//! - `fronts/messages/`, `fronts/responses/`: the Anthropic Messages and OpenAI
+//!   Responses fronts, translating to the chat front's path.
+//! - `upstreams/`: an upstream of another API (`upstream.api`): the chat request
+//!   written in its API and its answer read back as a completion.
 
 pub mod config;
 pub mod events;

@@ -1,7 +1,8 @@
 //! The fronts: one folder per wire API. A front converts its requests and answers to
 //! the pipeline's neutral messages and back, and decides nothing about calls on its own.
-//! Each uses `server` and `pipeline`. A translating front toward a `chat_completions`
-//! upstream (`messages/`, `responses/`) converts its wire to a chat request and hands it to the chat
+//! Each uses `server` and `pipeline`. A translating front (`messages/`, `responses/`;
+//! toward any upstream: `crate::upstreams` writes the chat request in the upstream's API)
+//! converts its wire to a chat request and hands it to the chat
 //! front's answer (`chat_completions::answer_whole`, `answer_streamed`): the one import
 //! of a front by another, so the whole request and answer path runs once. `tools/` is
 //! toolmend's own wire: `POST /v1/tools/execute`.

@@ -1,6 +1,7 @@
 //! The Anthropic Messages front: `POST /v1/messages` and `POST /v1/messages/count_tokens`
-//! (Claude Code and the Anthropic SDKs, pointed here with `ANTHROPIC_BASE_URL`), toward a
-//! `chat_completions` upstream. The request is translated ([`convert`]) into the chat
+//! (Claude Code and the Anthropic SDKs, pointed here with `ANTHROPIC_BASE_URL`), toward
+//! any upstream (toward a `messages` one, the client's body passes through when its
+//! history needed no change: `upstreams::Original`). The request is translated ([`convert`]) into the chat
 //! request the chat front answers whole (the same request path, plan, guard, re-ask and
 //! round trip: [`chat_completions::answer_whole`]), and the mended completion is
 //! translated back into a Messages message. A stream is the chat front's mended SSE

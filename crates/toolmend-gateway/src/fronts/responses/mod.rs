@@ -1,5 +1,6 @@
 //! The OpenAI Responses front: `POST /v1/responses` (the Codex CLI, the OpenAI Agents SDK,
-//! `client.responses.create`), toward a `chat_completions` upstream. As the Messages
+//! `client.responses.create`), toward any upstream (toward a `responses` one, the
+//! client's body passes through when nothing in it changes). As the Messages
 //! front: the request is translated ([`convert`]) into the chat request the chat front
 //! answers (the same request path, plan, guard, re-ask and round trip), and its mended
 //! completion translated back into a Responses object; a stream is the chat front's
