@@ -150,6 +150,7 @@ fn router(state: Arc<Shared>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
         .route("/v1/responses", post(responses))
         .route("/v1/models", get(models))
         .with_state(state)
@@ -312,6 +313,30 @@ async fn messages(State(state): State<Arc<Shared>>, body: Bytes) -> Response {
         Ok((reply, n)) => anthropic::message(&request, &reply, n),
         Err(answer) => *answer,
     }
+}
+
+/// Messages' `count_tokens`: the same checks as a message (no `max_tokens` needed), the
+/// count at four bytes a token over the messages, system and tools; no step used.
+async fn count_tokens(State(state): State<Arc<Shared>>, body: Bytes) -> Response {
+    let Some(mut request) = received(&state, &body) else {
+        return anthropic::error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "There was an error parsing the body of your request: it is not valid JSON.",
+        );
+    };
+    if let Some(obj) = request.as_object_mut() {
+        obj.entry("max_tokens").or_insert(serde_json::json!(1));
+    }
+    if let Err(refusal) = anthropic::validate(&request) {
+        return *refusal;
+    }
+    let bytes: usize = ["system", "messages", "tools"]
+        .iter()
+        .filter_map(|k| request.get(*k))
+        .map(|v| v.to_string().len())
+        .sum();
+    axum::Json(serde_json::json!({"input_tokens": bytes.div_ceil(4)})).into_response()
 }
 
 async fn responses(State(state): State<Arc<Shared>>, body: Bytes) -> Response {

@@ -146,6 +146,31 @@ impl Upstream {
         headers: &HeaderMap,
     ) -> Result<Forwarded, GatewayError> {
         let req = self.auth(self.client.get(self.url(path)), headers);
+        self.pass(req, path).await
+    }
+
+    /// `POST {base_url}{path}` with `body` passed through: the upstream's answer, whatever
+    /// its status (a route the gateway adds nothing to, e.g. Messages' `count_tokens`).
+    pub(crate) async fn pass_post(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Forwarded, GatewayError> {
+        let req = self
+            .client
+            .post(self.url(path))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body);
+        self.pass(self.auth(req, headers), path).await
+    }
+
+    /// Sends `req` within the deadline and forwards its answer, whatever its status.
+    async fn pass(
+        &self,
+        req: reqwest::RequestBuilder,
+        path: &str,
+    ) -> Result<Forwarded, GatewayError> {
         let deadline = self.deadline();
         match tokio::time::timeout_at(deadline.into(), req.send()).await {
             Ok(Ok(resp)) => {

@@ -460,3 +460,39 @@ async fn pointed_directly_at_the_strict_provider_the_same_turns_fail() {
         "No tool output found for function call call_old."
     );
 }
+
+#[tokio::test]
+async fn count_tokens_is_the_messages_upstreams_own_count() {
+    let r = start(vec![], "messages").await;
+    let body = json!({"model": "m", "tools": messages_tools(),
+        "messages": [{"role": "user", "content": "Weather?"}]});
+    let resp = r
+        .http
+        .post(format!("{}/messages/count_tokens", r.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let counted: Value = resp.json().await.unwrap();
+    let sent = r.provider.requests();
+    assert_eq!(sent.len(), 1, "the provider counted it");
+    assert_eq!(sent[0], body, "as the client sent it");
+    let bytes = body["messages"].to_string().len() + body["tools"].to_string().len();
+    assert_eq!(counted["input_tokens"], bytes.div_ceil(4));
+    // Its refusal comes back as it said it.
+    let bad = json!({"model": "m", "messages": []});
+    let resp = r
+        .http
+        .post(format!("{}/messages/count_tokens", r.url))
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let e: Value = resp.json().await.unwrap();
+    assert_eq!(
+        e["error"]["message"],
+        "messages: at least one message is required"
+    );
+}

@@ -57,8 +57,17 @@ async fn messages(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Body
 }
 
 async fn count_tokens(State(gw): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
-    let (out, _) = http::handle(&gw.config.limits, headers, body, |_, b, _| async move {
+    let gw2 = Arc::clone(&gw);
+    let (out, _) = http::handle(&gw.config.limits, headers, body, |h, b, _| async move {
         let request = http::json_object(&b)?;
+        // A Messages upstream counts them itself: the body goes as it came.
+        if gw2.upstream.api() == UpstreamApi::Messages {
+            return Ok(gw2
+                .upstream
+                .pass_post("/messages/count_tokens", &h, b)
+                .await?
+                .into_response());
+        }
         let chat = convert::request_to_chat(&request)?.request;
         // An estimate (a chat upstream has no such route): four bytes a token over the
         // messages and tools as they would go upstream.
