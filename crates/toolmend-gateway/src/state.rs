@@ -28,6 +28,10 @@ pub struct Gateway {
     pub(crate) gate: Arc<Gate>,
     /// The clients of `[access]`, `access.clients_file`'s included.
     clients: Vec<ClientKey>,
+    /// The guard's Redis store when `guard.store = "redis"` names one, whether or not the
+    /// guard's rules use it: what the instances share (the Responses front's kept
+    /// responses).
+    pub(crate) shared_store: Option<toolmend_redis::RedisStore>,
 }
 
 /// A gateway that could not start.
@@ -166,8 +170,8 @@ impl Gateway {
         let mut guard_config = config.guard.clone();
         guard_config.rules = crate::pipeline::guard::merged_rules(&guard_config.rules, &limits)
             .map_err(StartError::Guard)?;
-        let (store, redis) = match store {
-            Some(s) => (s, None),
+        let (store, redis, shared_store) = match store {
+            Some(s) => (s, None, None),
             None => redis_store(&guard_config)?,
         };
         let readiness = redis.map(|store| crate::server::ready::StoreHealth {
@@ -213,6 +217,7 @@ impl Gateway {
             readiness,
             gate,
             clients,
+            shared_store,
             config,
         })
     }
@@ -384,16 +389,19 @@ fn log_access(config: &Config, clients: &[ClientKey]) {
     }
 }
 
-/// The guard's store, and the Redis store behind it for `/readyz`.
+/// The guard's store, the Redis store behind it for `/readyz`, and the Redis store the
+/// instances share.
 type Stores = (
     Option<Arc<dyn toolmend::guard::GuardStore>>,
     Option<toolmend_redis::RedisStore>,
+    Option<toolmend_redis::RedisStore>,
 );
 
-/// The Redis store `[guard]` names, when its rules need a store.
+/// The Redis store `[guard]` names: the guard's when its rules need a store, and shared
+/// by the instances in any case.
 fn redis_store(guard: &crate::config::Guard) -> Result<Stores, StartError> {
     match (&guard.store, &guard.redis_url) {
-        (crate::config::StoreKind::Redis, Some(url)) if guard.rules.needs_store() => {
+        (crate::config::StoreKind::Redis, Some(url)) => {
             let opts = toolmend_redis::RedisOptions {
                 timeout: std::time::Duration::from_millis(guard.timeout_ms),
                 early_refusal_keys: guard.max_keys,
@@ -406,8 +414,11 @@ fn redis_store(guard: &crate::config::Guard) -> Result<Stores, StartError> {
                 ))
             })?;
             let redis = store.inner().clone();
-            Ok((Some(Arc::new(store)), Some(redis)))
+            if !guard.rules.needs_store() {
+                return Ok((None, None, Some(redis)));
+            }
+            Ok((Some(Arc::new(store)), Some(redis.clone()), Some(redis)))
         }
-        _ => Ok((None, None)),
+        _ => Ok((None, None, None)),
     }
 }

@@ -184,7 +184,7 @@ mod store;
 mod target;
 
 pub use store::{
-    ConfigError, DEFAULT_TIMEOUT, KEY_PREFIX, MAX_BREAKER_TIMEOUTS, RedisOptions, RedisStats,
-    RedisStore, SCRIPT_VERSION, StoreState, redis_guard_store,
+    BLOB_PREFIX, ConfigError, DEFAULT_TIMEOUT, KEY_PREFIX, MAX_BREAKER_TIMEOUTS, RedisOptions,
+    RedisStats, RedisStore, SCRIPT_VERSION, StoreState, redis_guard_store,
 };
 pub use target::redact;

@@ -25,6 +25,17 @@ use crate::{
     target::{Conn, Target, redact},
 };
 
+/// What [`RedisStore::run`] sends: the guard's script, or a plain command.
+#[derive(Clone, Copy)]
+enum Op<'a> {
+    Script(&'a Invocation),
+    Cmd(&'a redis::Cmd),
+}
+
+/// The prefix of the keys [`RedisStore::set_blob`] writes (outside the guard's layout:
+/// the gateway's kept responses).
+pub const BLOB_PREFIX: &str = "tm:blob:";
+
 /// The script's version, baked into every key's prefix ([`KEY_PREFIX`]).
 pub const SCRIPT_VERSION: u32 = 2;
 /// The prefix of every key the store writes: `tm:v<SCRIPT_VERSION>:`.
@@ -513,6 +524,19 @@ impl RedisStore {
         let inner = &self.inner;
         inner.counters.admissions.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + inner.opts.timeout;
+        let mut conn = self.connection()?;
+        if !inner.cluster {
+            let inv = encode(&a, Part::All);
+            let reply = self.run(&mut conn, Op::Script(&inv), deadline).await?;
+            let (_, answers) = decode(&inv, reply).map_err(|m| self.protocol(m))?;
+            return Ok(merge(blank(&a), &inv, answers));
+        }
+        self.admit_cluster(&mut conn, a, deadline).await
+    }
+
+    /// The connection, when the store is up; else why not.
+    fn connection(&self) -> Result<Conn, StoreError> {
+        let inner = &self.inner;
         match inner.state.load(Ordering::Acquire) {
             UP => {}
             CONNECTING => {
@@ -537,16 +561,43 @@ impl RedisStore {
             }
         }
         let conn = inner.conn.read().map_or(None, |c| c.clone());
-        let Some(mut conn) = conn else {
-            return Err(self.fail(StoreErrorKind::Unavailable, "not connected"));
-        };
-        if !inner.cluster {
-            let inv = encode(&a, Part::All);
-            let reply = self.run(&mut conn, &inv, deadline).await?;
-            let (_, answers) = decode(&inv, reply).map_err(|m| self.protocol(m))?;
-            return Ok(merge(blank(&a), &inv, answers));
+        conn.ok_or_else(|| self.fail(StoreErrorKind::Unavailable, "not connected"))
+    }
+
+    /// The value under `key` (a key of the caller's, outside the guard's layout: see
+    /// [`BLOB_PREFIX`]), within the store's timeout; `None` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// The store is not up, or did not answer in time (the breaker told, as for an
+    /// admission).
+    pub async fn get_blob(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let deadline = Instant::now() + self.inner.opts.timeout;
+        let mut conn = self.connection()?;
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(format!("{BLOB_PREFIX}{key}"));
+        match self.run(&mut conn, Op::Cmd(&cmd), deadline).await? {
+            redis::Value::BulkString(bytes) => Ok(Some(bytes)),
+            redis::Value::Nil => Ok(None),
+            other => Err(self.protocol(format!("GET answered {other:?}"))),
         }
-        self.admit_cluster(&mut conn, a, deadline).await
+    }
+
+    /// Keeps `value` under `key` for `ttl` (`SET … PX`), within the store's timeout.
+    ///
+    /// # Errors
+    ///
+    /// As [`get_blob`](Self::get_blob).
+    pub async fn set_blob(&self, key: &str, value: &[u8], ttl: Duration) -> Result<(), StoreError> {
+        let deadline = Instant::now() + self.inner.opts.timeout;
+        let mut conn = self.connection()?;
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(format!("{BLOB_PREFIX}{key}"))
+            .arg(value)
+            .arg("PX")
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1));
+        self.run(&mut conn, Op::Cmd(&cmd), deadline).await?;
+        Ok(())
     }
 
     fn protocol(&self, m: String) -> StoreError {
@@ -573,7 +624,7 @@ impl RedisStore {
         let mut session_ok = vec![true; a.calls.len()];
         if session {
             let inv = encode(&a, Part::Session);
-            let reply = self.run(conn, &inv, deadline).await?;
+            let reply = self.run(conn, Op::Script(&inv), deadline).await?;
             let (now, answers) = decode(&inv, reply).map_err(|m| self.protocol(m))?;
             at = now;
             out = merge(out, &inv, answers);
@@ -589,7 +640,7 @@ impl RedisStore {
             .counters
             .global_round_trips
             .fetch_add(1, Ordering::Relaxed);
-        let reply = self.run(conn, &inv, deadline).await?;
+        let reply = self.run(conn, Op::Script(&inv), deadline).await?;
         let (_, answers) = decode(&inv, reply).map_err(|m| self.protocol(m))?;
         let mut refund = vec![false; a.calls.len()];
         for (i, (admitted, _, checks)) in answers.into_iter().enumerate() {
@@ -602,33 +653,41 @@ impl RedisStore {
         if refund.iter().any(|&r| r) {
             let inv = encode(&a, Part::Refund { at, calls: &refund });
             self.inner.counters.refunds.fetch_add(1, Ordering::Relaxed);
-            self.run(conn, &inv, deadline).await?;
+            self.run(conn, Op::Script(&inv), deadline).await?;
         }
         Ok(out)
     }
 
-    /// One script call within `deadline`: a dropped connection retried once; the
-    /// breaker told of timeouts and of answers.
+    /// One script call or command within `deadline`: a dropped connection retried once;
+    /// the breaker told of timeouts and of answers.
     async fn run(
         &self,
         conn: &mut Conn,
-        inv: &Invocation,
+        op: Op<'_>,
         deadline: Instant,
     ) -> Result<redis::Value, StoreError> {
         let inner = &self.inner;
         let mut invocation = inner.script.prepare_invoke();
-        for k in &inv.keys {
-            invocation.key(k.as_str());
-        }
-        for arg in &inv.args {
-            invocation.arg(arg.as_str());
+        if let Op::Script(inv) = op {
+            for k in &inv.keys {
+                invocation.key(k.as_str());
+            }
+            for arg in &inv.args {
+                invocation.arg(arg.as_str());
+            }
         }
         let mut retried = false;
         loop {
             inner.counters.round_trips.fetch_add(1, Ordering::Relaxed);
-            let answer =
-                tokio::time::timeout_at(deadline, invocation.invoke_async::<redis::Value>(conn))
-                    .await;
+            let answer = match op {
+                Op::Script(_) => {
+                    tokio::time::timeout_at(deadline, invocation.invoke_async::<redis::Value>(conn))
+                        .await
+                }
+                Op::Cmd(cmd) => {
+                    tokio::time::timeout_at(deadline, cmd.query_async::<redis::Value>(conn)).await
+                }
+            };
             match answer {
                 Ok(Ok(reply)) => {
                     inner.consecutive_timeouts.store(0, Ordering::Release);

@@ -78,6 +78,10 @@ pub(crate) enum GatewayError {
     /// 503 `too_many_connections`.
     #[error("the gateway is at its connection limit (limits.max_connections); retry shortly")]
     TooManyConnections,
+    /// 503 `toolmend_store_unavailable`: a store the answer needs (the kept responses'
+    /// Redis) did not answer; `message` says which and why, and what to do instead.
+    #[error("{0}")]
+    StoreUnavailable(String),
     /// 404 `invalid_request_error` with `code`: the route has nothing to serve here
     /// (`toolmend_no_tools`: `/v1/tools/execute` without configured tools).
     #[error("{message}")]
@@ -138,7 +142,9 @@ impl GatewayError {
             | GatewayError::UpstreamStream(_) => StatusCode::BAD_GATEWAY,
             GatewayError::UpstreamStatus(f) => f.status,
             GatewayError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-            GatewayError::TooManyConnections => StatusCode::SERVICE_UNAVAILABLE,
+            GatewayError::TooManyConnections | GatewayError::StoreUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             GatewayError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             GatewayError::Flooded { ends_run: true, .. } => StatusCode::BAD_REQUEST,
             GatewayError::Flooded { outage: true, .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -166,7 +172,9 @@ impl GatewayError {
             | GatewayError::UpstreamInvalidJson(_)
             | GatewayError::UpstreamStream(_)
             | GatewayError::UpstreamStatus(_) => "upstream_error",
-            GatewayError::Internal { .. } | GatewayError::TooManyConnections => "server_error",
+            GatewayError::Internal { .. }
+            | GatewayError::TooManyConnections
+            | GatewayError::StoreUnavailable(_) => "server_error",
             GatewayError::Flooded { ends_run: true, .. } => "invalid_request_error",
             GatewayError::Flooded { outage: true, .. } => "server_error",
             // OpenAI's own 429s say `requests` (or `tokens`).
@@ -194,6 +202,7 @@ impl GatewayError {
             GatewayError::UpstreamStream(_) => "upstream_stream_error",
             GatewayError::UpstreamStatus(_) => "upstream_status",
             GatewayError::TooManyConnections => "too_many_connections",
+            GatewayError::StoreUnavailable(_) => "toolmend_store_unavailable",
             GatewayError::Unauthorized { .. } => "invalid_api_key",
             GatewayError::Flooded { ends_run: true, .. } => "toolmend_tool_loop",
             GatewayError::Flooded { outage: true, .. } => "toolmend_guard_unavailable",
@@ -330,6 +339,7 @@ mod tests {
             GatewayError::UpstreamDeadline,
             GatewayError::UpstreamStream("x".into()),
             GatewayError::TooManyConnections,
+            GatewayError::StoreUnavailable("x".into()),
             GatewayError::Unauthorized {
                 message: "x".into(),
             },

@@ -378,3 +378,122 @@ async fn a_malformed_redis_url_stays_a_start_error_without_its_password() {
     assert!(err.contains("redis_url"), "{err}");
     assert!(!err.contains(SECRET), "{err}");
 }
+
+/// A Responses conversation continued on another instance: the first answer's
+/// conversation is kept in the guard's Redis (no guard rule needs it), and a second
+/// gateway in front of the same provider continues it by `previous_response_id`.
+async fn continued_elsewhere(redis_url: &str) -> (Vec<Value>, String, ScriptedProvider) {
+    let step = Step::Reply(AssistantMessage {
+        content: Some(None),
+        tool_calls: Some(vec![ToolCall::new(
+            "call_1",
+            "get_weather",
+            r#"{"city": "Oslo"}"#,
+        )]),
+        ..Default::default()
+    });
+    let provider = ScriptedProvider::start(Script::new().then(step).repeating())
+        .await
+        .unwrap();
+    let toml = format!(
+        "upstream.base_url = \"{}\"\n[guard]\nstore = \"redis\"\nredis_url = \"{redis_url}\"\n",
+        provider.base_url()
+    );
+    let gateway = || {
+        Arc::new(Gateway::new(Config::from_toml_and_env(&toml, Vec::new()).unwrap(), None).unwrap())
+    };
+    let (a, b) = (
+        common::serve(gateway()).await,
+        common::serve(gateway()).await,
+    );
+    let http = reqwest::Client::new();
+    let tools = json!([{"type": "function", "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]);
+    // The stores connect in the background: until they are up, a response is kept only
+    // in the instance that served it.
+    let until = Instant::now() + WAIT;
+    loop {
+        let first: Value = http
+            .post(format!("http://{a}/v1/responses"))
+            .json(&json!({"model": "m", "input": "Weather in Oslo?", "tools": tools}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let next = json!({"model": "m", "previous_response_id": first["id"], "tools": tools,
+            "input": [{"type": "function_call_output", "call_id": "call_1", "output": "sunny"}]});
+        let resp = http
+            .post(format!("http://{b}/v1/responses"))
+            .json(&next)
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == 200 {
+            let sent = provider.requests().last().unwrap()["messages"].clone();
+            let id = first["id"].as_str().unwrap().to_owned();
+            return (sent.as_array().unwrap().clone(), id, provider);
+        }
+        assert!(
+            Instant::now() < until,
+            "never continued: {}",
+            resp.text().await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_kept_by_one_instance_is_continued_by_another() {
+    let redis = redis_common::Redis::start();
+    let (sent, id, _provider) = continued_elsewhere(&redis.url()).await;
+    // The conversation went up whole: the question, the call, its output.
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    assert_eq!(sent[0]["content"], "Weather in Oslo?");
+    assert_eq!(sent[1]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(sent[2]["tool_call_id"], "call_1");
+    let ttl: i64 = redis
+        .cmd(&["PTTL", &format!("tm:blob:resp:{id}")])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(ttl > 0 && ttl <= 3_600_000, "{ttl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_kept_in_a_redis_cluster_is_continued_by_another_instance() {
+    let cluster = redis_common::Cluster::start();
+    let (sent, id, _provider) = continued_elsewhere(&cluster.url()).await;
+    let key = format!("tm:blob:resp:{id}");
+    assert!(cluster.node_of(&key).cmd(&["EXISTS", &key]).trim() == "1");
+    assert_eq!(sent.len(), 3, "{sent:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_shared_store_down_an_unknown_response_is_a_503_not_a_404() {
+    let mut redis = redis_common::Redis::start();
+    let provider = ScriptedProvider::start(Script::new()).await.unwrap();
+    let toml = format!(
+        "upstream.base_url = \"{}\"\n[guard]\nstore = \"redis\"\nredis_url = \"{}\"\ntimeout_ms = 50\n",
+        provider.base_url(),
+        redis.url()
+    );
+    redis.stop();
+    let gw = Arc::new(
+        Gateway::new(Config::from_toml_and_env(&toml, Vec::new()).unwrap(), None).unwrap(),
+    );
+    let addr = common::serve(gw).await;
+    let resp = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/responses"))
+        .json(&json!({"model": "m", "previous_response_id": "resp_elsewhere", "input": "and?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503);
+    let e: Value = resp.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "toolmend_store_unavailable", "{e}");
+    let message = e["error"]["message"].as_str().unwrap();
+    assert!(message.contains("send the whole conversation"), "{message}");
+    assert!(provider.requests().is_empty());
+}

@@ -2,18 +2,29 @@
 //! that keeps none (a `chat_completions` one): per response id, the conversation it
 //! ended (its input and its output, as chat messages, without the `instructions`, which
 //! the Responses API does not carry over). In memory, bounded: at most [`MAX_RESPONSES`]
-//! responses and [`MAX_BYTES`] in all (the oldest go first), each for [`TTL`].
+//! responses and [`MAX_BYTES`] in all (the oldest go first), each for [`TTL`]. With the
+//! guard's Redis store configured, also there (`tm:blob:resp:<id>`, for [`TTL`], one of at
+//! most [`MAX_SHARED_BYTES`]), so that any instance continues any response: this
+//! instance's memory is asked first, then Redis, each bounded by the store's timeout.
 
 use std::{
     collections::{HashMap, VecDeque},
     sync::{
-        Mutex,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use serde_json::Value;
+use toolmend_redis::RedisStore;
+
+use crate::server::error::GatewayError;
+
+/// The shared store's key of response `id` (under `toolmend_redis::BLOB_PREFIX`).
+fn shared_key(id: &str) -> String {
+    format!("resp:{id}")
+}
 
 /// At most this many responses are kept.
 pub(crate) const MAX_RESPONSES: usize = 10_000;
@@ -21,6 +32,8 @@ pub(crate) const MAX_RESPONSES: usize = 10_000;
 pub(crate) const MAX_BYTES: usize = 64 << 20;
 /// A response is kept this long.
 pub(crate) const TTL: Duration = Duration::from_secs(3600);
+/// A conversation larger than this is kept in memory only, not in Redis.
+pub(crate) const MAX_SHARED_BYTES: usize = 8 << 20;
 
 #[derive(Debug)]
 struct Entry {
@@ -41,9 +54,73 @@ struct Inner {
 pub(crate) struct Kept {
     inner: Mutex<Inner>,
     next: AtomicU64,
+    /// The guard's Redis store, when configured: shared by every instance.
+    shared: Option<RedisStore>,
 }
 
 impl Kept {
+    /// Kept in memory, and in `shared` when given.
+    pub(crate) fn new(shared: Option<RedisStore>) -> Self {
+        Kept {
+            shared,
+            ..Kept::default()
+        }
+    }
+
+    /// The conversation `id` ended: this instance's memory, else the shared store.
+    ///
+    /// # Errors
+    ///
+    /// 503 when the shared store did not answer (it may hold it: never a false 404).
+    pub(crate) async fn find(&self, id: &str) -> Result<Option<Vec<Value>>, GatewayError> {
+        if let Some(found) = self.get(id) {
+            return Ok(Some(found));
+        }
+        let Some(store) = &self.shared else {
+            return Ok(None);
+        };
+        match store.get_blob(&shared_key(id)).await {
+            Ok(None) => Ok(None),
+            Ok(Some(bytes)) => Ok(serde_json::from_slice(&bytes).ok()),
+            Err(e) => Err(GatewayError::StoreUnavailable(format!(
+                "the kept responses' store ({}) did not answer: {}; retry, or send the whole \
+                 conversation as 'input' instead of 'previous_response_id'",
+                store.address(),
+                e.message
+            ))),
+        }
+    }
+
+    /// [`keep`](Self::keep) from a stream's last event: in memory at once, in the shared
+    /// store in the background (the stream is not held for it).
+    pub(crate) fn keep_soon(self: &Arc<Self>, id: String, messages: Vec<Value>) {
+        if self.shared.is_none() {
+            self.put(id, messages);
+            return;
+        }
+        let kept = Arc::clone(self);
+        // Answers no call, and ends within the store's timeout.
+        #[allow(clippy::disallowed_methods)]
+        tokio::spawn(async move { kept.keep(id, messages).await });
+    }
+
+    /// Keeps `messages` under `id`, in memory and (within the store's timeout) in the
+    /// shared store; a shared store that fails is logged, and this instance still has it.
+    pub(crate) async fn keep(&self, id: String, messages: Vec<Value>) {
+        let shared = self
+            .shared
+            .as_ref()
+            .map(|s| (s, serde_json::to_vec(&messages).unwrap_or_default()));
+        self.put(id.clone(), messages);
+        if let Some((store, bytes)) = shared
+            && bytes.len() <= MAX_SHARED_BYTES
+            && let Err(e) = store.set_blob(&shared_key(&id), &bytes, TTL).await
+        {
+            tracing::warn!(store = %store.address(), "a response was not kept in the shared \
+                store ({}): only this instance can continue it", e.message);
+        }
+    }
+
     /// A fresh response id (`resp_` and 32 hex digits: the start time and a counter).
     pub(crate) fn mint(&self) -> String {
         let n = self.next.fetch_add(1, Ordering::Relaxed);

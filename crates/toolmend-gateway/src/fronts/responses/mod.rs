@@ -41,7 +41,10 @@ pub(crate) const ACCOUNT_KEY: &str = "toolmend";
 pub(crate) fn routes(gw: Arc<Gateway>) -> Router {
     Router::new()
         .route("/v1/responses", post(responses))
-        .with_state((gw, Arc::new(kept::Kept::default())))
+        .with_state((
+            Arc::clone(&gw),
+            Arc::new(kept::Kept::new(gw.shared_store.clone())),
+        ))
 }
 
 async fn responses(
@@ -77,7 +80,7 @@ async fn answer(
         ..
     } = convert::request_to_chat_keeping(&request, same)?;
     if let Some(id) = &previous {
-        let Some(earlier) = kept.get(id) else {
+        let Some(earlier) = kept.find(id).await? else {
             return Err(GatewayError::NotFound {
                 code: "previous_response_not_found",
                 message: format!(
@@ -140,7 +143,7 @@ async fn answer(
     response["id"] = json!(id);
     if let Some(mut history) = keep {
         history.push(answer.response["choices"][0]["message"].clone());
-        kept.put(id, history);
+        kept.keep(id, history).await;
     }
     let mut toolmend_headers = answer.headers;
     toolmend_headers.extend(translate::left_out_header(&left_out));

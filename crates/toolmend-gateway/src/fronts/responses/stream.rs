@@ -324,7 +324,7 @@ impl ChatEvents for Translator {
         };
         if let Some((kept, mut history)) = self.keeping.take() {
             history.push(self.chat_answer());
-            kept.put(self.id.clone(), history);
+            kept.keep_soon(self.id.clone(), history);
         }
         self.emit(out, kind, json!({"response": r}));
     }
