@@ -9,8 +9,10 @@
 #
 # Usage: bench/gateway/instructions.sh BINARY [BINARY ...]
 #
-# Environment: A (default 50), B (default 250): the two request counts; RUST_LOG for the
-# gateway (default: unset, info logs, a line per request, to a file).
+# Environment: A (default 50), B (default 250): the two request counts; FRONT (default
+# chat): the front asked, `chat`, `messages` or `responses` (the same conversation and
+# tool in each wire, bench/gateway/*request.json); RUST_LOG for the gateway (default:
+# unset, info logs, a line per request, to a file).
 set -euo pipefail
 [[ $# -ge 1 ]] || { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "instructions.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
@@ -21,7 +23,13 @@ cargo build --release --locked -q -p toolmend-gateway --example loadgen >&2
 LOADGEN="$ROOT/target/release/examples/loadgen"
 WORK="$ROOT/bench/results/instructions-run"
 mkdir -p "$WORK"
-BODY="$ROOT/bench/gateway/request.json"
+FRONT=${FRONT:-chat}
+case "$FRONT" in
+  chat) BODY="$ROOT/bench/gateway/request.json" ROUTE=/v1/chat/completions ;;
+  messages) BODY="$ROOT/bench/gateway/messages-request.json" ROUTE=/v1/messages ;;
+  responses) BODY="$ROOT/bench/gateway/responses-request.json" ROUTE=/v1/responses ;;
+  *) echo "instructions.sh: FRONT is chat, messages or responses, not $FRONT" >&2; exit 2 ;;
+esac
 BROKEN="{'city': 'Paris', 'days': '3',}"
 STEP='{"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"'"$BROKEN"'"}}]}'
 
@@ -49,13 +57,14 @@ instructions() {
     > "$WORK/gateway.out" 2> "$WORK/gateway.log" &
   gpid=$!
   gurl=$(wait_for "$WORK/gateway.out" 'http://127\.0\.0\.1:[0-9]+/v1' "$gpid")
-  "$LOADGEN" --url "$gurl/chat/completions" --body "$BODY" --concurrency 1 \
+  "$LOADGEN" --url "${gurl%/v1}$ROUTE" --body "$BODY" --concurrency 1 \
     --requests "$n" --warmup 0 --timeout 120 > "$WORK/loadgen.json"
   kill -TERM "$gpid"; wait "$gpid" 2>/dev/null || true
   kill -TERM "$ppid"; wait "$ppid" 2>/dev/null || true
   grep -E '^(summary|totals):' "$out" | head -n1 | awk '{print $2}'
 }
 
+echo "front: $FRONT"
 printf '%-40s %14s %14s %12s\n' binary "Ir ($A req)" "Ir ($B req)" "Ir/request"
 for bin in "$@"; do
   a=$(instructions "$bin" "$A")

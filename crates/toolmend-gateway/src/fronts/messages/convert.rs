@@ -7,7 +7,10 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::{fronts::translate::LeftOut, server::error::GatewayError};
+use crate::{
+    fronts::translate::{LeftOut, object},
+    server::error::GatewayError,
+};
 
 /// A Messages request translated: the chat request, and what had no place in it.
 #[derive(Debug, Default)]
@@ -159,7 +162,10 @@ fn tools_to_chat(value: &Value, out: &mut ToChat) -> Result<Vec<Value>, GatewayE
                 out.left_out.add(format!("tools[].{key}"));
             }
         }
-        chat.push(json!({"type": "function", "function": function}));
+        chat.push(object([
+            ("type", Value::from("function")),
+            ("function", Value::Object(function)),
+        ]));
     }
     Ok(chat)
 }
@@ -457,25 +463,39 @@ pub(crate) fn completion_to_message(completion: &Value, left_out: &mut Vec<Strin
                 json!({})
             }
         };
-        content.push(json!({"type": "tool_use", "id": id,
-            "name": c["function"]["name"].as_str().unwrap_or_default(), "input": input}));
+        content.push(object([
+            ("type", Value::from("tool_use")),
+            ("id", Value::from(id)),
+            ("name", c["function"]["name"].clone()),
+            ("input", input),
+        ]));
     }
     let has_calls = content.iter().any(|b| b["type"] == "tool_use");
     let stop_reason = stop_reason(choice["finish_reason"].as_str(), has_calls);
     let usage = &completion["usage"];
-    json!({
-        "id": format!("msg_{}", completion["id"].as_str().unwrap_or("toolmend")),
-        "type": "message",
-        "role": "assistant",
-        "model": completion["model"],
-        "content": content,
-        "stop_reason": stop_reason,
-        "stop_sequence": null,
-        "usage": {
-            "input_tokens": usage["prompt_tokens"].as_u64().unwrap_or(0),
-            "output_tokens": usage["completion_tokens"].as_u64().unwrap_or(0),
-        },
-    })
+    let count = |key: &str| Value::from(usage[key].as_u64().unwrap_or(0));
+    object([
+        (
+            "id",
+            Value::String(format!(
+                "msg_{}",
+                completion["id"].as_str().unwrap_or("toolmend")
+            )),
+        ),
+        ("type", Value::from("message")),
+        ("role", Value::from("assistant")),
+        ("model", completion["model"].clone()),
+        ("content", Value::Array(content)),
+        ("stop_reason", Value::from(stop_reason)),
+        ("stop_sequence", Value::Null),
+        (
+            "usage",
+            object([
+                ("input_tokens", count("prompt_tokens")),
+                ("output_tokens", count("completion_tokens")),
+            ]),
+        ),
+    ])
 }
 
 /// The `stop_reason` for a chat `finish_reason`: `tool_use` whenever a call is there.

@@ -7,7 +7,10 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::{fronts::translate::LeftOut, server::error::GatewayError};
+use crate::{
+    fronts::translate::{LeftOut, object},
+    server::error::GatewayError,
+};
 
 /// A Responses request translated: the chat request, and what had no place in it.
 #[derive(Debug, Default)]
@@ -170,7 +173,10 @@ fn tools_to_chat(value: &Value, out: &mut ToChat) -> Result<Vec<Value>, GatewayE
                 .cloned()
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
         );
-        chat.push(json!({"type": "function", "function": function}));
+        chat.push(object([
+            ("type", Value::from("function")),
+            ("function", Value::Object(function)),
+        ]));
     }
     Ok(chat)
 }
@@ -528,26 +534,43 @@ pub(crate) fn completion_to_response(completion: &Value, request: &Value) -> Val
     }
     let (status, incomplete) = status(choice["finish_reason"].as_str());
     let usage = &completion["usage"];
-    let mut response = json!({
-        "id": format!("resp_{base}"),
-        "object": "response",
-        "created_at": completion["created"].as_u64().unwrap_or(0),
-        "status": status,
-        "error": null,
-        "incomplete_details": incomplete,
-        "model": completion["model"],
-        "output": output,
-        "parallel_tool_calls": request.get("parallel_tool_calls").cloned().unwrap_or(json!(true)),
-        "tool_choice": request.get("tool_choice").cloned().unwrap_or(json!("auto")),
-        "tools": request.get("tools").cloned().unwrap_or(json!([])),
-        "usage": {
-            "input_tokens": usage["prompt_tokens"].as_u64().unwrap_or(0),
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": usage["completion_tokens"].as_u64().unwrap_or(0),
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": usage["total_tokens"].as_u64().unwrap_or(0),
-        },
-    });
+    let count = |key: &str| Value::from(usage[key].as_u64().unwrap_or(0));
+    let echo = |key: &str, default: Value| request.get(key).cloned().unwrap_or(default);
+    let mut response = object([
+        ("id", Value::String(format!("resp_{base}"))),
+        ("object", Value::from("response")),
+        (
+            "created_at",
+            Value::from(completion["created"].as_u64().unwrap_or(0)),
+        ),
+        ("status", Value::from(status)),
+        ("error", Value::Null),
+        ("incomplete_details", incomplete),
+        ("model", completion["model"].clone()),
+        ("output", Value::Array(output)),
+        (
+            "parallel_tool_calls",
+            echo("parallel_tool_calls", Value::Bool(true)),
+        ),
+        ("tool_choice", echo("tool_choice", Value::from("auto"))),
+        ("tools", echo("tools", Value::Array(Vec::new()))),
+        (
+            "usage",
+            object([
+                ("input_tokens", count("prompt_tokens")),
+                (
+                    "input_tokens_details",
+                    object([("cached_tokens", Value::from(0))]),
+                ),
+                ("output_tokens", count("completion_tokens")),
+                (
+                    "output_tokens_details",
+                    object([("reasoning_tokens", Value::from(0))]),
+                ),
+                ("total_tokens", count("total_tokens")),
+            ]),
+        ),
+    ]);
     for key in [
         "instructions",
         "temperature",
@@ -596,8 +619,14 @@ pub(crate) fn flat_names(request: &Value) -> FlatNames {
 pub(crate) fn function_call_item(call: &Value, status: &str, flat: &FlatNames) -> Value {
     let id = call["id"].as_str().unwrap_or_default();
     let name = call["function"]["name"].as_str().unwrap_or_default();
-    let mut item = json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
-        "name": name, "arguments": call["function"]["arguments"], "status": status});
+    let mut item = object([
+        ("type", Value::from("function_call")),
+        ("id", Value::String(format!("fc_{id}"))),
+        ("call_id", Value::from(id)),
+        ("name", Value::from(name)),
+        ("arguments", call["function"]["arguments"].clone()),
+        ("status", Value::from(status)),
+    ]);
     if let Some((ns, n)) = flat.get(name) {
         item["name"] = json!(n);
         item["namespace"] = json!(ns);
