@@ -37,9 +37,37 @@ pub(crate) const MAX_SHARED_BYTES: usize = 8 << 20;
 
 #[derive(Debug)]
 struct Entry {
-    messages: Vec<Value>,
-    bytes: usize,
+    /// The conversation as a JSON array of chat messages: written once, read back only
+    /// when a later request names it.
+    json: Vec<u8>,
     at: Instant,
+}
+
+/// The conversation before an answer, as kept: `messages` as one JSON array, serialized
+/// from where they stand (no copy of the values).
+pub(crate) fn history_json(messages: &[Value]) -> Vec<u8> {
+    serde_json::to_vec(messages).unwrap_or_else(|_| b"[]".to_vec())
+}
+
+/// `history` (a JSON array, [`history_json`]) with `answer` added at its end.
+pub(crate) fn with_answer(mut history: Vec<u8>, answer: &Value) -> Vec<u8> {
+    let Some(end) = history.iter().rposition(|&b| b == b']') else {
+        return history;
+    };
+    let empty = history[..end]
+        .iter()
+        .rev()
+        .find(|b| !b.is_ascii_whitespace())
+        == Some(&b'[');
+    history.truncate(end);
+    if !empty {
+        history.push(b',');
+    }
+    if serde_json::to_writer(&mut history, answer).is_err() {
+        history.truncate(end);
+    }
+    history.push(b']');
+    history
 }
 
 #[derive(Debug, Default)]
@@ -81,7 +109,7 @@ impl Kept {
         };
         match store.get_blob(&shared_key(id)).await {
             Ok(None) => Ok(None),
-            Ok(Some(bytes)) => Ok(serde_json::from_slice(&bytes).ok()),
+            Ok(Some(json)) => Ok(serde_json::from_slice(&json).ok()),
             Err(e) => Err(GatewayError::StoreUnavailable(format!(
                 "the kept responses' store ({}) did not answer: {}; retry, or send the whole \
                  conversation as 'input' instead of 'previous_response_id'",
@@ -93,28 +121,29 @@ impl Kept {
 
     /// [`keep`](Self::keep) from a stream's last event: in memory at once, in the shared
     /// store in the background (the stream is not held for it).
-    pub(crate) fn keep_soon(self: &Arc<Self>, id: String, messages: Vec<Value>) {
+    pub(crate) fn keep_soon(self: &Arc<Self>, id: String, json: Vec<u8>) {
         if self.shared.is_none() {
-            self.put(id, messages);
+            self.put(id, json);
             return;
         }
         let kept = Arc::clone(self);
         // Answers no call, and ends within the store's timeout.
         #[allow(clippy::disallowed_methods)]
-        tokio::spawn(async move { kept.keep(id, messages).await });
+        tokio::spawn(async move { kept.keep(id, json).await });
     }
 
-    /// Keeps `messages` under `id`, in memory and (within the store's timeout) in the
-    /// shared store; a shared store that fails is logged, and this instance still has it.
-    pub(crate) async fn keep(&self, id: String, messages: Vec<Value>) {
+    /// Keeps `json` (a conversation, [`with_answer`]) under `id`, in memory and (within
+    /// the store's timeout) in the shared store; a shared store that fails is logged, and
+    /// this instance still has it.
+    pub(crate) async fn keep(&self, id: String, json: Vec<u8>) {
         let shared = self
             .shared
             .as_ref()
-            .map(|s| (s, serde_json::to_vec(&messages).unwrap_or_default()));
-        self.put(id.clone(), messages);
-        if let Some((store, bytes)) = shared
-            && bytes.len() <= MAX_SHARED_BYTES
-            && let Err(e) = store.set_blob(&shared_key(&id), &bytes, TTL).await
+            .filter(|_| json.len() <= MAX_SHARED_BYTES)
+            .map(|s| (s, json.clone()));
+        self.put(id.clone(), json);
+        if let Some((store, json)) = shared
+            && let Err(e) = store.set_blob(&shared_key(&id), &json, TTL).await
         {
             tracing::warn!(store = %store.address(), "a response was not kept in the shared \
                 store ({}): only this instance can continue it", e.message);
@@ -130,9 +159,9 @@ impl Kept {
         format!("resp_{t:016x}{n:016x}")
     }
 
-    /// Keeps `messages` under `id`; one larger than the whole budget is not kept.
-    pub(crate) fn put(&self, id: String, messages: Vec<Value>) {
-        let bytes: usize = messages.iter().map(|m| m.to_string().len()).sum();
+    /// Keeps `json` under `id` in memory; one larger than the whole budget is not kept.
+    fn put(&self, id: String, json: Vec<u8>) {
+        let bytes = json.len();
         if bytes > MAX_BYTES {
             return;
         }
@@ -144,7 +173,7 @@ impl Kept {
                 break;
             };
             if let Some(e) = inner.map.remove(&old) {
-                inner.bytes -= e.bytes;
+                inner.bytes -= e.json.len();
             }
         }
         inner.bytes += bytes;
@@ -152,12 +181,11 @@ impl Kept {
         if let Some(e) = inner.map.insert(
             id,
             Entry {
-                messages,
-                bytes,
+                json,
                 at: Instant::now(),
             },
         ) {
-            inner.bytes -= e.bytes;
+            inner.bytes -= e.json.len();
         }
     }
 
@@ -165,7 +193,10 @@ impl Kept {
     pub(crate) fn get(&self, id: &str) -> Option<Vec<Value>> {
         let inner = self.inner.lock().ok()?;
         let e = inner.map.get(id)?;
-        (e.at.elapsed() < TTL).then(|| e.messages.clone())
+        if e.at.elapsed() >= TTL {
+            return None;
+        }
+        serde_json::from_slice(&e.json).ok()
     }
 }
 
@@ -173,20 +204,42 @@ impl Kept {
 mod tests {
     use serde_json::json;
 
-    use super::{Kept, MAX_RESPONSES};
+    use super::{Kept, MAX_RESPONSES, history_json, with_answer};
 
     #[test]
     fn kept_within_bounds_oldest_first_out() {
         let k = Kept::default();
         let a = k.mint();
         assert_ne!(a, k.mint());
-        k.put(a.clone(), vec![json!({"role": "user", "content": "hi"})]);
+        k.put(
+            a.clone(),
+            history_json(&[json!({"role": "user", "content": "hi"})]),
+        );
         assert_eq!(k.get(&a).unwrap().len(), 1);
         assert!(k.get("resp_unknown").is_none());
         for i in 0..MAX_RESPONSES {
-            k.put(format!("r{i}"), vec![json!(i)]);
+            k.put(format!("r{i}"), history_json(&[json!(i)]));
         }
         assert!(k.get(&a).is_none(), "the oldest went first");
         assert!(k.get(&format!("r{}", MAX_RESPONSES - 1)).is_some());
+    }
+
+    #[test]
+    fn an_answer_joins_the_kept_conversation() {
+        let answer = json!({"role": "assistant", "content": "ok"});
+        let one = with_answer(
+            history_json(&[json!({"role": "user", "content": "hi"})]),
+            &answer,
+        );
+        let back: Vec<serde_json::Value> = serde_json::from_slice(&one).unwrap();
+        assert_eq!(
+            back,
+            vec![json!({"role": "user", "content": "hi"}), answer.clone()]
+        );
+        let alone = with_answer(history_json(&[]), &answer);
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&alone).unwrap(),
+            json!([answer])
+        );
     }
 }

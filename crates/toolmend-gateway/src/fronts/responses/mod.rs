@@ -112,8 +112,12 @@ async fn answer(
     // What a later response continues from: this one's conversation, its instructions
     // left out (`store: false`: nothing kept).
     let keep = (request.get("store").and_then(Value::as_bool) != Some(false)).then(|| {
-        let messages = chat["messages"].as_array().cloned().unwrap_or_default();
-        messages[usize::from(instructions)..].to_vec()
+        let messages = chat["messages"].as_array().map_or(&[][..], Vec::as_slice);
+        kept::history_json(
+            messages
+                .get(usize::from(instructions)..)
+                .unwrap_or_default(),
+        )
     });
     let id = kept.mint();
     if stream {
@@ -141,9 +145,9 @@ async fn answer(
     }
     let mut response = convert::completion_to_response(&answer.response, &request);
     response["id"] = json!(id);
-    if let Some(mut history) = keep {
-        history.push(answer.response["choices"][0]["message"].clone());
-        kept.keep(id, history).await;
+    if let Some(history) = keep {
+        let json = kept::with_answer(history, &answer.response["choices"][0]["message"]);
+        kept.keep(id, json).await;
     }
     let mut toolmend_headers = answer.headers;
     toolmend_headers.extend(translate::left_out_header(&left_out));

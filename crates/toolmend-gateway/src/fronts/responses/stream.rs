@@ -57,7 +57,7 @@ pub(crate) struct Translator {
     id: String,
     /// Where the finished conversation is kept for `previous_response_id`, and the
     /// conversation before this answer.
-    keeping: Option<(Arc<Kept>, Vec<Value>)>,
+    keeping: Option<(Arc<Kept>, Vec<u8>)>,
     /// The upstream's API, and whether the client's body went up as it came.
     pub(crate) upstream: UpstreamApi,
     pub(crate) passed_through: bool,
@@ -78,7 +78,7 @@ impl Translator {
     }
 
     /// The response's id, and where to keep its conversation.
-    pub(crate) fn keeping(mut self, id: String, keeping: Option<(Arc<Kept>, Vec<Value>)>) -> Self {
+    pub(crate) fn keeping(mut self, id: String, keeping: Option<(Arc<Kept>, Vec<u8>)>) -> Self {
         self.id = id;
         self.keeping = keeping;
         self
@@ -322,9 +322,9 @@ impl ChatEvents for Translator {
         } else {
             "response.incomplete"
         };
-        if let Some((kept, mut history)) = self.keeping.take() {
-            history.push(self.chat_answer());
-            kept.keep_soon(self.id.clone(), history);
+        if let Some((kept, history)) = self.keeping.take() {
+            let json = super::kept::with_answer(history, &self.chat_answer());
+            kept.keep_soon(self.id.clone(), json);
         }
         self.emit(out, kind, json!({"response": r}));
     }
