@@ -56,7 +56,8 @@ fn upstream(bytes: &[u8]) {
     );
     let named = items
         .iter()
-        .filter(|i| i["type"] == "function_call" && i["name"].is_string())
+        .filter(|i| i["type"] == "function_call" || i["type"] == "custom_tool_call")
+        .filter(|i| i["name"].is_string())
         .count();
     assert_eq!(named, count(next, "function_call"), "{answer} -> {request}");
     let calls = completion["choices"][0]["message"]["tool_calls"]

@@ -170,6 +170,15 @@ pub(crate) fn response_to_completion(response: &Value) -> Option<Value> {
                 }
                 items.push(item.clone());
             }
+            Some("custom_tool_call") => {
+                // Its free-form input as the one string argument the fronts read it by.
+                let Some(name) = item["name"].as_str() else {
+                    continue;
+                };
+                let arguments = json!({"input": item["input"].as_str().unwrap_or_default()});
+                calls.push(json!({"id": item["call_id"], "type": "function",
+                    "function": {"name": name, "arguments": arguments.to_string()}}));
+            }
             Some("function_call") => {
                 let name = match (item["namespace"].as_str(), item["name"].as_str()) {
                     (Some(ns), Some(n)) => format!("{ns}__{n}"),

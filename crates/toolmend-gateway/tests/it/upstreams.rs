@@ -496,3 +496,66 @@ async fn count_tokens_is_the_messages_upstreams_own_count() {
         "messages: at least one message is required"
     );
 }
+
+/// Codex's free-form tools (`custom`, e.g. its `apply_patch` with a grammar) toward a
+/// chat upstream: a function of one string `input`; the model's call (its JSON broken)
+/// comes back a `custom_tool_call` with that input, JSON and streamed, and the next
+/// turn's `custom_tool_call` and its output go up as the call and its result.
+#[tokio::test]
+async fn a_custom_tool_is_a_function_of_its_input_toward_a_chat_upstream() {
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch";
+    let broken = format!("{{\"input\": {},}}", serde_json::to_string(patch).unwrap());
+    let tools = json!([{"type": "custom", "name": "apply_patch", "description": "Edit files.",
+        "format": {"type": "grammar", "syntax": "lark", "definition": "start: patch"}}]);
+    for stream in [false, true] {
+        let step = Step::Reply(AssistantMessage {
+            content: Some(None),
+            tool_calls: Some(vec![ToolCall::new(
+                "call_p1",
+                "apply_patch",
+                broken.as_str(),
+            )]),
+            ..Default::default()
+        });
+        let r = start(vec![step, text("Patched.")], "chat_completions").await;
+        let ask = json!({"role": "user", "content": "Add a.txt."});
+        let first = post_responses(
+            &r,
+            &json!({"model": "m", "stream": stream, "tools": tools, "input": [ask]}),
+        )
+        .await;
+        let item = &first["output"][0];
+        assert_eq!(item["type"], "custom_tool_call", "{first}");
+        assert_eq!(item["input"], patch);
+        assert_eq!(item["call_id"], "call_p1");
+        let sent = &r.provider.requests()[0];
+        let function = &sent["tools"][0]["function"];
+        assert_eq!(function["name"], "apply_patch");
+        assert_eq!(function["parameters"]["required"], json!(["input"]));
+        assert!(
+            function["description"]
+                .as_str()
+                .unwrap()
+                .contains("start: patch")
+        );
+        let next = json!({"model": "m", "stream": stream, "tools": tools, "input": [ask, item,
+            {"type": "custom_tool_call_output", "call_id": "call_p1", "output": "Done."}]});
+        let second = post_responses(&r, &next).await;
+        assert_eq!(
+            second["output"][0]["content"][0]["text"], "Patched.",
+            "{second}"
+        );
+        let sent = &r.provider.requests()[1]["messages"];
+        let args: Value = serde_json::from_str(
+            sent[1]["tool_calls"][0]["function"]["arguments"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(args, json!({"input": patch}));
+        assert_eq!(
+            sent[2],
+            json!({"role": "tool", "tool_call_id": "call_p1", "content": "Done."})
+        );
+    }
+}

@@ -149,6 +149,12 @@ fn tools_to_chat(value: &Value, out: &mut ToChat) -> Result<Vec<Value>, GatewayE
             }
             continue;
         }
+        if kind == "custom"
+            && let Some(n) = name
+        {
+            chat.push(custom_as_function(t, n));
+            continue;
+        }
         if kind != "function" {
             out.left_out.add(match name {
                 Some(n) => format!("tool {n} ({kind})"),
@@ -307,12 +313,29 @@ fn items_to_chat(
                         "function": {"name": name, "arguments": arguments}}));
                 }
             }
-            "function_call_output" => {
+            "custom_tool_call" => {
+                let (Some(call_id), Some(name)) = (item["call_id"].as_str(), item["name"].as_str())
+                else {
+                    return Err(refuse(format!(
+                        "input[{i}]: a custom_tool_call needs 'call_id' and 'name'"
+                    )));
+                };
+                // Its free-form input as the one string argument of the function it is
+                // toward a chat upstream (`custom_as_function`).
+                let arguments = json!({"input": item["input"].as_str().unwrap_or_default()});
+                let a = assistant.get_or_insert_with(assistant_message);
+                if let Value::Array(calls) = a
+                    .entry("tool_calls")
+                    .or_insert_with(|| Value::Array(Vec::new()))
+                {
+                    calls.push(json!({"id": call_id, "type": "function",
+                        "function": {"name": name, "arguments": arguments.to_string()}}));
+                }
+            }
+            "function_call_output" | "custom_tool_call_output" => {
                 flush(&mut assistant, messages);
                 let Some(call_id) = item["call_id"].as_str() else {
-                    return Err(refuse(format!(
-                        "input[{i}]: a function_call_output needs 'call_id'"
-                    )));
+                    return Err(refuse(format!("input[{i}]: a {kind} needs 'call_id'")));
                 };
                 let (text, images) = output_content(&item["output"], i)?;
                 messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": text}));
@@ -592,33 +615,105 @@ fn flat_name(ns: &str, name: &str) -> String {
     format!("{ns}__{name}")
 }
 
-/// The request's namespaced functions: chat name -> `(namespace, name)`.
-pub(crate) type FlatNames = std::collections::HashMap<String, (String, String)>;
+/// What a chat tool name stands for in the client's request, when it is not a plain
+/// function of that name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ChatName {
+    /// A function of a `namespace` tool: `(namespace, name)`.
+    Namespaced(String, String),
+    /// A `custom` (free-form) tool, a function of one string `input` toward chat.
+    Custom,
+}
 
-/// The request's namespaced functions, by their chat name.
+/// The request's namespaced functions and custom tools, by their chat name.
+pub(crate) type FlatNames = std::collections::HashMap<String, ChatName>;
+
+/// The request's namespaced functions and custom tools, by their chat name.
 pub(crate) fn flat_names(request: &Value) -> FlatNames {
     let mut out = FlatNames::new();
     for t in request["tools"].as_array().into_iter().flatten() {
-        if t["type"] != "namespace" {
-            continue;
-        }
-        let Some(ns) = t["name"].as_str() else {
+        let Some(name) = t["name"].as_str() else {
             continue;
         };
-        for f in t["tools"].as_array().into_iter().flatten() {
-            if let Some(n) = f["name"].as_str() {
-                out.insert(flat_name(ns, n), (ns.to_owned(), n.to_owned()));
+        match t["type"].as_str() {
+            Some("custom") => {
+                out.insert(name.to_owned(), ChatName::Custom);
             }
+            Some("namespace") => {
+                for f in t["tools"].as_array().into_iter().flatten() {
+                    if let Some(n) = f["name"].as_str() {
+                        out.insert(
+                            flat_name(name, n),
+                            ChatName::Namespaced(name.to_owned(), n.to_owned()),
+                        );
+                    }
+                }
+            }
+            _ => {}
         }
     }
     out
 }
 
+/// A `custom` tool toward a chat upstream: a function of one string, `input`, its format
+/// (a grammar, say) told in the description, for the model to follow.
+fn custom_as_function(tool: &Value, name: &str) -> Value {
+    let mut description = tool["description"].as_str().unwrap_or_default().to_owned();
+    let format = &tool["format"];
+    if let Some(definition) = format["definition"].as_str() {
+        description.push_str(&format!(
+            "\n\nThe input is free-form text, in this {} grammar ({}):\n{definition}",
+            format["syntax"].as_str().unwrap_or("given"),
+            format["type"].as_str().unwrap_or("grammar"),
+        ));
+    }
+    object([
+        ("type", Value::from("function")),
+        (
+            "function",
+            object([
+                ("name", Value::from(name)),
+                ("description", Value::String(description)),
+                (
+                    "parameters",
+                    json!({"type": "object", "properties": {"input": {"type": "string",
+                        "description": "The tool's free-form input, as its description says."}},
+                        "required": ["input"], "additionalProperties": false}),
+                ),
+            ]),
+        ),
+    ])
+}
+
+/// The free-form input of a call to a custom tool: its `input` argument, or, when the
+/// arguments are not an object holding a string `input`, their text as the model wrote it.
+pub(crate) fn custom_input(arguments: &str) -> String {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(Value::Object(mut args)) => match args.remove("input") {
+            Some(Value::String(input)) => input,
+            _ => arguments.to_owned(),
+        },
+        _ => arguments.to_owned(),
+    }
+}
+
 /// A chat call as a `function_call` item; a namespaced function's call with its
-/// `namespace` and its own `name` (`flat`: [`flat_names`] of the request).
+/// `namespace` and its own `name`, a custom tool's as a `custom_tool_call` with its
+/// `input` (`flat`: [`flat_names`] of the request).
 pub(crate) fn function_call_item(call: &Value, status: &str, flat: &FlatNames) -> Value {
     let id = call["id"].as_str().unwrap_or_default();
     let name = call["function"]["name"].as_str().unwrap_or_default();
+    if flat.get(name) == Some(&ChatName::Custom) {
+        let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
+        return object([
+            ("type", Value::from("custom_tool_call")),
+            ("id", Value::String(format!("ctc_{id}"))),
+            ("call_id", Value::from(id)),
+            ("name", Value::from(name)),
+            ("input", Value::String(custom_input(arguments))),
+            ("status", Value::from(status)),
+        ]);
+    }
     let mut item = object([
         ("type", Value::from("function_call")),
         ("id", Value::String(format!("fc_{id}"))),
@@ -627,7 +722,7 @@ pub(crate) fn function_call_item(call: &Value, status: &str, flat: &FlatNames) -
         ("arguments", call["function"]["arguments"].clone()),
         ("status", Value::from(status)),
     ]);
-    if let Some((ns, n)) = flat.get(name) {
+    if let Some(ChatName::Namespaced(ns, n)) = flat.get(name) {
         item["name"] = json!(n);
         item["namespace"] = json!(ns);
     }
@@ -675,7 +770,11 @@ mod tests {
             json!({
                 "model": "m", "max_tokens": 50,
                 "tools": [{"type": "function", "function": {"name": "shell", "description": "Run.",
-                    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}],
+                    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}},
+                    {"type": "function", "function": {"name": "apply_patch", "description": "",
+                    "parameters": {"type": "object", "properties": {"input": {"type": "string",
+                        "description": "The tool's free-form input, as its description says."}},
+                        "required": ["input"], "additionalProperties": false}}}],
                 "tool_choice": {"type": "function", "function": {"name": "shell"}},
                 "messages": [
                     {"role": "system", "content": "Be brief."},
@@ -690,12 +789,8 @@ mod tests {
                 ]
             })
         );
-        for what in [
-            "tool (web_search)",
-            "tool apply_patch (custom)",
-            "store",
-            "reasoning.encrypted_content",
-        ] {
+        assert!(!t.left_out.0.iter().any(|l| l.contains("apply_patch")));
+        for what in ["tool (web_search)", "store", "reasoning.encrypted_content"] {
             assert!(
                 t.left_out.0.iter().any(|l| l == what),
                 "{what} in {:?}",

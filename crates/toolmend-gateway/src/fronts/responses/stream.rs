@@ -134,6 +134,11 @@ impl Translator {
                     calls.push(json!({"id": item["call_id"], "type": "function",
                         "function": {"name": name, "arguments": item["arguments"]}}));
                 }
+                Some("custom_tool_call") => {
+                    let arguments = json!({"input": item["input"]}).to_string();
+                    calls.push(json!({"id": item["call_id"], "type": "function",
+                        "function": {"name": item["name"], "arguments": arguments}}));
+                }
                 _ => {}
             }
         }
@@ -278,19 +283,23 @@ impl ChatEvents for Translator {
                 .as_str()
                 .filter(|a| !a.is_empty())
             {
-                let item_id = match &mut self.open {
+                let (item_id, custom) = match &mut self.open {
                     Some(Open::Call { item, args, .. }) => {
                         args.push_str(fragment);
-                        item["id"].clone()
+                        (item["id"].clone(), item["type"] == "custom_tool_call")
                     }
-                    _ => Value::Null,
+                    _ => (Value::Null, false),
                 };
-                self.emit(
-                    out,
-                    "response.function_call_arguments.delta",
-                    json!({"item_id": item_id,
-                    "output_index": at, "delta": fragment}),
-                );
+                // A custom tool's input goes out whole at its end: what the chat stream
+                // carries is its JSON arguments, not the input itself.
+                if !custom {
+                    self.emit(
+                        out,
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": item_id,
+                        "output_index": at, "delta": fragment}),
+                    );
+                }
             }
         }
         if let Some(f) = choice["finish_reason"].as_str() {
@@ -364,6 +373,22 @@ impl Translator {
                 );
                 json!({"type": "message", "id": id, "status": "completed", "role": "assistant",
                     "content": [part]})
+            }
+            Some(Open::Call { mut item, args, .. }) if item["type"] == "custom_tool_call" => {
+                let input = convert::custom_input(&args);
+                self.emit(
+                    out,
+                    "response.custom_tool_call_input.delta",
+                    json!({"item_id": item["id"], "output_index": index, "delta": input}),
+                );
+                self.emit(
+                    out,
+                    "response.custom_tool_call_input.done",
+                    json!({"item_id": item["id"], "output_index": index, "input": input}),
+                );
+                item["input"] = json!(input);
+                item["status"] = json!("completed");
+                item
             }
             Some(Open::Call { mut item, args, .. }) => {
                 self.emit(
