@@ -729,6 +729,83 @@ fn every_front_plans_every_message_the_same() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Whether the upstream's own API carries `case`'s message as it is: every call with its
+/// id (a provider speaking Messages or Responses gives a call without one an id of its
+/// own) and, for Messages, arguments that are a JSON object (Messages has no place for
+/// others: a model server writes such a call into its text instead).
+fn carried(case: &Case, api: &str) -> bool {
+    case.message.tool_calls.iter().flatten().all(|c| {
+        c.id.is_some()
+            && (api != "messages"
+                || serde_json::from_str::<Value>(&c.arguments).is_ok_and(|v| v.is_object()))
+    })
+}
+
+#[test]
+fn every_front_plans_the_same_from_a_messages_or_responses_upstream() {
+    // One pipeline whatever the upstream speaks: the same message, sent by the provider
+    // in Messages or Responses, read back and planned, gives every front the core's plan.
+    let rt = runtime();
+    for api in ["messages", "responses"] {
+        let cases: Vec<Case> = cases().into_iter().filter(|c| carried(c, api)).collect();
+        assert!(cases.len() >= 10, "{api}: {} cases", cases.len());
+        let script = cases.iter().fold(Script::new(), |s, c| {
+            (0..6).fold(s, |s, _| s.then(Step::Reply(c.message.clone())))
+        });
+        let provider = Arc::new(rt.block_on(ScriptedProvider::start(script)).unwrap());
+        let gateway = serve_with(
+            &["--upstream", &provider.base_url()],
+            &[
+                ("TOOLMEND_CALLS__INVALID", "pass"),
+                ("TOOLMEND_UPSTREAM__API", api),
+            ],
+        );
+        let mut failures = Vec::new();
+        for case in &cases {
+            let reference = core(case);
+            let seen_as_messages = as_messages_see_it(reference.clone());
+            let fronts = [
+                ("gateway json", gateway_json(gateway.addr, case), &reference),
+                (
+                    "gateway stream",
+                    gateway_stream(gateway.addr, case),
+                    &reference,
+                ),
+                (
+                    "responses json",
+                    responses_json(gateway.addr, case),
+                    &reference,
+                ),
+                (
+                    "responses stream",
+                    responses_stream(gateway.addr, case),
+                    &reference,
+                ),
+                (
+                    "messages json",
+                    messages_json(gateway.addr, case),
+                    &seen_as_messages,
+                ),
+                (
+                    "messages stream",
+                    messages_stream(gateway.addr, case),
+                    &seen_as_messages,
+                ),
+            ];
+            for (front, got, want) in fronts {
+                if got != *want {
+                    failures.push(format!(
+                        "{}: {front} through a {api} upstream differs from the core plan\n  \
+                         core:  {want:?}\n  {front}: {got:?}",
+                        case.name
+                    ));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
+
 #[test]
 fn the_cases_cover_every_source_and_id_rule() {
     // The set must keep exercising what the fronts used to disagree on.
