@@ -206,23 +206,16 @@ impl Upstream {
                 }
             }
         }
-        for name in [
-            "x-request-id",
-            "traceparent",
-            "openai-organization",
-            "openai-project",
-        ] {
-            // Traced: the upstream gets the `traceparent` of our own span (a child of
-            // the client's), set where the call is sent.
-            #[cfg(feature = "otel")]
-            if name == "traceparent" && crate::telemetry::active() {
-                continue;
-            }
-            if let Some(v) = headers.get(name) {
-                req = req.header(name, v.clone());
-            }
-        }
-        req
+        pass_on(
+            req,
+            headers,
+            &[
+                "x-request-id",
+                "traceparent",
+                "openai-organization",
+                "openai-project",
+            ],
+        )
     }
 
     /// A Messages upstream's headers: the key in `x-api-key` (ours, else the client's
@@ -251,16 +244,11 @@ impl Upstream {
                 .cloned()
                 .unwrap_or_else(|| HeaderValue::from_static("2023-06-01")),
         );
-        for name in ["anthropic-beta", "x-request-id", "traceparent"] {
-            #[cfg(feature = "otel")]
-            if name == "traceparent" && crate::telemetry::active() {
-                continue;
-            }
-            if let Some(v) = headers.get(name) {
-                req = req.header(name, v.clone());
-            }
-        }
-        req
+        pass_on(
+            req,
+            headers,
+            &["anthropic-beta", "x-request-id", "traceparent"],
+        )
     }
 
     /// Sends `req` within `deadline`; an answer that is not a success is the error to
@@ -459,6 +447,26 @@ fn record_error(span: &tracing::Span, e: &GatewayError) {
 
 /// A transport failure (counted, logged at warn with its cause): 504 on a timeout,
 /// else 502.
+/// `req` with the client's `names` headers, as it sent them. Traced, the upstream gets
+/// the `traceparent` of our own span (a child of the client's), set where the call is
+/// sent, not the client's.
+fn pass_on(
+    mut req: reqwest::RequestBuilder,
+    headers: &HeaderMap,
+    names: &[&str],
+) -> reqwest::RequestBuilder {
+    for &name in names {
+        #[cfg(feature = "otel")]
+        if name == "traceparent" && crate::telemetry::active() {
+            continue;
+        }
+        if let Some(v) = headers.get(name) {
+            req = req.header(name, v.clone());
+        }
+    }
+    req
+}
+
 pub(crate) fn failure(e: &reqwest::Error) -> GatewayError {
     access::note_upstream_failed();
     let cause = without_url(e);

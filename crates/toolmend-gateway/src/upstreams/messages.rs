@@ -238,29 +238,13 @@ pub(crate) fn message_to_completion(message: &Value) -> Option<Value> {
             _ => server.push(b.clone()),
         }
     }
-    let mut m = Map::new();
-    m.insert("role".to_owned(), json!("assistant"));
-    m.insert(
-        "content".to_owned(),
-        if text.is_empty() && !calls.is_empty() {
-            Value::Null
-        } else {
-            json!(text)
-        },
-    );
-    if !reasoning.is_empty() {
-        m.insert("reasoning_content".to_owned(), json!(reasoning));
-    }
-    if !thinking.is_empty() {
-        m.insert("thinking_blocks".to_owned(), Value::Array(thinking));
-    }
-    if !server.is_empty() {
-        m.insert("server_blocks".to_owned(), Value::Array(server));
-    }
     let has_calls = !calls.is_empty();
-    if has_calls {
-        m.insert("tool_calls".to_owned(), Value::Array(calls));
-    }
+    let m = super::chat_assistant(
+        text,
+        reasoning,
+        vec![("thinking_blocks", thinking), ("server_blocks", server)],
+        calls,
+    );
     let finish_reason = match message["stop_reason"].as_str() {
         Some("max_tokens") => "length",
         Some("refusal") => "content_filter",

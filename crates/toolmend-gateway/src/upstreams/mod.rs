@@ -11,7 +11,7 @@
 pub(crate) mod messages;
 pub(crate) mod responses;
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use crate::{config::UpstreamApi, server::error::GatewayError};
 
@@ -68,4 +68,35 @@ pub(crate) fn completion_from(api: UpstreamApi, raw: &[u8]) -> Result<Value, Gat
 /// The finish reason of a chat completion with `has_calls`.
 fn finish(has_calls: bool, otherwise: &'static str) -> &'static str {
     if has_calls { "tool_calls" } else { otherwise }
+}
+
+/// A chat assistant message: its text (`null` when it only calls tools), its reasoning,
+/// the fields the chat form has no place for (`carried`, each only when not empty), its
+/// calls.
+pub(crate) fn chat_assistant(
+    text: String,
+    reasoning: String,
+    carried: Vec<(&str, Vec<Value>)>,
+    calls: Vec<Value>,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("role".to_owned(), json!("assistant"));
+    let content = if text.is_empty() && !calls.is_empty() {
+        Value::Null
+    } else {
+        Value::String(text)
+    };
+    m.insert("content".to_owned(), content);
+    if !reasoning.is_empty() {
+        m.insert("reasoning_content".to_owned(), Value::String(reasoning));
+    }
+    for (key, values) in carried {
+        if !values.is_empty() {
+            m.insert(key.to_owned(), Value::Array(values));
+        }
+    }
+    if !calls.is_empty() {
+        m.insert("tool_calls".to_owned(), Value::Array(calls));
+    }
+    m
 }

@@ -191,28 +191,15 @@ pub(crate) fn response_to_completion(response: &Value) -> Option<Value> {
             _ => {}
         }
     }
-    let mut m = Map::new();
-    m.insert("role".to_owned(), json!("assistant"));
-    m.insert(
-        "content".to_owned(),
-        if text.is_empty() && !calls.is_empty() {
-            Value::Null
-        } else {
-            json!(text)
-        },
+    let has_calls = !calls.is_empty();
+    let mut m = super::chat_assistant(
+        text,
+        reasoning.join("\n"),
+        vec![("reasoning_items", items)],
+        calls,
     );
     if !refusal.is_empty() {
         m.insert("refusal".to_owned(), json!(refusal));
-    }
-    if !reasoning.is_empty() {
-        m.insert("reasoning_content".to_owned(), json!(reasoning.join("\n")));
-    }
-    if !items.is_empty() {
-        m.insert("reasoning_items".to_owned(), Value::Array(items));
-    }
-    let has_calls = !calls.is_empty();
-    if has_calls {
-        m.insert("tool_calls".to_owned(), Value::Array(calls));
     }
     let finish_reason = match response["incomplete_details"]["reason"].as_str() {
         Some("max_output_tokens") => "length",

@@ -387,29 +387,12 @@ fn assistant_blocks(blocks: &[Value], at: usize, out: &mut ToChat) -> Result<Val
             None => return Err(refuse(format!("messages[{at}].content[{j}] has no 'type'"))),
         }
     }
-    let mut m = Map::new();
-    m.insert("role".to_owned(), json!("assistant"));
-    m.insert(
-        "content".to_owned(),
-        if text.is_empty() && !calls.is_empty() {
-            Value::Null
-        } else {
-            json!(text)
-        },
-    );
-    if !reasoning.is_empty() {
-        m.insert("reasoning_content".to_owned(), json!(reasoning));
-    }
-    if !thinking.is_empty() {
-        m.insert("thinking_blocks".to_owned(), Value::Array(thinking));
-    }
-    if !server.is_empty() {
-        m.insert("server_blocks".to_owned(), Value::Array(server));
-    }
-    if !calls.is_empty() {
-        m.insert("tool_calls".to_owned(), Value::Array(calls));
-    }
-    Ok(Value::Object(m))
+    Ok(Value::Object(crate::upstreams::chat_assistant(
+        text,
+        reasoning,
+        vec![("thinking_blocks", thinking), ("server_blocks", server)],
+        calls,
+    )))
 }
 
 fn note_cache(b: &Value, out: &mut ToChat) {
