@@ -127,7 +127,10 @@ pub fn messages_answer_round_trip(raw: &[u8]) -> Result<(Value, Value), u16> {
         crate::upstreams::completion_from(api, raw).map_err(|e| e.status().as_u16())?;
     let chat = serde_json::json!({"model": "m",
         "messages": [completion["choices"][0]["message"].clone()]});
-    Ok((completion, crate::upstreams::request_for(api, chat)))
+    Ok((
+        completion,
+        crate::upstreams::request_for(api, &chat).unwrap_or(chat),
+    ))
 }
 
 /// A `responses` upstream's answer read as a chat completion, and its message written
@@ -142,7 +145,10 @@ pub fn responses_answer_round_trip(raw: &[u8]) -> Result<(Value, Value), u16> {
         crate::upstreams::completion_from(api, raw).map_err(|e| e.status().as_u16())?;
     let chat = serde_json::json!({"model": "m",
         "messages": [completion["choices"][0]["message"].clone()]});
-    Ok((completion, crate::upstreams::request_for(api, chat)))
+    Ok((
+        completion,
+        crate::upstreams::request_for(api, &chat).unwrap_or(chat),
+    ))
 }
 
 /// The Messages front's stream translation: the chat front's SSE bytes in, Anthropic's

@@ -250,19 +250,7 @@ pub(crate) fn message_to_completion(message: &Value) -> Option<Value> {
         Some("refusal") => "content_filter",
         _ => finish(has_calls, "stop"),
     };
-    let usage = &message["usage"];
-    let (input, output) = (
-        usage["input_tokens"].as_u64().unwrap_or(0),
-        usage["output_tokens"].as_u64().unwrap_or(0),
-    );
-    Some(json!({
-        "id": message["id"],
-        "object": "chat.completion",
-        "created": 0,
-        "model": message["model"],
-        "choices": [{"index": 0, "message": m, "logprobs": null, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output},
-    }))
+    Some(super::completion(message, 0, m, finish_reason))
 }
 
 #[cfg(test)]

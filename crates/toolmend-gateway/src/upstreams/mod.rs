@@ -35,12 +35,13 @@ pub(crate) fn path(api: UpstreamApi) -> &'static str {
 }
 
 /// The chat request `chat` as a request of `api` (asked whole: the gateway reads a
-/// translated answer whole and streams it to the client itself).
-pub(crate) fn request_for(api: UpstreamApi, chat: Value) -> Value {
+/// translated answer whole and streams it to the client itself); `None` for a chat
+/// upstream, which takes `chat` as it is (no copy of it is made).
+pub(crate) fn request_for(api: UpstreamApi, chat: &Value) -> Option<Value> {
     match api {
-        UpstreamApi::ChatCompletions => chat,
-        UpstreamApi::Messages => messages::chat_to_request(&chat),
-        UpstreamApi::Responses => responses::chat_to_request(&chat),
+        UpstreamApi::ChatCompletions => None,
+        UpstreamApi::Messages => Some(messages::chat_to_request(chat)),
+        UpstreamApi::Responses => Some(responses::chat_to_request(chat)),
     }
 }
 
@@ -63,6 +64,32 @@ pub(crate) fn completion_from(api: UpstreamApi, raw: &[u8]) -> Result<Value, Gat
             responses::response_to_completion(&answer).ok_or_else(|| not("a Responses object"))
         }
     }
+}
+
+/// The chat completion of an upstream's `answer` (its `id`, `model` and
+/// `usage.input_tokens` / `output_tokens`: the same keys in Messages and Responses),
+/// with one choice, `message`.
+fn completion(
+    answer: &Value,
+    created: u64,
+    message: Map<String, Value>,
+    finish_reason: &str,
+) -> Value {
+    let usage = &answer["usage"];
+    let (input, output) = (
+        usage["input_tokens"].as_u64().unwrap_or(0),
+        usage["output_tokens"].as_u64().unwrap_or(0),
+    );
+    json!({
+        "id": answer["id"],
+        "object": "chat.completion",
+        "created": created,
+        "model": answer["model"],
+        "choices": [{"index": 0, "message": message, "logprobs": null,
+                     "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": input, "completion_tokens": output,
+                  "total_tokens": input + output},
+    })
 }
 
 /// The finish reason of a chat completion with `has_calls`.

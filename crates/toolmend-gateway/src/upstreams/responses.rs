@@ -206,20 +206,8 @@ pub(crate) fn response_to_completion(response: &Value) -> Option<Value> {
         Some("content_filter") => "content_filter",
         _ => finish(has_calls, "stop"),
     };
-    let usage = &response["usage"];
-    let (input, output_tokens) = (
-        usage["input_tokens"].as_u64().unwrap_or(0),
-        usage["output_tokens"].as_u64().unwrap_or(0),
-    );
-    Some(json!({
-        "id": response["id"],
-        "object": "chat.completion",
-        "created": response["created_at"].as_u64().unwrap_or(0),
-        "model": response["model"],
-        "choices": [{"index": 0, "message": m, "logprobs": null, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": input, "completion_tokens": output_tokens,
-                  "total_tokens": input + output_tokens},
-    }))
+    let created = response["created_at"].as_u64().unwrap_or(0);
+    Some(super::completion(response, created, m, finish_reason))
 }
 
 #[cfg(test)]

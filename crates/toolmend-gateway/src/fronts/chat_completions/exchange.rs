@@ -82,7 +82,7 @@ impl ReAsk for Exchange {
         let asking = async move {
             let body = wire::re_ask_body(&self.request, &request.calls, &request.results);
             let api = self.gw.upstream.api();
-            let body = upstreams::request_for(api, body);
+            let body = upstreams::request_for(api, &body).unwrap_or(body);
             let req = self
                 .gw
                 .upstream

@@ -131,7 +131,10 @@ pub(crate) async fn answer(
             // The first round's request goes as the client sent it when it can.
             let body = match ex.original.take() {
                 Some(original) => original.body,
-                None => upstreams::request_for(api, ex.request.clone()),
+                // Written from the request where it stands: no copy of it.
+                None => {
+                    upstreams::request_for(api, &ex.request).unwrap_or_else(|| ex.request.clone())
+                }
             };
             gw.upstream.post(upstreams::path(api), &ex.headers, &body)
         };
