@@ -127,6 +127,11 @@ fix_kinds! {
     InnerQuoteEscaped = "inner_quote_escaped", Unsafe;
     /// A backslash that starts no valid escape, kept as a literal backslash.
     InvalidEscapeKept = "invalid_escape_kept", Safe;
+    /// In a string whose text shows its backslashes were not escaped (an invalid escape
+    /// such as `\s` or `\U`, or a raw line break, in the same string), the valid-looking
+    /// escapes (`\b`, `\n`, `\t`, `\f`, `\r`) were kept as written too: `"\bclass\s+"`
+    /// is a regex, `D:\new_app` a path.
+    EscapesKeptLiteral = "escapes_kept_literal", Unsafe;
     /// `NaN` / `Infinity` replaced by `null` (as `JSON.stringify` does).
     NonFiniteNumber = "non_finite_number", Unsafe;
     /// A key given twice; the last value wins.

@@ -612,7 +612,10 @@ impl<'a> Parser<'a> {
             Quote::Double => {}
         }
         let mut out = String::new();
+        let start = self.pos;
         let mut run = self.pos; // start of the pending run of plain bytes
+        // What the string's escapes show, so that they are read one way within it.
+        let mut seen = Escapes::default();
         loop {
             // Fast scan to the next interesting byte (one table lookup per byte).
             self.pos += self.b[self.pos..]
@@ -622,12 +625,15 @@ impl<'a> Parser<'a> {
             let Some(c) = self.peek() else {
                 out.push_str(&self.src[run..]);
                 self.fix(FixKind::TruncatedString, self.pos);
+                self.escapes_as_written(&mut out, start, self.pos, &seen);
                 return Ok((out, true));
             };
             match c {
                 b'\\' => {
+                    seen.note(self.b, self.pos);
                     out.push_str(&self.src[run..self.pos]);
                     if !self.read_escape(&mut out, false) {
+                        self.escapes_as_written(&mut out, start, self.pos, &seen);
                         return Ok((out, true));
                     }
                     run = self.pos;
@@ -640,6 +646,7 @@ impl<'a> Parser<'a> {
                     {
                         out.push_str(&self.src[run..here]);
                         self.pos = here + n;
+                        self.escapes_as_written(&mut out, start, here, &seen);
                         return Ok((out, false));
                     }
                     self.pos += 1;
@@ -652,15 +659,14 @@ impl<'a> Parser<'a> {
                         Quote::Single
                     };
                     if closes(q, this) {
-                        if q == Quote::Double && ctx != Ctx::Call && self.strictly_closes(here, ctx)
+                        if (q == Quote::Double
+                            && ctx != Ctx::Call
+                            && self.strictly_closes(here, ctx))
+                            || self.ends_string(here + 1, ctx)
                         {
                             out.push_str(&self.src[run..here]);
                             self.pos = here + 1;
-                            return Ok((out, false));
-                        }
-                        if self.ends_string(here + 1, ctx) {
-                            out.push_str(&self.src[run..here]);
-                            self.pos = here + 1;
+                            self.escapes_as_written(&mut out, start, here, &seen);
                             return Ok((out, false));
                         }
                         if q == Quote::Double {
@@ -672,10 +678,75 @@ impl<'a> Parser<'a> {
                 _ => {
                     // A raw control character: keep it, as its escape would mean.
                     self.fix(FixKind::ControlCharEscaped, self.pos);
+                    seen.raw_newline |= c == b'\n';
                     self.pos += 1;
                 }
             }
         }
+    }
+
+    /// A string whose text shows that its backslashes were not escaped reads its
+    /// valid-looking escapes as written too ([`Escapes::literal`] says which): the string
+    /// `src[start..end]` is read again (one more pass over this string: linear).
+    fn escapes_as_written(&mut self, out: &mut String, start: usize, end: usize, seen: &Escapes) {
+        let Some((at, letters)) = seen.literal() else {
+            return;
+        };
+        let text = &self.src[start..end];
+        let mut literal = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(i) = rest.find('\\') {
+            literal.push_str(&rest[..i]);
+            let after = &rest[i + 1..];
+            let mut chars = after.chars();
+            match chars.next() {
+                Some(c @ ('"' | '\\' | '/' | '\'')) => {
+                    literal.push(c);
+                    rest = chars.as_str();
+                }
+                Some('u') => match unicode_escape(after) {
+                    Some((ch, n)) => {
+                        literal.push(ch);
+                        rest = &after[n..];
+                    }
+                    None => {
+                        literal.push('\\');
+                        rest = after;
+                    }
+                },
+                Some(c @ ('b' | 'f' | 'n' | 'r' | 't')) if !letters.contains(&(c as u8)) => {
+                    literal.push(match c {
+                        'b' => '\u{8}',
+                        'f' => '\u{c}',
+                        'n' => '\n',
+                        'r' => '\r',
+                        _ => '\t',
+                    });
+                    rest = chars.as_str();
+                }
+                Some(_) => {
+                    literal.push('\\');
+                    rest = after;
+                }
+                // A backslash cut off at the end: dropped, as the first reading did.
+                None => rest = after,
+            }
+        }
+        literal.push_str(rest);
+        *out = literal;
+        self.fix_detail(
+            FixKind::EscapesKeptLiteral,
+            at,
+            format!(
+                "the string's backslashes were not escaped (an invalid escape or a raw line \
+                 break in it): {} kept as written",
+                letters
+                    .iter()
+                    .map(|&c| format!("\\{}", c as char))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        );
     }
 
     /// Reads the escape whose backslash is at `pos` into `out`; false (and a lossy fix)
@@ -1191,6 +1262,113 @@ fn scalar(value: Value, truncated: bool) -> Parsed {
 }
 
 /// Whether a quote of kind `close` ends a string opened with `open`.
+/// What one string's escapes show about how it was written.
+#[derive(Debug, Default)]
+struct Escapes {
+    /// `\s`, `\U`, `\.`: no JSON escape, so the backslashes were not escaped.
+    invalid: bool,
+    /// A raw line break: the text was not escaped for JSON at all.
+    raw_newline: bool,
+    /// `\"`: the quotes were escaped, so `\n` and `\t` are JSON's.
+    escaped_quote: bool,
+    /// The first `\b` or `\f` (a regex's word boundary, a path's `\backup`).
+    bf_at: Option<usize>,
+    /// The first `\n`, `\r` or `\t`.
+    nrt_at: Option<usize>,
+    /// A `\n` `\r` `\t` that reads as a line break or tab: at the end, or before
+    /// anything but a lowercase letter or a digit (`\nFROM`, `\n\n`, `\n    `), unlike
+    /// a path's `\new_app` or `\tests`.
+    nrt_break: bool,
+}
+
+impl Escapes {
+    /// Notes the escape whose backslash is at `i`.
+    fn note(&mut self, b: &[u8], i: usize) {
+        match escape_kind(b, i + 1) {
+            Escape::Invalid => self.invalid = true,
+            Escape::Lookalike => {
+                if matches!(b[i + 1], b'b' | b'f') {
+                    self.bf_at.get_or_insert(i);
+                } else {
+                    self.nrt_at.get_or_insert(i);
+                    self.nrt_break |= !b
+                        .get(i + 2)
+                        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+                }
+            }
+            Escape::Json => self.escaped_quote |= b.get(i + 1) == Some(&b'"'),
+        }
+    }
+
+    /// The escape letters to keep as written, and where the first is. With a raw line
+    /// break, all five; with an invalid escape, `\b` and `\f` (a backspace or a form
+    /// feed is never what code means), and `\n` `\r` `\t` too unless the quotes were
+    /// escaped or one of them reads as a line break.
+    fn literal(&self) -> Option<(usize, &'static [u8])> {
+        let first = match (self.bf_at, self.nrt_at) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        if self.raw_newline {
+            return Some((first, b"bfnrt"));
+        }
+        if !self.invalid {
+            return None;
+        }
+        if self.nrt_at.is_some() && !self.escaped_quote && !self.nrt_break {
+            return Some((first, b"bfnrt"));
+        }
+        self.bf_at.map(|at| (at, &b"bf"[..]))
+    }
+}
+
+/// How JSON reads the escape whose letter is at `i`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    /// `\"` `\\` `\/` `\'` `\uXXXX`: the same whether or not the text was escaped.
+    Json,
+    /// `\b` `\f` `\n` `\r` `\t`: valid JSON, but in unescaped text a letter after a
+    /// backslash (a regex's `\b`, a path's `\new`).
+    Lookalike,
+    /// No JSON escape (`\s`, `\U`, `\.`, a backslash before a raw line break): proof
+    /// that the string's backslashes were not escaped.
+    Invalid,
+}
+
+fn escape_kind(b: &[u8], i: usize) -> Escape {
+    match b.get(i) {
+        None | Some(b'"' | b'\\' | b'/' | b'\'') => Escape::Json,
+        Some(b'b' | b'f' | b'n' | b'r' | b't') => Escape::Lookalike,
+        Some(b'u') if b.len() > i + 4 && b[i + 1..i + 5].iter().all(u8::is_ascii_hexdigit) => {
+            Escape::Json
+        }
+        Some(b'x') if b.len() > i + 2 && b[i + 1..i + 3].iter().all(u8::is_ascii_hexdigit) => {
+            Escape::Json
+        }
+        Some(_) => Escape::Invalid,
+    }
+}
+
+/// `\uXXXX` (or a surrogate pair `\uD83D\uDE00`) at the start of `after` (the text after
+/// the backslash): the character and the length read.
+fn unicode_escape(after: &str) -> Option<(char, usize)> {
+    let hex = |s: &str| {
+        let h = s.get(1..5)?;
+        (s.starts_with('u') && h.bytes().all(|c| c.is_ascii_hexdigit()))
+            .then(|| u32::from_str_radix(h, 16).ok())
+            .flatten()
+    };
+    let hi = hex(after)?;
+    if let Some(c) = char::from_u32(hi) {
+        return Some((c, 5));
+    }
+    let lo = hex(after.get(5..)?.strip_prefix('\\')?)?;
+    ((0xD800..0xDC00).contains(&hi) && (0xDC00..0xE000).contains(&lo))
+        .then(|| char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)))
+        .flatten()
+        .map(|c| (c, 11))
+}
+
 fn closes(open: Quote, close: Quote) -> bool {
     match open {
         Quote::Double => close == Quote::Double,

@@ -183,11 +183,65 @@ fn strings_with_raw_newlines_inner_quotes_and_backslashes() {
         json!({"subject": "Mark it \"urgent\" please", "to": "a@b.c"}),
         FixKind::InnerQuoteEscaped,
     );
+    // `\U` shows the path's backslashes were not escaped: its `\n` is one too.
     assert_fixed(
         r#"{"path": "C:\Users\dev\new", "re": "\d+\s"}"#,
-        json!({"path": "C:\\Users\\dev\new", "re": "\\d+\\s"}),
-        FixKind::InvalidEscapeKept,
+        json!({"path": "C:\\Users\\dev\\new", "re": "\\d+\\s"}),
+        FixKind::EscapesKeptLiteral,
     );
+}
+
+#[test]
+fn escapes_are_read_one_way_within_a_string() {
+    // A regex: `\s` and `\w` prove the backslashes single, so `\b` is a word boundary.
+    assert_fixed(
+        r#"{"pattern": "\bclass\s+\w+\b"}"#,
+        json!({"pattern": "\\bclass\\s+\\w+\\b"}),
+        FixKind::EscapesKeptLiteral,
+    );
+    // Raw line breaks: nothing in the string was escaped for JSON; `\"` stays a quote.
+    assert_fixed(
+        "{\"content\": \"echo -e \\\"a\\nb\\\" > f\nsed 's/\\t/,/g' f\n\"}",
+        json!({"content": "echo -e \"a\\nb\" > f\nsed 's/\\t/,/g' f\n"}),
+        FixKind::EscapesKeptLiteral,
+    );
+    // Quotes and line breaks escaped, only the regex's backslashes single: `\n` is JSON's.
+    let (v, kinds) = one(r#"{"c": "import re\nP = re.compile(r\"\w+@\w+\")\n"}"#);
+    assert_eq!(
+        v,
+        json!({"c": "import re\nP = re.compile(r\"\\w+@\\w+\")\n"})
+    );
+    assert!(!kinds.contains(&FixKind::EscapesKeptLiteral), "{kinds:?}");
+    // A line break by its place (`\nFROM`, the end) keeps `\n` JSON's beside `\d`.
+    let (v, _) = one(r#"{"q": "SELECT 1\nFROM t WHERE p ~ '\d+'\n"}"#);
+    assert_eq!(v, json!({"q": "SELECT 1\nFROM t WHERE p ~ '\\d+'\n"}));
+    // Without proof, `\n` and `\t` are JSON's; another string's proof does not count.
+    let (v, kinds) = one(r#"{"a": "x\ty\nz", "b": "D:\Users\u"}"#);
+    assert_eq!(v, json!({"a": "x\ty\nz", "b": "D:\\Users\\u"}));
+    assert!(!kinds.contains(&FixKind::EscapesKeptLiteral), "{kinds:?}");
+    // Unicode escapes, a surrogate pair included, read the same either way.
+    let (v, _) = one(r#"{"p": "C:\Users\new \u00e9\ud83d\ude00"}"#);
+    assert_eq!(v, json!({"p": "C:\\Users\\new é😀"}));
+}
+
+#[test]
+fn the_second_reading_of_a_string_stays_linear() {
+    let unit = r#"a\nb\tc\s"#;
+    let text = |n: usize| format!("{{\"p\": \"{}\"}}", unit.repeat(n));
+    let (small, big) = (text(2_000), text(20_000));
+    let cost = |t: &str| {
+        let start = std::time::Instant::now();
+        for _ in 0..5 {
+            ok(t);
+        }
+        start.elapsed()
+    };
+    let (s, b) = (cost(&small), cost(&big));
+    assert_eq!(
+        one(&small).0["p"].as_str().unwrap().len(),
+        2_000 * unit.len()
+    );
+    assert!(b < s * 30, "10x input took {b:?} vs {s:?}");
 }
 
 #[test]
