@@ -578,6 +578,20 @@ fn the_2026_readers_stay_linear() {
         "prose <invoke name=\"get_weather\"><parameter name=\"city\">",
     ];
     let tools = tools();
+    // Hunyuan calls each of another suffix, unclosed, read as one text.
+    let suffixed = |n: usize| -> String {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "<tool_call:s{i}>get_weather<arg_key:s{i}>city</arg_key:s{i}><arg_value:s{i}>x"
+                )
+            })
+            .collect()
+    };
+    let (small, large) = (suffixed(200), suffixed(2000));
+    crate::work::assert_linear("suffixes", small.as_str(), large.as_str(), |text| {
+        let _ = toolmend::repair(text, &RepairOptions::default());
+    });
     for unit in units {
         let (small, large) = (unit.repeat(200), unit.repeat(2000));
         crate::work::assert_linear(unit, small.as_str(), large.as_str(), |text| {

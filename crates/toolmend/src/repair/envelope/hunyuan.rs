@@ -68,7 +68,7 @@ impl Walk<'_> {
         self.out.envelope_call = true;
         self.global(FixKind::ToolCallTagUnwrapped, self.pos);
         let tags = |t: &str| format!("<{t}{suffix}>");
-        let (open, close, sep) = (tags("tool_call"), tags("/tool_call"), tags("tool_sep"));
+        let (close, sep) = (tags("/tool_call"), tags("tool_sep"));
         let (k, kc, v, vc) = (
             tags("arg_key"),
             tags("/arg_key"),
@@ -91,7 +91,8 @@ impl Walk<'_> {
             body_at += head.len() - r.len();
         }
         let rest = &self.raw[body_at..];
-        let next = rest.find(open.as_str()).unwrap_or(rest.len());
+        // The next call of any suffix bounds this one (each byte searched once: linear).
+        let next = rest.find(HUNYUAN_CALL).unwrap_or(rest.len());
         let end = rest[..next].find(close.as_str());
         let body = &rest[..end.unwrap_or(next)];
         let truncated_call = end.is_none() && next == rest.len();
