@@ -144,14 +144,16 @@ fn text_call(c: crate::repair::RepairedCall, tools: &Toolbox) -> Option<TextCall
     })
 }
 
-/// True when a call marker (a tool-code fence among them) stands anywhere in `text`.
+/// True when a call marker (a tool-code fence among them) stands anywhere in `text`, or a
+/// template token that opens calls at its start ([`markers::LEADING_TOKENS`]).
 fn has_call_marker(text: &str) -> bool {
     let b = text.as_bytes();
-    (0..b.len()).any(|i| match b[i] {
-        b'<' | b'[' => markers::call_marker_at(text, i).is_some(),
-        b'`' => markers::is_tool_code_fence(&text[i..]),
-        _ => false,
-    })
+    markers::starts_with_leading_token(text)
+        || (0..b.len()).any(|i| match b[i] {
+            b'<' | b'[' => markers::call_marker_at(text, i).is_some(),
+            b'`' => markers::is_tool_code_fence(&text[i..]),
+            _ => false,
+        })
 }
 
 /// The tool a call that did not read names: its `"name": "…"`, or the word after

@@ -29,11 +29,16 @@ pub const THINKING_TAGS: &[(&str, &str)] = &[
 
 use super::envelope::{Table, collect, count};
 pub use super::envelope::{
+    apertus::APERTUS_PREFIX,
     deepseek::{DEEPSEEK_CALL_BEGIN, DEEPSEEK_SEP},
+    functools::FUNCTOOLS,
     gemma::{GEMMA_CALL, GEMMA_CALL_START, TOOL_CODE_LANGS},
+    gigachat::{GIGACHAT_CALL, GIGACHAT_ROLE},
     harmony::{HARMONY_CHANNEL, HARMONY_MESSAGE},
     hermes::TOOL_CALL_TAGS,
+    hunyuan::{HUNYUAN_CALL, HUNYUAN_CALLS},
     kimi::KIMI_ARGUMENT_BEGIN,
+    minicpm::MINICPM_FUNCTION,
     minimax::XML_INVOKE,
     mistral::MISTRAL_TOOL_CALLS,
     qwen_coder::XML_FUNCTION,
@@ -52,9 +57,10 @@ pub const FENCE: &str = "```";
 
 /// Every marker that begins a call wherever it stands in a text: the openers of
 /// [`TOOL_CALL_TAGS`], the [`CALL_TOKENS`], [`MISTRAL_TOOL_CALLS`], [`XML_FUNCTION`],
-/// [`XML_INVOKE`], [`GEMMA_CALL_START`], DeepSeek's `<｜tool▁calls▁begin｜>` family, Step-3's
-/// `<｜tool_calls_begin｜>` family and harmony's channel (`<|channel|>`, `<|start|>assistant
-/// to=`). A tool-code fence ([`TOOL_CODE_LANGS`]) begins a call too; it is told by
+/// [`GEMMA_CALL_START`], [`APERTUS_PREFIX`], [`GIGACHAT_CALL`], [`MINICPM_FUNCTION`],
+/// Hunyuan's suffixed tags ([`HUNYUAN_CALLS`]), DeepSeek's `<｜tool▁calls▁begin｜>` family,
+/// Step-3's `<｜tool_calls_begin｜>` family and harmony's channel (`<|channel|>`,
+/// `<|start|>assistant to=`). A tool-code fence ([`TOOL_CODE_LANGS`]) begins a call too; it is told by
 /// [`is_tool_code_fence`] where fences are read.
 pub const CALL_MARKERS: &[&str] = &collect::<{ count(&[], Table::Markers) }>(&[], Table::Markers);
 
@@ -65,11 +71,23 @@ pub const CALL_MARKERS: &[&str] = &collect::<{ count(&[], Table::Markers) }>(&[]
 pub const CALL_OPENERS: &[&str] = &collect::<{ count(&[], Table::Openers) }>(&[], Table::Openers);
 
 /// What begins a call only at the start of a text (after whitespace, chat-template
-/// envelope or a thinking block): a JSON object or list, a code fence, Gemma's `call:`. A pythonic call
+/// envelope or a thinking block): a JSON object or list, a code fence, Gemma's `call:`, a
+/// bare [`XML_INVOKE`], Phi-4-mini's [`FUNCTOOLS`], GigaChat 3's role header. A pythonic call
 /// `f(a=1)` counts there too ([`leading_call`]). Elsewhere they are everyday prose (code
 /// in an answer, `{}` in an explanation), and the streaming gate releases them.
 pub const LEADING_MARKERS: &[&str] =
     &collect::<{ count(&["{", "[", FENCE], Table::Leading) }>(&["{", "[", FENCE], Table::Leading);
+
+/// Leading markers that are template tokens, not a syntax prose uses: a text that starts
+/// with one is a call however it goes on (Phi-4-mini's `functools[`, GigaChat 3's role
+/// header). A bare JSON object, a fence or `call:` must end the text to be one.
+pub const LEADING_TOKENS: &[&str] = &[FUNCTOOLS, GIGACHAT_ROLE];
+
+/// True when `text` starts (after whitespace) with a [`LEADING_TOKENS`] entry.
+pub fn starts_with_leading_token(text: &str) -> bool {
+    let t = text.trim_start();
+    LEADING_TOKENS.iter().any(|m| t.starts_with(m))
+}
 
 /// The longest tool name a pythonic leading call may have (OpenAI's limit on names).
 const MAX_NAME: usize = 64;
@@ -84,17 +102,25 @@ pub fn call_marker_at(text: &str, at: usize) -> Option<&'static str> {
 }
 
 /// The byte offsets where each call of a block begins ([`CALL_OPENERS`]), in order.
-/// Linear in the text.
+/// An opener that is no call marker by itself (a bare `<invoke name=`) counts only at the
+/// start of the text or after a call marker: after prose it is prose. Linear in the text.
 pub fn call_openers(text: &str) -> Vec<usize> {
     let b = text.as_bytes();
-    (0..b.len())
-        .filter(|&i| matches!(b[i], b'<' | b'['))
-        .filter(|&i| {
-            CALL_OPENERS
-                .iter()
-                .any(|m| b[i..].starts_with(m.as_bytes()))
-        })
-        .collect()
+    let start = b.len() - text.trim_start().len();
+    let mut marked = false;
+    let mut out = Vec::new();
+    for i in (0..b.len()).filter(|&i| matches!(b[i], b'<' | b'[')) {
+        let marker = call_marker_at(text, i).is_some();
+        if CALL_OPENERS
+            .iter()
+            .any(|m| b[i..].starts_with(m.as_bytes()))
+            && (marker || marked || i == start)
+        {
+            out.push(i);
+        }
+        marked |= marker;
+    }
+    out
 }
 
 /// Where held text before a marker at `at` begins: the whitespace before it, and a `[`
@@ -283,8 +309,15 @@ mod tests {
         }
         assert!(CALL_MARKERS.contains(&MISTRAL_TOOL_CALLS));
         assert!(CALL_MARKERS.contains(&XML_FUNCTION));
+        // A bare `<invoke name=` and Phi-4-mini's `functools[` begin a call only at the start.
+        assert!(LEADING_MARKERS.contains(&XML_INVOKE));
+        assert!(LEADING_MARKERS.contains(&FUNCTOOLS));
         for m in [
-            XML_INVOKE,
+            APERTUS_PREFIX,
+            GIGACHAT_CALL,
+            HUNYUAN_CALL,
+            HUNYUAN_CALLS,
+            MINICPM_FUNCTION,
             GEMMA_CALL_START,
             HARMONY_CHANNEL,
             STEP_CALL_BEGIN,
@@ -299,6 +332,7 @@ mod tests {
             assert!(
                 CALL_MARKERS
                     .iter()
+                    .chain(LEADING_MARKERS)
                     .any(|c| m.starts_with(c) || c.starts_with(m)),
                 "{m}"
             );

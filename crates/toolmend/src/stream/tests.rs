@@ -489,10 +489,6 @@ fn family_calls() -> Vec<(&'static str, String)> {
             "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>",
         ),
         (
-            "<invoke name=",
-            "<invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter></invoke>",
-        ),
-        (
             "<|channel|>",
             "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
         ),
@@ -520,6 +516,51 @@ fn family_calls() -> Vec<(&'static str, String)> {
         (
             "<|function_call|>",
             "<|function_call|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+        ),
+        // Issue 29.
+        (
+            "<|tools_prefix|>",
+            "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Paris\"}}]<|tools_suffix|>",
+        ),
+        (
+            "<longcat_tool_call>",
+            "<longcat_tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</longcat_tool_call>",
+        ),
+        (
+            "<tool_calls>",
+            "<tool_calls>\n<tool_call>get_weather<tool_sep>\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>\n</tool_calls>",
+        ),
+        (
+            "<tool_calls>",
+            "<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</tool_calls>",
+        ),
+        (
+            "<tool_calls:",
+            "<tool_calls:6124c78e><tool_call:6124c78e>get_weather<tool_sep:6124c78e><arg_key:6124c78e>city</arg_key:6124c78e><arg_value:6124c78e>Paris</arg_value:6124c78e></tool_call:6124c78e></tool_calls:6124c78e>",
+        ),
+        (
+            "<tool_call:",
+            "<tool_call:ab12>get_weather<arg_key:ab12>city</arg_key:ab12><arg_value:ab12>Paris</arg_value:ab12></tool_call:ab12>",
+        ),
+        (
+            "<function name=",
+            "<function name=\"get_weather\"><param name=\"city\">Paris</param></function>",
+        ),
+        (
+            "<|message_sep|>\n\nfunction call<|role_sep|>",
+            "<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+        ),
+        (
+            "<tool_call>",
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n",
+        ),
+        (
+            "<dots_function_call>",
+            "<dots_function_call><invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter></invoke></dots_function_call>",
+        ),
+        (
+            "<TOOLCALL>",
+            "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</TOOLCALL>",
         ),
     ]
     .into_iter()
@@ -560,6 +601,36 @@ fn every_family_call_is_held_whole_split_at_every_byte() {
         let (out, held) = run(&[&text[..cut], &text[cut..]]);
         assert_eq!(out, "Sure!", "cut at {cut}: {:?}", &text[..cut]);
         assert!(held.unwrap().trim_start().starts_with('['));
+    }
+}
+
+#[test]
+fn calls_that_open_only_a_text_are_held_there_and_prose_elsewhere() {
+    // Issue 29: a bare `<invoke name=` (MiniMax writes it inside `<minimax:tool_call>`),
+    // Phi-4-mini's `functools[` and GigaChat 3's role header begin a call only at the
+    // start of a text; after prose they are prose (an answer showing the syntax).
+    for text in [
+        "<invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter></invoke>",
+        "functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+        "function call<|role_sep|>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+    ] {
+        assert!(
+            LEADING_MARKERS.iter().any(|m| text.starts_with(m)),
+            "{text}"
+        );
+        let repaired = repair(text, &RepairOptions::default()).unwrap();
+        assert_eq!(repaired.calls[0].name.as_deref(), Some("get_weather"));
+        for a in (1..text.len()).filter(|&a| text.is_char_boundary(a)) {
+            let (out, held) = run(&[&text[..a], &text[a..]]);
+            assert_eq!(out, "", "{text} at the start cut at {a}");
+            assert_eq!(held.as_deref(), Some(text));
+        }
+    }
+    let prose = "Such a call reads <invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter></invoke> in MiniMax's XML.";
+    for a in (1..prose.len()).filter(|&a| prose.is_char_boundary(a)) {
+        let (out, held) = run(&[&prose[..a], &prose[a..]]);
+        assert_eq!(out, prose, "cut at {a}");
+        assert_eq!(held, None);
     }
 }
 

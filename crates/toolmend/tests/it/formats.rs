@@ -395,6 +395,29 @@ const FAMILY_SNIPPETS: &[&str] = &[
     "city:",
     "[TOOL_CALLS]get_time",
     "{\"zone\": \"CET\"}",
+    // Issue 29.
+    "<|tools_prefix|>[{\"get_time\": ",
+    "<|tools_suffix|>",
+    "<longcat_tool_call>",
+    "</longcat_tool_call>",
+    "<tool_calls>",
+    "<tool_sep>",
+    "<tool_calls:ab12>",
+    "<tool_call:ab12>get_weather",
+    "<arg_key:ab12>city</arg_key:ab12>",
+    "<arg_value:ab12>",
+    "</tool_call:ab12>",
+    "<function name=\"get_weather\">",
+    "<param name=\"city\">",
+    "<![CDATA[",
+    "]]>",
+    "</param>",
+    "<|message_sep|>\n\nfunction call<|role_sep|>\n",
+    "function call<|role_sep|>",
+    "functools[",
+    "<dots_function_call>",
+    "<TOOLCALL>[",
+    "</TOOLCALL>",
     "}",
     "]",
     ",",
@@ -412,7 +435,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn family_readers_never_panic(idx in prop::collection::vec(0usize..64, 0..40)) {
+    fn family_readers_never_panic(idx in prop::collection::vec(0usize..96, 0..40)) {
         let text = snippets(&idx);
         let _ = repair(&text, &RepairOptions::default());
         let _ = plan(&text);
@@ -435,6 +458,14 @@ fn family_readers_stay_linear() {
         "<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\"><steptml:parameter name=\"city\">",
         "```tool_code\nget_weather(city=",
         "draft {\"city\": 1} then ```json\n{\"city\": \"x\"}\n``` ",
+        // Issue 29.
+        "<|tools_prefix|>[{\"get_weather\": {\"city\": ",
+        "<tool_calls><tool_call>get_weather<tool_sep><arg_key>city</arg_key><arg_value>",
+        "<tool_call:ab12>get_weather<arg_key:ab12>city</arg_key:ab12><arg_value:ab12>",
+        "<function name=\"get_weather\"><param name=\"city\"><![CDATA[",
+        "<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": ",
+        "functools[{\"name\": \"get_time\", ",
+        "text <invoke name=\"get_weather\"><parameter name=\"city\">",
     ];
     let tools = tools();
     for unit in units {

@@ -8,6 +8,7 @@ mod chat_wire;
 mod drive;
 mod feedback;
 mod formats;
+mod formats_2026;
 mod guard;
 mod history;
 mod mend;

@@ -1,5 +1,7 @@
 //! GLM-4.5 / 4.6, inside Hermes's `<tool_call>`:
-//! `name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>`.
+//! `name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>`. Poolside writes
+//! the same; Hunyuan v3 (Hy3) puts `<tool_sep>` after the name ([`super::hunyuan`] reads
+//! its suffixed tags).
 
 use super::{Dialect, ParseError, Walk, name_len, ws_after, xml::XmlParams};
 use crate::{Fix, FixKind};
@@ -8,7 +10,10 @@ use serde_json::Value;
 /// No reader of its own: [`super::hermes`] hands over after `<tool_call>`.
 pub(super) const DIALECT: Dialect = Dialect { ..Dialect::NONE };
 
-const PARAMS: XmlParams = XmlParams {
+/// Hunyuan v3's separator between the name and the parameters.
+const TOOL_SEP: &str = "<tool_sep>";
+
+const PARAMS: XmlParams<'static> = XmlParams {
     start: "<arg_key>",
     key_close: "</arg_key>",
     value_open: Some("<arg_value>"),
@@ -37,7 +42,7 @@ impl Walk<'_> {
 }
 
 /// GLM's call after `<tool_call>` at `from`: a tool name alone on its line, then
-/// `<arg_key>` or `</tool_call>`. The name's range.
+/// `<arg_key>` or `</tool_call>` (Hunyuan v3: `<tool_sep>` first). The name's range.
 pub(super) fn name(b: &[u8], from: usize) -> Option<(usize, usize)> {
     let start = ws_after(b, from);
     let first = *b.get(start)?;
@@ -48,7 +53,10 @@ pub(super) fn name(b: &[u8], from: usize) -> Option<(usize, usize)> {
     if end - start > 64 {
         return None;
     }
-    let next = ws_after(b, end);
+    let mut next = ws_after(b, end);
+    if b[next..].starts_with(TOOL_SEP.as_bytes()) {
+        next = ws_after(b, next + TOOL_SEP.len());
+    }
     (b[next..].starts_with(b"<arg_key>") || b[next..].starts_with(b"</tool_call>"))
         .then_some((start, end))
 }

@@ -1,6 +1,7 @@
-//! Hermes-style tool-call tags (Hermes, Qwen, GLM-4.5, OLMo, MiniMax M2 and their
-//! variants): `<tool_call>{"name": …, "arguments": …}</tool_call>`. The tags are unwrapped
-//! and what they hold is read as any document is.
+//! Hermes-style tool-call tags (Hermes, Qwen, GLM-4.5, OLMo, MiniMax M2, ERNIE 4.5,
+//! Hunyuan A13B, LongCat, dots, Nemotron and their variants):
+//! `<tool_call>{"name": …, "arguments": …}</tool_call>`. The tags are unwrapped and what
+//! they hold is read as any document is.
 
 use super::{Dialect, ParseError, Walk, glm};
 use crate::FixKind;
@@ -26,12 +27,26 @@ pub const TOOL_CALL_TAGS: &[&str] = &[
     "</function_calls>",
     "<minimax:tool_call>",
     "</minimax:tool_call>",
+    // LongCat-Flash: Hermes's JSON in its own tags.
+    LONGCAT_CALL,
+    "</longcat_tool_call>",
+    // dots.llm1 (vLLM `dots`): `<invoke name=…>` calls or a JSON call inside.
+    DOTS_CALL,
+    "</dots_function_call>",
+    // Nemotron Nano v2 / Llama-Nemotron (vLLM `nemotron_json`): a JSON list of calls.
+    "<TOOLCALL>",
+    "</TOOLCALL>",
 ];
+
+/// LongCat-Flash's call tag.
+const LONGCAT_CALL: &str = "<longcat_tool_call>";
+/// dots.llm1's call tag.
+const DOTS_CALL: &str = "<dots_function_call>";
 
 pub(super) const DIALECT: Dialect = Dialect {
     markers: TOOL_CALL_TAGS,
-    // `<tool_calls>` and `<function_calls>` open a whole list, not one call.
-    openers: &[TOOL_CALL, FUNCTION_CALL],
+    // `<tool_calls>`, `<function_calls>` and `<TOOLCALL>` open a whole list, not one call.
+    openers: &[TOOL_CALL, FUNCTION_CALL, LONGCAT_CALL, DOTS_CALL],
     read: Some(read),
     ..Dialect::NONE
 };

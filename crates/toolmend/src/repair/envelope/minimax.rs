@@ -1,6 +1,11 @@
 //! MiniMax M2 (and Anthropic-style XML):
-//! `<invoke name="n"><parameter name="k">v</parameter></invoke>`. Step-3 writes the same
-//! in its own namespace ([`super::step`]).
+//! `<invoke name="n"><parameter name="k">v</parameter></invoke>`, always inside
+//! `<minimax:tool_call>` (Anthropic's `<function_calls>`, dots' `<dots_function_call>`:
+//! [`super::hermes`]). Step-3 writes the same in its own namespace ([`super::step`]).
+//!
+//! A bare `<invoke name=…>` is a call only at the start of a text or inside such a
+//! wrapper: after prose it is an example of the syntax (an answer about Anthropic's or
+//! MiniMax's format), and stays prose.
 
 use serde_json::Value;
 
@@ -11,8 +16,9 @@ use crate::{Fix, FixKind};
 pub const XML_INVOKE: &str = "<invoke name=";
 
 pub(super) const DIALECT: Dialect = Dialect {
-    markers: &[XML_INVOKE],
+    // One call of a block; a marker only at the start of a text (see above).
     openers: &[XML_INVOKE],
+    leading: &[XML_INVOKE],
     noise: &["</invoke>"],
     read: Some(read),
     ..Dialect::NONE
@@ -37,8 +43,7 @@ const MINIMAX_INVOKE: InvokeTags = InvokeTags {
 };
 
 fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
-    w.rest()
-        .starts_with(XML_INVOKE)
+    (w.rest().starts_with(XML_INVOKE) && (w.at_text_start() || w.out.envelope_call))
         .then(|| w.read_invoke(&MINIMAX_INVOKE))
 }
 

@@ -10,12 +10,17 @@
 //! in [`DIALECTS`]; the marker table ([`super::markers`]) is derived from that list, so the
 //! extractor and the streaming gate know every marker the walk reads.
 
+pub(super) mod apertus;
 pub(super) mod deepseek;
+pub(super) mod functools;
 pub(super) mod gemma;
+pub(super) mod gigachat;
 mod glm;
 pub(super) mod harmony;
 pub(super) mod hermes;
+pub(super) mod hunyuan;
 pub(super) mod kimi;
+pub(super) mod minicpm;
 pub(super) mod minimax;
 pub(super) mod mistral;
 mod pythonic;
@@ -90,16 +95,22 @@ impl Dialect {
 
 /// Every dialect, in the order the walk tries them. Order matters only where markers
 /// overlap: Step-3's, harmony's and DeepSeek's own tokens come before [`tokens`] and
-/// DeepSeek's reader of any `<｜…｜>` token, which would take them as noise.
+/// DeepSeek's reader of any `<｜…｜>` token, which would take them as noise; so do
+/// Apertus's and GigaChat's `<|…|>` tokens.
 const DIALECTS: &[Dialect] = &[
     step::DIALECT,
     harmony::DIALECT,
     deepseek::DIALECT,
+    apertus::DIALECT,
+    gigachat::DIALECT,
     tokens::DIALECT,
     kimi::DIALECT,
     hermes::DIALECT,
     glm::DIALECT,
     minimax::DIALECT,
+    minicpm::DIALECT,
+    hunyuan::DIALECT,
+    functools::DIALECT,
     gemma::DIALECT,
     mistral::DIALECT,
     qwen_coder::DIALECT,

@@ -1,5 +1,6 @@
 //! XML-style parameters, shared by the dialects that write them (GLM, MiniMax M2, Step-3,
-//! Qwen3-Coder): a value is text up to its close tag, typed later by the schema step.
+//! Qwen3-Coder, MiniCPM 5, Hunyuan): a value is text up to its close tag, typed later by
+//! the schema step.
 
 use serde_json::{Map, Value};
 
@@ -9,24 +10,28 @@ use super::{
 };
 use crate::{Fix, FixKind};
 
-/// The tags of one XML-style parameter dialect.
-pub(super) struct XmlParams {
+/// The tags of one XML-style parameter dialect (borrowed: Hunyuan's carry a suffix read
+/// from the text).
+pub(super) struct XmlParams<'t> {
     /// What opens a parameter (its key follows).
-    pub start: &'static str,
+    pub start: &'t str,
     /// What ends the key.
-    pub key_close: &'static str,
+    pub key_close: &'t str,
     /// What opens the value after the key (GLM's `<arg_value>`), if anything.
-    pub value_open: Option<&'static str>,
+    pub value_open: Option<&'t str>,
     /// What closes the value.
-    pub close: &'static str,
+    pub close: &'t str,
 }
+
+/// MiniCPM 5 wraps a value holding markup or line breaks in `<![CDATA[…]]>`.
+const CDATA: (&str, &str) = ("<![CDATA[", "]]>");
 
 impl Walk<'_> {
     /// The parameters of an XML-style call body (`base`: the body's offset in the text).
     /// Each value is bounded by the next parameter, so the read stays linear.
     pub(super) fn read_params(
         &self,
-        p: &XmlParams,
+        p: &XmlParams<'_>,
         body: &str,
         base: usize,
         truncated_call: bool,
@@ -56,11 +61,17 @@ impl Walk<'_> {
                     }
                 }
             }
-            let next_param = body[v_start..]
-                .find(p.start)
-                .map_or(body.len(), |e| v_start + e);
-            let (v_end, next) = match body[v_start..next_param].find(p.close) {
-                Some(e) => (v_start + e, v_start + e + p.close.len()),
+            // A CDATA section may hold the tags themselves: the value's end is after it.
+            let from = if body[v_start..].trim_start().starts_with(CDATA.0) {
+                body[v_start..]
+                    .find(CDATA.1)
+                    .map_or(body.len(), |e| v_start + e + CDATA.1.len())
+            } else {
+                v_start
+            };
+            let next_param = body[from..].find(p.start).map_or(body.len(), |e| from + e);
+            let (v_end, next) = match body[from..next_param].find(p.close) {
+                Some(e) => (from + e, from + e + p.close.len()),
                 None => {
                     if next_param == body.len() && truncated_call {
                         truncated = true;
@@ -72,9 +83,25 @@ impl Walk<'_> {
                 }
             };
             let raw = &body[v_start..v_end];
-            let raw = raw.strip_prefix('\n').unwrap_or(raw);
-            let raw = raw.strip_suffix('\n').unwrap_or(raw);
-            let value = self.xml_value(raw, base + v_start);
+            // The line breaks a template writes around a value (`>\nv\n<`), both or none:
+            // a value that only ends in one (a file's last line) keeps it.
+            let raw = raw
+                .strip_prefix('\n')
+                .and_then(|r| r.strip_suffix('\n'))
+                .unwrap_or(raw);
+            let value = match raw
+                .trim()
+                .strip_prefix(CDATA.0)
+                .and_then(|r| r.strip_suffix(CDATA.1))
+            {
+                Some(text) => {
+                    fixes.push(
+                        Fix::at(FixKind::XmlParametersRead, base + v_start).with_detail("CDATA"),
+                    );
+                    Value::String(text.to_owned())
+                }
+                None => self.xml_value(raw, base + v_start),
+            };
             if args.insert(key.clone(), value).is_some() {
                 fixes.push(Fix::at(FixKind::DuplicateKey, base + k_start).with_detail(key));
             }

@@ -1,0 +1,603 @@
+//! Issue 29: the dialects of the 2026 families (Apertus, LongCat, Hunyuan, MiniCPM 5,
+//! GigaChat 3, ERNIE 4.5, dots, Poolside, Phi-4-mini, xLAM, Nemotron) read through the one
+//! plan, each with the same battery: one call, parallel calls, prose before and after,
+//! reasoning before, typed values, long multi-line code. And MiniMax M2's false positive:
+//! an `<invoke name=…>` shown in prose is no call. Streaming is tested in `stream::tests`.
+
+use serde_json::{Value, json};
+use toolmend::{
+    CompiledTool, RepairOptions, Toolbox,
+    conversation::{AssistantMessage, Content},
+    message::{self, CallOutcome, PlanOptions},
+    schema::{Phase, ValidationContext},
+};
+
+fn tools() -> Toolbox {
+    let weather = CompiledTool::compile(
+        "get_weather",
+        "Weather for a city.",
+        &json!({"type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "days": {"type": "integer"}},
+                "required": ["city"], "additionalProperties": false}),
+    )
+    .unwrap();
+    let time = CompiledTool::compile(
+        "get_time",
+        "Time in a zone.",
+        &json!({"type": "object", "properties": {"zone": {"type": "string"}},
+                "required": ["zone"], "additionalProperties": false}),
+    )
+    .unwrap();
+    let write = CompiledTool::compile(
+        "write_file",
+        "Write a file.",
+        &json!({"type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "content": {"type": "string"},
+                    "mode": {"type": "integer"},
+                    "ratio": {"type": "number"},
+                    "overwrite": {"type": "boolean"},
+                    "backup": {"type": ["string", "null"]},
+                    "version": {"type": "string"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "options": {"type": "object"}},
+                "required": ["path"], "additionalProperties": false}),
+    )
+    .unwrap();
+    Toolbox::from_tools([weather, time, write]).unwrap()
+}
+
+/// A call as planned: the tool, its arguments, its disposition.
+type Planned = (String, Option<Value>, &'static str);
+
+fn plan(text: &str) -> (Vec<Planned>, Option<String>) {
+    let tools = tools();
+    let message = AssistantMessage {
+        content: Some(Some(Content::Text(text.to_owned()))),
+        ..AssistantMessage::default()
+    };
+    let ctx = ValidationContext::new("", Phase::Initial);
+    let p = message::plan_assistant(
+        &message,
+        &[],
+        &[],
+        false,
+        &tools,
+        &PlanOptions::default(),
+        &ctx,
+    );
+    let calls = p
+        .calls
+        .iter()
+        .map(|c| {
+            let d = match c.outcome {
+                CallOutcome::Executed => "executed",
+                CallOutcome::Feedback => "feedback",
+                _ => "other",
+            };
+            (c.call.tool.clone(), c.call.arguments.clone(), d)
+        })
+        .collect();
+    let content = match &p.shape.content {
+        Some(c) => c.clone(),
+        None => Some(text.to_owned()),
+    };
+    (calls, content)
+}
+
+fn ok(tool: &str, args: Value) -> Planned {
+    (tool.to_owned(), Some(args), "executed")
+}
+
+#[track_caller]
+fn check(text: &str, calls: Vec<Planned>, content: Option<&str>) {
+    let (got, left) = plan(text);
+    assert_eq!(got, calls, "calls of {text:?}");
+    assert_eq!(left.as_deref(), content, "content of {text:?}");
+}
+
+/// Typed values: numbers, a boolean, null, nested objects and arrays, a string that looks
+/// like a number.
+fn typed() -> Value {
+    json!({
+        "path": "out/report.txt",
+        "mode": 420,
+        "ratio": 0.75,
+        "overwrite": true,
+        "backup": null,
+        "version": "007",
+        "tags": ["a", "b c"],
+        "options": {"retries": 3, "nested": {"deep": [1, 2.5, false, null]}, "label": "x"}
+    })
+}
+
+/// Long multi-line code with quotes, braces, backslashes and blank lines.
+fn code() -> Value {
+    let content = "fn main() {\n    let s = \"{\\\"a\\\": 1}\";\n    if s.len() > 2 && s != \"}\" {\n        println!(\"{}\", s);\n    }\n\n    // 'single' and \"double\" quotes, a tab\there\n}\n";
+    json!({"path": "src/main.rs", "content": content})
+}
+
+/// A family's way of writing calls.
+struct Family {
+    name: &'static str,
+    /// One call, as its template writes it.
+    call: fn(&str, &Value) -> String,
+    /// Several calls as one block.
+    block: fn(&[String]) -> String,
+    /// Several calls in one block are written by its template.
+    parallel: bool,
+    /// Its calls are read after prose (not only at the start of the text).
+    after_prose: bool,
+    /// Prose after its calls keeps the text prose (the false-positive guard: no marker).
+    prose_after_is_prose: bool,
+}
+
+fn json_call(name: &str, args: &Value) -> String {
+    json!({"name": name, "arguments": args}).to_string()
+}
+
+/// An XML parameter's text: a string as it is, anything else as JSON.
+fn xml_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn params(args: &Value, f: impl Fn(&str, String) -> String) -> String {
+    args.as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| f(k, xml_text(v)))
+        .collect()
+}
+
+/// The battery every family goes through.
+fn battery(f: &Family) {
+    let name = f.name;
+    let weather = (f.call)("get_weather", &json!({"city": "Bern", "days": 2}));
+    let time = (f.call)("get_time", &json!({"zone": "CET"}));
+    let one = (f.block)(std::slice::from_ref(&weather));
+    // One call.
+    check(
+        &one,
+        vec![ok("get_weather", json!({"city": "Bern", "days": 2}))],
+        None,
+    );
+    // Parallel calls.
+    if f.parallel {
+        check(
+            &(f.block)(&[weather.clone(), time.clone()]),
+            vec![
+                ok("get_weather", json!({"city": "Bern", "days": 2})),
+                ok("get_time", json!({"zone": "CET"})),
+            ],
+            None,
+        );
+    }
+    // Prose before (and the space before the call trimmed off it).
+    if f.after_prose {
+        check(
+            &format!("Let me check that for you. {one}"),
+            vec![ok("get_weather", json!({"city": "Bern", "days": 2}))],
+            Some("Let me check that for you."),
+        );
+    }
+    // Prose after.
+    let after = format!("{one}\nI will report back once it answers.");
+    if f.prose_after_is_prose {
+        check(&after, vec![], Some(after.as_str()));
+    } else {
+        check(
+            &after,
+            vec![ok("get_weather", json!({"city": "Bern", "days": 2}))],
+            None,
+        );
+    }
+    // Reasoning before: not content, and a call it mentions is no call.
+    check(
+        &format!("<think>The user wants Bern; maybe {{\"city\": \"Basel\"}}?</think>\n{one}"),
+        vec![ok("get_weather", json!({"city": "Bern", "days": 2}))],
+        None,
+    );
+    // Typed values come through as they were meant.
+    check(
+        &(f.block)(&[(f.call)("write_file", &typed())]),
+        vec![ok("write_file", typed())],
+        None,
+    );
+    // Long multi-line code.
+    check(
+        &(f.block)(&[(f.call)("write_file", &code())]),
+        vec![ok("write_file", code())],
+        None,
+    );
+    eprintln!("{name}: battery passed");
+}
+
+// ---- the families ----
+
+#[test]
+fn apertus_calls_are_read() {
+    battery(&Family {
+        name: "apertus",
+        call: |n, a| {
+            let mut one = serde_json::Map::new();
+            one.insert(n.to_owned(), a.clone());
+            Value::Object(one).to_string()
+        },
+        block: |calls| format!("<|tools_prefix|>[{}]<|tools_suffix|>", calls.join(", ")),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // A call cut off before the suffix is read as far as it goes: feedback, not invented.
+    let (calls, _) = plan("<|tools_prefix|>[{\"get_weather\": {\"city\": \"Ber");
+    assert_eq!(
+        calls
+            .iter()
+            .map(|c| (c.0.as_str(), c.2))
+            .collect::<Vec<_>>(),
+        [("get_weather", "feedback")]
+    );
+    // A call with no arguments.
+    check(
+        "<|tools_prefix|>[{\"get_time\": {\"zone\": \"UTC\"}}, {\"get_weather\": {\"city\": \"Oslo\"}}]",
+        vec![
+            ok("get_time", json!({"zone": "UTC"})),
+            ok("get_weather", json!({"city": "Oslo"})),
+        ],
+        None,
+    );
+}
+
+#[test]
+fn longcat_calls_are_read() {
+    battery(&Family {
+        name: "longcat",
+        call: |n, a| format!("<longcat_tool_call>{}</longcat_tool_call>", json_call(n, a)),
+        block: |calls| calls.join("\n"),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+}
+
+#[test]
+fn hunyuan_a13b_calls_are_read() {
+    battery(&Family {
+        name: "hunyuan a13b",
+        call: json_call,
+        block: |calls| format!("<tool_calls>[{}]</tool_calls>", calls.join(",")),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+}
+
+#[test]
+fn hunyuan_v3_calls_are_read_and_typed_by_the_schema() {
+    fn call(n: &str, a: &Value) -> String {
+        format!(
+            "<tool_call>{n}<tool_sep>\n{}</tool_call>\n",
+            params(a, |k, v| format!(
+                "<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n"
+            ))
+        )
+    }
+    battery(&Family {
+        name: "hunyuan v3",
+        call,
+        block: |calls| format!("<tool_calls>\n{}</tool_calls>", calls.concat()),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // A call without parameters.
+    check(
+        "<tool_calls><tool_call>get_time<tool_sep></tool_call></tool_calls>",
+        vec![("get_time".to_owned(), Some(json!({})), "feedback")],
+        None,
+    );
+}
+
+#[test]
+fn hunyuan_suffixed_calls_are_read_and_typed_by_the_schema() {
+    fn call(n: &str, a: &Value) -> String {
+        let s = ":6124c78e";
+        format!(
+            "<tool_call{s}>{n}<tool_sep{s}>{}</tool_call{s}>",
+            params(a, |k, v| format!(
+                "<arg_key{s}>{k}</arg_key{s}><arg_value{s}>{v}</arg_value{s}>"
+            ))
+        )
+    }
+    battery(&Family {
+        name: "hunyuan suffixed",
+        call,
+        block: |calls| {
+            format!(
+                "<tool_calls:6124c78e>{}</tool_calls:6124c78e>",
+                calls.concat()
+            )
+        },
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // Another checkpoint's suffix, no separator, no parameters.
+    check(
+        "<tool_calls:ab12><tool_call:ab12>get_weather<arg_key:ab12>city</arg_key:ab12><arg_value:ab12>Lyon</arg_value:ab12></tool_call:ab12></tool_calls:ab12>",
+        vec![ok("get_weather", json!({"city": "Lyon"}))],
+        None,
+    );
+}
+
+#[test]
+fn minicpm5_calls_are_read_and_typed_by_the_schema() {
+    fn call(n: &str, a: &Value) -> String {
+        format!(
+            "<function name=\"{n}\">{}</function>\n",
+            params(a, |k, v| format!("<param name=\"{k}\">{v}</param>"))
+        )
+    }
+    battery(&Family {
+        name: "minicpm5",
+        call,
+        block: <[String]>::concat,
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // A value in CDATA keeps its line breaks and markup.
+    check(
+        "<function name=\"write_file\"><param name=\"path\">a.html</param><param name=\"content\"><![CDATA[<p>\n</param>\n</p>]]></param></function>",
+        vec![ok(
+            "write_file",
+            json!({"path": "a.html", "content": "<p>\n</param>\n</p>"}),
+        )],
+        None,
+    );
+}
+
+#[test]
+fn gigachat3_calls_are_read() {
+    battery(&Family {
+        name: "gigachat3",
+        call: |n, a| {
+            format!(
+                "<|message_sep|>\n\nfunction call<|role_sep|>\n{}",
+                json_call(n, a)
+            )
+        },
+        block: <[String]>::concat,
+        parallel: false,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // At the start of the text the role header alone, and the end of the turn after it.
+    check(
+        "function call<|role_sep|>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"MSK\"}}</s>",
+        vec![ok("get_time", json!({"zone": "MSK"}))],
+        None,
+    );
+    // GigaChat 3.1.
+    check(
+        "Сейчас посмотрю.<|function_call|>{\"name\": \"get_time\", \"arguments\": {\"zone\": \"MSK\"}}",
+        vec![ok("get_time", json!({"zone": "MSK"}))],
+        Some("Сейчас посмотрю."),
+    );
+}
+
+#[test]
+fn ernie45_calls_are_read() {
+    battery(&Family {
+        name: "ernie 4.5",
+        call: |n, a| format!("<tool_call>\n{}\n</tool_call>\n", json_call(n, a)),
+        block: <[String]>::concat,
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // The thinking model's reasoning ends in `</think>` whose opener was in the prompt:
+    // the call is read; the text before the tag is left as the content, as for every
+    // family (vLLM's `ernie45` leaves it too).
+    check(
+        "I need the weather in Bern first.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Bern\"}}\n</tool_call>\n",
+        vec![ok("get_weather", json!({"city": "Bern"}))],
+        Some("I need the weather in Bern first."),
+    );
+}
+
+#[test]
+fn dots_calls_are_read() {
+    fn call(n: &str, a: &Value) -> String {
+        format!(
+            "<invoke name=\"{n}\">{}</invoke>",
+            params(a, |k, v| format!("<parameter name=\"{k}\">{v}</parameter>"))
+        )
+    }
+    battery(&Family {
+        name: "dots",
+        call,
+        block: |calls| {
+            format!(
+                "<dots_function_call>{}</dots_function_call>",
+                calls.concat()
+            )
+        },
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // Its JSON form.
+    check(
+        "ok<dots_function_call>{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CST\"}}</dots_function_call>",
+        vec![ok("get_time", json!({"zone": "CST"}))],
+        Some("ok"),
+    );
+}
+
+#[test]
+fn poolside_calls_are_read() {
+    fn call(n: &str, a: &Value) -> String {
+        format!(
+            "<tool_call>{n}\n{}</tool_call>",
+            params(a, |k, v| format!(
+                "<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n"
+            ))
+        )
+    }
+    battery(&Family {
+        name: "poolside",
+        call,
+        block: |calls| calls.join("\n"),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // A file's last line break and leading indent are its content.
+    check(
+        "<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>f.py</arg_value>\n<arg_key>content</arg_key>\n<arg_value>    def f():\n        return 1\n</arg_value>\n</tool_call>",
+        vec![ok(
+            "write_file",
+            json!({"path": "f.py", "content": "    def f():\n        return 1\n"}),
+        )],
+        None,
+    );
+}
+
+#[test]
+fn phi4_mini_calls_are_read() {
+    battery(&Family {
+        name: "phi-4-mini",
+        call: json_call,
+        block: |calls| format!("functools[{}]", calls.join(", ")),
+        parallel: true,
+        after_prose: false,
+        prose_after_is_prose: false,
+    });
+    // After prose the word is prose: the text stays as it came.
+    let text = "In Python, functools[0] is no call: {\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}} neither.";
+    check(text, vec![], Some(text));
+}
+
+#[test]
+fn xlam_calls_are_read() {
+    battery(&Family {
+        name: "xlam",
+        call: json_call,
+        block: |calls| format!("[{}]", calls.join(", ")),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: true,
+    });
+    // In a fence, after reasoning.
+    check(
+        "<think>Two tools.</think>\n```json\n[{\"name\": \"get_time\", \"arguments\": {\"zone\": \"PST\"}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Reno\"}}]\n```",
+        vec![
+            ok("get_time", json!({"zone": "PST"})),
+            ok("get_weather", json!({"city": "Reno"})),
+        ],
+        None,
+    );
+}
+
+#[test]
+fn nemotron_calls_are_read() {
+    battery(&Family {
+        name: "nemotron json",
+        call: json_call,
+        block: |calls| format!("<TOOLCALL>[{}]</TOOLCALL>", calls.join(", ")),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // Nemotron 3: Qwen3-Coder's XML inside `<tool_call>`.
+    fn call(n: &str, a: &Value) -> String {
+        format!(
+            "<tool_call>\n<function={n}>\n{}</function>\n</tool_call>\n",
+            params(a, |k, v| format!("<parameter={k}>\n{v}\n</parameter>\n"))
+        )
+    }
+    battery(&Family {
+        name: "nemotron 3 xml",
+        call,
+        block: <[String]>::concat,
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+}
+
+// ---- MiniMax M2: the false positive ----
+
+#[test]
+fn an_invoke_shown_in_prose_is_no_call() {
+    let answers = [
+        "MiniMax writes its calls as XML, for example <invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter></invoke>, inside a wrapper tag.",
+        "To call the tool, the model emits `<invoke name=\"get_time\"><parameter name=\"zone\">UTC</parameter></invoke>`.",
+        "Sure.\n<invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter></invoke>\nThat is what such a call looks like.",
+    ];
+    for a in answers {
+        check(a, vec![], Some(a));
+    }
+    // Real calls stay calls: in the wrapper (after prose too), or bare at the start.
+    check(
+        "Checking.\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n<invoke name=\"get_time\">\n<parameter name=\"zone\">CET</parameter>\n</invoke>\n</minimax:tool_call>",
+        vec![
+            ok("get_weather", json!({"city": "Paris"})),
+            ok("get_time", json!({"zone": "CET"})),
+        ],
+        Some("Checking."),
+    );
+    check(
+        "<invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter></invoke>",
+        vec![ok("get_weather", json!({"city": "Paris"}))],
+        None,
+    );
+}
+
+// ---- linear time ----
+
+#[test]
+fn the_2026_readers_stay_linear() {
+    let units = [
+        "<|tools_prefix|>[{\"get_weather\": {\"city\": ",
+        "<longcat_tool_call>{\"name\": \"get_weather\", \"arguments\": {",
+        "<tool_calls><tool_call>get_weather<tool_sep><arg_key>city</arg_key><arg_value>",
+        "<tool_call:ab12>get_weather<tool_sep:ab12><arg_key:ab12>city</arg_key:ab12><arg_value:ab12>",
+        "<function name=\"get_weather\"><param name=\"city\"><![CDATA[",
+        "<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": ",
+        "<dots_function_call><invoke name=\"get_weather\"><parameter name=\"city\">",
+        "functools[{\"name\": \"get_time\", ",
+        "<TOOLCALL>[{\"name\": ",
+        "prose <invoke name=\"get_weather\"><parameter name=\"city\">",
+    ];
+    let tools = tools();
+    // Hunyuan calls each of another suffix, unclosed, read as one text.
+    let suffixed = |n: usize| -> String {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "<tool_call:s{i}>get_weather<arg_key:s{i}>city</arg_key:s{i}><arg_value:s{i}>x"
+                )
+            })
+            .collect()
+    };
+    let (small, large) = (suffixed(200), suffixed(2000));
+    crate::work::assert_linear("suffixes", small.as_str(), large.as_str(), |text| {
+        let _ = toolmend::repair(text, &RepairOptions::default());
+    });
+    for unit in units {
+        let (small, large) = (unit.repeat(200), unit.repeat(2000));
+        crate::work::assert_linear(unit, small.as_str(), large.as_str(), |text| {
+            let _ = toolmend::repair(text, &RepairOptions::default());
+            let _ = message::read_calls_in_str(text, &tools, &RepairOptions::default());
+            let _ = message::prose_before_calls(text);
+        });
+    }
+}
