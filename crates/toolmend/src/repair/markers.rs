@@ -25,15 +25,21 @@ pub const THINKING_TAGS: &[(&str, &str)] = &[
     ("<reflection>", "</reflection>"),
     ("[THINK]", "[/THINK]"),
     ("<|begin_of_thought|>", "<|end_of_thought|>"),
+    // Gemma 4's reasoning channel: `<|channel>thought\n…<channel|>` (the only channel it
+    // opens so; harmony's `<|channel|>` is another token).
+    ("<|channel>", "<channel|>"),
 ];
 
 use super::envelope::{Table, collect, count};
 pub use super::envelope::{
     deepseek::{DEEPSEEK_CALL_BEGIN, DEEPSEEK_SEP},
+    dsml::DSML_INVOKE,
     gemma::{GEMMA_CALL, GEMMA_CALL_START, TOOL_CODE_LANGS},
+    gemma4::GEMMA4_CALL_START,
     harmony::{HARMONY_CHANNEL, HARMONY_MESSAGE},
     hermes::TOOL_CALL_TAGS,
     kimi::KIMI_ARGUMENT_BEGIN,
+    kimi3::{KIMI3_CALL, KIMI3_TOOLS},
     minimax::XML_INVOKE,
     mistral::MISTRAL_TOOL_CALLS,
     qwen_coder::XML_FUNCTION,
@@ -289,6 +295,10 @@ mod tests {
             HARMONY_CHANNEL,
             STEP_CALL_BEGIN,
             STEP_INVOKE,
+            DSML_INVOKE,
+            GEMMA4_CALL_START,
+            KIMI3_TOOLS,
+            KIMI3_CALL,
         ]
         .into_iter()
         .chain(DEEPSEEK_CALL_BEGIN)

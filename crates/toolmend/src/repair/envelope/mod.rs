@@ -11,11 +11,14 @@
 //! extractor and the streaming gate know every marker the walk reads.
 
 pub(super) mod deepseek;
+pub(super) mod dsml;
 pub(super) mod gemma;
+pub(super) mod gemma4;
 mod glm;
 pub(super) mod harmony;
 pub(super) mod hermes;
 pub(super) mod kimi;
+pub(super) mod kimi3;
 pub(super) mod minimax;
 pub(super) mod mistral;
 mod pythonic;
@@ -89,17 +92,20 @@ impl Dialect {
 }
 
 /// Every dialect, in the order the walk tries them. Order matters only where markers
-/// overlap: Step-3's, harmony's and DeepSeek's own tokens come before [`tokens`] and
-/// DeepSeek's reader of any `<｜…｜>` token, which would take them as noise.
+/// overlap: Step-3's, harmony's, DSML's, DeepSeek's and Kimi K3's own tokens come before
+/// [`tokens`] and DeepSeek's reader of any `<｜…｜>` token, which would take them as noise.
 const DIALECTS: &[Dialect] = &[
     step::DIALECT,
     harmony::DIALECT,
+    dsml::DIALECT,
     deepseek::DIALECT,
+    kimi3::DIALECT,
     tokens::DIALECT,
     kimi::DIALECT,
     hermes::DIALECT,
     glm::DIALECT,
     minimax::DIALECT,
+    gemma4::DIALECT,
     gemma::DIALECT,
     mistral::DIALECT,
     qwen_coder::DIALECT,
