@@ -697,6 +697,24 @@ fn mistral_generations_are_read() {
         vec![ok("write_file", args.clone())],
         None,
     );
+    // A brace in the prose before the call stays in the prose (as a stream releases it);
+    // a call cut short before its last `}` is read (nothing is missing but the brace).
+    check(
+        "hi{hi[TOOL_CALLS]get_time{\"zone\": \"print(\\\"hi!\\\")\\nre.compile(r'{}')\"}",
+        vec![ok(
+            "get_time",
+            json!({"zone": "print(\"hi!\")\nre.compile(r'{}')"}),
+        )],
+        Some("hi{hi"),
+    );
+    // Junk before the list and data after it; a name alone is a call without arguments.
+    check(
+        "[TOOL_CALLS]  junk [{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}] trail",
+        vec![ok("get_time", json!({"zone": "UTC"}))],
+        None,
+    );
+    let (calls, _) = plan("[TOOL_CALLS]get_time");
+    assert_eq!(calls, vec![("get_time".to_owned(), None, "feedback")]);
     // Prose about the format stays prose.
     let prose = "Mistral answers with [TOOL_CALLS] followed by the calls when it wants a tool.";
     let (calls, _) = plan(prose);
