@@ -584,6 +584,17 @@ fn gemma4_calls_are_read() {
         )],
         None,
     );
+    // A `]` inside a string, an empty call; a call cut off inside a string stays text.
+    check(
+        "<|tool_call>call:get_weather{city:<|\"|>Bern<|\"|>,tags:[<|\"|>a]b<|\"|>,<|\"|>c<|\"|>]}<tool_call|>",
+        vec![ok(
+            "get_weather",
+            json!({"city": "Bern", "tags": ["a]b", "c"]}),
+        )],
+        None,
+    );
+    let cut = "<|tool_call>call:get_weather{city:<|\"|>Lond";
+    check(cut, vec![], Some(cut));
     // Prose about a call, without its token, is prose.
     let prose = "Gemma 4 writes call:get_weather{city:<|\"|>Paris<|\"|>} between its tokens.";
     check(prose, vec![], Some(prose));
@@ -629,8 +640,19 @@ fn dsml_calls_are_read_each_value_by_its_string_flag() {
         )],
         None,
     );
-    // A DSML block shown inside a code span of prose is still a marker (rule 1); prose
-    // that only names the format is prose.
+    // A text value is typed by the schema afterwards, as the servers type it (a string
+    // property keeps it); a lone `arguments` wrapper is unwrapped.
+    check(
+        "<｜DSML｜function_calls><｜DSML｜invoke name=\"get_weather\"><｜DSML｜parameter name=\"city\" string=\"true\">12</｜DSML｜parameter><｜DSML｜parameter name=\"days\" string=\"true\">42</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
+        vec![ok("get_weather", json!({"city": "12", "days": 42}))],
+        None,
+    );
+    check(
+        "<｜DSML｜function_calls><｜DSML｜invoke name=\"get_time\"><｜DSML｜parameter name=\"arguments\" string=\"false\">{\"zone\": \"CST\"}</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
+        vec![ok("get_time", json!({"zone": "CST"}))],
+        None,
+    );
+    // Prose that only names the format is prose.
     let prose = "DeepSeek V3.2 wraps its calls in a function_calls block of DSML.";
     check(prose, vec![], Some(prose));
 }

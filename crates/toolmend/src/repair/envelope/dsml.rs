@@ -1,7 +1,8 @@
 //! DeepSeek V3.2 and V4 (DSML): `<｜DSML｜function_calls>` (V3.2) or `<｜DSML｜tool_calls>`
 //! (V4) around `<｜DSML｜invoke name="f"><｜DSML｜parameter name="k" string="true">v
 //! </｜DSML｜parameter></｜DSML｜invoke>`. Each parameter says its own type: `string="true"`
-//! is text as it stands, `string="false"` is JSON. Its tokens are fullwidth `<｜…｜…>` like
+//! is text as it stands (typed by the schema afterwards, as for any XML-style parameter:
+//! a `string` property keeps it), `string="false"` is JSON. Its tokens are fullwidth `<｜…｜…>` like
 //! DeepSeek's own, so it comes before [`super::deepseek`], whose reader takes any `<｜…｜>`.
 
 use serde_json::{Map, Value};
@@ -101,7 +102,9 @@ impl Walk<'_> {
             .map(|i| body_start + i);
         let body = &rest[body_start..close.unwrap_or(next)];
         let truncated_call = close.is_none() && next == rest.len();
-        let mut fixes = vec![Fix::at(FixKind::ToolCallTagUnwrapped, at).with_detail(t.what)];
+        // Text values are typed by the tool's schema afterwards, as the servers' parsers
+        // type them (a `string` property keeps the text as it is).
+        let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, at).with_detail(t.what)];
         let args = self.read_typed_params(t, body, at + body_start, truncated_call, &mut fixes);
         self.out.envelope_call = true;
         self.pos = at + body_start + body.len() + close.map_or(0, |_| t.invoke_close.len());
