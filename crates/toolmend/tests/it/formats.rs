@@ -729,6 +729,16 @@ fn mistral_generations_are_read() {
         )],
         Some("hi{hi"),
     );
+    // A string holding a fence and `[brackets]`, prose before the token.
+    let content = "```\nANSWER: [City Name] - [Weather] - {temp}\n```";
+    check(
+        &format!(
+            "Here it is: [TOOL_CALLS] [{{\"name\":\"write_file\", \"arguments\":{{\"path\":\"\",\"content\":{}}}}}]",
+            json!(content)
+        ),
+        vec![ok("write_file", json!({"path": "", "content": content}))],
+        Some("Here it is:"),
+    );
     // Junk before the list and data after it; a name alone is a call without arguments.
     check(
         "[TOOL_CALLS]  junk [{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}] trail",
@@ -830,6 +840,13 @@ fn qwen3_hermes_calls_are_read() {
             ok("get_time", json!({"zone": "CET"})),
         ],
         Some("On it."),
+    );
+    // A number written as a string for an integer property is read by the schema; a
+    // number-like string for a string property stays a string.
+    check(
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"2046\", \"days\": \"3\"}}\n</tool_call>",
+        vec![ok("get_weather", json!({"city": "2046", "days": 3}))],
+        None,
     );
     // Nested values, a long multi-line string.
     let args =
