@@ -87,7 +87,8 @@ impl Walk<'_> {
         let at = self.pos;
         let rest = self.rest();
         let head = prefix(rest, 256);
-        let head_len = head.find(t.head_end).ok_or_else(|| ParseError {
+        // The head's end is looked for after the opener (which may hold a `>` itself).
+        let head_len = after(head, t.invoke.len(), t.head_end).ok_or_else(|| ParseError {
             fatal: false,
             offset: at + head.len(),
             reason: format!("unterminated {} tag", t.what),
@@ -126,7 +127,7 @@ impl Walk<'_> {
         while let Some(pi) = body[i..].find(t.param) {
             let p_at = i + pi;
             let head = prefix(&body[p_at..], 256);
-            let Some(he) = head.find(t.head_end) else {
+            let Some(he) = after(head, t.param.len(), t.head_end) else {
                 truncated = true;
                 break;
             };
@@ -185,6 +186,11 @@ impl Walk<'_> {
         }
         Value::String(raw.to_owned())
     }
+}
+
+/// Where `needle` is in `s` from byte `from` on (`None` when `from` is past `s`).
+fn after(s: &str, from: usize, needle: &str) -> Option<usize> {
+    s.get(from..)?.find(needle).map(|i| from + i)
 }
 
 /// The value of attribute `name` (`name="v"`) in a tag's head, `&quot;` and `&amp;`
