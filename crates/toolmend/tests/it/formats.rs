@@ -694,6 +694,12 @@ fn mistral_generations_are_read() {
         ],
         Some("Sure."),
     );
+    // An id another template wrote, without `[ARGS]`.
+    check(
+        "[TOOL_CALLS]get_time[CALL_ID]call_7-x{\"zone\": \"UTC\"}",
+        vec![ok("get_time", json!({"zone": "UTC"}))],
+        None,
+    );
     // v11: `[ARGS]`, after Magistral's reasoning.
     check(
         "[THINK]The user wants the time. {\"zone\": \"X\"}?[/THINK][TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}",

@@ -36,10 +36,14 @@ fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
     }
     let mut args = i;
     if i > r && w.raw[i..].starts_with(CALL_ID) {
-        // v13: `name[CALL_ID]id[ARGS]{…}`; the id (alphanumeric) is the model's own, and
-        // the call gets one where calls are planned.
+        // v13: `name[CALL_ID]id[ARGS]{…}`; the id (9 alphanumerics in Mistral's templates,
+        // `_` and `-` in others') is the model's own: the call gets one where calls are
+        // planned.
         args = i + CALL_ID.len();
-        while args < w.b.len() && args - i < 64 && w.b[args].is_ascii_alphanumeric() {
+        while args < w.b.len()
+            && args - i < 64
+            && (w.b[args].is_ascii_alphanumeric() || matches!(w.b[args], b'_' | b'-'))
+        {
             args += 1;
         }
     }
