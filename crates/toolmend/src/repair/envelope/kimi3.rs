@@ -1,7 +1,8 @@
 //! Kimi K3 (XTML), unlike K2's tokens ([`super::kimi`]): a `tools` channel of calls whose
 //! arguments carry their type, `<|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|>
 //! <|open|>argument key="k" type="string"<|sep|>v<|close|>argument<|sep|><|close|>call<|sep|>
-//! <|close|>tools<|sep|>`. A `string` argument is text as it stands, any other type JSON.
+//! <|close|>tools<|sep|>`. A `string` argument is text as it stands (typed by the schema
+//! afterwards, as DSML's), any other type JSON; `index` is the model's count, not kept.
 //! Its `<|…|>` tokens come before [`super::tokens`], which would take them as noise.
 
 use super::{Dialect, ParseError, Walk, dsml::TypedTags};
@@ -11,7 +12,8 @@ use crate::FixKind;
 pub const KIMI3_TOOLS: &str = "<|open|>tools<|sep|>";
 /// What opens one K3 call (`tool="f"` follows).
 pub const KIMI3_CALL: &str = "<|open|>call ";
-/// What ends K3's reply channel, when a channel of calls follows it.
+/// What ends K3's reply channel (its opener is in the prompt): a marker, so the prose
+/// before it is the content and the channel of calls after it is held back.
 const RESPONSE_CLOSE: &str = "<|close|>response<|sep|>";
 
 pub(super) const DIALECT: Dialect = Dialect {
