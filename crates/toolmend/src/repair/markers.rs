@@ -25,19 +25,25 @@ pub const THINKING_TAGS: &[(&str, &str)] = &[
     ("<reflection>", "</reflection>"),
     ("[THINK]", "[/THINK]"),
     ("<|begin_of_thought|>", "<|end_of_thought|>"),
+    // Gemma 4's reasoning channel: `<|channel>thought\n…<channel|>` (the only channel it
+    // opens so; harmony's `<|channel|>` is another token).
+    ("<|channel>", "<channel|>"),
 ];
 
 use super::envelope::{Table, collect, count};
 pub use super::envelope::{
     apertus::APERTUS_PREFIX,
     deepseek::{DEEPSEEK_CALL_BEGIN, DEEPSEEK_SEP},
+    dsml::DSML_INVOKE,
     functools::FUNCTOOLS,
     gemma::{GEMMA_CALL, GEMMA_CALL_START, TOOL_CODE_LANGS},
+    gemma4::GEMMA4_CALL_START,
     gigachat::{GIGACHAT_CALL, GIGACHAT_ROLE},
     harmony::{HARMONY_CHANNEL, HARMONY_MESSAGE},
     hermes::TOOL_CALL_TAGS,
     hunyuan::{HUNYUAN_CALL, HUNYUAN_CALLS},
     kimi::KIMI_ARGUMENT_BEGIN,
+    kimi3::{KIMI3_CALL, KIMI3_TOOLS},
     minicpm::MINICPM_FUNCTION,
     minimax::XML_INVOKE,
     mistral::MISTRAL_TOOL_CALLS,
@@ -164,8 +170,9 @@ pub fn is_call_token(token: &str) -> bool {
 }
 
 /// Where the first call written into `text` may begin: the first [`CALL_MARKERS`] entry,
-/// or the first `{` or code fence (a JSON call after prose is read by the parser too), or
-/// a [`LEADING_MARKERS`] entry at the start. Linear in the text.
+/// or the first object or fence that [`opening`] says opens a call (a JSON call after
+/// prose is read by the parser too; `hi{hi` is prose), or a [`LEADING_MARKERS`] entry at
+/// the start. Linear in the text: [`opening`] looks at most [`MAX_UNDECIDED`] bytes on.
 pub fn first_call_marker(text: &str) -> Option<usize> {
     let b = text.as_bytes();
     let start = b.len() - text.trim_start().len();
@@ -176,11 +183,74 @@ pub fn first_call_marker(text: &str) -> Option<usize> {
         return Some(start);
     }
     (0..b.len()).find(|&i| match b[i] {
-        b'{' => true,
-        b'`' => b[i..].starts_with(FENCE.as_bytes()),
+        b'{' | b'`' => opening(&text[i..]) == Some(true),
         b'<' | b'[' => call_marker_at(text, i).is_some(),
         _ => false,
     })
+}
+
+/// How far a fence's info string and whitespace, or an object's opening, is followed
+/// before it counts as prose.
+pub const MAX_UNDECIDED: usize = 64;
+
+/// The first keys of an object that is a call written into the text.
+const CALL_KEYS: [&str; 3] = ["name", "arguments", "parameters"];
+
+/// Whether a fence or an object that opens `rest` (mid-text) begins a call: a fence
+/// whose info string and whitespace are followed by `{` or `[`; an object whose first
+/// key is one of [`CALL_KEYS`]. `None` while the text so far cannot tell (a streaming
+/// gate waits; a whole text has no call there). The gate and the prose cut share it, so
+/// the prose a stream releases is the prose a plan keeps.
+pub fn opening(rest: &str) -> Option<bool> {
+    let b = rest.as_bytes();
+    let undecided = |j: usize| if j > MAX_UNDECIDED { Some(false) } else { None };
+    if b[0] == b'`' {
+        if b.len() < FENCE.len() {
+            return if FENCE.starts_with(rest) {
+                None
+            } else {
+                Some(false)
+            };
+        }
+        if !rest.starts_with(FENCE) {
+            return Some(false);
+        }
+        let mut j = FENCE.len();
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || matches!(b[j], b'_' | b'-' | b'+')) {
+            j += 1;
+        }
+        while j < b.len() && b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        if j >= b.len() {
+            return undecided(j);
+        }
+        // A tool-code fence (Gemma 3) holds a call whatever follows; another fence only
+        // when JSON opens in it.
+        return Some(is_tool_code_fence(rest) || matches!(b[j], b'{' | b'['));
+    }
+    let mut j = 1;
+    while j < b.len() && b[j].is_ascii_whitespace() {
+        j += 1;
+    }
+    if j >= b.len() {
+        return undecided(j);
+    }
+    let quote = b[j];
+    if quote != b'"' && quote != b'\'' {
+        return Some(false);
+    }
+    let key = &b[j + 1..];
+    // A call's first key is short: the search for its end is bounded.
+    match key.iter().take(MAX_UNDECIDED + 1).position(|&c| c == quote) {
+        Some(end) => Some(CALL_KEYS.iter().any(|k| k.as_bytes() == &key[..end])),
+        None if key.len() <= MAX_UNDECIDED
+            && CALL_KEYS.iter().any(|k| k.as_bytes().starts_with(key)) =>
+        {
+            None
+        }
+        None => Some(false),
+    }
 }
 
 /// What a text's start says about a pythonic call `name(…)` there.
@@ -322,6 +392,10 @@ mod tests {
             HARMONY_CHANNEL,
             STEP_CALL_BEGIN,
             STEP_INVOKE,
+            DSML_INVOKE,
+            GEMMA4_CALL_START,
+            KIMI3_TOOLS,
+            KIMI3_CALL,
         ]
         .into_iter()
         .chain(DEEPSEEK_CALL_BEGIN)

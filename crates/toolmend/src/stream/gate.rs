@@ -33,17 +33,12 @@
 //! most [`MAX_KEPT_WS`] bytes of whitespace and a marker's length); the gate keeps only
 //! what it has not released.
 
-use crate::repair::markers::{self, FENCE, LEADING_MARKERS, Leading};
+use crate::repair::markers::{self, LEADING_MARKERS, Leading};
 
 /// Trailing whitespace kept back at most; past it whitespace is released as it comes.
 pub const MAX_KEPT_WS: usize = 1024;
 
-/// How far a fence's info string and whitespace, or an object's opening, is followed
-/// before it counts as prose.
-const MAX_UNDECIDED: usize = 64;
-
-/// The first keys of an object that is a call written into the text.
-const CALL_KEYS: [&str; 3] = ["name", "arguments", "parameters"];
+use markers::{MAX_UNDECIDED, opening};
 
 /// What the gate does with a thinking block.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -422,59 +417,5 @@ impl ContentGate {
             }
             _ => Leading::No,
         }
-    }
-}
-
-/// Whether a fence or an object that opens `rest` (mid-text) begins a call: a fence
-/// whose info string and whitespace are followed by `{` or `[`; an object whose first
-/// key is one of [`CALL_KEYS`]. `None` while the text so far cannot tell.
-fn opening(rest: &str) -> Option<bool> {
-    let b = rest.as_bytes();
-    let undecided = |j: usize| if j > MAX_UNDECIDED { Some(false) } else { None };
-    if b[0] == b'`' {
-        if b.len() < FENCE.len() {
-            return if FENCE.starts_with(rest) {
-                None
-            } else {
-                Some(false)
-            };
-        }
-        if !rest.starts_with(FENCE) {
-            return Some(false);
-        }
-        let mut j = FENCE.len();
-        while j < b.len() && (b[j].is_ascii_alphanumeric() || matches!(b[j], b'_' | b'-' | b'+')) {
-            j += 1;
-        }
-        while j < b.len() && b[j].is_ascii_whitespace() {
-            j += 1;
-        }
-        if j >= b.len() {
-            return undecided(j);
-        }
-        // A tool-code fence (Gemma 3) holds a call whatever follows; another fence only
-        // when JSON opens in it.
-        return Some(markers::is_tool_code_fence(rest) || matches!(b[j], b'{' | b'['));
-    }
-    let mut j = 1;
-    while j < b.len() && b[j].is_ascii_whitespace() {
-        j += 1;
-    }
-    if j >= b.len() {
-        return undecided(j);
-    }
-    let quote = b[j];
-    if quote != b'"' && quote != b'\'' {
-        return Some(false);
-    }
-    let key = &b[j + 1..];
-    match key.iter().position(|&c| c == quote) {
-        Some(end) => Some(CALL_KEYS.iter().any(|k| k.as_bytes() == &key[..end])),
-        None if key.len() <= MAX_UNDECIDED
-            && CALL_KEYS.iter().any(|k| k.as_bytes().starts_with(key)) =>
-        {
-            None
-        }
-        None => Some(false),
     }
 }

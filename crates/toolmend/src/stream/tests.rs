@@ -562,6 +562,26 @@ fn family_calls() -> Vec<(&'static str, String)> {
             "<TOOLCALL>",
             "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</TOOLCALL>",
         ),
+        (
+            "<|tool_call>",
+            "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>",
+        ),
+        (
+            "<｜DSML｜function_calls>",
+            "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+        ),
+        (
+            "<｜DSML｜tool_calls>",
+            "<｜DSML｜tool_calls><｜DSML｜invoke name=\"get_weather\"><｜DSML｜parameter name=\"days\" string=\"false\">2</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜tool_calls>",
+        ),
+        (
+            "<|open|>tools<|sep|>",
+            "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+        ),
+        (
+            "[TOOL_CALLS]",
+            "[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{\"city\": \"Paris\"}",
+        ),
     ]
     .into_iter()
     .map(|(m, t)| (m, t.to_owned()))

@@ -36,7 +36,19 @@ fn tools() -> Toolbox {
                 "required": ["zone"], "additionalProperties": false}),
     )
     .unwrap();
-    Toolbox::from_tools([weather, time]).unwrap()
+    let write = CompiledTool::compile(
+        "write_file",
+        "Write a file.",
+        &json!({"type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "content": {"type": "string"},
+                    "meta": {"type": "object"},
+                    "lines": {"type": "array", "items": {"type": "integer"}}},
+                "required": ["path", "content"], "additionalProperties": false}),
+    )
+    .unwrap();
+    Toolbox::from_tools([weather, time, write]).unwrap()
 }
 
 /// A call as planned: the tool, its arguments, its disposition.
@@ -394,6 +406,24 @@ const FAMILY_SNIPPETS: &[&str] = &[
     "<escape>",
     "city:",
     "[TOOL_CALLS]get_time",
+    "[CALL_ID]a1B2c3D4e[ARGS]",
+    "<|tool_call>call:get_weather{city:<|\"|>",
+    "<|\"|>",
+    "<tool_call|>",
+    "<|channel>thought\n",
+    "<channel|>",
+    "<｜DSML｜function_calls>",
+    "<｜DSML｜tool_calls>",
+    "<｜DSML｜invoke name=\"get_weather\">",
+    "<｜DSML｜parameter name=\"city\" string=\"true\">",
+    "<｜DSML｜parameter name=\"days\" string=\"false\">",
+    "</｜DSML｜parameter>",
+    "</｜DSML｜invoke>",
+    "<|open|>tools<|sep|>",
+    "<|open|>call tool=\"get_weather\" index=\"1\"<|sep|>",
+    "<|open|>argument key=\"city\" type=\"string\"<|sep|>",
+    "<|close|>argument<|sep|>",
+    "<|close|>call<|sep|>",
     "{\"zone\": \"CET\"}",
     // Issue 29.
     "<|tools_prefix|>[{\"get_time\": ",
@@ -454,6 +484,12 @@ fn family_readers_stay_linear() {
         "<|channel|>analysis<|message|>",
         "<start_function_call>call:get_weather{city:<escape>",
         "[TOOL_CALLS]get_weather",
+        "[TOOL_CALLS]get_weather[CALL_ID]",
+        "<|tool_call>call:get_weather{city:<|\"|>",
+        "<|channel>thought",
+        "<｜DSML｜function_calls><｜DSML｜invoke name=\"get_weather\"><｜DSML｜parameter name=\"city\" string=\"true\">",
+        "<｜DSML｜parameter name=\"days\" string=\"false\">[",
+        "<|open|>tools<|sep|><|open|>call tool=\"get_weather\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>",
         "<function_calls>get_weather(city=",
         "<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\"><steptml:parameter name=\"city\">",
         "```tool_code\nget_weather(city=",
@@ -525,6 +561,336 @@ fn minicpm_calls_are_read() {
             "get_weather",
             json!({"city": "Chengdu", "units": "celsius"}),
         )],
+        None,
+    );
+}
+
+// ---- issue 29: Gemma 4, DSML, Kimi K3, and every generation's cases ----
+
+/// Source code with quotes, braces, commas and line breaks: a long argument.
+const CODE: &str = "fn main() {\n    let s = \"a, b}\";\n    println!(\"{s} {{}}\");\n}\n";
+
+#[test]
+fn gemma4_calls_are_read() {
+    // One call.
+    check(
+        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3}<tool_call|>",
+        vec![ok("get_weather", json!({"city": "Paris", "days": 3}))],
+        None,
+    );
+    // Several in a row, prose before and after.
+    check(
+        "Let me check both.<|tool_call>call:get_weather{city:<|\"|>Lyon, FR<|\"|>}<tool_call|><|tool_call>call:get_time{zone:<|\"|>CET<|\"|>}<tool_call|>I will report back.",
+        vec![
+            ok("get_weather", json!({"city": "Lyon, FR"})),
+            ok("get_time", json!({"zone": "CET"})),
+        ],
+        Some("Let me check both."),
+    );
+    // After its reasoning channel (which holds a call-like draft).
+    check(
+        "<|channel>thought\nThe user wants Oslo: call:get_weather{city:<|\"|>Oslo<|\"|>}?<channel|><|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}<tool_call|>",
+        vec![ok("get_weather", json!({"city": "Oslo"}))],
+        None,
+    );
+    // Typed values: numbers, booleans, null, a list, a string that looks like a number,
+    // a key quoted as a string is.
+    check(
+        "<|tool_call>call:get_weather{<|\"|>city<|\"|>:<|\"|>Rome<|\"|>,days:4,detailed:true,note:null,zip:<|\"|>00184<|\"|>,tags:[<|\"|>a<|\"|>,<|\"|>b<|\"|>]}<tool_call|>",
+        vec![ok(
+            "get_weather",
+            json!({"city": "Rome", "days": 4, "detailed": true, "note": null, "zip": "00184", "tags": ["a", "b"]}),
+        )],
+        None,
+    );
+    // Nested objects and lists; a long multi-line string with quotes and braces.
+    let text = format!(
+        "<|tool_call>call:write_file{{path:<|\"|>src/main.rs<|\"|>,content:<|\"|>{CODE}<|\"|>,meta:{{mode:<|\"|>0644<|\"|>,opts:{{force:false,depth:2.5}}}},lines:[1,2,3]}}<tool_call|>"
+    );
+    check(
+        &text,
+        vec![ok(
+            "write_file",
+            json!({"path": "src/main.rs", "content": CODE, "meta": {"mode": "0644", "opts": {"force": false, "depth": 2.5}}, "lines": [1, 2, 3]}),
+        )],
+        None,
+    );
+    // A `]` inside a string, an empty call; a call cut off inside a string stays text.
+    check(
+        "<|tool_call>call:get_weather{city:<|\"|>Bern<|\"|>,tags:[<|\"|>a]b<|\"|>,<|\"|>c<|\"|>]}<tool_call|>",
+        vec![ok(
+            "get_weather",
+            json!({"city": "Bern", "tags": ["a]b", "c"]}),
+        )],
+        None,
+    );
+    let cut = "<|tool_call>call:get_weather{city:<|\"|>Lond";
+    check(cut, vec![], Some(cut));
+    // Prose about a call, without its token, is prose.
+    let prose = "Gemma 4 writes call:get_weather{city:<|\"|>Paris<|\"|>} between its tokens.";
+    check(prose, vec![], Some(prose));
+}
+
+#[test]
+fn dsml_calls_are_read_each_value_by_its_string_flag() {
+    // V3.2: prose before, a string and a JSON value.
+    check(
+        "Let me look.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+        vec![ok("get_weather", json!({"city": "Paris", "days": 3}))],
+        Some("Let me look."),
+    );
+    // V4: `tool_calls`, two calls, the end-of-sentence token after.
+    check(
+        "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Kyiv</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"get_time\">\n<｜DSML｜parameter name=\"zone\" string=\"true\">EET</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>",
+        vec![
+            ok("get_weather", json!({"city": "Kyiv"})),
+            ok("get_time", json!({"zone": "EET"})),
+        ],
+        None,
+    );
+    // Typed: booleans, null, lists as JSON; a number-like string stays a string.
+    check(
+        "<｜DSML｜tool_calls><｜DSML｜invoke name=\"get_weather\"><｜DSML｜parameter name=\"city\" string=\"true\">Rome</｜DSML｜parameter><｜DSML｜parameter name=\"zip\" string=\"true\">00184</｜DSML｜parameter><｜DSML｜parameter name=\"detailed\" string=\"false\">true</｜DSML｜parameter><｜DSML｜parameter name=\"note\" string=\"false\">null</｜DSML｜parameter><｜DSML｜parameter name=\"tags\" string=\"false\">[\"x\", \"y\"]</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜tool_calls>",
+        vec![ok(
+            "get_weather",
+            json!({"city": "Rome", "zip": "00184", "detailed": true, "note": null, "tags": ["x", "y"]}),
+        )],
+        None,
+    );
+    // Reasoning before; nested JSON; a long multi-line string verbatim (with `<`, quotes
+    // and braces).
+    let code = format!("{CODE}// a < b && \"c\" > d\n");
+    let text = format!(
+        "<think>The user wants a file written. Maybe {{\"path\": \"x\"}}.</think>\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"write_file\">\n<｜DSML｜parameter name=\"path\" string=\"true\">src/main.rs</｜DSML｜parameter>\n<｜DSML｜parameter name=\"content\" string=\"true\">{code}</｜DSML｜parameter>\n<｜DSML｜parameter name=\"meta\" string=\"false\">{{\"mode\": \"0644\", \"opts\": {{\"force\": false, \"tags\": [1, [2]]}}}}</｜DSML｜parameter>\n<｜DSML｜parameter name=\"lines\" string=\"false\">[1, 2]</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"
+    );
+    check(
+        &text,
+        vec![ok(
+            "write_file",
+            json!({"path": "src/main.rs", "content": code, "meta": {"mode": "0644", "opts": {"force": false, "tags": [1, [2]]}}, "lines": [1, 2]}),
+        )],
+        None,
+    );
+    // A text value is typed by the schema afterwards, as the servers type it (a string
+    // property keeps it); a lone `arguments` wrapper is unwrapped.
+    check(
+        "<｜DSML｜function_calls><｜DSML｜invoke name=\"get_weather\"><｜DSML｜parameter name=\"city\" string=\"true\">12</｜DSML｜parameter><｜DSML｜parameter name=\"days\" string=\"true\">42</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
+        vec![ok("get_weather", json!({"city": "12", "days": 42}))],
+        None,
+    );
+    check(
+        "<｜DSML｜function_calls><｜DSML｜invoke name=\"get_time\"><｜DSML｜parameter name=\"arguments\" string=\"false\">{\"zone\": \"CST\"}</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
+        vec![ok("get_time", json!({"zone": "CST"}))],
+        None,
+    );
+    // Prose that only names the format is prose.
+    let prose = "DeepSeek V3.2 wraps its calls in a function_calls block of DSML.";
+    check(prose, vec![], Some(prose));
+}
+
+#[test]
+fn kimi_k3_calls_are_read_each_value_by_its_type() {
+    // The reply channel's opener is in the prompt; its close ends the prose.
+    let text = "Checking both.<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>Oslo<|close|>argument<|sep|><|open|>argument key=\"days\" type=\"integer\"<|sep|>2<|close|>argument<|sep|><|close|>call<|sep|><|open|>call tool=\"get_time\" index=\"2\"<|sep|><|open|>argument key=\"zone\" type=\"string\"<|sep|>CET<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>";
+    check(
+        text,
+        vec![
+            ok("get_weather", json!({"city": "Oslo", "days": 2})),
+            ok("get_time", json!({"zone": "CET"})),
+        ],
+        Some("Checking both."),
+    );
+    // Typed: a number-like string, a boolean, null, an object; a multi-line string raw.
+    let text = format!(
+        "<|open|>tools<|sep|><|open|>call tool=\"write_file\" index=\"1\"<|sep|><|open|>argument key=\"path\" type=\"string\"<|sep|>0644<|close|>argument<|sep|><|open|>argument key=\"content\" type=\"string\"<|sep|>{CODE}<|close|>argument<|sep|><|open|>argument key=\"meta\" type=\"object\"<|sep|>{{\"force\": true, \"note\": null}}<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"
+    );
+    check(
+        &text,
+        vec![ok(
+            "write_file",
+            json!({"path": "0644", "content": CODE, "meta": {"force": true, "note": null}}),
+        )],
+        None,
+    );
+}
+
+#[test]
+fn mistral_generations_are_read() {
+    // v13: each call with its id.
+    check(
+        "Sure.[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{\"city\": \"Paris\", \"days\": 2}[TOOL_CALLS]get_time[CALL_ID]Z9y8X7w6v[ARGS]{\"zone\": \"CET\"}",
+        vec![
+            ok("get_weather", json!({"city": "Paris", "days": 2})),
+            ok("get_time", json!({"zone": "CET"})),
+        ],
+        Some("Sure."),
+    );
+    // An id another template wrote, without `[ARGS]`.
+    check(
+        "[TOOL_CALLS]get_time[CALL_ID]call_7-x{\"zone\": \"UTC\"}",
+        vec![ok("get_time", json!({"zone": "UTC"}))],
+        None,
+    );
+    // v11: `[ARGS]`, after Magistral's reasoning.
+    check(
+        "[THINK]The user wants the time. {\"zone\": \"X\"}?[/THINK][TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}",
+        vec![ok("get_time", json!({"zone": "UTC"}))],
+        None,
+    );
+    // Before v11: a list, each call with its id; a space after the token.
+    check(
+        "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lima\", \"detailed\": false, \"note\": null}, \"id\": \"a1B2c3D4e\"}, {\"name\": \"get_time\", \"arguments\": {\"zone\": \"PET\"}, \"id\": \"Z9y8X7w6v\"}]",
+        vec![
+            ok(
+                "get_weather",
+                json!({"city": "Lima", "detailed": false, "note": null}),
+            ),
+            ok("get_time", json!({"zone": "PET"})),
+        ],
+        None,
+    );
+    // Nested values and a long multi-line string.
+    let args = json!({"path": "a.rs", "content": CODE, "meta": {"opts": {"force": true}, "list": [1, [2, 3]]}, "lines": [1]});
+    check(
+        &format!("[TOOL_CALLS]write_file[ARGS]{args}"),
+        vec![ok("write_file", args.clone())],
+        None,
+    );
+    // A brace in the prose before the call stays in the prose (as a stream releases it);
+    // a call cut short before its last `}` is read (nothing is missing but the brace).
+    check(
+        "hi{hi[TOOL_CALLS]get_time{\"zone\": \"print(\\\"hi!\\\")\\nre.compile(r'{}')\"}",
+        vec![ok(
+            "get_time",
+            json!({"zone": "print(\"hi!\")\nre.compile(r'{}')"}),
+        )],
+        Some("hi{hi"),
+    );
+    // A string holding a fence and `[brackets]`, prose before the token.
+    let content = "```\nANSWER: [City Name] - [Weather] - {temp}\n```";
+    check(
+        &format!(
+            "Here it is: [TOOL_CALLS] [{{\"name\":\"write_file\", \"arguments\":{{\"path\":\"\",\"content\":{}}}}}]",
+            json!(content)
+        ),
+        vec![ok("write_file", json!({"path": "", "content": content}))],
+        Some("Here it is:"),
+    );
+    // Junk before the list and data after it; a name alone is a call without arguments.
+    check(
+        "[TOOL_CALLS]  junk [{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}] trail",
+        vec![ok("get_time", json!({"zone": "UTC"}))],
+        None,
+    );
+    let (calls, _) = plan("[TOOL_CALLS]get_time");
+    assert_eq!(calls, vec![("get_time".to_owned(), None, "feedback")]);
+    // Prose about the format stays prose.
+    let prose = "Mistral answers with [TOOL_CALLS] followed by the calls when it wants a tool.";
+    let (calls, _) = plan(prose);
+    assert!(calls.is_empty(), "{calls:?}");
+}
+
+#[test]
+fn deepseek_v3_and_r1_cases_are_read() {
+    // R1: reasoning before; typed and nested values; a long multi-line string.
+    let args = json!({"path": "src/main.rs", "content": CODE, "meta": {"mode": "0644", "n": null, "ok": true}, "lines": [3, 4]});
+    let text = format!(
+        "<think>I should write it. {{\"path\": \"draft\"}}</think>\n\nWriting it now.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>write_file\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
+        serde_json::to_string_pretty(&args).unwrap()
+    );
+    check(
+        &text,
+        vec![ok("write_file", args.clone())],
+        Some("Writing it now."),
+    );
+    // Number-like strings stay strings; numbers and booleans as written.
+    check(
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Rome\", \"zip\": \"00184\", \"days\": 7, \"detailed\": true}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        vec![ok(
+            "get_weather",
+            json!({"city": "Rome", "zip": "00184", "days": 7, "detailed": true}),
+        )],
+        None,
+    );
+}
+
+#[test]
+fn kimi_k2_cases_are_read() {
+    let args = json!({"path": "a.rs", "content": CODE, "meta": {"x": [1, {"y": null}]}});
+    let text = format!(
+        "<think>Write it.</think>Done soon.<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>{args}<|tool_call_end|><|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{{\"zone\": \"JST\"}}<|tool_call_end|><|tool_calls_section_end|>"
+    );
+    check(
+        &text,
+        vec![
+            ok("write_file", args.clone()),
+            ok("get_time", json!({"zone": "JST"})),
+        ],
+        Some("Done soon."),
+    );
+}
+
+#[test]
+fn llama3_json_calls_are_read() {
+    // Bare, `parameters` for `arguments`.
+    check(
+        "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 2}}",
+        vec![ok("get_weather", json!({"city": "Paris", "days": 2}))],
+        None,
+    );
+    // After `<|python_tag|>`, the end-of-message token after.
+    check(
+        "<|python_tag|>{\"name\": \"get_time\", \"parameters\": {\"zone\": \"CET\"}}<|eom_id|>",
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        None,
+    );
+    // Several, separated by `;`, with and without the tag.
+    let calls = vec![
+        ok("get_weather", json!({"city": "Oslo", "zip": "0150"})),
+        ok("get_time", json!({"zone": "CET"})),
+    ];
+    let both = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"zip\": \"0150\"}}; {\"name\": \"get_time\", \"parameters\": {\"zone\": \"CET\"}}";
+    check(both, calls.clone(), None);
+    check(&format!("<|python_tag|>{both}"), calls, None);
+    // Nested values, a long multi-line string.
+    let args = json!({"path": "a.rs", "content": CODE, "meta": {"a": {"b": [true, null]}}});
+    check(
+        &format!("<|python_tag|>{{\"name\": \"write_file\", \"parameters\": {args}}}"),
+        vec![ok("write_file", args.clone())],
+        None,
+    );
+    // An example inside an answer is prose.
+    let prose = "A call looks like {\"name\": \"get_time\", \"parameters\": {\"zone\": \"CET\"}}; the server runs it.";
+    check(prose, vec![], Some(prose));
+}
+
+#[test]
+fn qwen3_hermes_calls_are_read() {
+    // Reasoning before, two calls, prose between the reasoning and the calls.
+    check(
+        "<think>\nBoth are needed.\n</think>\n\nOn it.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3, \"zip\": \"75001\", \"detailed\": false, \"note\": null}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}\n</tool_call>",
+        vec![
+            ok(
+                "get_weather",
+                json!({"city": "Paris", "days": 3, "zip": "75001", "detailed": false, "note": null}),
+            ),
+            ok("get_time", json!({"zone": "CET"})),
+        ],
+        Some("On it."),
+    );
+    // A number written as a string for an integer property is read by the schema; a
+    // number-like string for a string property stays a string.
+    check(
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"2046\", \"days\": \"3\"}}\n</tool_call>",
+        vec![ok("get_weather", json!({"city": "2046", "days": 3}))],
+        None,
+    );
+    // Nested values, a long multi-line string.
+    let args =
+        json!({"path": "a.rs", "content": CODE, "meta": {"a": [1, {"b": "}"}]}, "lines": [1, 2]});
+    check(
+        &format!("<tool_call>\n{{\"name\": \"write_file\", \"arguments\": {args}}}\n</tool_call>"),
+        vec![ok("write_file", args.clone())],
         None,
     );
 }

@@ -50,8 +50,9 @@ fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
 }
 
 impl Walk<'_> {
-    /// Gemma / FunctionGemma: `call:name{key:<escape>text<escape>,n:5,list:[…],obj:{…}}`.
-    fn read_gemma(&mut self, at: usize) -> Result<(), ParseError> {
+    /// Gemma / FunctionGemma: `call:name{key:<escape>text<escape>,n:5,list:[…],obj:{…}}`
+    /// (Gemma 4 writes `<|"|>` for `<escape>`).
+    pub(super) fn read_gemma(&mut self, at: usize) -> Result<(), ParseError> {
         let fail = |offset: usize| ParseError {
             fatal: false,
             offset,
@@ -71,7 +72,7 @@ impl Walk<'_> {
 }
 
 /// Gemma's `call:name{` at `at`: the name's range (the `{` at its end).
-fn gemma_head(b: &[u8], at: usize) -> Option<(usize, usize)> {
+pub(super) fn gemma_head(b: &[u8], at: usize) -> Option<(usize, usize)> {
     let start = at + GEMMA_CALL.len();
     if !b.get(start)?.is_ascii_alphabetic() && b[start] != b'_' {
         return None;
@@ -80,21 +81,27 @@ fn gemma_head(b: &[u8], at: usize) -> Option<(usize, usize)> {
     (end - start <= 64 && b.get(end) == Some(&b'{')).then_some((start, end))
 }
 
-/// One Gemma value at `*pos` of `raw`: `<escape>text<escape>` (a string as it is), an
-/// object `{key:value,…}`, a list `[…]`, or a bare word (a number, `true`, `false`,
-/// `null`, else a string). `None` when it does not read (or nests deeper than `max`).
-fn gemma_value(raw: &str, pos: &mut usize, depth: usize, max: usize) -> Option<Value> {
-    const ESCAPE: &str = "<escape>";
+/// The string delimiters of each generation: FunctionGemma's `<escape>`, Gemma 4's `<|"|>`.
+/// A string ends at the delimiter that opened it.
+const STRING_DELIMITERS: [&str; 2] = ["<escape>", "<|\"|>"];
+
+/// One Gemma value at `*pos` of `raw`: `<escape>text<escape>` or `<|"|>text<|"|>` (a
+/// string as it is), an object `{key:value,…}`, a list `[…]`, or a bare word (a number,
+/// `true`, `false`, `null`, else a string). `None` when it does not read (or nests deeper
+/// than `max`).
+pub(super) fn gemma_value(raw: &str, pos: &mut usize, depth: usize, max: usize) -> Option<Value> {
     let b = raw.as_bytes();
     *pos = ws_after(b, *pos);
     if depth > max {
         return None;
     }
     let rest = &raw[*pos..];
-    if let Some(r) = rest.strip_prefix(ESCAPE) {
-        let end = r.find(ESCAPE)?;
-        *pos += ESCAPE.len() + end + ESCAPE.len();
-        return Some(Value::String(r[..end].to_owned()));
+    for delim in STRING_DELIMITERS {
+        if let Some(r) = rest.strip_prefix(delim) {
+            let end = r.find(delim)?;
+            *pos += delim.len() + end + delim.len();
+            return Some(Value::String(r[..end].to_owned()));
+        }
     }
     match *b.get(*pos)? {
         b'{' => {
@@ -120,7 +127,13 @@ fn gemma_value(raw: &str, pos: &mut usize, depth: usize, max: usize) -> Option<V
                 if b[*pos + key_len] != b':' {
                     return None;
                 }
-                let key = unquote(&raw[*pos..*pos + key_len]).to_owned();
+                let key = unquote(&raw[*pos..*pos + key_len]);
+                // Gemma 4 may quote a key as it quotes a string.
+                let key = STRING_DELIMITERS
+                    .iter()
+                    .find_map(|d| key.strip_prefix(d).and_then(|k| k.strip_suffix(d)))
+                    .unwrap_or(key)
+                    .to_owned();
                 *pos += key_len + 1;
                 let v = gemma_value(raw, pos, depth + 1, max)?;
                 map.insert(key, v);

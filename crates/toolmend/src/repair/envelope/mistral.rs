@@ -1,11 +1,15 @@
 //! Mistral: `[TOOL_CALLS][{"name": …, "arguments": …}]`, or in newer templates
-//! `[TOOL_CALLS]name[ARGS]{…}` and `[TOOL_CALLS]name{…}`.
+//! `[TOOL_CALLS]name[ARGS]{…}`, `[TOOL_CALLS]name[CALL_ID]id[ARGS]{…}` and
+//! `[TOOL_CALLS]name{…}`.
 
 use super::{super::parser::is_ident, Dialect, ParseError, Walk, ws_after};
 use crate::FixKind;
 
 /// Mistral's call marker (`[TOOL_CALLS][…]`, or `[TOOL_CALLS]name[ARGS]{…}`).
 pub const MISTRAL_TOOL_CALLS: &str = "[TOOL_CALLS]";
+
+/// What stands between a v13 call's name and its id.
+const CALL_ID: &str = "[CALL_ID]";
 
 pub(super) const DIALECT: Dialect = Dialect {
     markers: &[MISTRAL_TOOL_CALLS],
@@ -30,9 +34,26 @@ fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
     while i < w.b.len() && (is_ident(w.b[i]) || w.b[i] == b'.') {
         i += 1;
     }
-    if i > r && w.raw[i..].starts_with("[ARGS]") {
+    let mut args = i;
+    if i > r && w.raw[i..].starts_with(CALL_ID) {
+        // v13: `name[CALL_ID]id[ARGS]{…}`; the id (9 alphanumerics in Mistral's templates,
+        // `_` and `-` in others') is the model's own: the call gets one where calls are
+        // planned.
+        args = i + CALL_ID.len();
+        while args < w.b.len()
+            && args - i < 64
+            && (w.b[args].is_ascii_alphanumeric() || matches!(w.b[args], b'_' | b'-'))
+        {
+            args += 1;
+        }
+    }
+    if i > r && w.raw[args..].starts_with("[ARGS]") {
         w.pending_name = Some(w.raw[r..i].to_owned());
-        w.pos = i + "[ARGS]".len();
+        w.pos = args + "[ARGS]".len();
+    } else if args > i && w.b.get(ws_after(w.b, args)) == Some(&b'{') {
+        // An id without `[ARGS]`.
+        w.pending_name = Some(w.raw[r..i].to_owned());
+        w.pos = args;
     } else if i > r && w.b.get(ws_after(w.b, i)) == Some(&b'{') {
         // Mistral v11 without `[ARGS]`: `[TOOL_CALLS]name{…}`.
         w.pending_name = Some(w.raw[r..i].to_owned());

@@ -12,14 +12,17 @@
 
 pub(super) mod apertus;
 pub(super) mod deepseek;
+pub(super) mod dsml;
 pub(super) mod functools;
 pub(super) mod gemma;
+pub(super) mod gemma4;
 pub(super) mod gigachat;
 mod glm;
 pub(super) mod harmony;
 pub(super) mod hermes;
 pub(super) mod hunyuan;
 pub(super) mod kimi;
+pub(super) mod kimi3;
 pub(super) mod minicpm;
 pub(super) mod minimax;
 pub(super) mod mistral;
@@ -94,15 +97,17 @@ impl Dialect {
 }
 
 /// Every dialect, in the order the walk tries them. Order matters only where markers
-/// overlap: Step-3's, harmony's and DeepSeek's own tokens come before [`tokens`] and
-/// DeepSeek's reader of any `<｜…｜>` token, which would take them as noise; so do
-/// Apertus's and GigaChat's `<|…|>` tokens.
+/// overlap: Step-3's, harmony's, DSML's, DeepSeek's and Kimi K3's own tokens come before
+/// [`tokens`] and DeepSeek's reader of any `<｜…｜>` token, which would take them as noise;
+/// so do Apertus's and GigaChat's `<|…|>` tokens.
 const DIALECTS: &[Dialect] = &[
     step::DIALECT,
     harmony::DIALECT,
+    dsml::DIALECT,
     deepseek::DIALECT,
     apertus::DIALECT,
     gigachat::DIALECT,
+    kimi3::DIALECT,
     tokens::DIALECT,
     kimi::DIALECT,
     hermes::DIALECT,
@@ -111,6 +116,7 @@ const DIALECTS: &[Dialect] = &[
     minicpm::DIALECT,
     hunyuan::DIALECT,
     functools::DIALECT,
+    gemma4::DIALECT,
     gemma::DIALECT,
     mistral::DIALECT,
     qwen_coder::DIALECT,
