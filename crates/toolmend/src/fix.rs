@@ -220,6 +220,10 @@ fix_kinds! {
     MergedCallSplit = "merged_call_split", Unsafe;
     /// A JSON-encoded string given for an object/array field was decoded.
     JsonStringDecoded = "json_string_decoded", Safe;
+    /// An object or array given for a string field meant to hold JSON text (by its name,
+    /// description or `contentMediaType`: a file's content, a request body) became that
+    /// JSON text, compact (`Coercions::json_strings`).
+    JsonTextEncoded = "json_text_encoded", Unsafe;
     /// A date or date-time in another common format normalised to ISO 8601.
     DateNormalized = "date_normalized", Unsafe;
     /// `null` given for an optional field: the field was omitted.

@@ -479,6 +479,12 @@ impl<'s> Flat<'s> {
             .find_map(|(_, m)| m.get("format").and_then(Value::as_str))
     }
 
+    /// The first `contentMediaType` (`application/json` for a string holding JSON text).
+    pub(crate) fn content_media_type(&self) -> Option<&'s str> {
+        self.objects()
+            .find_map(|(_, m)| m.get("contentMediaType").and_then(Value::as_str))
+    }
+
     /// The first `description`.
     pub(crate) fn description(&self) -> Option<&'s str> {
         self.objects()

@@ -94,7 +94,9 @@ pub struct Coercions {
     /// Keys the schema forbids (`additionalProperties: false`) are dropped, except a key
     /// whose value could be a missing required one: that stays an `unknown_key` issue.
     pub drop_unknown_keys: bool,
-    /// `"[\"a\"]"` -> `["a"]` for object/array fields.
+    /// `"[\"a\"]"` -> `["a"]` for object/array fields; and the other way, an object or
+    /// array given for a string field meant to hold JSON text (a file's content, a
+    /// request body) -> its JSON text (`json_text_encoded`).
     pub json_strings: bool,
     /// `"01/19/2026"` -> `"2026-01-19"` for `format: date`; near-RFC 3339 forms for
     /// `format: date-time` (a missing time zone is never invented).

@@ -774,3 +774,51 @@ fn a_tool_with_coercions_of_its_own_is_mended_with_them_and_the_others_with_the_
     assert_eq!(opts.mend_for("lax").coercions, Coercions::default());
     assert_eq!(opts.mend_for("strict").coercions, Coercions::none());
 }
+
+#[test]
+fn an_object_for_a_string_field_meant_for_json_text_becomes_that_text() {
+    let tool = CompiledTool::compile(
+        "write_file",
+        "Write a file.",
+        &json!({"type": "object", "properties": {
+            "path": {"type": "string"},
+            "content": {"type": "string", "description": "The file's text"},
+            "city": {"type": "string"},
+            "mode": {"type": "string", "enum": ["a", "w"]},
+            "payload": {"type": "string"}
+        }, "required": ["path"], "additionalProperties": false}),
+    )
+    .unwrap();
+    let tools = Toolbox::from_tools([tool]).unwrap();
+    let opts = MendOptions::default();
+    let m = mend_named(
+        "write_file",
+        r#"{"path": "a.json", "content": {"b": 1, "a": [true, "x\"y"]}, "payload": [1, 2]}"#,
+        &tools,
+        &opts,
+    );
+    let c = &m.calls[0];
+    assert_eq!(
+        c.arguments.as_ref().unwrap(),
+        &json!({"path": "a.json", "content": "{\"b\":1,\"a\":[true,\"x\\\"y\"]}", "payload": "[1,2]"})
+    );
+    assert!(c.fixes.iter().any(|f| f.kind == FixKind::JsonTextEncoded));
+    // A misplaced structure for a plain string field, or an enum, stays an issue.
+    for raw in [
+        r#"{"path": "a", "city": {"name": "Paris"}}"#,
+        r#"{"path": "a", "mode": {"w": true}}"#,
+    ] {
+        let m = mend_named("write_file", raw, &tools, &opts);
+        assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{raw}");
+    }
+    // The switch off (json_strings): feedback.
+    let mut strict = MendOptions::default();
+    strict.coercions.json_strings = false;
+    let m = mend_named(
+        "write_file",
+        r#"{"path": "a", "content": {"b": 1}}"#,
+        &tools,
+        &strict,
+    );
+    assert_eq!(m.calls[0].outcome, Outcome::Feedback);
+}

@@ -16,6 +16,7 @@ mod dates;
 mod drop_unknown_keys;
 mod enum_case;
 mod json_strings;
+mod json_text;
 mod null_omitted;
 mod numeric_strings;
 mod rename_keys;
@@ -128,7 +129,7 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         switch: "json_strings",
-        fixes: &[FixKind::JsonStringDecoded],
+        fixes: &[FixKind::JsonStringDecoded, FixKind::JsonTextEncoded],
         default_on: true,
         field: |c| &mut c.json_strings,
     },
@@ -368,6 +369,9 @@ impl<'t> Walker<'t> {
                 }
             }
             Value::Object(_) if types & ARR != 0 && o.wrap_in_array => self.wrapped(flat, value),
+            Value::Object(_) | Value::Array(_) if types & STR != 0 && o.json_strings => {
+                json_text::encoded(value, last_key(path), flat)
+            }
             Value::Object(_) | Value::Array(_) | Value::Null => None,
         };
         if let Some((kind, new)) = replacement {
@@ -554,4 +558,9 @@ pub(crate) fn preview(v: &Value) -> String {
     let mut out: String = s.chars().take(DETAIL_CHARS - 1).collect();
     out.push('…');
     out
+}
+
+/// The last member name of a JSON pointer (`/body` -> `body`; an array index as it is).
+fn last_key(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or("")
 }

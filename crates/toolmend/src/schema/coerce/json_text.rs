@@ -1,0 +1,79 @@
+//! `json_strings` the other way: an object or array given for a string field meant to
+//! hold JSON text (a file's content, a request body) becomes that text, compact, its keys
+//! in the model's order.
+//!
+//! Only for a field whose name or description says it holds text or a document: a
+//! `city` given `{"name": "Paris"}` is a misplaced structure, not JSON text, and stays a
+//! `wrong_type` issue.
+
+use serde_json::Value;
+
+use super::super::compile::Flat;
+use crate::FixKind;
+
+/// Words of a field's name that mark it as holding text or a document.
+const TEXT_NAMES: &[&str] = &[
+    "content", "contents", "body", "text", "json", "payload", "data", "source", "code", "file",
+    "document", "doc", "config", "template", "script", "snippet", "raw", "value", "markdown",
+    "yaml", "manifest", "spec", "input", "output",
+];
+/// Words of a description that do so.
+const TEXT_DESCRIPTIONS: &[&str] = &[
+    "json", "content", "contents", "body", "file", "payload", "document",
+];
+
+/// The JSON text of `value` when the string field `key` (schema `flat`) is meant to hold it.
+pub(super) fn encoded(value: &Value, key: &str, flat: &Flat<'_>) -> Option<(FixKind, Value)> {
+    if !matches!(value, Value::Object(_) | Value::Array(_))
+        || flat.enum_values().is_some()
+        || flat.const_value().is_some()
+        || flat.format().is_some()
+    {
+        return None;
+    }
+    let json_media = flat
+        .content_media_type()
+        .is_some_and(|t| t.ends_with("json"));
+    let named = words(key).any(|w| TEXT_NAMES.contains(&w.as_str()));
+    let described = flat
+        .description()
+        .is_some_and(|d| words(d).any(|w| TEXT_DESCRIPTIONS.contains(&w.as_str())));
+    (json_media || named || described)
+        .then(|| (FixKind::JsonTextEncoded, Value::String(value.to_string())))
+}
+
+/// The lowercase words of a name (`new_source`, `fileText`, `request-body`) or a sentence.
+fn words(s: &str) -> impl Iterator<Item = String> + '_ {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    for c in s.chars().take(512) {
+        if c.is_ascii_alphanumeric() {
+            if c.is_ascii_uppercase() && prev_lower && !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+            prev_lower = c.is_ascii_lowercase();
+            word.push(c.to_ascii_lowercase());
+        } else {
+            prev_lower = false;
+            if !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+        }
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out.into_iter()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::words;
+
+    #[test]
+    fn names_split_into_words() {
+        let w: Vec<String> = words("fileText new_source request-Body").collect();
+        assert_eq!(w, ["file", "text", "new", "source", "request", "body"]);
+    }
+}
