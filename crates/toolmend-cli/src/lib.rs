@@ -353,7 +353,8 @@ struct MendArgs {
     format: Format,
 
     /// Line protocol for scripts: exactly one flushed output line per input line:
-    /// the mended arguments as JSON (a JSON array when the text held several calls),
+    /// the mended arguments as JSON (a JSON array when the text held several calls or a
+    /// merged call was split into one call per value),
     /// or `ERROR <reason>` when no faithful repair exists. No summary.
     #[arg(long)]
     lines: bool,
