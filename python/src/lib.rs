@@ -523,7 +523,8 @@ impl Toolbox {
 
     /// Mends one call. `arguments` is the text the model sent (repaired, maybe split into
     /// several calls) or an already parsed dict (coerced and validated). Returns a list of
-    /// calls (two or more when calls were glued together), each a dict: `tool`,
+    /// calls (two or more when calls were glued together, or when a list given for a scalar
+    /// field was split into one call per value: `split_merged_calls`), each a dict: `tool`,
     /// `arguments`, `fixes`, `issues`, `outcome` (`valid` | `repaired` | `feedback`),
     /// `lossy`, and for feedback `feedback` (the text for the agent) and `error`.
     /// A cut-off text is feedback unless `accept_truncated`. `read_fixes`: the `fixes` that
@@ -559,10 +560,9 @@ impl Toolbox {
         } else {
             let mut non_finite = false;
             let value = to_value(arguments, 0, &mut non_finite)?;
-            // One call back, as a parsed call is mended alone (no merged calls split).
-            let mut unsplit = opts.clone();
-            unsplit.coercions.split_merged_calls = false;
-            py.detach(|| mend::mend_parsed_in(name, &value, &self.tools, &unsplit, &ctx))
+            // Parsed as text is: a merged call (a list for a scalar field) is one call per
+            // value unless `coerce={"split_merged_calls": False}`.
+            py.detach(|| mend::mend_parsed_in(name, &value, &self.tools, opts, &ctx))
         };
         for c in &mut calls {
             mend::with_prior_fixes(c, &read_fixes);

@@ -779,7 +779,10 @@ impl Resolver {
     /// (the ids the tool messages right after it answer), `history` (the messages before
     /// it as OpenAI-format dicts: what the guard's rules and the correction prompt read),
     /// `session` (the guard's), `rename_reused` (a call whose id the session used gets a
-    /// new one), `context` (handed to every callback).
+    /// new one), `context` (handed to every callback), `split` (`False`: a merged call, a
+    /// list for a scalar field, is feedback even where `split_merged_calls` is on: for
+    /// calls that must each come back as one call under their own id, LangGraph's `Send`
+    /// payloads).
     ///
     /// Returns `None` when every call runs exactly as sent; a `Pending` when a callback
     /// answered with an awaitable; else a dict: `calls` (one per call: `index`, `id`,
@@ -790,7 +793,7 @@ impl Resolver {
     /// `text_calls`, `content`, `message_fixes`, `changed`, `stopped` (the reason, when a
     /// guard rule ended the run); or `{"unresolved": [...]}` (raise), or `{"rejected":
     /// {"reason", "call_id"}}` (a guard rule whose action is `error`).
-    #[pyo3(signature = (content, calls, *, position = 0, earlier_ids = None, answered_ids = None, history = None, session = None, rename_reused = true, context = None))]
+    #[pyo3(signature = (content, calls, *, position = 0, earlier_ids = None, answered_ids = None, history = None, session = None, rename_reused = true, context = None, split = true))]
     #[allow(clippy::too_many_arguments)]
     fn resolve(
         &self,
@@ -804,6 +807,7 @@ impl Resolver {
         session: Option<String>,
         rename_reused: bool,
         context: Option<Py<PyAny>>,
+        split: bool,
     ) -> PyResult<Py<PyAny>> {
         let sent = calls
             .try_iter()?
@@ -861,9 +865,14 @@ impl Resolver {
             Some(g) => Some(g.get().shared()?).filter(|g| g.is_enabled()),
             None => None,
         };
+        let plan = if split || !splits_merged_calls(&toolbox.plan) {
+            Arc::clone(&toolbox.plan)
+        } else {
+            Arc::new(unsplit(&toolbox.plan))
+        };
         let job = Job {
             tools: Arc::clone(&toolbox.tools),
-            plan: Arc::clone(&toolbox.plan),
+            plan,
             message,
             history,
             earlier: id_set(earlier_ids)?,
@@ -901,4 +910,23 @@ impl Resolver {
         });
         step(py, Box::pin(job.run()), &cb.bridge, &shape)
     }
+}
+
+/// True when some tool's calls may be split into one call per value.
+fn splits_merged_calls(plan: &PlanOptions) -> bool {
+    plan.mend.coercions.split_merged_calls
+        || plan
+            .tool_mend
+            .values()
+            .any(|m| m.coercions.split_merged_calls)
+}
+
+/// `plan` with no merged call split, for any tool.
+fn unsplit(plan: &PlanOptions) -> PlanOptions {
+    let mut plan = plan.clone();
+    plan.mend.coercions.split_merged_calls = false;
+    for m in plan.tool_mend.values_mut() {
+        m.coercions.split_merged_calls = false;
+    }
+    plan
 }

@@ -55,6 +55,31 @@ def test_a_fix_id_switches_the_coercion_that_makes_it() -> None:
             assert off["outcome"] == "feedback", (fix_id, off)
 
 
+def test_a_merged_call_is_one_call_per_value_by_default() -> None:
+    box = toolmend.Toolbox([TOOL])
+    merged = {"city": ["Oslo", "Bergen", "Tromso"], "days": 2}
+    for args in (merged, '{"city": ["Oslo", "Bergen", "Tromso"], "days": 2}'):
+        calls = box.mend("get_weather", args)
+        assert [c["arguments"] for c in calls] == [
+            {"city": "Oslo", "days": 2},
+            {"city": "Bergen", "days": 2},
+            {"city": "Tromso", "days": 2},
+        ], calls
+        for c in calls:
+            assert c["outcome"] == "repaired"
+            assert "merged_call_split" in [f["kind"] for f in c["fixes"]]
+    # The switch (or the fix id, or no coercion at all): one call, feedback.
+    for coerce in ({"split_merged_calls": False}, {"merged_call_split": False}, False):
+        (call,) = toolmend.Toolbox([TOOL], coerce=coerce).mend("get_weather", merged)
+        assert call["outcome"] == "feedback", coerce
+        assert "one call per value" in call["feedback"], call["feedback"]
+    # Two fields given lists, or one value that is not valid alone: feedback, no split.
+    (call,) = box.mend("get_weather", {"city": ["Oslo", "Bergen"], "days": [1, 2]})
+    assert call["outcome"] == "feedback"
+    (call,) = box.mend("get_weather", {"city": ["Oslo", "Bergen"], "days": "many"})
+    assert call["outcome"] == "feedback"
+
+
 def test_a_fix_id_switches_its_whole_switch() -> None:
     # key_case_fixed and key_renamed are both made by `rename_keys`.
     call = mend({"key_case_fixed": False}, {"town": "Oslo"})

@@ -69,6 +69,11 @@ def test_schema_guided_repair() -> None:
         json_repair.loads('{"value": "many"}', schema=SCHEMA)
     with pytest.raises(ValueError, match="value"):
         json_repair.loads('{"x": 1}', schema={**SCHEMA, "additionalProperties": False})
+    # A list for a scalar field is one value that does not fit (never several calls), as
+    # a parsed object and as text alike.
+    for text in ('{"value": [1, 2]}', "{'value': [1, 2],}"):
+        with pytest.raises(ValueError, match="does not fit the schema: /value"):
+            json_repair.loads(text, schema=SCHEMA)
     with pytest.raises(ValueError, match="schema and strict cannot be used together"):
         json_repair.loads("{}", schema=SCHEMA, strict=True)
     with pytest.raises(ValueError, match="invalid schema"):

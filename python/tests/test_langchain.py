@@ -330,15 +330,29 @@ def test_a_correction_model_fixes_what_rules_cannot():
     answered_once(out)
 
 
+def test_a_merged_call_runs_as_one_call_per_value():
+    msg = AIMessage("", tool_calls=[call("get_weather", {"city": ["Paris", "Rome"]}, "c1")])
+    events: list[dict] = []
+    out = run(script(msg, AIMessage("ok")), MendMiddleware(on_stats=events.append))
+    assert sorted(r[1]["city"] for r in RAN) == ["Paris", "Rome"]
+    assert [(c["id"], c["args"]["city"]) for c in ais(out)[0].tool_calls] == [("c1", "Paris"), ("c1_2", "Rome")]
+    assert set(results(out)) == {"c1", "c1_2"}
+    assert all("merged_call_split" in [f["kind"] for f in c["fixes"]] for c in events[0]["calls"]), events
+    answered_once(out)
+
+
 def test_a_correction_that_drops_values_the_model_sent_is_not_taken():
-    # A merged call (two cities for one), "corrected" by dropping one: never run as clean.
+    # A merged call (two cities for one), with splitting off, "corrected" by dropping one:
+    # never run as clean.
     drop = AIMessage("", tool_calls=[call("get_weather", {"city": "Paris"}, "fix")])
     corrector = Corrector(script=[drop, drop], seen=[], bound=[])
     msg = AIMessage("", tool_calls=[call("get_weather", {"city": ["Paris", "Rome"]}, "c1")])
     events: list[dict] = []
     out = run(
         script(msg, AIMessage("ok")),
-        MendMiddleware(correction_model=corrector, on_stats=events.append),
+        MendMiddleware(
+            correction_model=corrector, on_stats=events.append, coerce={"split_merged_calls": False}
+        ),
         HumanMessage("weather in Paris and Rome"),
     )
     assert RAN == []

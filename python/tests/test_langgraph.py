@@ -188,6 +188,32 @@ def test_glued_calls_are_split_and_each_answered():
     assert [c["id"] for c in sanitized(out).tool_calls] == ["c1", "c1_2"]
 
 
+def test_a_merged_call_runs_as_one_call_per_value_each_answered():
+    msg = AIMessage("", id="ai1", tool_calls=[{"name": "get_weather", "args": {"city": ["Oslo", "Rome"]}, "id": "c1", "type": "tool_call"}])
+    out = run(ToolNode(TOOLS), msg)
+    results = tool_messages(out)
+    assert set(results) == {"c1", "c1_2"}
+    assert "Oslo" in results["c1"].content and "Rome" in results["c1_2"].content
+    ai = sanitized(out)
+    assert [(c["id"], c["args"]["city"]) for c in ai.tool_calls] == [("c1", "Oslo"), ("c1_2", "Rome")]
+    answered_once([HumanMessage("hi"), ai, *results.values()])
+    # The switch off: one call, answered with feedback.
+    out = run(ToolNode(TOOLS, coerce={"split_merged_calls": False}), msg)
+    results = tool_messages(out)
+    assert set(results) == {"c1"}
+    assert results["c1"].status == "error" and "one call per value" in results["c1"].content
+
+
+def test_a_merged_call_sent_alone_cannot_split_and_is_feedback():
+    # A Send payload is answered by one result under its own id (its message holds no
+    # other): no call can be added, so the merged call asks for one call per value.
+    node = ToolNode(TOOLS)
+    out = node.invoke([{"name": "get_weather", "args": {"city": ["Oslo", "Rome"]}, "id": "c1", "type": "tool_call"}], config=CONFIG)
+    (m,) = out["messages"]
+    assert m.tool_call_id == "c1" and m.status == "error"
+    assert "one call per value" in m.content, m.content
+
+
 def test_stats_speak_the_rust_nodes_vocabulary():
     events: list[dict] = []
     node = ToolNode(TOOLS, on_stats=events.append)

@@ -239,7 +239,11 @@ def _toolbox(schema: Any) -> Toolbox:
     box = _TOOLBOXES.get(key)
     if box is None:
         try:
-            box = Toolbox([{"name": _NAME, "parameters": schema}])
+            # One value for one schema: a list for a scalar field is not read as several
+            # calls here (it does not fit the schema).
+            box = Toolbox(
+                [{"name": _NAME, "parameters": schema}], coerce={"split_merged_calls": False}
+            )
         except ToolmendError as e:
             raise ValueError(f"invalid schema: {e}") from None
         if len(_TOOLBOXES) >= _MAX_TOOLBOXES:

@@ -572,9 +572,12 @@ class Mender:
     def _start_calls(self, raw: dict[str, Any], history: Sequence[BaseMessage], state: Any,
                      session: str | None, is_async: bool) -> tuple[Any, _Turn]:
         turn = _Turn(list(history), state, None, [raw], 1, is_async)
+        # A payload is answered by one result under its own id, which its message holds:
+        # no call can be added, so a merged call is feedback here (split=False); the
+        # post-model hook, which rewrites the message, splits it.
         step = self.resolver.resolve(
             None, [raw], history=self._wire_history(history), session=session,
-            rename_reused=False, context=turn,
+            rename_reused=False, context=turn, split=False,
         )
         return step, turn
 

@@ -116,7 +116,9 @@ class MendMiddleware(AgentMiddleware):
         calls_in_text: read calls a model wrote into its text when it sent none
             (``calls_in_content``, its earlier name, is still read, with a warning).
         coerce: coerce what is safe (``"5"`` -> 5, enum case, ``town`` -> ``city``);
-            ``False``: repair only; a dict switches single coercions.
+            ``False``: repair only; a dict switches single coercions. A merged call (a
+            list for a scalar field) becomes one call per value in ``tool_calls`` (ids
+            ``c1``, ``c1_2``); ``{"split_merged_calls": False}`` answers it with feedback.
         on_stats: called after each mended model turn with the node's stats dict (per
             call: id, tool, outcome, fixes, issues, correction attempts, timings in µs).
         sanitize_history: before each model call, make the history valid for providers:

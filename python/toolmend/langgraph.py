@@ -12,6 +12,11 @@ subclass whose execution, injection, ``Command`` handling, ``wrap_tool_call`` an
   and of calls written into the message text, which the stock node leaves unanswered;
 - coercion and validation against each tool's ``tool_call_schema`` (injected arguments
   excluded), field-level feedback for what stays invalid, never an invented value;
+- a merged call (a list for a scalar field, ``{"city": ["Oslo", "Rome"]}``) run as one
+  call per value, ids ``c1``, ``c1_2`` (``coerce={"split_merged_calls": False}``: feedback
+  instead). ``Send`` payloads given to the node one by one cannot split (each is answered
+  under its own id, which its message holds): there it is feedback; the
+  ``post_model_hook`` splits it;
 - ids settled: a missing id minted, a repeated id renamed, an already answered call not
   run again, so every call id gets exactly one ``ToolMessage``;
 - per-tool ``validators``, a ``correction_model``, ``on_unresolved``
@@ -117,7 +122,8 @@ class ToolNode(_StockToolNode):
             (``calls_in_content``, its earlier name, is still read, with a warning).
         coerce: coerce what is safe (``"5"`` -> 5, enum case, ``town`` -> ``city``);
             ``False``: only repair runs and any mismatch is feedback; a dict switches
-            single coercions. The default leaves out ``scalar_to_string`` (``5`` for a
+            single coercions (``{"split_merged_calls": False}``: a merged call is
+            feedback, not one call per value). The default leaves out ``scalar_to_string`` (``5`` for a
             string field), which pydantic's lax mode refuses too, so a tool never runs
             on a reading its own schema would reject.
         on_stats: called after each invocation with a dict: per call its id, tool,

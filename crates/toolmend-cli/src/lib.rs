@@ -37,10 +37,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// missing_colon, missing_value_dropped, garbage_skipped, unquoted_text_joined,
 /// string_to_number, string_to_integer, string_to_boolean, csv_split, key_renamed,
 /// key_renamed_by_tokens, key_renamed_by_description, key_renamed_by_structure,
-/// date_normalized. `mend --strict` turns off every repair of the text and every
-/// coercion (tool_name_fixed stays); the libraries switch each coercion (Rust
-/// `Coercions`, Python `coerce=`), and so does the gateway, by the same names
-/// (`calls.strict = true`, `calls.coercions = { string_to_integer = false }`).
+/// date_normalized, merged_call_split. `mend --strict` turns off every repair of the
+/// text and every coercion (tool_name_fixed stays); `mend --coerce NAME=false` one
+/// coercion; the libraries switch each coercion (Rust `Coercions`, Python `coerce=`),
+/// and so does the gateway, by the same names (`calls.strict = true`,
+/// `calls.coercions = { string_to_integer = false }`).
 ///
 /// Exit status: 0 on success, 1 when `mend` met a malformed input line or
 /// `history check` finds violations, 2 on a usage or input error (a missing
@@ -352,7 +353,8 @@ struct MendArgs {
     format: Format,
 
     /// Line protocol for scripts: exactly one flushed output line per input line:
-    /// the mended arguments as JSON (a JSON array when the text held several calls),
+    /// the mended arguments as JSON (a JSON array when the text held several calls or a
+    /// merged call was split into one call per value),
     /// or `ERROR <reason>` when no faithful repair exists. No summary.
     #[arg(long)]
     lines: bool,
@@ -360,6 +362,13 @@ struct MendArgs {
     /// Strict mode: repair nothing, coerce nothing; report what is wrong.
     #[arg(long)]
     strict: bool,
+
+    /// Switch one coercion from its default, by the name Python's `coerce=` and the
+    /// gateway's `calls.coercions` take (or the id of a fix it makes); repeatable.
+    /// `--coerce split_merged_calls=false`: a list given for a scalar field (a merged
+    /// call) is answered with feedback instead of one call per value.
+    #[arg(long, value_name = "NAME=BOOL", conflicts_with = "strict", value_parser = parse_switch)]
+    coerce: Vec<(String, bool)>,
 
     /// Keep `<think>` blocks (then a call holding one is an error).
     #[arg(long)]
@@ -400,6 +409,23 @@ enum Format {
     /// One JSON object per line (per input line for `mend`, per violation or action
     /// for `history`), then a `{"summary": …}` line.
     Json,
+}
+
+/// `NAME=true|false` for `--coerce`.
+fn parse_switch(s: &str) -> Result<(String, bool), String> {
+    let (name, on) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected NAME=true or NAME=false"))?;
+    let on = match on.trim() {
+        "true" => true,
+        "false" => false,
+        other => return Err(format!("{other:?}: expected true or false")),
+    };
+    let name = name.trim();
+    toolmend::schema::Coercions::default()
+        .set(name, on)
+        .map_err(|e| e.to_string())?;
+    Ok((name.to_owned(), on))
 }
 
 /// Exit status for a usage or input error, as clap uses for usage errors.

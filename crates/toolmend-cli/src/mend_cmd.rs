@@ -14,7 +14,7 @@ use toolmend::{
     feedback,
     mend::mend_call,
     message::{self, AcceptTruncated, MessagePlan, PlanOptions, PlannedCall},
-    schema::{Phase, ValidationContext},
+    schema::{Coercions, Phase, ValidationContext},
 };
 
 use crate::{
@@ -41,10 +41,14 @@ pub fn run(args: &MendArgs) -> Result<ExitCode> {
     // --accept-truncated: the default of the tool node, the Python fronts and the gateway.
     let refuse_truncated = !args.accept_truncated || args.strict;
     // --strict is the core's strict options (as the gateway's `calls.strict`).
+    // --coerce switches single coercions from their defaults (Python's `coerce={...}`).
     let base = if args.strict {
         MendOptions::strict()
     } else {
-        MendOptions::default()
+        MendOptions {
+            coercions: Coercions::from_names(args.coerce.iter().map(|(n, on)| (n, *on)))?,
+            ..MendOptions::default()
+        }
     };
     let opts = MendOptions {
         repair: RepairOptions {

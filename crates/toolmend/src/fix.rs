@@ -216,7 +216,7 @@ fix_kinds! {
     /// key's type: the schema leaves no other reading.
     KeyRenamedByStructure = "key_renamed_by_structure", Unsafe;
     /// A list given for a scalar field, each element valid there, became one call per
-    /// element (`Coercions::split_merged_calls`).
+    /// element (`Coercions::split_merged_calls`, on by default).
     MergedCallSplit = "merged_call_split", Unsafe;
     /// A JSON-encoded string given for an object/array field was decoded.
     JsonStringDecoded = "json_string_decoded", Safe;
@@ -235,8 +235,8 @@ fix_kinds! {
 impl FixKind {
     /// True when the default options make this fix wherever it applies: a repair of the
     /// text or its envelope (lax mode; strict makes none), a coercion whose switch is on
-    /// in [`Coercions::default`](crate::schema::Coercions); not a fix only an opt-in
-    /// makes (`merged_call_split`, off by default; `arguments_corrected`, a correction
+    /// in [`Coercions::default`](crate::schema::Coercions) (`merged_call_split` among
+    /// them); not a fix only an opt-in makes (`arguments_corrected`, a correction
     /// model's; `arguments_salvaged`, an unresolved-call hook's). With [`safety`](Self::safety),
     /// what the help and the README list as the unsafe fixes that run by default.
     pub fn runs_by_default(self) -> bool {
@@ -378,7 +378,8 @@ mod tests {
         let on = |k: FixKind| k.runs_by_default();
         assert!(on(FixKind::StringToInteger) && on(FixKind::KeyRenamed));
         assert!(on(FixKind::UnquotedString) && on(FixKind::TrailingComma));
-        assert!(!on(FixKind::MergedCallSplit));
+        assert!(on(FixKind::MergedCallSplit));
+        assert_eq!(FixKind::MergedCallSplit.safety(), Safety::Unsafe);
         assert!(!on(FixKind::ArgumentsCorrected) && !on(FixKind::ArgumentsSalvaged));
         assert_eq!(FixKind::StringToInteger.safety(), Safety::Unsafe);
     }

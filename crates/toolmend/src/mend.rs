@@ -513,9 +513,10 @@ fn check_call_split(
         .collect()
 }
 
-/// When `call` failed only because one top-level field holds a list of distinct values
-/// for a field that takes one, and each value alone makes a valid call: that key and the
-/// calls (checked, without the repair fixes).
+/// When `call` failed only because one top-level field holds a list of 2 to 32 distinct
+/// scalar values for a field that takes one (every issue a wrong type at that field: two
+/// fields given lists are not one merged call), and each value alone makes a valid call:
+/// that key and the calls (checked, without the repair fixes).
 fn merged_parts(
     call: &MendedCall,
     tool: &CompiledTool,
@@ -543,9 +544,12 @@ fn merged_parts(
     {
         return None;
     }
-    // Distinct values only: a repeated one is not another call.
+    // Scalars only (a string, a number, a boolean: the field takes one of them, not a
+    // list of objects or lists), and distinct: a repeated value is not another call.
     for (i, v) in items.iter().enumerate() {
-        if items[..i].contains(v) {
+        if !matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_))
+            || items[..i].contains(v)
+        {
             return None;
         }
     }

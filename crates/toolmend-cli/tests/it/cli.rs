@@ -87,6 +87,72 @@ fn strict_repairs_nothing() {
     assert!(out.starts_with("ERROR "), "{out}");
 }
 
+/// A merged call (three cities for one): one call per value by default, in a call record
+/// and in a message (ids as for glued calls); feedback with `--coerce
+/// split_merged_calls=false` (the fix id names it too) and with `--strict`.
+#[test]
+fn a_merged_call_is_split_by_default_and_feedback_when_switched_off() {
+    let merged = record(r#"{"city": ["Lima", "Quito", "Bogota"], "days": 2}"#);
+    let input = format!("{merged}\n");
+    let (out, code) = mend(&["--lines"], input.as_bytes());
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out.trim_end(),
+        r#"[{"city":"Lima","days":2},{"city":"Quito","days":2},{"city":"Bogota","days":2}]"#
+    );
+    let (out, _) = mend(&["--format", "json"], input.as_bytes());
+    let report: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(report["calls"].as_array().unwrap().len(), 3, "{report}");
+    assert!(
+        report["calls"][1].to_string().contains("merged_call_split"),
+        "{report}"
+    );
+
+    for off in [
+        &["--lines", "--coerce", "split_merged_calls=false"][..],
+        &["--lines", "--coerce", "merged_call_split=false"],
+        &["--lines", "--strict"],
+    ] {
+        let (out, code) = mend(off, input.as_bytes());
+        assert_eq!(code, 0, "{off:?}: {out}");
+        assert!(out.starts_with("ERROR "), "{off:?}: {out}");
+        assert!(out.contains("3 calls merged into one"), "{off:?}: {out}");
+    }
+
+    // A message: the extra calls get ids after the call's own.
+    let tool = r#"{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}"#;
+    let line = format!(
+        r#"{{"message": {{"role": "assistant", "content": null, "tool_calls": [{{"id": "c1", "type": "function", "function": {{"name": "get_weather", "arguments": "{{\"city\": [\"Lima\", \"Quito\"]}}"}}}}]}}, "tools": [{tool}]}}"#
+    );
+    let (out, code) = mend(&["--format", "json"], line.as_bytes());
+    assert_eq!(code, 0, "{out}");
+    let report: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let ids: Vec<&str> = report["message"]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["c1", "c1_2"], "{report}");
+    let (out, _) = mend(
+        &["--format", "json", "--coerce", "split_merged_calls=false"],
+        line.as_bytes(),
+    );
+    let report: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(report["message"]["tool_calls"].as_array().unwrap().len(), 1);
+    assert_eq!(report["calls"][0]["disposition"], "feedback", "{report}");
+
+    // An unknown switch is a usage error naming the valid ones; --coerce with --strict too.
+    let (code, _, err) = toolmend(&["mend", "--coerce", "split_merged=false"], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("split_merged_calls"), "{err}");
+    let (code, _, _) = toolmend(
+        &["mend", "--strict", "--coerce", "split_merged_calls=false"],
+        b"",
+    );
+    assert_eq!(code, 2);
+}
+
 /// A call cut off mid-string, as a call record and as the last call of a message.
 fn cut_off_input() -> String {
     let tool = r#"{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}"#;

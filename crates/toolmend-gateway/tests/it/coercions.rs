@@ -44,10 +44,17 @@ async fn post_json(r: &Running, body: &Value) -> (reqwest::header::HeaderMap, Va
 
 /// The streamed calls' arguments (joined per call) and the account of the last chunk.
 async fn post_stream(r: &Running) -> (Vec<String>, Value) {
+    let (_, args, account) = post_stream_body(r, &request(true)).await;
+    (args, account)
+}
+
+/// The streamed calls' ids and arguments (joined per call) and the account of the last
+/// chunk, for `body`.
+async fn post_stream_body(r: &Running, body: &Value) -> (Vec<String>, Vec<String>, Value) {
     let text = r
         .http
         .post(format!("{}/chat/completions", r.url))
-        .json(&request(true))
+        .json(body)
         .send()
         .await
         .unwrap()
@@ -61,6 +68,7 @@ async fn post_stream(r: &Running) -> (Vec<String>, Value) {
         .map(|d| serde_json::from_str(d).unwrap())
         .collect();
     let mut args: Vec<String> = Vec::new();
+    let mut ids: Vec<String> = Vec::new();
     for c in &chunks {
         for call in c["choices"][0]["delta"]["tool_calls"]
             .as_array()
@@ -70,11 +78,13 @@ async fn post_stream(r: &Running) -> (Vec<String>, Value) {
             let i = usize::try_from(call["index"].as_u64().unwrap()).unwrap();
             if args.len() <= i {
                 args.resize(i + 1, String::new());
+                ids.resize(i + 1, String::new());
             }
             args[i].push_str(call["function"]["arguments"].as_str().unwrap_or_default());
+            ids[i].push_str(call["id"].as_str().unwrap_or_default());
         }
     }
-    (args, chunks.last().unwrap()["toolmend"].clone())
+    (ids, args, chunks.last().unwrap()["toolmend"].clone())
 }
 
 fn header(h: &reqwest::header::HeaderMap, name: &str) -> String {
@@ -170,6 +180,106 @@ async fn a_switched_off_coercion_is_re_asked_and_the_re_asked_answer_is_held_to_
     assert_eq!(streamed, json!({"city": "Paris", "days": 5}));
     assert_eq!(account["counts"]["unresolved"], 0, "{account}");
     assert_eq!(r.provider.requests().len(), 4);
+}
+
+/// Three cities for one: a merged call.
+fn merged() -> Step {
+    calls(vec![ToolCall::new(
+        "c1",
+        "get_weather",
+        r#"{"city": ["Lima", "Quito", "Bogota"], "days": 2}"#,
+    )])
+}
+
+/// The JSON answer's calls: ids and parsed arguments.
+fn tool_calls(body: &Value) -> Vec<(String, Value)> {
+    body["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_owned(),
+                serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// By default a merged call is one call per value, in the JSON and the streamed answer
+/// alike: ids as for glued calls, `merged_call_split` among the fixes.
+#[tokio::test]
+async fn a_merged_call_is_split_by_default_in_json_and_stream() {
+    let r = start(Script::new().then(merged()).then(merged()), "").await;
+    let (h, body) = post_json(&r, &request(false)).await;
+    assert_eq!(r.provider.requests().len(), 1, "no re-ask");
+    assert_eq!(
+        header(&h, "x-toolmend-calls"),
+        "valid=0 repaired=3 unresolved=0 from_text=0"
+    );
+    assert!(header(&h, "x-toolmend-fixes").contains("merged_call_split"));
+    let want = [
+        ("c1".to_owned(), json!({"city": "Lima", "days": 2})),
+        ("c1_2".to_owned(), json!({"city": "Quito", "days": 2})),
+        ("c1_3".to_owned(), json!({"city": "Bogota", "days": 2})),
+    ];
+    assert_eq!(tool_calls(&body), want);
+
+    let (ids, args, account) = post_stream_body(&r, &request(true)).await;
+    let streamed: Vec<(String, Value)> = ids
+        .into_iter()
+        .zip(args.iter().map(|a| serde_json::from_str(a).unwrap()))
+        .collect();
+    assert_eq!(streamed, want);
+    assert_eq!(account["counts"]["unresolved"], 0, "{account}");
+    assert_eq!(r.provider.requests().len(), 2);
+}
+
+/// `split_merged_calls = false` (the file or the environment): the merged call is
+/// invalid, its feedback asking for one call per value, in the JSON and the stream.
+#[tokio::test]
+async fn split_merged_calls_off_makes_a_merged_call_feedback_in_json_and_stream() {
+    let off = "[calls]\ninvalid = \"pass\"\ncoercions = { split_merged_calls = false }";
+    let r = start(Script::new().then(merged()).then(merged()), off).await;
+    let (h, body) = post_json(&r, &request(false)).await;
+    assert_eq!(header(&h, "x-toolmend-unresolved"), "c1");
+    assert!(!header(&h, "x-toolmend-fixes").contains("merged_call_split"));
+    assert_eq!(tool_calls(&body).len(), 1);
+    let call = &body["toolmend"]["calls"][0];
+    assert_eq!(call["status"], "unresolved", "{call}");
+    assert_eq!(call["issues"][0]["path"], "/city", "{call}");
+    let (ids, _, account) = post_stream_body(&r, &request(true)).await;
+    assert_eq!(ids, ["c1"]);
+    assert_eq!(account["counts"]["unresolved"], 1, "{account}");
+
+    // From the environment, with the default re-ask: the feedback goes to the model.
+    let r = start_with_env(
+        Script::new().then(merged()).then(calls(vec![
+            ToolCall::new("c2", "get_weather", r#"{"city": "Lima", "days": 2}"#),
+            ToolCall::new("c3", "get_weather", r#"{"city": "Quito", "days": 2}"#),
+            ToolCall::new("c4", "get_weather", r#"{"city": "Bogota", "days": 2}"#),
+        ])),
+        "",
+        vec![(
+            "TOOLMEND_CALLS__COERCIONS".to_owned(),
+            "{split_merged_calls = false}".to_owned(),
+        )],
+    )
+    .await;
+    let (h, body) = post_json(&r, &request(false)).await;
+    assert_eq!(r.provider.requests().len(), 2, "one re-ask");
+    let re_ask = &r.provider.requests()[1]["messages"];
+    let feedback = re_ask.as_array().unwrap().last().unwrap();
+    assert!(
+        feedback["content"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("one call per value"),
+        "{feedback}"
+    );
+    assert_eq!(header(&h, "x-toolmend-unresolved"), "");
+    assert_eq!(tool_calls(&body).len(), 3);
 }
 
 #[tokio::test]
@@ -318,14 +428,31 @@ fn the_switches_take_the_names_of_pythons_coerce() {
     let c = load("", &[]);
     assert!(!c.strict);
     assert_eq!(c.coercions, toolmend::schema::Coercions::default());
+    assert!(
+        c.coercions.split_merged_calls,
+        "merged calls are split by default"
+    );
+    assert!(c.mend_options().coercions.split_merged_calls);
     let c = load("calls.coercions = false", &[]);
     assert_eq!(c.coercions, toolmend::schema::Coercions::none());
     let c = load(
-        "[calls.coercions]\nnumeric_strings = false\nkey_renamed = false\nsplit_merged_calls = true",
+        "[calls.coercions]\nnumeric_strings = false\nkey_renamed = false\nsplit_merged_calls = false",
         &[],
     );
     assert!(!c.coercions.numeric_strings && !c.coercions.rename_keys);
-    assert!(c.coercions.split_merged_calls && c.coercions.enum_case);
+    assert!(!c.coercions.split_merged_calls && c.coercions.enum_case);
+    assert!(!c.mend_options().coercions.split_merged_calls);
+    // The fix id names the switch too, from the environment.
+    let c = load(
+        "",
+        &[("TOOLMEND_CALLS__COERCIONS", "{merged_call_split = false}")],
+    );
+    assert!(!c.coercions.split_merged_calls && c.coercions.numeric_strings);
+    let c = load(
+        "",
+        &[("TOOLMEND_CALLS__COERCIONS__SPLIT_MERGED_CALLS", "false")],
+    );
+    assert!(!c.coercions.split_merged_calls);
     // The environment: a whole table, one switch, strict.
     let c = load(
         "",

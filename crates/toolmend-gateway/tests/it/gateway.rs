@@ -266,7 +266,8 @@ async fn a_re_ask_that_drops_values_the_model_sent_is_flagged() {
                 "get_weather",
                 r#"{"city": "Lima"}"#,
             )])),
-        "",
+        // Split by default (one call per city): here the merged call is re-asked.
+        "calls.coercions = { split_merged_calls = false }",
     )
     .await;
     let resp = post(&r, &request(ask(), false)).await;

@@ -117,7 +117,9 @@ impl ToolNodeBuilder {
         self
     }
 
-    /// Repair and coercion options (default: everything safe on). Leave `refuse_lossy` off:
+    /// Repair and coercion options (default: every coercion on, a merged call, a list for
+    /// a scalar field, run as one call per value with ids as for glued calls;
+    /// `coercions.split_merged_calls = false` answers it with feedback). Leave `refuse_lossy` off:
     /// the node refuses cut-off calls per tool ([`ToolOptions::accept_truncated`]); on, it
     /// refuses them for every tool.
     #[must_use]

@@ -61,8 +61,7 @@ pub(crate) use compile::escape as escape_pointer;
 pub use declared::declared_path;
 pub use names::{SwitchError, UnknownSwitch};
 
-/// Which coercions run (lax mode). All on by default but `split_merged_calls`;
-/// [`Coercions::none`] is strict. Each is recorded as a fix with its
+/// Which coercions run (lax mode). All on by default; [`Coercions::none`] is strict. Each is recorded as a fix with its
 /// [`Safety`](crate::Safety): some are safe (`"Celsius"` -> `"celsius"`), some unsafe (a
 /// reading was chosen: `"5"` -> `5`, `town` -> `city`), one lossy (`drop_unknown_keys`);
 /// [`Coercions::switch_of`] says which switch makes which fix; [`Coercions::set`] and
@@ -107,9 +106,11 @@ pub struct Coercions {
     pub unwrap_arguments: bool,
     /// A list given for a scalar field (`{"symbol": ["AAPL", "MSFT"]}` for `symbol:
     /// string`), each element alone making a valid call: one call per element (a
-    /// `merged_call_split` fix; `toolmend::mend` splits, [`CompiledTool::check`] does not).
-    /// Off by default, in lax mode too: the call is feedback that asks for one call per
-    /// value (see `docs/issue-kinds.md`, "Merged calls").
+    /// `merged_call_split` fix, unsafe; `toolmend::mend` splits, [`CompiledTool::check`]
+    /// does not). Only when exactly one top-level field holds the list, each element is a
+    /// scalar (string, number, boolean) and each alone makes a valid call, at most 32.
+    /// On by default; off, the call is feedback that asks for one call per value (see
+    /// `docs/issue-kinds.md`, "Merged calls").
     pub split_merged_calls: bool,
 }
 

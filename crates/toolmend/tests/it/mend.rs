@@ -304,35 +304,78 @@ fn fx_rate() -> CompiledTool {
     .unwrap()
 }
 
+/// The default: a merged call is split (`split_merged_calls` is on).
 fn splitting() -> MendOptions {
+    MendOptions::default()
+}
+
+/// The switch off: a merged call is feedback.
+fn unsplit() -> MendOptions {
     let mut o = MendOptions::default();
-    o.coercions.split_merged_calls = true;
+    o.coercions.split_merged_calls = false;
     o
 }
 
 #[test]
-fn a_merged_call_is_feedback_asking_for_one_call_per_value_by_default() {
+fn the_merged_call_switch_is_on_by_default_off_in_strict_mode() {
+    assert!(toolmend::schema::Coercions::default().split_merged_calls);
+    assert!(MendOptions::default().coercions.split_merged_calls);
+    assert!(!MendOptions::strict().coercions.split_merged_calls);
+    assert_eq!(
+        toolmend::schema::Coercions::switch_of(FixKind::MergedCallSplit),
+        Some("split_merged_calls")
+    );
+    let off = toolmend::schema::Coercions::from_names([("split_merged_calls", false)]).unwrap();
+    assert!(!off.split_merged_calls && off.numeric_strings);
+}
+
+#[test]
+fn a_merged_call_is_split_by_default() {
     let raw = r#"{"pair": ["EUR/CHF", "GBP/JPY", "USD/SEK"], "at": "2026-02-03"}"#;
     let m = mend_call(raw, &fx_rate(), &MendOptions::default());
-    assert_eq!(m.calls.len(), 1);
-    let c = &m.calls[0];
-    assert_eq!(c.outcome, Outcome::Feedback);
-    let issue = c.issues.iter().find(|i| i.path == "/pair").unwrap();
-    assert_eq!(issue.kind, IssueKind::WrongType);
-    let s = issue.suggestion.as_deref().unwrap();
-    assert!(
-        s.starts_with("make one call per value: 3 calls to fx_rate"),
-        "{s}"
-    );
-    let text = toolmend::feedback::render("fx_rate", &c.issues).text;
-    assert!(
-        text.to_lowercase().contains("make one call per value"),
-        "{text}"
+    assert_eq!(m.calls.len(), 3, "{m:?}");
+    assert!(m.is_runnable());
+    assert!(m.calls.iter().all(|c| c.outcome == Outcome::Repaired
+        && c.fixes.iter().any(|f| f.kind == FixKind::MergedCallSplit)));
+    // Parsed arguments (LangChain's `args`, a gateway's parsed call) split the same way.
+    let tools = Toolbox::from_tools([fx_rate()]).unwrap();
+    let ctx = toolmend::schema::ValidationContext::new("", toolmend::schema::Phase::Initial);
+    let parsed: serde_json::Value = serde_json::from_str(raw).unwrap();
+    let calls =
+        toolmend::mend::mend_parsed_in("fx_rate", &parsed, &tools, &MendOptions::default(), &ctx);
+    assert_eq!(calls.len(), 3);
+    assert_eq!(
+        calls[2].arguments,
+        Some(json!({"pair": "USD/SEK", "at": "2026-02-03"}))
     );
 }
 
 #[test]
-fn a_merged_call_splits_into_one_call_per_value_when_asked() {
+fn a_merged_call_is_feedback_asking_for_one_call_per_value_when_the_switch_is_off() {
+    let raw = r#"{"pair": ["EUR/CHF", "GBP/JPY", "USD/SEK"], "at": "2026-02-03"}"#;
+    for opts in [unsplit(), MendOptions::strict()] {
+        let m = mend_call(raw, &fx_rate(), &opts);
+        assert_eq!(m.calls.len(), 1);
+        let c = &m.calls[0];
+        assert_eq!(c.outcome, Outcome::Feedback);
+        assert!(!kinds(c).contains(&FixKind::MergedCallSplit));
+        let issue = c.issues.iter().find(|i| i.path == "/pair").unwrap();
+        assert_eq!(issue.kind, IssueKind::WrongType);
+        let s = issue.suggestion.as_deref().unwrap();
+        assert!(
+            s.starts_with("make one call per value: 3 calls to fx_rate"),
+            "{s}"
+        );
+        let text = toolmend::feedback::render("fx_rate", &c.issues).text;
+        assert!(
+            text.to_lowercase().contains("make one call per value"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_merged_call_splits_into_one_call_per_value() {
     let raw = r#"{"pair": ["EUR/CHF", "GBP/JPY", "USD/SEK"], "at": "2026-02-03"}"#;
     let m = mend_call(raw, &fx_rate(), &splitting());
     assert_eq!(m.calls.len(), 3);
@@ -374,11 +417,21 @@ fn a_merged_call_splits_into_one_call_per_value_when_asked() {
 #[test]
 fn a_list_is_not_split_when_an_element_alone_is_not_a_valid_call() {
     // One element breaks the pattern; another problem beside the list; a repeated value;
-    // a list for a field that takes lists. None is a merged call.
+    // two scalar fields given lists; a list of lists or objects; one value; more than 32.
+    // None is a merged call.
+    let many = json!({"pair": (0..33u8)
+        .map(|i| format!("A{}{}/XYZ", char::from(b'A' + i / 26), char::from(b'A' + i % 26)))
+        .collect::<Vec<_>>()})
+    .to_string();
     for raw in [
         r#"{"pair": ["EUR/CHF", "euro"]}"#,
         r#"{"pair": ["EUR/CHF", "GBP/JPY"], "at": "soon"}"#,
         r#"{"pair": ["EUR/CHF", "EUR/CHF"]}"#,
+        r#"{"pair": ["EUR/CHF", "GBP/JPY"], "at": ["2026-02-03", "2026-02-04"]}"#,
+        r#"{"pair": [["EUR/CHF"], ["GBP/JPY"]]}"#,
+        r#"{"pair": [{"p": "EUR/CHF"}, {"p": "GBP/JPY"}]}"#,
+        r#"{"pair": ["EUR/CHF"]}"#,
+        many.as_str(),
     ] {
         let m = mend_call(raw, &fx_rate(), &splitting());
         assert_eq!(m.calls.len(), 1, "{raw}");
@@ -390,6 +443,51 @@ fn a_list_is_not_split_when_an_element_alone_is_not_a_valid_call() {
                 .any(|f| f.kind == FixKind::MergedCallSplit)
         );
     }
+}
+
+#[test]
+fn a_list_of_objects_for_an_object_field_is_not_split() {
+    // Only a scalar field is split: each element here would be valid alone, but a list of
+    // filters for one filter is not read as several calls.
+    let search = CompiledTool::compile(
+        "search",
+        "",
+        &json!({"type": "object", "properties": {
+            "filter": {"type": "object", "properties": {"city": {"type": "string"}}}},
+            "required": ["filter"]}),
+    )
+    .unwrap();
+    let raw = r#"{"filter": [{"city": "Oslo"}, {"city": "Bergen"}]}"#;
+    let m = mend_call(raw, &search, &MendOptions::default());
+    assert_eq!(m.calls.len(), 1, "{m:?}");
+    assert_eq!(m.calls[0].outcome, Outcome::Feedback);
+    // A number or a boolean field is a scalar field.
+    let days = CompiledTool::compile(
+        "forecast",
+        "",
+        &json!({"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer", "maximum": 10}},
+            "required": ["city", "days"]}),
+    )
+    .unwrap();
+    let m = mend_call(
+        r#"{"city": "Oslo", "days": [1, 3, "7"]}"#,
+        &days,
+        &MendOptions::default(),
+    );
+    let got: Vec<_> = m
+        .calls
+        .iter()
+        .map(|c| c.arguments.clone().unwrap()["days"].clone())
+        .collect();
+    assert_eq!(got, [json!(1), json!(3), json!(7)]);
+    let m = mend_call(
+        r#"{"city": "Oslo", "days": [1, 30]}"#,
+        &days,
+        &MendOptions::default(),
+    );
+    assert_eq!(m.calls.len(), 1, "30 is above the maximum: no split");
+    assert_eq!(m.calls[0].outcome, Outcome::Feedback);
 }
 
 #[test]
@@ -471,6 +569,42 @@ fn values_lost_and_the_merged_call_check_scale_linearly() {
 }
 
 #[test]
+fn splitting_merged_calls_scales_linearly_with_the_calls_of_a_message() {
+    use toolmend::conversation::{AssistantMessage, ToolCall};
+    use toolmend::message::{self, PlanOptions};
+    // A message of n merged calls (three pairs each, split by default): 10x the calls
+    // cost about 10x, and every call becomes three.
+    let message = |n: usize| AssistantMessage {
+        tool_calls: Some(
+            (0..n)
+                .map(|i| {
+                    ToolCall::new(
+                        format!("call_{i}"),
+                        "fx_rate",
+                        r#"{"pair": ["EUR/CHF", "GBP/JPY", "USD/SEK"], "at": "2026-02-03"}"#,
+                    )
+                })
+                .collect(),
+        ),
+        ..AssistantMessage::default()
+    };
+    let tools = Toolbox::from_tools([fx_rate()]).unwrap();
+    let ctx = toolmend::schema::ValidationContext::new("", toolmend::schema::Phase::Initial);
+    let opts = PlanOptions::default();
+    let plan =
+        |m: &AssistantMessage| message::plan_assistant(m, &[], &[], false, &tools, &opts, &ctx);
+    let (small, large) = (message(20), message(200));
+    assert_eq!(plan(&small).calls.len(), 60);
+    let p = plan(&large);
+    assert_eq!(p.calls.len(), 600);
+    let mut ids: Vec<_> = p.calls.iter().map(|c| c.id.clone().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 600, "every split call has its own id");
+    crate::work::assert_linear("a message of merged calls", &small, &large, plan);
+}
+
+#[test]
 fn a_split_merged_call_gets_its_ids_in_the_message_plan_as_glued_calls_do() {
     use toolmend::conversation::{AssistantMessage, ToolCall};
     use toolmend::message::{self, CallSource, PlanOptions};
@@ -515,16 +649,12 @@ fn a_split_merged_call_gets_its_ids_in_the_message_plan_as_glued_calls_do() {
             ),
         ]
     );
-    // By default: one call, feedback.
-    let p = message::plan_assistant(
-        &message,
-        &[],
-        &[],
-        false,
-        &tools,
-        &PlanOptions::default(),
-        &ctx,
-    );
+    // The switch off: one call, feedback.
+    let off = PlanOptions {
+        mend: unsplit(),
+        ..PlanOptions::default()
+    };
+    let p = message::plan_assistant(&message, &[], &[], false, &tools, &off, &ctx);
     assert_eq!(p.calls.len(), 1);
     assert_eq!(p.calls[0].call.outcome, Outcome::Feedback);
 }
@@ -648,8 +778,8 @@ fn a_merged_call_with_parsed_arguments_splits_in_the_plan_or_asks_for_one_call_p
             .iter()
             .any(|f| f.kind == FixKind::MergedCallSplit)
     }));
-    // By default: one call, feedback that names the way out.
-    let one = plan_with(MendOptions::default());
+    // The switch off: one call, feedback that names the way out.
+    let one = plan_with(unsplit());
     assert_eq!(one.calls.len(), 1);
     let issue = &one.calls[0].call.issues[0];
     assert!(

@@ -842,6 +842,56 @@ fn scripted_node(corrector: &Arc<Scripted>, n: &Arc<AtomicUsize>) -> ToolNode {
         .build()
 }
 
+/// Mend options with merged calls answered by feedback, not split.
+fn unsplit() -> toolmend::MendOptions {
+    let mut o = toolmend::MendOptions::default();
+    o.coercions.split_merged_calls = false;
+    o
+}
+
+/// A merged call (three cities for one) runs as three calls by default: each its own id,
+/// in the sanitized message and in the results, the history paired.
+#[tokio::test]
+async fn a_merged_call_runs_as_one_call_per_value_by_default() {
+    let n = counter();
+    let node = ToolNode::builder(tools(&n)).build();
+    let messages = vec![
+        user("weather in Lima, Quito and Bogota"),
+        assistant(vec![call(
+            "c1",
+            "get_weather",
+            r#"{"city": ["Lima", "Quito", "Bogota"]}"#,
+        )]),
+    ];
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(runs(&n), 3);
+    assert_eq!(result_ids(&out), ["c1", "c1_2", "c1_3"]);
+    assert_eq!(sanitized_ids(&out), ["c1", "c1_2", "c1_3"]);
+    assert_eq!(text(&out, "c1_3"), "sunny in Bogota");
+    assert_eq!(
+        parsed_args(sanitized_call(&out, "c1_2")),
+        json!({"city": "Quito"})
+    );
+    for c in &out.stats.calls {
+        assert_eq!(c.outcome, CallOutcome::Executed);
+        assert!(
+            c.fixes.iter().any(|f| f.kind == FixKind::MergedCallSplit),
+            "{c:?}"
+        );
+    }
+    assert_paired(&applied(&messages, out));
+
+    // The switch off: one call, answered with feedback that asks for one call per value.
+    let n = counter();
+    let node = ToolNode::builder(tools(&n)).mend_options(unsplit()).build();
+    let out = node.invoke(&messages).await.unwrap();
+    assert_eq!(runs(&n), 0);
+    assert_eq!(result_ids(&out), ["c1"]);
+    assert_eq!(result(&out, "c1").outcome, CallOutcome::Feedback);
+    let t = text(&out, "c1").to_lowercase();
+    assert!(t.contains("one call per value"), "{t}");
+}
+
 /// A corrected call that keeps fewer of the values the model sent (three cities merged
 /// into one call, "corrected" to one) is never reported clean: the loop asks again with
 /// the loss named, and what stays narrowed goes back as feedback, not run.
@@ -853,7 +903,11 @@ async fn a_correction_that_drops_values_the_model_sent_is_not_clean() {
             .answer("get_weather", Ok(Some(json!({"city": "Lima"})))),
     );
     let n = counter();
-    let node = scripted_node(&corrector, &n);
+    // Merged calls are split by default: here they are feedback, for the corrector.
+    let node = ToolNode::builder(tools(&n))
+        .corrector(Arc::clone(&corrector), 2)
+        .mend_options(unsplit())
+        .build();
     let messages = vec![
         user("weather in Lima, Quito and Bogota"),
         assistant(vec![call(

@@ -155,7 +155,7 @@ pub(crate) const RULES: &[Rule] = &[
     Rule {
         switch: "split_merged_calls",
         fixes: &[FixKind::MergedCallSplit],
-        default_on: false,
+        default_on: true,
         field: |c| &mut c.split_merged_calls,
     },
 ];
