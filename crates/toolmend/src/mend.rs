@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::{
     Fix, FixKind, Issue, IssueKind, RepairOptions, Safety,
-    repair::{RepairError, RepairedCall, repair},
+    repair::{RepairError, RepairedCall, anchored, repair},
     schema::{Coercions, CompiledTool, Phase, Toolbox, ValidationContext},
 };
 
@@ -142,6 +142,10 @@ pub fn mend_call(raw: &str, tool: &CompiledTool, opts: &MendOptions) -> Mended {
             }],
         };
     }
+    let ctx = ValidationContext::new("", Phase::Initial);
+    if let Some(calls) = read_by_keys(raw, &repaired, tool, opts, &ctx) {
+        return Mended { calls };
+    }
     let readings = std::iter::once(repaired.calls).chain(repaired.alternatives);
     // A call that the text itself names as another tool is not run as this one.
     best_reading(
@@ -206,6 +210,9 @@ pub fn mend_named_in(
         None => repair(raw, &opts.repair),
     };
     let mut mended = match repaired {
+        Ok(repaired) if let Some(calls) = read_by_keys(raw, &repaired, tool, opts, ctx) => {
+            Mended { calls }
+        }
         Ok(repaired) => {
             let readings = std::iter::once(repaired.calls).chain(repaired.alternatives);
             // A call that announces another known tool (glued calls of two tools) goes to it.
@@ -801,6 +808,105 @@ pub fn refuse_lossy(call: &mut MendedCall) {
             .suggestion("send the whole call again, with every argument complete"),
     );
     call.outcome = Outcome::Feedback;
+}
+
+/// The text read by the tool's top-level keys ([`crate::repair::anchored`]) where the
+/// tolerant reading had to decide where a string ends: `Some` with the answer when that
+/// settles it, `None` to keep the tolerant reading (nothing read by the keys fits).
+///
+/// One reading that fits is the call. Two that fit, or one whose string holds an odd
+/// number of quotes (its last quote may be its own, the closing one missing:
+/// `"notify-send "Build done"`), is feedback: a refusal is better than a wrong value.
+fn read_by_keys(
+    raw: &str,
+    repaired: &crate::Repaired,
+    tool: &CompiledTool,
+    opts: &MendOptions,
+    ctx: &ValidationContext<'_>,
+) -> Option<Vec<MendedCall>> {
+    // Glued calls (`{…}\n{…}`) are several documents, not one object to cut.
+    if opts.repair.strict || repaired.is_clean() || !quote_decided(repaired) {
+        return None;
+    }
+    let props = tool.parameters().get("properties")?.as_object()?;
+    let keys: Vec<anchored::Key<'_>> = props
+        .iter()
+        .map(|(name, s)| anchored::Key {
+            name,
+            string: match s.get("type") {
+                Some(Value::String(t)) => t == "string",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+                _ => true,
+            },
+        })
+        .collect();
+    let readings = anchored::readings(raw, &keys, opts.repair.max_depth);
+    let mut fitting: Vec<(MendedCall, Option<String>)> = Vec::new();
+    for r in readings {
+        let call = check_call(r.call.clone(), tool, opts, ctx);
+        if call.issues.is_empty() && !fitting.iter().any(|(c, _)| c.arguments == call.arguments) {
+            fitting.push((call, r.odd_quotes));
+        }
+    }
+    let refuse = |message: String| {
+        Some(vec![MendedCall {
+            tool: tool.name().to_owned(),
+            arguments: None,
+            fixes: Vec::new(),
+            issues: vec![
+                Issue::new(IssueKind::Unparseable, "", message)
+                    .expected("a JSON object with the quotes inside its strings escaped")
+                    .suggestion(
+                        "escape every double quote inside a string value as \\\" and send \
+                         the arguments again",
+                    ),
+            ],
+            outcome: Outcome::Feedback,
+        }])
+    };
+    match fitting.len() {
+        0 => None,
+        1 => {
+            let (call, odd) = fitting.pop()?;
+            if let Some(key) = odd {
+                return refuse(format!(
+                    "the arguments could not be read as JSON: the value of {key:?} holds an \
+                     odd number of unescaped quotes, so its last quote may be its own and the \
+                     closing one missing, or close the string: it cannot be told which"
+                ));
+            }
+            Some(vec![call])
+        }
+        n => refuse(format!(
+            "the arguments could not be read as JSON: the unescaped quotes inside string \
+             values allow {n} readings that fit the tool, which differ"
+        )),
+    }
+}
+
+/// Did the tolerant reading decide where a string ends (a quote kept inside one, text
+/// skipped after one)?
+fn quote_decided(repaired: &crate::Repaired) -> bool {
+    repaired
+        .readings()
+        .flatten()
+        .flat_map(|c| &c.fixes)
+        .any(|f| {
+            matches!(
+                f.kind,
+                FixKind::InnerQuoteEscaped
+                    | FixKind::GarbageSkipped
+                    | FixKind::SingleQuotes
+                    | FixKind::MissingComma
+                    | FixKind::MissingColon
+                    | FixKind::UnquotedString
+                    | FixKind::ExtraClosingRemoved
+                    | FixKind::ProseStripped
+                    | FixKind::UnclosedBrackets
+                    | FixKind::ClosingBracesAdded
+                    | FixKind::TruncatedString
+            )
+        })
 }
 
 fn unparseable(tool: &str, e: &RepairError) -> MendedCall {

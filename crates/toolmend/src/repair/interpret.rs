@@ -46,14 +46,23 @@ pub(crate) fn interpret(
     // How many documents gave calls, and where the last one's start in `calls`.
     let (mut candidates, mut last_start) = (0, 0);
     let mut last_apart = false;
+    // Where the first document's calls end, and whether every later one stood inside
+    // prose (prose before and after it).
+    let (mut first_end, mut later_inline) = (0, true);
     for doc in docs {
-        let apart = doc.apart;
+        let (apart, prose_after) = (doc.apart, doc.prose_after);
         match doc_calls(doc, envelope_call, opts, level) {
             Ok((pref, alt)) => {
                 candidates += 1;
                 last_apart = apart;
                 last_start = calls.len();
+                if candidates >= 2 {
+                    later_inline &= apart && prose_after;
+                }
                 calls.extend(pref);
+                if candidates == 1 {
+                    first_end = calls.len();
+                }
                 if single {
                     alternatives.extend(alt);
                 }
@@ -78,12 +87,19 @@ pub(crate) fn interpret(
     // a later one (that one gets feedback instead).
     let last_alone = (candidates > 1 && last_apart && !envelope_call && same_tool(&calls))
         .then(|| last_candidate(&calls[last_start..], candidates));
+    // The other way round: the arguments, then prose that shows a JSON snippet inside a
+    // sentence ("The config now sets {"debug": true} for local runs."). Such a snippet is
+    // no call, so the first document alone is a reading too, taken on the same terms (it
+    // must fit where every candidate does not). A document that ends the text (`… and
+    // {…}`) is not inside prose: it may be a second call, and gets feedback if it does not fit.
+    let first_alone = (candidates > 1 && later_inline && !envelope_call && same_tool(&calls))
+        .then(|| first_candidate(&calls[..first_end], candidates));
     let calls = drop_repeats(calls);
     if calls.len() > 1 {
         let calls = mark_split(calls);
         return Ok(Repaired {
             calls,
-            alternatives: last_alone.into_iter().collect(),
+            alternatives: last_alone.into_iter().chain(first_alone).collect(),
         });
     }
     Ok(Repaired {
@@ -207,6 +223,7 @@ fn doc_calls(
                         fixes: doc_fixes.take().unwrap_or_default(),
                         name: None,
                         apart: false,
+                        prose_after: false,
                     },
                     true,
                     opts,
@@ -365,6 +382,28 @@ fn last_candidate(calls: &[RepairedCall], candidates: usize) -> Vec<RepairedCall
                 "",
                 format!(
                     "the last of {candidates} JSON candidates kept; {dropped} earlier draft{} dropped",
+                    if dropped == 1 { "" } else { "s" }
+                ),
+            ));
+            c
+        })
+        .collect()
+}
+
+/// The first candidate's calls read alone: the later documents, written after prose, were
+/// part of it (a snippet in a sentence), not calls.
+fn first_candidate(calls: &[RepairedCall], candidates: usize) -> Vec<RepairedCall> {
+    let dropped = candidates - 1;
+    calls
+        .iter()
+        .cloned()
+        .map(|mut c| {
+            c.fixes.push(Fix::on(
+                FixKind::JsonCandidateChosen,
+                "",
+                format!(
+                    "the first of {candidates} JSON candidates kept; {dropped} later one{} in \
+                     the prose after it dropped",
                     if dropped == 1 { "" } else { "s" }
                 ),
             ));

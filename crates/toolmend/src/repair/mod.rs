@@ -17,6 +17,7 @@
 //! others in [`Repaired::alternatives`], for a tool's schema to choose
 //! ([`crate::mend`]). Linear time, bounded depth, no panics.
 
+pub(crate) mod anchored;
 mod envelope;
 mod fast;
 mod interpret;
@@ -165,6 +166,7 @@ fn repair_at(raw: &str, opts: &RepairOptions, level: usize) -> Result<Repaired, 
                     fixes,
                     name: None,
                     apart: false,
+                    prose_after: false,
                 };
                 return interpret::interpret(vec![doc], false, opts, level);
             }

@@ -686,62 +686,87 @@ impl<'a> Parser<'a> {
     }
 
     /// A string whose text shows that its backslashes were not escaped reads its
-    /// valid-looking escapes as written too ([`Escapes::literal`] says which): the string
+    /// valid-looking escapes as written too ([`kept_as_written`] says which): the string
     /// `src[start..end]` is read again (one more pass over this string: linear).
     fn escapes_as_written(&mut self, out: &mut String, start: usize, end: usize, seen: &Escapes) {
-        let Some((at, letters)) = seen.literal() else {
+        if seen.lookalike_at.is_none() {
             return;
-        };
+        }
         let text = &self.src[start..end];
+        // Without proof, only a drive path (`C:\\new`) can hold one.
+        if !seen.raw_newline && !seen.invalid && !text.contains(":\\") {
+            return;
+        }
+        let b = text.as_bytes();
+        let mut path = PathCache::default();
         let mut literal = String::with_capacity(text.len());
-        let mut rest = text;
-        while let Some(i) = rest.find('\\') {
-            literal.push_str(&rest[..i]);
-            let after = &rest[i + 1..];
+        let mut kept: Vec<u8> = Vec::new();
+        let mut kept_at = None;
+        let mut rest = 0;
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] != b'\\' {
+                i += 1;
+                continue;
+            }
+            literal.push_str(&text[rest..i]);
+            let after = &text[i + 1..];
             let mut chars = after.chars();
             match chars.next() {
                 Some(c @ ('"' | '\\' | '/' | '\'')) => {
                     literal.push(c);
-                    rest = chars.as_str();
+                    i += 2;
                 }
                 Some('u') => match unicode_escape(after) {
                     Some((ch, n)) => {
                         literal.push(ch);
-                        rest = &after[n..];
+                        i += 1 + n;
                     }
                     None => {
                         literal.push('\\');
-                        rest = after;
+                        i += 1;
                     }
                 },
-                Some(c @ ('b' | 'f' | 'n' | 'r' | 't')) if !letters.contains(&(c as u8)) => {
-                    literal.push(match c {
-                        'b' => '\u{8}',
-                        'f' => '\u{c}',
-                        'n' => '\n',
-                        'r' => '\r',
-                        _ => '\t',
-                    });
-                    rest = chars.as_str();
+                Some(c @ ('b' | 'f' | 'n' | 'r' | 't')) => {
+                    if kept_as_written(b, i, seen, &mut path) {
+                        literal.push('\\');
+                        literal.push(c);
+                        kept_at.get_or_insert(start + i);
+                        if !kept.contains(&(c as u8)) {
+                            kept.push(c as u8);
+                        }
+                    } else {
+                        literal.push(match c {
+                            'b' => '\u{8}',
+                            'f' => '\u{c}',
+                            'n' => '\n',
+                            'r' => '\r',
+                            _ => '\t',
+                        });
+                    }
+                    i += 2;
                 }
                 Some(_) => {
                     literal.push('\\');
-                    rest = after;
+                    i += 1;
                 }
                 // A backslash cut off at the end: dropped, as the first reading did.
-                None => rest = after,
+                None => i += 1,
             }
+            rest = i;
         }
-        literal.push_str(rest);
+        let Some(at) = kept_at else {
+            return;
+        };
+        literal.push_str(&text[rest.min(text.len())..]);
         *out = literal;
         self.fix_detail(
             FixKind::EscapesKeptLiteral,
             at,
             format!(
-                "the string's backslashes were not escaped (an invalid escape or a raw line \
-                 break in it): {} kept as written",
-                letters
-                    .iter()
+                "the string's backslashes were not escaped (an invalid escape, a raw line \
+                 break or a Windows path in it): {} kept as written",
+                kept.iter()
                     .map(|&c| format!("\\{}", c as char))
                     .collect::<Vec<_>>()
                     .join(" ")
@@ -1269,16 +1294,8 @@ struct Escapes {
     invalid: bool,
     /// A raw line break: the text was not escaped for JSON at all.
     raw_newline: bool,
-    /// `\"`: the quotes were escaped, so `\n` and `\t` are JSON's.
-    escaped_quote: bool,
-    /// The first `\b` or `\f` (a regex's word boundary, a path's `\backup`).
-    bf_at: Option<usize>,
-    /// The first `\n`, `\r` or `\t`.
-    nrt_at: Option<usize>,
-    /// A `\n` `\r` `\t` that reads as a line break or tab: at the end, or before
-    /// anything but a lowercase letter or a digit (`\nFROM`, `\n\n`, `\n    `), unlike
-    /// a path's `\new_app` or `\tests`.
-    nrt_break: bool,
+    /// The first `\b` `\f` `\n` `\r` `\t`.
+    lookalike_at: Option<usize>,
 }
 
 impl Escapes {
@@ -1287,38 +1304,100 @@ impl Escapes {
         match escape_kind(b, i + 1) {
             Escape::Invalid => self.invalid = true,
             Escape::Lookalike => {
-                if matches!(b[i + 1], b'b' | b'f') {
-                    self.bf_at.get_or_insert(i);
-                } else {
-                    self.nrt_at.get_or_insert(i);
-                    self.nrt_break |= !b
-                        .get(i + 2)
-                        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-                }
+                self.lookalike_at.get_or_insert(i);
             }
-            Escape::Json => self.escaped_quote |= b.get(i + 1) == Some(&b'"'),
+            Escape::Json => {}
         }
     }
+}
 
-    /// The escape letters to keep as written, and where the first is. With a raw line
-    /// break, all five; with an invalid escape, `\b` and `\f` (a backspace or a form
-    /// feed is never what code means), and `\n` `\r` `\t` too unless the quotes were
-    /// escaped or one of them reads as a line break.
-    fn literal(&self) -> Option<(usize, &'static [u8])> {
-        let first = match (self.bf_at, self.nrt_at) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
+/// Whether the lookalike escape (`\b` `\f` `\n` `\r` `\t`) whose backslash is at `i`
+/// of `b` (one string's text) is meant as written, by what the string shows:
+/// - a raw line break in the string: yes, every one (nothing in it was escaped);
+/// - in a Windows path (a run of path characters with a drive, `C:\new`, or with an
+///   invalid escape in the string and two backslashes, `Queue\src\runtime`): yes;
+/// - `\b` or `\f` beside an invalid escape (a regex's `\b\d+\b`): yes (a backspace or a
+///   form feed is never what code means);
+/// - otherwise no: `\n` in `import re\nprint(r'\d')` is the line break JSON says.
+fn kept_as_written(b: &[u8], i: usize, seen: &Escapes, path: &mut PathCache) -> bool {
+    if seen.raw_newline {
+        return true;
+    }
+    if seen.invalid && matches!(b[i + 1], b'b' | b'f') {
+        return true;
+    }
+    let (start, drive, backslashes) = path.at(b, i);
+    if !drive && !(seen.invalid && backslashes >= 2) {
+        return false;
+    }
+    // A separator follows a directory's name, not a file's (`install.log\nxcopy` is a
+    // line break after a path).
+    let segment = b[start..i]
+        .rsplit(|&c| c == b'\\')
+        .next()
+        .unwrap_or_default();
+    // And a name follows it (`C:\\new`), not one letter (`if m:\\n` is code).
+    let (end, _, _) = path.run_end();
+    let next = b[i + 1..end]
+        .split(|&c| c == b'\\')
+        .next()
+        .unwrap_or_default();
+    !segment.contains(&b'.') && next.len() >= 2
+}
+
+/// The run of path characters around a position, computed once per run (linear).
+#[derive(Debug, Default)]
+struct PathCache {
+    /// The run `start..end`, whether it starts with a drive (`C:\`), its backslashes.
+    run: Option<(usize, usize, bool, usize)>,
+}
+
+impl PathCache {
+    /// Most bytes looked at on each side of a position (a path is short).
+    const REACH: usize = 256;
+
+    /// Where the run last looked at ends.
+    fn run_end(&self) -> (usize, bool, usize) {
+        self.run.map_or((0, false, 0), |(_, end, d, n)| (end, d, n))
+    }
+
+    /// The run around `i`: where it starts, whether it is a drive path, its backslashes
+    /// (none when it is no path).
+    fn at(&mut self, b: &[u8], i: usize) -> (usize, bool, usize) {
+        if let Some((start, end, drive, n)) = self.run
+            && (start..end).contains(&i)
+        {
+            return (start, drive, n);
+        }
+        let path_char = |c: u8| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, b'_' | b'.' | b'-' | b':' | b'\\' | b'~' | b'%')
         };
-        if self.raw_newline {
-            return Some((first, b"bfnrt"));
+        let mut start = i;
+        while start > 0 && i - start < Self::REACH && path_char(b[start - 1]) {
+            start -= 1;
         }
-        if !self.invalid {
-            return None;
+        let mut end = i;
+        while end < b.len() && end - i < Self::REACH && path_char(b[end]) {
+            end += 1;
         }
-        if self.nrt_at.is_some() && !self.escaped_quote && !self.nrt_break {
-            return Some((first, b"bfnrt"));
-        }
-        self.bf_at.map(|at| (at, &b"bf"[..]))
+        let run = &b[start..end];
+        // Escaped line breaks in a row (`Counter\\n\\nLINE`) are code, not a path.
+        let breaks = run
+            .windows(3)
+            .any(|w| w[0] == b'\\' && matches!(w[1], b'n' | b'r' | b't') && w[2] == b'\\');
+        let drive = !breaks
+            && run.len() >= 3
+            && run[0].is_ascii_alphabetic()
+            && run[1] == b':'
+            && run[2] == b'\\';
+        let n = if breaks {
+            0
+        } else {
+            run.iter().filter(|&&c| c == b'\\').count()
+        };
+        self.run = Some((start, end, drive, n));
+        (start, drive, n)
     }
 }
 

@@ -952,3 +952,125 @@ fn an_object_for_a_string_field_meant_for_json_text_becomes_that_text() {
     );
     assert_eq!(m.calls[0].outcome, Outcome::Feedback);
 }
+
+fn write_file() -> CompiledTool {
+    CompiledTool::compile(
+        "write_file",
+        "Write a file.",
+        &json!({"type": "object", "properties": {
+            "path": {"type": "string"}, "content": {"type": "string"},
+            "create_dirs": {"type": "boolean"}},
+            "required": ["path", "content"], "additionalProperties": false}),
+    )
+    .unwrap()
+}
+
+fn bash() -> CompiledTool {
+    CompiledTool::compile(
+        "bash",
+        "Run a command.",
+        &json!({"type": "object", "properties": {
+            "command": {"type": "string"}, "timeout": {"type": "integer"},
+            "description": {"type": "string"}},
+            "required": ["command"], "additionalProperties": false}),
+    )
+    .unwrap()
+}
+
+#[test]
+fn unescaped_quotes_in_code_are_read_by_the_tools_keys() {
+    // Quotes followed by `,` `:` `}` inside the code: only the cut before the tool's own
+    // next key reads whole.
+    let raw = "{\"path\": \"a.json\", \"content\": \"{\n  \"root\": true,\n  \"x\": [\"a\", \"b\"]\n}\n\", \"create_dirs\": true}";
+    let m = mend_call(raw, &write_file(), &MendOptions::default());
+    let c = &m.calls[0];
+    assert_eq!(c.outcome, Outcome::Repaired, "{c:?}");
+    assert_eq!(
+        c.arguments.as_ref().unwrap(),
+        &json!({"path": "a.json", "content": "{\n  \"root\": true,\n  \"x\": [\"a\", \"b\"]\n}\n", "create_dirs": true})
+    );
+    assert!(kinds(c).contains(&FixKind::InnerQuoteEscaped));
+    // A command with inline JSON; the next member is not swallowed into the string.
+    let raw = r#"{"command": "curl -H "A: b" -d '{"n": "w", "p": true}' https://x", "description": "post"}"#;
+    let m = mend_call(raw, &bash(), &MendOptions::default());
+    assert_eq!(
+        m.calls[0].arguments.as_ref().unwrap(),
+        &json!({"command": "curl -H \"A: b\" -d '{\"n\": \"w\", \"p\": true}' https://x", "description": "post"})
+    );
+    // A comma missing before a known key.
+    let raw = r#"{"command": "echo "hi"" "timeout": 5}"#;
+    let m = mend_call(raw, &bash(), &MendOptions::default());
+    assert_eq!(
+        m.calls[0].arguments.as_ref().unwrap(),
+        &json!({"command": "echo \"hi\"", "timeout": 5})
+    );
+    assert!(kinds(&m.calls[0]).contains(&FixKind::MissingComma));
+}
+
+#[test]
+fn a_quote_that_may_close_its_string_or_belong_to_it_is_refused() {
+    // The value's last quote doubles as the closing one: `"notify-send "Build done"` reads
+    // as `notify-send "Build done` or as `notify-send "Build done"` with its closer missing.
+    for raw in [
+        r#"{"command": "ssh web-1 "sudo systemctl restart app", "timeout": 60000}"#,
+        "{\n  \"description\": \"x\",\n  \"command\": \"notify-send \"Build done\"\n}",
+        r#"{"command": "git log --author="Priya", "timeout": 30000}"#,
+    ] {
+        let m = mend_call(raw, &bash(), &MendOptions::default());
+        assert_eq!(
+            m.calls[0].outcome,
+            Outcome::Feedback,
+            "{raw}: {:?}",
+            m.calls[0]
+        );
+        assert!(m.calls[0].arguments.is_none(), "{raw}");
+    }
+    // Balanced quotes and apostrophes between letters read whole.
+    let raw = r#"{"command": "echo "it's "done"" && ls", "timeout": 5}"#;
+    let m = mend_call(raw, &bash(), &MendOptions::default());
+    assert_eq!(
+        m.calls[0].arguments.as_ref().unwrap(),
+        &json!({"command": "echo \"it's \"done\"\" && ls", "timeout": 5})
+    );
+}
+
+#[test]
+fn glued_objects_are_not_read_as_one_string() {
+    let raw = "{\"path\": \"a\", \"content\": \"x\"}\n{\"path\": \"b\", \"content\": \"y\", \"create_dirs\": true}";
+    let m = mend_call(raw, &write_file(), &MendOptions::default());
+    assert_eq!(m.calls.len(), 2, "{m:?}");
+}
+
+#[test]
+fn a_json_snippet_in_the_prose_after_the_arguments_is_no_call() {
+    let raw = "{\"command\": \"ls\", \"timeout\": 5}\n\nThe config now sets {\"debug\": true} for local runs only.";
+    let m = mend_call(raw, &bash(), &MendOptions::default());
+    assert_eq!(m.calls.len(), 1, "{m:?}");
+    assert_eq!(
+        m.calls[0].arguments.as_ref().unwrap(),
+        &json!({"command": "ls", "timeout": 5})
+    );
+    assert!(kinds(&m.calls[0]).contains(&FixKind::JsonCandidateChosen));
+}
+
+#[test]
+fn reading_by_keys_stays_linear() {
+    let unit = "x = f(\"a\", \"b\"): {\"k\": 1},\n";
+    let text = |n: usize| {
+        format!(
+            "{{\"path\": \"p\", \"content\": \"{}\", \"create_dirs\": true}}",
+            unit.repeat(n)
+        )
+    };
+    let (small, big) = (text(2_000), text(20_000));
+    let cost = |t: &str| {
+        let start = std::time::Instant::now();
+        for _ in 0..3 {
+            let m = mend_call(t, &write_file(), &MendOptions::default());
+            assert_eq!(m.calls[0].outcome, Outcome::Repaired);
+        }
+        start.elapsed()
+    };
+    let (s, b) = (cost(&small), cost(&big));
+    assert!(b < s * 30, "10x input took {b:?} vs {s:?}");
+}

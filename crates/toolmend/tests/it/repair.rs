@@ -226,7 +226,7 @@ fn escapes_are_read_one_way_within_a_string() {
 
 #[test]
 fn the_second_reading_of_a_string_stays_linear() {
-    let unit = r#"a\nb\tc\s"#;
+    let unit = r#"\bword\s+"#;
     let text = |n: usize| format!("{{\"p\": \"{}\"}}", unit.repeat(n));
     let (small, big) = (text(2_000), text(20_000));
     let cost = |t: &str| {
@@ -1057,4 +1057,27 @@ fn a_list_that_holds_no_call_is_named_as_a_list() {
             "{raw}: {e}"
         );
     }
+}
+
+#[test]
+fn windows_paths_keep_their_backslashes_and_code_its_line_breaks() {
+    // A path run with an invalid escape in the string: `\t` `\r` are separators.
+    let (v, _) = one(r#"{"p": "AppData\Programs\tests\retry.go"}"#);
+    assert_eq!(v, json!({"p": "AppData\\Programs\\tests\\retry.go"}));
+    // A drive path is proof enough.
+    let (v, _) = one(r#"{"p": "C:\new_app\tools", "q": 1,}"#);
+    assert_eq!(v, json!({"p": "C:\\new_app\\tools", "q": 1}));
+    // After a file name, `\n` is a line break; so it is in code beside a regex.
+    let (v, _) = one(r#"{"c": "set L=E:\Logs\install.log\nxcopy a b\n"}"#);
+    assert_eq!(v, json!({"c": "set L=E:\\Logs\\install.log\nxcopy a b\n"}));
+    let (v, _) = one(r#"{"c": "import re\nprint(re.findall(r'^\d+$', t))"}"#);
+    assert_eq!(
+        v,
+        json!({"c": "import re\nprint(re.findall(r'^\\d+$', t))"})
+    );
+    let (v, _) = one(r#"{"c": "from x import C\n\nL = re.compile(r'\S+')\n    if m:\n        y"}"#);
+    assert_eq!(
+        v,
+        json!({"c": "from x import C\n\nL = re.compile(r'\\S+')\n    if m:\n        y"})
+    );
 }

@@ -51,6 +51,9 @@ pub(crate) struct Doc {
     /// Prose or a code fence stood between this document and the one before it (a draft
     /// and its correction are written apart; glued calls are not).
     pub apart: bool,
+    /// Prose follows it (`The config now sets {"debug": true} for local runs.`): a
+    /// snippet inside a sentence.
+    pub prose_after: bool,
 }
 
 /// Everything read from one text.
@@ -316,6 +319,9 @@ impl<'a> Walk<'a> {
 
     fn prose(&mut self, at: usize) {
         self.gap = true;
+        if let Some(last) = self.out.docs.last_mut() {
+            last.prose_after = true;
+        }
         if self.prose_at.is_none() {
             self.prose_at = Some(at);
         }
@@ -519,6 +525,7 @@ impl<'a> Walk<'a> {
             fixes,
             name,
             apart,
+            prose_after: false,
         });
     }
 

@@ -1,0 +1,384 @@
+//! Reading an object by its keys: where the text's quotes cannot say where a string ends.
+//!
+//! Coding agents write code into string arguments without escaping its quotes:
+//! `{"content": "{\n  "root": true,\n  "rules": {"eqeqeq": "warn"}\n}"}`. Quote by quote,
+//! the tolerant parser must guess whether `"` ends the string, and a quote followed by
+//! `,`, `:` or `}` is often code, not the end. The tool's schema knows better: its keys.
+//! This reader cuts the object only where `, "key":` names one of the tool's top-level
+//! keys, and keeps a cut only where every member's value then reads whole (a string
+//! property's value from its first quote to its last, any other as JSON). Each way of
+//! cutting that reads is one reading; [`crate::mend`] keeps the one that fits the schema
+//! and refuses when two fit, or when the one left has an odd number of quotes inside a
+//! string (the value's last quote might have been meant as its own, the closing quote
+//! missing: `"notify-send "Build done"`).
+//!
+//! Bounded: the cuts are found in one pass (each comma looks at most 128 bytes ahead for a
+//! key), at most [`MAX_CUTS`] of them are tried, and the search takes at most
+//! [`MAX_STEPS`] steps; past either limit nothing is read here and the tolerant reading
+//! stands.
+
+use serde_json::{Map, Value};
+
+use super::{
+    RepairedCall,
+    parser::{Ctx, Parser},
+};
+use crate::{Fix, FixKind};
+
+/// Most places a member may start (`, "key":` of a known key) that are tried.
+const MAX_CUTS: usize = 64;
+/// Most steps of the search for readings.
+const MAX_STEPS: usize = 20_000;
+/// Most readings collected (two are enough to know the text is ambiguous).
+const MAX_READINGS: usize = 3;
+/// Longest key looked for after a comma.
+const MAX_KEY: usize = 128;
+
+/// A top-level property of the tool: its name and whether it takes a string.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Key<'k> {
+    pub name: &'k str,
+    pub string: bool,
+}
+
+/// One way of reading the object by its keys.
+#[derive(Debug)]
+pub(crate) struct Reading {
+    pub call: RepairedCall,
+    /// A string member whose inner quotes are odd in number (its value's last quote may
+    /// have been its own): the key.
+    pub odd_quotes: Option<String>,
+}
+
+/// Where a member starts: its key (index into the keys) and where its value starts.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    /// The comma before the member (the `{` for the first).
+    at: usize,
+    key: usize,
+    value: usize,
+}
+
+/// The readings of `raw` as one object of `keys`, in text order (empty when the text is
+/// not such an object, or past the limits).
+pub(crate) fn readings(raw: &str, keys: &[Key<'_>], max_depth: usize) -> Vec<Reading> {
+    let b = raw.as_bytes();
+    if keys.is_empty() || keys.len() > 64 {
+        return Vec::new();
+    }
+    let Some(open) = b.iter().position(|c| !c.is_ascii_whitespace()) else {
+        return Vec::new();
+    };
+    let Some(close) = b.iter().rposition(|c| !c.is_ascii_whitespace()) else {
+        return Vec::new();
+    };
+    if b[open] != b'{' || b[close] != b'}' || close <= open {
+        return Vec::new();
+    }
+    let first = ws(b, open + 1);
+    let q = match b.get(first) {
+        Some(&c @ (b'"' | b'\'')) => c,
+        _ => return Vec::new(),
+    };
+    let Some(head) = member_at(b, raw, first, q, keys, open) else {
+        return Vec::new();
+    };
+    let mut cuts = vec![head];
+    let mut missing_comma = Vec::new();
+    for i in first + 1..close {
+        if b[i] != q {
+            continue;
+        }
+        // A known key: the member starts after a comma, or (a comma missing) after
+        // whitespace that follows the end of a value.
+        let before = i - b[..i]
+            .iter()
+            .rev()
+            .take_while(|c| c.is_ascii_whitespace())
+            .count();
+        let cut = match b[before - 1] {
+            b',' => member_at(b, raw, i, q, keys, before - 1),
+            c if before < i && (c == q || matches!(c, b'}' | b']' | b'0'..=b'9' | b'e' | b'l')) => {
+                let cut = member_at(b, raw, i, q, keys, before);
+                if cut.is_some() {
+                    missing_comma.push(before);
+                }
+                cut
+            }
+            _ => None,
+        };
+        if let Some(cut) = cut {
+            if cuts.len() == MAX_CUTS {
+                return Vec::new();
+            }
+            cuts.push(cut);
+        }
+    }
+    let mut search = Search {
+        raw,
+        b,
+        q,
+        keys,
+        cuts: &cuts,
+        close,
+        steps: 0,
+        chosen: Vec::new(),
+        found: Vec::new(),
+    };
+    search.from(0, 1u64 << cuts[0].key);
+    if search.steps > MAX_STEPS {
+        return Vec::new();
+    }
+    let found = std::mem::take(&mut search.found);
+    found
+        .into_iter()
+        .filter_map(|chosen| {
+            let mut r = build(raw, q, keys, &cuts, &chosen, close, max_depth)?;
+            for &j in &chosen {
+                if missing_comma.contains(&cuts[j].at) {
+                    r.call
+                        .fixes
+                        .push(Fix::at(FixKind::MissingComma, cuts[j].at));
+                }
+            }
+            r.call.fixes.sort_by_key(|f| f.offset);
+            Some(r)
+        })
+        .collect()
+}
+
+/// A known key quoted with `q` at `j` followed by `:`: the member's cut.
+fn member_at(b: &[u8], raw: &str, j: usize, q: u8, keys: &[Key<'_>], at: usize) -> Option<Cut> {
+    let end = j + 1 + b[j + 1..].iter().take(MAX_KEY).position(|&c| c == q)?;
+    let name = raw.get(j + 1..end)?;
+    let key = keys.iter().position(|k| k.name == name)?;
+    let colon = ws(b, end + 1);
+    (b.get(colon) == Some(&b':')).then(|| Cut {
+        at,
+        key,
+        value: ws(b, colon + 1),
+    })
+}
+
+struct Search<'a, 'k> {
+    raw: &'a str,
+    b: &'a [u8],
+    q: u8,
+    keys: &'a [Key<'k>],
+    cuts: &'a [Cut],
+    close: usize,
+    steps: usize,
+    /// The cuts of the reading being built.
+    chosen: Vec<usize>,
+    found: Vec<Vec<usize>>,
+}
+
+impl Search<'_, '_> {
+    /// Readings that go on from cut `i` (its member being read), keys `used` (a bit each).
+    fn from(&mut self, i: usize, used: u64) {
+        self.steps += 1;
+        if self.steps > MAX_STEPS || self.found.len() >= MAX_READINGS {
+            return;
+        }
+        self.chosen.push(i);
+        let cut = self.cuts[i];
+        let key = self.keys[cut.key];
+        // A value ends at the first place after it where the next known key can start:
+        // `", "description":` after a string is a member boundary, never string content
+        // (a string that swallowed it would hold the next member).
+        let next = (i + 1..self.cuts.len()).find(|&j| {
+            let next = self.cuts[j];
+            next.at > cut.value
+                && used & (1u64 << next.key) == 0
+                && self.fits(key, cut.value, next.at)
+        });
+        match next {
+            Some(j) => self.from(j, used | (1u64 << self.cuts[j].key)),
+            // The last member: its value runs to the closing brace.
+            None if self.fits(key, cut.value, self.close) => {
+                self.found.push(self.chosen.clone());
+            }
+            None => {}
+        }
+        self.chosen.pop();
+    }
+
+    /// Does `raw[from..to]` (trimmed) read whole as the value of `key`?
+    fn fits(&self, key: Key<'_>, from: usize, to: usize) -> bool {
+        let Some((s, e)) = trimmed(self.b, from, to) else {
+            return false;
+        };
+        if key.string && e - s >= 2 && self.b[s] == self.q && self.b[e - 1] == self.q {
+            return true;
+        }
+        // Any other value: JSON, whole (a cheap look at its ends first).
+        let (first, last) = (self.b[s], self.b[e - 1]);
+        let plausible = matches!(
+            first,
+            b'{' | b'[' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n' | b'"'
+        ) && matches!(last, b'}' | b']' | b'0'..=b'9' | b'e' | b'l' | b'"' | b'.');
+        plausible && serde_json::from_str::<serde::de::IgnoredAny>(&self.raw[s..e]).is_ok()
+    }
+}
+
+/// The reading made of the cuts `chosen`; `None` if a value does not read after all.
+fn build(
+    raw: &str,
+    q: u8,
+    keys: &[Key<'_>],
+    cuts: &[Cut],
+    chosen: &[usize],
+    close: usize,
+    max_depth: usize,
+) -> Option<Reading> {
+    let b = raw.as_bytes();
+    let mut map = Map::new();
+    let mut fixes = Vec::new();
+    let mut odd_quotes = None;
+    let mut inner_at = None;
+    for (n, &i) in chosen.iter().enumerate() {
+        let cut = cuts[i];
+        let to = chosen.get(n + 1).map_or(close, |&j| cuts[j].at);
+        let (s, e) = trimmed(b, cut.value, to)?;
+        let key = keys[cut.key];
+        let text = &raw[s..e];
+        let value = if key.string && e - s >= 2 && b[s] == q && b[e - 1] == q {
+            let inner = &raw[s + 1..e - 1];
+            if glued(inner.as_bytes(), q) {
+                return None;
+            }
+            let (value, mut more, quotes) = string_value(inner, q, s + 1, max_depth)?;
+            if let Some(&first) = quotes.first() {
+                inner_at.get_or_insert(first);
+            }
+            if quotes.len() % 2 == 1 && odd_quotes.is_none() {
+                odd_quotes = Some(key.name.to_owned());
+            }
+            fixes.append(&mut more);
+            value
+        } else {
+            serde_json::from_str(text).ok()?
+        };
+        map.insert(key.name.to_owned(), value);
+    }
+    if q == b'\'' {
+        fixes.push(Fix::at(FixKind::SingleQuotes, 0));
+    }
+    if let Some(at) = inner_at {
+        fixes.push(Fix::at(FixKind::InnerQuoteEscaped, at).with_detail(
+            "quotes inside string values kept: the object was cut only before the \
+                 tool's own keys",
+        ));
+    }
+    fixes.sort_by_key(|f| f.offset);
+    Some(Reading {
+        call: RepairedCall {
+            name: None,
+            arguments: Value::Object(map),
+            fixes,
+        },
+        odd_quotes,
+    })
+}
+
+/// A string value's text between its outer quotes, read as a JSON string whose bare
+/// quotes are content (the parser reads escapes and raw line breaks as in any string);
+/// its fixes and where its bare quotes are (apostrophes between letters and a `'"'`
+/// character literal not counted).
+fn string_value(
+    inner: &str,
+    q: u8,
+    base: usize,
+    max_depth: usize,
+) -> Option<(Value, Vec<Fix>, Vec<usize>)> {
+    let b = inner.as_bytes();
+    let mut text = String::with_capacity(inner.len() + 16);
+    text.push('"');
+    let mut quotes = Vec::new();
+    let mut run = 0;
+    let mut backslashes = 0usize;
+    for (i, &c) in b.iter().enumerate() {
+        let escaped = backslashes % 2 == 1;
+        if c == b'\\' {
+            backslashes += 1;
+            continue;
+        }
+        backslashes = 0;
+        if c == b'"' && !escaped {
+            // A bare double quote: escaped for the parser.
+            text.push_str(&inner[run..i]);
+            text.push_str("\\\"");
+            run = i + 1;
+        }
+        if c == q && !escaped && counts(b, i) {
+            quotes.push(base + i);
+        }
+        if q == b'\'' && c == b'\'' && escaped {
+            // `\'` in a single-quoted string: the apostrophe.
+            text.push_str(&inner[run..i - 1]);
+            text.push('\'');
+            run = i + 1;
+        }
+    }
+    text.push_str(&inner[run..]);
+    text.push('"');
+    let mut p = Parser::new(&text, base.saturating_sub(1), max_depth);
+    let parsed = p.parse_value(Ctx::Top, 0).ok()?;
+    p.skip_ws();
+    if !p.at_end() || !parsed.value.is_string() {
+        return None;
+    }
+    // Offsets past the added backslashes only approximate the raw text.
+    let fixes = p
+        .fixes
+        .into_iter()
+        .filter(|f| f.kind != FixKind::InnerQuoteEscaped)
+        .collect();
+    Some((parsed.value, fixes, quotes))
+}
+
+/// Does a string's text hold the seam of two glued objects (`…"}` + `{"…`)? Then the
+/// "string" is two calls' members run together, not a value.
+fn glued(b: &[u8], q: u8) -> bool {
+    let mut i = 0;
+    while let Some(k) = b[i..].iter().position(|&c| c == b'}') {
+        let at = i + k;
+        let before = b[..at].iter().rev().find(|c| !c.is_ascii_whitespace());
+        let open = ws(b, at + 1);
+        if before == Some(&q) && b.get(open) == Some(&b'{') && b.get(ws(b, open + 1)) == Some(&q) {
+            return true;
+        }
+        i = at + 1;
+    }
+    false
+}
+
+/// Does the quote at `i` count as a quote (not an apostrophe between letters, not the
+/// middle of a `'"'` character literal)?
+fn counts(b: &[u8], i: usize) -> bool {
+    let before = i.checked_sub(1).map(|j| b[j]);
+    let after = b.get(i + 1).copied();
+    let letter = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if letter(before) && letter(after) {
+        return false;
+    }
+    !(before == Some(b'\'') && after == Some(b'\''))
+}
+
+/// The bytes `from..to` without surrounding whitespace; `None` when nothing is left.
+fn trimmed(b: &[u8], mut from: usize, mut to: usize) -> Option<(usize, usize)> {
+    while from < to && b[from].is_ascii_whitespace() {
+        from += 1;
+    }
+    while to > from && b[to - 1].is_ascii_whitespace() {
+        to -= 1;
+    }
+    (to > from).then_some((from, to))
+}
+
+fn ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
