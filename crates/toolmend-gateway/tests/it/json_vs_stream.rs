@@ -56,6 +56,7 @@ fn answers() -> Vec<String> {
         "One moment.<tool_calls:6124c78e><tool_call:6124c78e>get_weather<tool_sep:6124c78e><arg_key:6124c78e>city</arg_key:6124c78e><arg_value:6124c78e>Paris</arg_value:6124c78e><arg_key:6124c78e>days</arg_key:6124c78e><arg_value:6124c78e>3</arg_value:6124c78e></tool_call:6124c78e></tool_calls:6124c78e>".to_owned(),
         "<function name=\"get_weather\"><param name=\"city\">Paris</param><param name=\"days\">3</param></function>".to_owned(),
         format!("<|message_sep|>\n\nfunction call<|role_sep|>\n{{\"name\": \"get_weather\", \"arguments\": {WEATHER}}}"),
+        format!("One moment.<|message_sep|>\n\nfunction call<|role_sep|>\n{{\"name\": \"get_weather\", \"arguments\": {WEATHER}}}"),
         "<dots_function_call><invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter><parameter name=\"days\">3</parameter></invoke></dots_function_call>".to_owned(),
         format!(r#"<TOOLCALL>[{{"name": "get_weather", "arguments": {WEATHER}}}]</TOOLCALL>"#),
         format!(r#"functools[{{"name": "get_weather", "arguments": {WEATHER}}}]"#),
