@@ -35,9 +35,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// duplicate_call_dropped, tool_name_fixed, concatenated_calls_split,
 /// json_candidate_chosen, unquoted_string, inner_quote_escaped, non_finite_number,
 /// missing_colon, missing_value_dropped, garbage_skipped, unquoted_text_joined,
-/// string_to_number, string_to_integer, string_to_boolean, csv_split, key_renamed,
-/// key_renamed_by_tokens, key_renamed_by_description, key_renamed_by_structure,
-/// date_normalized, merged_call_split. `mend --strict` turns off every repair of the
+/// string_to_number, string_to_integer, string_to_boolean, csv_split,
+/// json_text_encoded, escapes_kept_literal, key_renamed, key_renamed_by_tokens,
+/// key_renamed_by_description, key_renamed_by_structure, date_normalized,
+/// merged_call_split. `mend --strict` turns off every repair of the
 /// text and every coercion (tool_name_fixed stays); `mend --coerce NAME=false` one
 /// coercion; the libraries switch each coercion (Rust `Coercions`, Python `coerce=`),
 /// and so does the gateway, by the same names (`calls.strict = true`,

@@ -2,7 +2,10 @@
 //! way the model servers' tool parsers document them (vLLM, SGLang, llama.cpp: Hermes and
 //! Qwen `<tool_call>`, Mistral `[TOOL_CALLS]` old and new, Llama `<|python_tag|>` and
 //! `<function=…>`, pythonic lists, DeepSeek's and Kimi's section tokens, GLM's
-//! `<arg_key>`, Granite's `<|tool_call|>`, bare JSON), each with and without thinking
+//! `<arg_key>`, Granite's `<|tool_call|>`, bare JSON; the 2026 families: Gemma 4's
+//! `<|tool_call>`, DeepSeek's DSML (V3.2 and V4), Kimi K3's `<|open|>tools`, Mistral v13's
+//! `[CALL_ID]`, Apertus, LongCat, suffixed Hunyuan, MiniCPM 5, GigaChat 3, dots, Nemotron's
+//! `<TOOLCALL>`, Phi-4-mini's `functools[`), each with and without thinking
 //! (a whole `<think>` block, and the bare `</think>` of templates that open the block in
 //! the prompt), each answer sent whole (JSON) and streamed in deltas of 1, 2, 3 and 7
 //! characters. Content, moved reasoning, calls (ids, names, arguments) and
@@ -41,6 +44,22 @@ fn answers() -> Vec<String> {
         format!(r#"<|tool_call|>[{{"name": "get_weather", "arguments": {WEATHER}}}]"#),
         format!(r#"{{"name": "get_weather", "arguments": {WEATHER}}}"#),
         format!("```json\n{{\"name\": \"get_weather\", \"arguments\": {WEATHER}}}\n```"),
+        // The 2026 families (docs/formats.md).
+        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>".to_owned(),
+        "Checking.<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3}<tool_call|>".to_owned(),
+        "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>".to_owned(),
+        "Let me look.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>".to_owned(),
+        "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|><|open|>argument key=\"days\" type=\"integer\"<|sep|>3<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>".to_owned(),
+        format!("Sure.[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{WEATHER}"),
+        format!(r#"<|tools_prefix|>[{{"get_weather": {WEATHER}}}]<|tools_suffix|>"#),
+        format!(r#"<longcat_tool_call>{{"name": "get_weather", "arguments": {WEATHER}}}</longcat_tool_call>"#),
+        "One moment.<tool_calls:6124c78e><tool_call:6124c78e>get_weather<tool_sep:6124c78e><arg_key:6124c78e>city</arg_key:6124c78e><arg_value:6124c78e>Paris</arg_value:6124c78e><arg_key:6124c78e>days</arg_key:6124c78e><arg_value:6124c78e>3</arg_value:6124c78e></tool_call:6124c78e></tool_calls:6124c78e>".to_owned(),
+        "<function name=\"get_weather\"><param name=\"city\">Paris</param><param name=\"days\">3</param></function>".to_owned(),
+        format!("<|message_sep|>\n\nfunction call<|role_sep|>\n{{\"name\": \"get_weather\", \"arguments\": {WEATHER}}}"),
+        format!("One moment.<|message_sep|>\n\nfunction call<|role_sep|>\n{{\"name\": \"get_weather\", \"arguments\": {WEATHER}}}"),
+        "<dots_function_call><invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter><parameter name=\"days\">3</parameter></invoke></dots_function_call>".to_owned(),
+        format!(r#"<TOOLCALL>[{{"name": "get_weather", "arguments": {WEATHER}}}]</TOOLCALL>"#),
+        format!(r#"functools[{{"name": "get_weather", "arguments": {WEATHER}}}]"#),
         "The weather in Paris is sunny.".to_owned(),
         "Use <tool_call> tags to call tools; I will not call one now.".to_owned(),
     ];

@@ -347,9 +347,14 @@ impl ContentGate {
 
     /// The first marker, undecided opening or thinking tag of the unreleased text.
     fn scan(&self) -> Scan {
+        self.scan_from(0)
+    }
+
+    /// [`Self::scan`] from byte `from` of the unreleased text (a char boundary).
+    fn scan_from(&self, from: usize) -> Scan {
         let text = self.buf.as_str();
         let b = text.as_bytes();
-        for i in 0..b.len() {
+        for i in from..b.len() {
             match b[i] {
                 b'<' | b'[' => {
                     if markers::call_marker_at(text, i).is_some() {
@@ -357,6 +362,15 @@ impl ContentGate {
                     }
                     if let Some(t) = markers::thinking_tag_at(text, i) {
                         return Scan::Tag(i, t);
+                    }
+                    if markers::may_start_marker(&text[i..]) {
+                        // The rest may still grow into a marker (`<|message_sep|>\n\nfunc`
+                        // of GigaChat 3's): nothing after it is released before it is
+                        // decided; a marker inside it holds from here.
+                        return match self.scan_from(i + 1) {
+                            Scan::Marker(_) => Scan::Marker(i),
+                            _ => Scan::Undecided(i),
+                        };
                     }
                     if b[i] == b'[' {
                         let after = &text[i + 1..];

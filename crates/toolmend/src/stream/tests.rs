@@ -615,6 +615,22 @@ fn every_family_call_is_held_whole_split_at_every_byte() {
             assert_eq!(held.as_deref(), Some(text.as_str()));
         }
     }
+    // With the tool names known too: a marker still growing is held whole, whatever
+    // follows its prefix (the `func` of GigaChat 3's `\n\nfunction call` may begin a
+    // pythonic `functions.` call, but the `<|message_sep|>` before it decides first).
+    for (marker, text) in family_calls() {
+        let whole = format!("Checking.{text}");
+        let cuts: Vec<usize> = (1..whole.len())
+            .filter(|&c| whole.is_char_boundary(c))
+            .collect();
+        for (k, &a) in cuts.iter().enumerate() {
+            for &b in cuts[k..].iter().step_by(7) {
+                let (out, held) = run_named(&[&whole[..a], &whole[a..b], &whole[b..]]);
+                assert_eq!(out, "Checking.", "{marker} named, cut at {a}, {b}");
+                assert_eq!(held.as_deref(), Some(text.as_str()));
+            }
+        }
+    }
     // A `[` that opens a list of calls is held with it (the plan leaves no lone `[`).
     let text = "Sure! [\n  {\"name\": \"get_weather\", \"arguments\": {}}]";
     for cut in 1..text.len() {
