@@ -165,7 +165,8 @@ fix_kinds! {
     /// A value without quotes whose end is a guess: it ran past a comma or line break
     /// followed by what could also be a member without its colon (`, days 3`), kept as text
     /// (that member, if one was meant, is lost); or it stopped at a `}` or `]` that may be
-    /// text (`a } b, "n": 1}`), or at a key inside a bracket it opened (`a {"b": 1}`).
+    /// text (`a } b, "n": 1}`), or at a key inside a bracket it opened (`a {"b": 1}`); or it
+    /// is wrapped in backticks (`` `ls -la` ``: delimiters or text?).
     UnquotedTextAmbiguous = "unquoted_text_ambiguous", Lossy;
     /// The text ended right after a complete member with only `}` left to close; the
     /// braces were added (nothing was cut: no open string, array, key or `,`).

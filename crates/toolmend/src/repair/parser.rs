@@ -1141,6 +1141,13 @@ impl<'a> Parser<'a> {
             ));
         }
         self.pos = start + text.len();
+        // Wrapped in backticks (`` `ls -la` ``, a fence): delimiters, as a JavaScript
+        // template literal or a Markdown span reads them, or text? Kept as written, lossy.
+        let kind = if text.len() > 1 && text.starts_with('`') && text.ends_with('`') {
+            FixKind::UnquotedTextAmbiguous
+        } else {
+            kind
+        };
         self.fix_detail(kind, start, text);
         Ok(scalar(Value::String(text.to_owned()), end == self.b.len()))
     }

@@ -1149,3 +1149,24 @@ fn i29_triple_quoted_string_whose_end_is_a_guess_is_lossy() {
         );
     }
 }
+
+#[test]
+fn i29_unquoted_value_wrapped_in_backticks_is_lossy() {
+    // Backticks as delimiters (a template literal) or as text (command substitution, a
+    // Markdown span): the value is kept as written, and not run.
+    for raw in [
+        "{\"cmd\": `ls -la`, \"cwd\": \"/srv\"}",
+        "{\"code\": ```\nconst a = 1;\n```, \"lang\": \"js\"}",
+        "{\"args\": [`x`, 2]}",
+    ] {
+        let (_, kinds, lossy) = kinds_and_lossy(raw);
+        assert!(
+            kinds.contains(&FixKind::UnquotedTextAmbiguous) && lossy,
+            "{raw:?}: {kinds:?}"
+        );
+    }
+    // A backtick inside the text, not around it: one reading.
+    let (v, kinds, lossy) = kinds_and_lossy("{\"note\": run `make` first, \"n\": 1}");
+    assert_eq!(v, json!({"note": "run `make` first", "n": 1}));
+    assert!(!lossy, "{kinds:?}");
+}
