@@ -153,12 +153,20 @@ fix_kinds! {
     /// A Python triple-quoted string (`"""…"""`, `'''…'''`) read as Python does: its content
     /// verbatim, inner quotes and line breaks included.
     TripleQuotedString = "triple_quoted_string", Safe;
+    /// A triple-quoted string whose end is a guess: it closed in a run of five or more
+    /// quotes (`"""a"""""`: the quotes before the closer may be content, or Python's
+    /// implicit concatenation of `"""a"""` and `""`), or what follows its closer cannot
+    /// follow a value (`"""print("""hi""")"""`: a triple quote inside it). The value read
+    /// may not be the one the model wrote.
+    TripleQuotedAmbiguous = "triple_quoted_ambiguous", Lossy;
     /// A value without quotes ran past commas or line breaks; it was read as one string up
     /// to the next key or closing bracket (no continuation could be a member).
     UnquotedTextJoined = "unquoted_text_joined", Unsafe;
-    /// A value without quotes ran past a comma or line break followed by what could also be
-    /// a member without its colon (`, days 3`); it was kept as text, so that member, if one
-    /// was meant, is lost.
+    /// A value without quotes whose end is a guess: it ran past a comma or line break
+    /// followed by what could also be a member without its colon (`, days 3`), kept as text
+    /// (that member, if one was meant, is lost); or it stopped at a `}` or `]` that may be
+    /// text (`a } b, "n": 1}`), or at a key inside a bracket it opened (`a {"b": 1}`); or it
+    /// is wrapped in backticks (`` `ls -la` ``: delimiters or text?).
     UnquotedTextAmbiguous = "unquoted_text_ambiguous", Lossy;
     /// The text ended right after a complete member with only `}` left to close; the
     /// braces were added (nothing was cut: no open string, array, key or `,`).

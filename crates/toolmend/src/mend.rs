@@ -411,6 +411,8 @@ fn best_reading<'t>(
     /// Issues, drafts dropped, unsafe fixes, fixes: compared in that order.
     type Cost = (usize, bool, usize, usize);
     let mut best: Option<(Cost, Vec<MendedCall>)> = None;
+    // The arguments of the calls that fit in the preferred reading (every candidate read).
+    let mut fitting: Option<Vec<Value>> = None;
     for reading in readings {
         let calls: Vec<MendedCall> = reading
             .into_iter()
@@ -441,6 +443,22 @@ fn best_reading<'t>(
         // Drafts are dropped only for a reading that fits: never to trade feedback on
         // several calls for feedback on one.
         if cost.1 && cost.0 > 0 {
+            continue;
+        }
+        // Nor when a dropped draft fits too: two candidates fit and disagree, and the
+        // schema cannot say which is the answer (every candidate then gets its outcome).
+        let fits = fitting.get_or_insert_with(|| {
+            calls
+                .iter()
+                .filter(|c| c.issues.is_empty())
+                .filter_map(|c| c.arguments.clone())
+                .collect()
+        });
+        if cost.1
+            && fits
+                .iter()
+                .any(|a| !calls.iter().any(|c| c.arguments.as_ref() == Some(a)))
+        {
             continue;
         }
         if best.as_ref().is_none_or(|(b, _)| cost < *b) {
@@ -793,6 +811,33 @@ pub fn refuse_lossy(call: &mut MendedCall) {
     let Some(fix) = call.fixes.iter().find(|f| f.is_cut_off()) else {
         return;
     };
+    if matches!(
+        fix.kind,
+        FixKind::UnquotedTextAmbiguous | FixKind::TripleQuotedAmbiguous
+    ) {
+        // Nothing was cut: the text reads more than one way.
+        let at = fix
+            .offset
+            .map(|o| format!(" at byte {o}"))
+            .unwrap_or_default();
+        call.issues.insert(
+            0,
+            Issue::new(
+                IssueKind::Truncated,
+                "",
+                format!(
+                    "the arguments read more than one way{at} ({}): no reading was chosen",
+                    fix.kind
+                ),
+            )
+            .suggestion(
+                "send the whole call again as plain JSON: every string in double quotes, \
+                 with its inner quotes escaped",
+            ),
+        );
+        call.outcome = Outcome::Feedback;
+        return;
+    }
     let message = match fix.offset {
         _ if fix.kind == FixKind::CutOffAtTokenLimit => {
             "the answer was cut off by the model's token limit (finish_reason \"length\") \

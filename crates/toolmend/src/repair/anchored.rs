@@ -208,7 +208,7 @@ impl Search<'_, '_> {
         let Some((s, e)) = trimmed(self.b, from, to) else {
             return false;
         };
-        if key.string && e - s >= 2 && self.b[s] == self.q && self.b[e - 1] == self.q {
+        if key.string && quoted(self.b, s, e, self.q) {
             return true;
         }
         // Any other value: JSON, whole (a cheap look at its ends first).
@@ -242,7 +242,7 @@ fn build(
         let (s, e) = trimmed(b, cut.value, to)?;
         let key = keys[cut.key];
         let text = &raw[s..e];
-        let value = if key.string && e - s >= 2 && b[s] == q && b[e - 1] == q {
+        let value = if key.string && quoted(b, s, e, q) {
             let inner = &raw[s + 1..e - 1];
             if glued(inner.as_bytes(), q) {
                 return None;
@@ -335,6 +335,12 @@ fn string_value(
         .filter(|f| f.kind != FixKind::InnerQuoteEscaped)
         .collect();
     Some((parsed.value, fixes, quotes))
+}
+
+/// Is `b[s..e]` a string in `q` quotes? Not a triple-quoted one (`"""…"""`, Python's:
+/// the tolerant parser reads those, and says where their end is in doubt).
+fn quoted(b: &[u8], s: usize, e: usize, q: u8) -> bool {
+    e - s >= 2 && b[s] == q && b[e - 1] == q && !(e - s >= 6 && b[s..s + 3] == [q, q, q])
 }
 
 /// Does a string's text hold the seam of two glued objects (`…"}` + `{"…`)? Then the

@@ -314,7 +314,7 @@ impl<'a> Parser<'a> {
                     if n == 1 && self.b.get(start + 1..start + 3) == Some(&[c, c]) {
                         // `"""…"""`: valid JSON never has three quotes where a value starts.
                         self.pos += 3;
-                        let (s, truncated) = self.parse_triple(c, start);
+                        let (s, truncated) = self.parse_triple(c, start, ctx);
                         return Ok(scalar(Value::String(s), truncated));
                     }
                     self.pos += n;
@@ -820,7 +820,13 @@ impl<'a> Parser<'a> {
     /// reads it: everything up to the closing triple is content, inner quotes and raw line
     /// breaks included (no fix for those: they are legal there); escapes mean what they
     /// mean in a Python string. One linear scan; the text ending first is a truncation.
-    fn parse_triple(&mut self, qb: u8, open_at: usize) -> (String, bool) {
+    ///
+    /// Where the end is a guess, the reading is marked `triple_quoted_ambiguous` (lossy):
+    /// a closing run of five or more quotes (`"""a"""""` is `a""` or, as Python joins
+    /// adjacent strings, `a`), or a closer followed by what cannot follow a value in `ctx`
+    /// (`"""print("""hi""")"""`: the string holds a triple quote, and where it ends is
+    /// unknown). The value is kept as read, for display; it is not run.
+    fn parse_triple(&mut self, qb: u8, open_at: usize, ctx: Ctx) -> (String, bool) {
         self.fix(FixKind::TripleQuotedString, open_at);
         let mut out = String::new();
         let mut run = self.pos;
@@ -851,10 +857,25 @@ impl<'a> Parser<'a> {
             if end - first >= 3 {
                 // The last three close the string. Python would stop at the first three;
                 // a model writing `"""say "hi""""` meant the quote before the closer as
-                // content, so it is kept (a chosen reading: recorded).
+                // content, so it is kept (a chosen reading: recorded). Two or more quotes
+                // before the closer have a second reading (`"""a"""""`: `a` joined with
+                // `""`), and a closer that nothing plausible follows may be inner.
                 let close = end - 3;
                 if close > first {
                     self.fix(FixKind::InnerQuoteEscaped, first);
+                }
+                if close > first + 1 {
+                    self.fix_detail(
+                        FixKind::TripleQuotedAmbiguous,
+                        first,
+                        format!("{} quotes in a row end the string", end - first),
+                    );
+                } else if !self.ends_string(end, ctx) {
+                    self.fix_detail(
+                        FixKind::TripleQuotedAmbiguous,
+                        close,
+                        "text that cannot follow a value comes after the closing triple quote",
+                    );
                 }
                 out.push_str(&self.src[run..close]);
                 return (out, false);
@@ -1145,6 +1166,13 @@ impl<'a> Parser<'a> {
             ));
         }
         self.pos = start + text.len();
+        // Wrapped in backticks (`` `ls -la` ``, a fence): delimiters, as a JavaScript
+        // template literal or a Markdown span reads them, or text? Kept as written, lossy.
+        let kind = if text.len() > 1 && text.starts_with('`') && text.ends_with('`') {
+            FixKind::UnquotedTextAmbiguous
+        } else {
+            kind
+        };
         self.fix_detail(kind, start, text);
         Ok(scalar(Value::String(text.to_owned()), end == self.b.len()))
     }
@@ -1167,6 +1195,9 @@ impl<'a> Parser<'a> {
     /// whitespace, by a value (`, days 3`, `, ok true`, `, tags [1]`). Then the member,
     /// if one was meant, is lost inside the text: `unquoted_text_ambiguous` (lossy), never
     /// safe. Nothing is dropped either way: every character up to the end stays in the value.
+    /// The end itself is a guess, with the same fix, when the value stops at a `}` or `]`
+    /// that may be text ([`Parser::closer_in_doubt`]: `a } b, "n": 1}`), or at a key inside
+    /// a bracket the text opened (`a {"b": 1}, "n": 2}`: text, or an object begun there?).
     ///
     /// Linear: each separator costs one bounded lookahead, and the scan resumes after the
     /// whitespace that lookahead skipped.
@@ -1187,7 +1218,10 @@ impl<'a> Parser<'a> {
                     open -= 1;
                     i += 1;
                 }
-                b'}' | b']' => break,
+                b'}' | b']' => {
+                    ambiguous = ambiguous || self.closer_in_doubt(i);
+                    break;
+                }
                 b',' | b'\n' | b'\r' => {
                     let next = self.ws_from(i + 1);
                     if next >= n || matches!(self.b[next], b'}' | b']') || self.key_at(next) {
@@ -1197,7 +1231,12 @@ impl<'a> Parser<'a> {
                     ambiguous = ambiguous || self.member_without_colon_at(next);
                     i = next;
                 }
-                b'"' if self.key_at(i) => break,
+                b'"' if self.key_at(i) => {
+                    // Inside a bracket the text opened, the key may be the start of an
+                    // object the bracket began (`a {"b": 1}`) or text: a guess either way.
+                    ambiguous = ambiguous || open > 0;
+                    break;
+                }
                 b'#' | b'/' if i > start && self.b[i - 1].is_ascii_whitespace() => {
                     let comment = matches!(
                         (self.b[i], self.b.get(i + 1)),
@@ -1218,6 +1257,35 @@ impl<'a> Parser<'a> {
             (false, false) => FixKind::UnquotedString,
         };
         (i, kind)
+    }
+
+    /// Is the `}` or `]` at `i`, which ends a value without quotes, possibly text? Not when
+    /// what follows it is plainly structure: the end, another bracket, or a `,` before a
+    /// member, an element or a closer. Otherwise it is in doubt when the rest of its line
+    /// holds another `}` or `]` (`a } b, "n": 1}`: the object may close there, not at the
+    /// first); prose after a closed object (`} Hope this helps`) leaves none. Bounded.
+    fn closer_in_doubt(&self, i: usize) -> bool {
+        let j = self.ws_from(i + 1);
+        let Some(&c) = self.b.get(j) else {
+            return false;
+        };
+        let plain = match c {
+            b'}' | b']' | b'{' | b'[' => true,
+            b',' => {
+                let k = self.ws_from(j + 1);
+                k >= self.b.len()
+                    || matches!(self.b[k], b'}' | b']')
+                    || self.key_at(k)
+                    || self.value_start_at(k)
+            }
+            _ => false,
+        };
+        let limit = (j + LOOKAHEAD).min(self.b.len());
+        !plain
+            && self.b[j..limit]
+                .iter()
+                .take_while(|&&c| c != b'\n')
+                .any(|&c| matches!(c, b'}' | b']'))
     }
 
     /// Does the rest of the line from `i` hold a `"`, `}` or `]` (bounded)?
@@ -1314,7 +1382,7 @@ impl Escapes {
 /// Whether the lookalike escape (`\b` `\f` `\n` `\r` `\t`) whose backslash is at `i`
 /// of `b` (one string's text) is meant as written, by what the string shows:
 /// - a raw line break in the string: yes, every one (nothing in it was escaped);
-/// - in a Windows path (a run of path characters with a drive, `C:\new`, or with an
+/// - in a Windows path (a run of path characters with an uppercase drive, `C:\new`, or with an
 ///   invalid escape in the string and two backslashes, `Queue\src\runtime`): yes;
 /// - `\b` or `\f` beside an invalid escape (a regex's `\b\d+\b`): yes (a backspace or a
 ///   form feed is never what code means);
@@ -1388,7 +1456,7 @@ impl PathCache {
             .any(|w| w[0] == b'\\' && matches!(w[1], b'n' | b'r' | b't') && w[2] == b'\\');
         let drive = !breaks
             && run.len() >= 3
-            && run[0].is_ascii_alphabetic()
+            && run[0].is_ascii_uppercase()
             && run[1] == b':'
             && run[2] == b'\\';
         let n = if breaks {

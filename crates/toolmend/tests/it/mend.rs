@@ -1074,3 +1074,58 @@ fn reading_by_keys_stays_linear() {
     let (s, b) = (cost(&small), cost(&big));
     assert!(b < s * 30, "10x input took {b:?} vs {s:?}");
 }
+
+#[test]
+fn of_several_json_candidates_none_is_picked_when_an_earlier_one_fits_too() {
+    // The first and the last fit, the middle does not: dropping the drafts would pick the
+    // last over the first, which fits as well. Every candidate stays a call.
+    let raw = "{\"hotel\": \"Astoria\", \"nights\": 4}\nhmm, no: {\"hotel\": \"Astoria\", \"nights\": 0}\nfinal: {\"hotel\": \"Ritz\", \"nights\": 2}";
+    let m = mend_call(raw, &booking(), &MendOptions::default());
+    let got: Vec<_> = m.calls.iter().map(|c| c.outcome).collect();
+    assert_eq!(
+        got,
+        [Outcome::Repaired, Outcome::Feedback, Outcome::Repaired],
+        "{m:?}"
+    );
+    for c in &m.calls {
+        assert!(!kinds(c).contains(&FixKind::JsonCandidateChosen), "{c:?}");
+    }
+    // The same drafts with the first one broken too: only the last fits, it is kept.
+    let raw = "{\"hotel\": \"Astoria\"}\nhmm, no: {\"hotel\": \"Astoria\", \"nights\": 0}\nfinal: {\"hotel\": \"Ritz\", \"nights\": 2}";
+    let m = mend_call(raw, &booking(), &MendOptions::default());
+    assert_eq!(m.calls.len(), 1, "{m:?}");
+    assert_eq!(
+        m.calls[0].arguments,
+        Some(json!({"hotel": "Ritz", "nights": 2}))
+    );
+    assert!(kinds(&m.calls[0]).contains(&FixKind::JsonCandidateChosen));
+}
+
+#[test]
+fn a_reading_in_doubt_is_refused_as_ambiguous_not_as_cut_off() {
+    let tool = CompiledTool::compile(
+        "note",
+        "",
+        &json!({"type": "object", "properties": {
+            "topic": {"type": "string"}, "rank": {"type": "integer"}}}),
+    )
+    .unwrap();
+    let opts = MendOptions {
+        refuse_lossy: true,
+        ..MendOptions::default()
+    };
+    for raw in [
+        "{\"topic\": pros } cons, \"rank\": 1}",
+        "{\"topic\": \"\"\"a\"\"\"\"\", \"rank\": 1}",
+    ] {
+        let m = mend_call(raw, &tool, &opts);
+        let c = &m.calls[0];
+        assert_eq!(c.outcome, Outcome::Feedback, "{raw:?}: {c:?}");
+        assert!(
+            c.issues[0].message.contains("more than one way")
+                && !c.issues[0].message.contains("cut off"),
+            "{raw:?}: {}",
+            c.issues[0].message
+        );
+    }
+}

@@ -1081,3 +1081,115 @@ fn windows_paths_keep_their_backslashes_and_code_its_line_breaks() {
         json!({"c": "from x import C\n\nL = re.compile(r'\\S+')\n    if m:\n        y"})
     );
 }
+
+#[test]
+fn i29_unquoted_value_ending_at_a_closer_in_doubt_is_lossy() {
+    // A `}` or `]` that may be text, with more closers after it on the line: reading the
+    // value up to it drops the rest (`"n": 1` here), reading past it keeps it. No pick.
+    for raw in [
+        "{\"topic\": pros } cons, \"rank\": 1}",
+        "{\"path\": see ] below, \"depth\": 2}",
+        "{\"tag\": beta} final}",
+        "{\"inner\": {\"mode\": fast}, eco}, \"level\": 3}",
+        // A key inside a bracket the text opened: text, or an object begun there?
+        "{\"expr\": sum {\"w\": 2}, \"n\": 5}",
+    ] {
+        let (_, kinds, lossy) = kinds_and_lossy(raw);
+        assert!(
+            kinds.contains(&FixKind::UnquotedTextAmbiguous) && lossy,
+            "{raw:?}: {kinds:?}"
+        );
+    }
+    // A closer that plainly ends the value: the end, another bracket, a `,` before a
+    // member or element, a glued document, or prose after the object.
+    for (raw, want) in [
+        (
+            "{\"hub\": {\"city\": Oslo}}",
+            json!({"hub": {"city": "Oslo"}}),
+        ),
+        (
+            "{\"stops\": [{\"at\": Bergen}, {\"at\": Voss}], \"n\": 2}",
+            json!({"stops": [{"at": "Bergen"}, {"at": "Voss"}], "n": 2}),
+        ),
+        (
+            "{\"hub\": {\"city\": Oslo} , \"n\": 2}",
+            json!({"hub": {"city": "Oslo"}, "n": 2}),
+        ),
+        ("{\"city\": Oslo} Hope this helps.", json!({"city": "Oslo"})),
+        (
+            "{\"memo\": see [1] and [2], \"n\": 1}",
+            json!({"memo": "see [1] and [2]", "n": 1}),
+        ),
+    ] {
+        let (v, kinds, lossy) = kinds_and_lossy(raw);
+        assert_eq!(v, want, "{raw:?}");
+        assert!(
+            !lossy && !kinds.contains(&FixKind::UnquotedTextAmbiguous),
+            "{raw:?}: {kinds:?}"
+        );
+    }
+}
+
+#[test]
+fn i29_triple_quoted_string_whose_end_is_a_guess_is_lossy() {
+    for raw in [
+        // Five or six quotes: `a""` (content) or `a` joined with `""` (Python).
+        "{\"q\": \"\"\"yes\"\"\"\"\", \"n\": 1}",
+        "{'q': '''yes'''''', 'n': 1}",
+        // A triple quote inside the string: its first closer leaves text no value is
+        // followed by.
+        "{\"code\": \"\"\"run(\"\"\"doc\"\"\")\"\"\", \"n\": 1}",
+        "{\"xs\": [\"\"\"a\"\"\" b\"\"\", 2]}",
+    ] {
+        let (_, kinds, lossy) = kinds_and_lossy(raw);
+        assert!(
+            kinds.contains(&FixKind::TripleQuotedAmbiguous) && lossy,
+            "{raw:?}: {kinds:?}"
+        );
+    }
+    // One reading: four quotes (the one before the closer is content), a closer followed
+    // by a member, a line break, a comment, a `)` or `,` in a call.
+    for (raw, want) in [
+        (
+            "{\"q\": \"\"\"say \"hi\"\"\"\"}",
+            json!({"q": "say \"hi\""}),
+        ),
+        (
+            "{\"code\": \"\"\"\n\"quoted\"\n\"\"\"\n\"lang\": \"py\"}",
+            json!({"code": "\n\"quoted\"\n", "lang": "py"}),
+        ),
+        ("{\"q\": \"\"\"x\"\"\"  # note\n}", json!({"q": "x"})),
+        (
+            "<|python_tag|>send(body=\"\"\"Hi\"\"\", n=1)",
+            json!({"body": "Hi", "n": 1}),
+        ),
+    ] {
+        let (v, kinds, lossy) = kinds_and_lossy(raw);
+        assert_eq!(v, want, "{raw:?}");
+        assert!(
+            !lossy && !kinds.contains(&FixKind::TripleQuotedAmbiguous),
+            "{raw:?}: {kinds:?}"
+        );
+    }
+}
+
+#[test]
+fn i29_unquoted_value_wrapped_in_backticks_is_lossy() {
+    // Backticks as delimiters (a template literal) or as text (command substitution, a
+    // Markdown span): the value is kept as written, and not run.
+    for raw in [
+        "{\"cmd\": `ls -la`, \"cwd\": \"/srv\"}",
+        "{\"code\": ```\nconst a = 1;\n```, \"lang\": \"js\"}",
+        "{\"args\": [`x`, 2]}",
+    ] {
+        let (_, kinds, lossy) = kinds_and_lossy(raw);
+        assert!(
+            kinds.contains(&FixKind::UnquotedTextAmbiguous) && lossy,
+            "{raw:?}: {kinds:?}"
+        );
+    }
+    // A backtick inside the text, not around it: one reading.
+    let (v, kinds, lossy) = kinds_and_lossy("{\"note\": run `make` first, \"n\": 1}");
+    assert_eq!(v, json!({"note": "run `make` first", "n": 1}));
+    assert!(!lossy, "{kinds:?}");
+}

@@ -764,3 +764,25 @@ fn the_correction_scope_check_scales_linearly_in_the_keys_and_issues_of_a_call()
         |(first, issues, answer)| values_changed_issues(first, first, issues, answer).len(),
     );
 }
+
+#[test]
+fn repair_of_readings_in_doubt_scales_linearly() {
+    // Each doubt costs one bounded lookahead: bare values ending at closers in doubt,
+    // triple-quoted strings with long closing runs and text after their closers.
+    assert_repair_linear("bare values ending at closers in doubt", |n| {
+        let items: Vec<String> = (0..n * 4)
+            .map(|k| format!("{{\"v{k}\": a{k} }} b, \"w\": {{\"x\": c}}]"))
+            .collect();
+        format!("{{\"items\": [{}]}}", items.join(", "))
+    });
+    assert_repair_linear("triple-quoted strings whose end is in doubt", |n| {
+        let members: Vec<String> = (0..n * 4)
+            .map(|k| {
+                format!(
+                    "\"t{k}\": \"\"\"a{k}\"\"\"\"\"\"\", \"u{k}\": \"\"\"b(\"\"\"c\"\"\")\"\"\""
+                )
+            })
+            .collect();
+        format!("{{{}}}", members.join(", "))
+    });
+}
