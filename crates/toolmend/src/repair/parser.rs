@@ -1395,7 +1395,7 @@ fn kept_as_written(b: &[u8], i: usize, seen: &Escapes, path: &mut PathCache) -> 
         return true;
     }
     let (start, drive, backslashes) = path.at(b, i);
-    if !drive && !(seen.invalid && backslashes >= 2) {
+    if !(drive || (seen.invalid && backslashes >= 2)) {
         return false;
     }
     // A separator follows a directory's name, not a file's (`install.log\nxcopy` is a
