@@ -216,3 +216,45 @@ fn python_repr(v: &Value) -> String {
         ),
     }
 }
+
+/// Code-bearing argument text: quoted keys of the tool, unescaped quotes, commas, braces,
+/// backslashes and line breaks, in any order.
+fn arb_code_args() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        Just("{".to_owned()),
+        Just("}".to_owned()),
+        Just("\"a\": ".to_owned()),
+        Just("\"b\": ".to_owned()),
+        Just(", ".to_owned()),
+        Just("\"".to_owned()),
+        Just("'".to_owned()),
+        Just("\\".to_owned()),
+        Just("\\n".to_owned()),
+        Just("C:\\new\\tests".to_owned()),
+        Just("\n".to_owned()),
+        Just("\"}\n{\"".to_owned()),
+        Just("\"\"\"".to_owned()),
+        "[0-9]{1,3}",
+        "[a-z ]{0,6}",
+    ];
+    prop::collection::vec(piece, 0..30).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    // The reading by the tool's keys: no panic, the same answer twice, and a runnable
+    // call always fits the schema.
+    #[test]
+    fn code_args_read_by_keys_are_deterministic_and_fit(text in arb_code_args()) {
+        let raw = format!("{{\"b\": \"{text}\", \"a\": 1}}");
+        let first = mend_call(&raw, &tool(), &MendOptions::default());
+        let again = mend_call(&raw, &tool(), &MendOptions::default());
+        prop_assert_eq!(format!("{first:?}"), format!("{again:?}"));
+        for c in &first.calls {
+            if c.outcome != toolmend::mend::Outcome::Feedback {
+                prop_assert!(tool().is_valid(c.arguments.as_ref().unwrap()), "{raw}: {c:?}");
+            }
+        }
+    }
+}
