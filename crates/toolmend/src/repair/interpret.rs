@@ -373,40 +373,37 @@ fn same_tool(calls: &[RepairedCall]) -> bool {
 /// The last candidate's calls read alone, each with the fix that says so.
 fn last_candidate(calls: &[RepairedCall], candidates: usize) -> Vec<RepairedCall> {
     let dropped = candidates - 1;
-    calls
-        .iter()
-        .cloned()
-        .map(|mut c| {
-            c.fixes.push(Fix::on(
-                FixKind::JsonCandidateChosen,
-                "",
-                format!(
-                    "the last of {candidates} JSON candidates kept; {dropped} earlier draft{} dropped",
-                    if dropped == 1 { "" } else { "s" }
-                ),
-            ));
-            c
-        })
-        .collect()
+    let s = if dropped == 1 { "" } else { "s" };
+    chosen(
+        calls,
+        format!(
+            "the last of {candidates} JSON candidates kept; {dropped} earlier draft{s} dropped"
+        ),
+    )
 }
 
-/// The first candidate's calls read alone: the later documents, written after prose, were
-/// part of it (a snippet in a sentence), not calls.
+/// The first candidate's calls read alone: the later documents, written inside the prose
+/// after it, were snippets in a sentence (`The config now sets {"debug": true}.`), not calls.
 fn first_candidate(calls: &[RepairedCall], candidates: usize) -> Vec<RepairedCall> {
     let dropped = candidates - 1;
+    let s = if dropped == 1 { "" } else { "s" };
+    chosen(
+        calls,
+        format!(
+            "the first of {candidates} JSON candidates kept; {dropped} later one{s} in the \
+             prose after it dropped"
+        ),
+    )
+}
+
+/// `calls`, each with the `json_candidate_chosen` fix saying which candidate was kept.
+fn chosen(calls: &[RepairedCall], detail: String) -> Vec<RepairedCall> {
     calls
         .iter()
         .cloned()
         .map(|mut c| {
-            c.fixes.push(Fix::on(
-                FixKind::JsonCandidateChosen,
-                "",
-                format!(
-                    "the first of {candidates} JSON candidates kept; {dropped} later one{} in \
-                     the prose after it dropped",
-                    if dropped == 1 { "" } else { "s" }
-                ),
-            ));
+            c.fixes
+                .push(Fix::on(FixKind::JsonCandidateChosen, "", detail.clone()));
             c
         })
         .collect()

@@ -52,12 +52,15 @@ fn tools() -> Toolbox {
 }
 
 /// A call as planned: the tool, its arguments, its disposition.
-type Planned = (String, Option<Value>, &'static str);
+pub(super) type Planned = (String, Option<Value>, &'static str);
 
-/// The plan of an assistant message with `text` as its content: the calls, and the
-/// content the sanitized message carries.
 fn plan(text: &str) -> (Vec<Planned>, Option<String>) {
-    let tools = tools();
+    plan_with(&tools(), text)
+}
+
+/// The plan of an assistant message with `text` as its content, among `tools`: the
+/// calls, and the content the sanitized message carries.
+pub(super) fn plan_with(tools: &Toolbox, text: &str) -> (Vec<Planned>, Option<String>) {
     let message = AssistantMessage {
         content: Some(Some(Content::Text(text.to_owned()))),
         ..AssistantMessage::default()
@@ -68,7 +71,7 @@ fn plan(text: &str) -> (Vec<Planned>, Option<String>) {
         &[],
         &[],
         false,
-        &tools,
+        tools,
         &PlanOptions::default(),
         &ctx,
     );
@@ -91,7 +94,7 @@ fn plan(text: &str) -> (Vec<Planned>, Option<String>) {
     (calls, content)
 }
 
-fn ok(tool: &str, args: Value) -> Planned {
+pub(super) fn ok(tool: &str, args: Value) -> Planned {
     (tool.to_owned(), Some(args), "executed")
 }
 

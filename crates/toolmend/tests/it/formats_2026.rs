@@ -5,12 +5,9 @@
 //! an `<invoke name=…>` shown in prose is no call. Streaming is tested in `stream::tests`.
 
 use serde_json::{Value, json};
-use toolmend::{
-    CompiledTool, RepairOptions, Toolbox,
-    conversation::{AssistantMessage, Content},
-    message::{self, CallOutcome, PlanOptions},
-    schema::{Phase, ValidationContext},
-};
+use toolmend::{CompiledTool, RepairOptions, Toolbox, message};
+
+use super::formats::{Planned, ok, plan_with};
 
 fn tools() -> Toolbox {
     let weather = CompiledTool::compile(
@@ -50,46 +47,8 @@ fn tools() -> Toolbox {
     Toolbox::from_tools([weather, time, write]).unwrap()
 }
 
-/// A call as planned: the tool, its arguments, its disposition.
-type Planned = (String, Option<Value>, &'static str);
-
 fn plan(text: &str) -> (Vec<Planned>, Option<String>) {
-    let tools = tools();
-    let message = AssistantMessage {
-        content: Some(Some(Content::Text(text.to_owned()))),
-        ..AssistantMessage::default()
-    };
-    let ctx = ValidationContext::new("", Phase::Initial);
-    let p = message::plan_assistant(
-        &message,
-        &[],
-        &[],
-        false,
-        &tools,
-        &PlanOptions::default(),
-        &ctx,
-    );
-    let calls = p
-        .calls
-        .iter()
-        .map(|c| {
-            let d = match c.outcome {
-                CallOutcome::Executed => "executed",
-                CallOutcome::Feedback => "feedback",
-                _ => "other",
-            };
-            (c.call.tool.clone(), c.call.arguments.clone(), d)
-        })
-        .collect();
-    let content = match &p.shape.content {
-        Some(c) => c.clone(),
-        None => Some(text.to_owned()),
-    };
-    (calls, content)
-}
-
-fn ok(tool: &str, args: Value) -> Planned {
-    (tool.to_owned(), Some(args), "executed")
+    plan_with(&tools(), text)
 }
 
 #[track_caller]
