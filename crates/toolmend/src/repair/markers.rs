@@ -198,7 +198,7 @@ const CALL_KEYS: [&str; 3] = ["name", "arguments", "parameters"];
 
 /// Whether a fence or an object that opens `rest` (mid-text) begins a call: a fence
 /// whose info string and whitespace are followed by `{` or `[`; an object whose first
-/// key is one of [`CALL_KEYS`]. `None` while the text so far cannot tell (a streaming
+/// key is one of `CALL_KEYS` (`name`, `arguments`, `parameters`). `None` while the text so far cannot tell (a streaming
 /// gate waits; a whole text has no call there). The gate and the prose cut share it, so
 /// the prose a stream releases is the prose a plan keeps.
 pub fn opening(rest: &str) -> Option<bool> {
