@@ -859,9 +859,9 @@ pub fn refuse_lossy(call: &mut MendedCall) {
 /// tolerant reading had to decide where a string ends: `Some` with the answer when that
 /// settles it, `None` to keep the tolerant reading (nothing read by the keys fits).
 ///
-/// One reading that fits is the call. Two that fit, or one whose string holds an odd
-/// number of quotes (its last quote may be its own, the closing one missing:
-/// `"notify-send "Build done"`), is feedback: a refusal is better than a wrong value.
+/// The reading, when it fits, is the call; one whose string holds an odd number of
+/// quotes (its last quote may be its own, the closing one missing: `"notify-send "Build
+/// done"`) is feedback: a refusal is better than a wrong value.
 fn read_by_keys(
     raw: &str,
     repaired: &crate::Repaired,
@@ -885,48 +885,36 @@ fn read_by_keys(
             },
         })
         .collect();
-    let readings = anchored::readings(raw, &keys, opts.repair.max_depth);
-    let mut fitting: Vec<(MendedCall, Option<String>)> = Vec::new();
-    for r in readings {
-        let call = check_call(r.call.clone(), tool, opts, ctx);
-        if call.issues.is_empty() && !fitting.iter().any(|(c, _)| c.arguments == call.arguments) {
-            fitting.push((call, r.odd_quotes));
-        }
+    let reading = anchored::reading(raw, &keys, opts.repair.max_depth)?;
+    let call = check_call(reading.call, tool, opts, ctx);
+    if !call.issues.is_empty() {
+        return None;
     }
-    let refuse = |message: String| {
-        Some(vec![MendedCall {
-            tool: tool.name().to_owned(),
-            arguments: None,
-            fixes: Vec::new(),
-            issues: vec![
-                Issue::new(IssueKind::Unparseable, "", message)
-                    .expected("a JSON object with the quotes inside its strings escaped")
-                    .suggestion(
-                        "escape every double quote inside a string value as \\\" and send \
-                         the arguments again",
-                    ),
-            ],
-            outcome: Outcome::Feedback,
-        }])
+    let Some(key) = reading.odd_quotes else {
+        return Some(vec![call]);
     };
-    match fitting.len() {
-        0 => None,
-        1 => {
-            let (call, odd) = fitting.pop()?;
-            if let Some(key) = odd {
-                return refuse(format!(
+    Some(vec![MendedCall {
+        tool: tool.name().to_owned(),
+        arguments: None,
+        fixes: Vec::new(),
+        issues: vec![
+            Issue::new(
+                IssueKind::Unparseable,
+                "",
+                format!(
                     "the arguments could not be read as JSON: the value of {key:?} holds an \
                      odd number of unescaped quotes, so its last quote may be its own and the \
                      closing one missing, or close the string: it cannot be told which"
-                ));
-            }
-            Some(vec![call])
-        }
-        n => refuse(format!(
-            "the arguments could not be read as JSON: the unescaped quotes inside string \
-             values allow {n} readings that fit the tool, which differ"
-        )),
-    }
+                ),
+            )
+            .expected("a JSON object with the quotes inside its strings escaped")
+            .suggestion(
+                "escape every double quote inside a string value as \\\" and send the \
+                 arguments again",
+            ),
+        ],
+        outcome: Outcome::Feedback,
+    }])
 }
 
 /// Did the tolerant reading decide where a string ends (a quote kept inside one, text

@@ -6,16 +6,15 @@
 //! `,`, `:` or `}` is often code, not the end. The tool's schema knows better: its keys.
 //! This reader cuts the object only where `, "key":` names one of the tool's top-level
 //! keys, and keeps a cut only where every member's value then reads whole (a string
-//! property's value from its first quote to its last, any other as JSON). Each way of
-//! cutting that reads is one reading; [`crate::mend`] keeps the one that fits the schema
-//! and refuses when two fit, or when the one left has an odd number of quotes inside a
-//! string (the value's last quote might have been meant as its own, the closing quote
-//! missing: `"notify-send "Build done"`).
+//! property's value from its first quote to its last, any other as JSON); a value ends
+//! at the first such cut, so there is one reading or none. [`crate::mend`] takes it when
+//! it fits the schema, and refuses it when a string in it holds an odd number of quotes
+//! (the value's last quote might have been meant as its own, the closing quote missing:
+//! `"notify-send "Build done"`).
 //!
-//! Bounded: the cuts are found in one pass (each comma looks at most 128 bytes ahead for a
-//! key), at most [`MAX_CUTS`] of them are tried, and the search takes at most
-//! [`MAX_STEPS`] steps; past either limit nothing is read here and the tolerant reading
-//! stands.
+//! Bounded: the cuts are found in one pass (each quote looks at most 128 bytes ahead for a
+//! key), and at most [`MAX_CUTS`] of them are tried (at most its square checks); past the
+//! limit nothing is read here and the tolerant reading stands.
 
 use serde_json::{Map, Value};
 
@@ -27,10 +26,6 @@ use crate::{Fix, FixKind};
 
 /// Most places a member may start (`, "key":` of a known key) that are tried.
 const MAX_CUTS: usize = 64;
-/// Most steps of the search for readings.
-const MAX_STEPS: usize = 20_000;
-/// Most readings collected (two are enough to know the text is ambiguous).
-const MAX_READINGS: usize = 3;
 /// Longest key looked for after a comma.
 const MAX_KEY: usize = 128;
 
@@ -41,7 +36,7 @@ pub(crate) struct Key<'k> {
     pub string: bool,
 }
 
-/// One way of reading the object by its keys.
+/// The object read by its keys.
 #[derive(Debug)]
 pub(crate) struct Reading {
     pub call: RepairedCall,
@@ -59,30 +54,24 @@ struct Cut {
     value: usize,
 }
 
-/// The readings of `raw` as one object of `keys`, in text order (empty when the text is
-/// not such an object, or past the limits).
-pub(crate) fn readings(raw: &str, keys: &[Key<'_>], max_depth: usize) -> Vec<Reading> {
+/// `raw` read as one object of `keys`; `None` when the text is not such an object, no
+/// cut reads, or past the limit.
+pub(crate) fn reading(raw: &str, keys: &[Key<'_>], max_depth: usize) -> Option<Reading> {
     let b = raw.as_bytes();
     if keys.is_empty() || keys.len() > 64 {
-        return Vec::new();
+        return None;
     }
-    let Some(open) = b.iter().position(|c| !c.is_ascii_whitespace()) else {
-        return Vec::new();
-    };
-    let Some(close) = b.iter().rposition(|c| !c.is_ascii_whitespace()) else {
-        return Vec::new();
-    };
+    let open = b.iter().position(|c| !c.is_ascii_whitespace())?;
+    let close = b.iter().rposition(|c| !c.is_ascii_whitespace())?;
     if b[open] != b'{' || b[close] != b'}' || close <= open {
-        return Vec::new();
+        return None;
     }
     let first = ws(b, open + 1);
     let q = match b.get(first) {
         Some(&c @ (b'"' | b'\'')) => c,
-        _ => return Vec::new(),
+        _ => return None,
     };
-    let Some(head) = member_at(b, raw, first, q, keys, open) else {
-        return Vec::new();
-    };
+    let head = member_at(b, raw, first, q, keys, open)?;
     let mut cuts = vec![head];
     let mut missing_comma = Vec::new();
     for i in first + 1..close {
@@ -109,42 +98,23 @@ pub(crate) fn readings(raw: &str, keys: &[Key<'_>], max_depth: usize) -> Vec<Rea
         };
         if let Some(cut) = cut {
             if cuts.len() == MAX_CUTS {
-                return Vec::new();
+                return None;
             }
             cuts.push(cut);
         }
     }
-    let mut search = Search {
-        raw,
-        b,
-        q,
-        keys,
-        cuts: &cuts,
-        close,
-        steps: 0,
-        chosen: Vec::new(),
-        found: Vec::new(),
-    };
-    search.from(0, 1u64 << cuts[0].key);
-    if search.steps > MAX_STEPS {
-        return Vec::new();
+    let read = Read { raw, b, q, keys };
+    let chosen = read.cuts(&cuts, close)?;
+    let mut r = build(raw, q, keys, &cuts, &chosen, close, max_depth)?;
+    for &j in &chosen {
+        if missing_comma.contains(&cuts[j].at) {
+            r.call
+                .fixes
+                .push(Fix::at(FixKind::MissingComma, cuts[j].at));
+        }
     }
-    let found = std::mem::take(&mut search.found);
-    found
-        .into_iter()
-        .filter_map(|chosen| {
-            let mut r = build(raw, q, keys, &cuts, &chosen, close, max_depth)?;
-            for &j in &chosen {
-                if missing_comma.contains(&cuts[j].at) {
-                    r.call
-                        .fixes
-                        .push(Fix::at(FixKind::MissingComma, cuts[j].at));
-                }
-            }
-            r.call.fixes.sort_by_key(|f| f.offset);
-            Some(r)
-        })
-        .collect()
+    r.call.fixes.sort_by_key(|f| f.offset);
+    Some(r)
 }
 
 /// A known key quoted with `q` at `j` followed by `:`: the member's cut.
@@ -160,47 +130,39 @@ fn member_at(b: &[u8], raw: &str, j: usize, q: u8, keys: &[Key<'_>], at: usize) 
     })
 }
 
-struct Search<'a, 'k> {
+struct Read<'a, 'k> {
     raw: &'a str,
     b: &'a [u8],
     q: u8,
     keys: &'a [Key<'k>],
-    cuts: &'a [Cut],
-    close: usize,
-    steps: usize,
-    /// The cuts of the reading being built.
-    chosen: Vec<usize>,
-    found: Vec<Vec<usize>>,
 }
 
-impl Search<'_, '_> {
-    /// Readings that go on from cut `i` (its member being read), keys `used` (a bit each).
-    fn from(&mut self, i: usize, used: u64) {
-        self.steps += 1;
-        if self.steps > MAX_STEPS || self.found.len() >= MAX_READINGS {
-            return;
-        }
-        self.chosen.push(i);
-        let cut = self.cuts[i];
-        let key = self.keys[cut.key];
-        // A value ends at the first place after it where the next known key can start:
-        // `", "description":` after a string is a member boundary, never string content
-        // (a string that swallowed it would hold the next member).
-        let next = (i + 1..self.cuts.len()).find(|&j| {
-            let next = self.cuts[j];
-            next.at > cut.value
-                && used & (1u64 << next.key) == 0
-                && self.fits(key, cut.value, next.at)
-        });
-        match next {
-            Some(j) => self.from(j, used | (1u64 << self.cuts[j].key)),
-            // The last member: its value runs to the closing brace.
-            None if self.fits(key, cut.value, self.close) => {
-                self.found.push(self.chosen.clone());
+impl Read<'_, '_> {
+    /// The cuts the object is read at, from the first member on: each value ends at the
+    /// first cut after it (of a key not yet used) where it reads whole, so `", "key":`
+    /// after a string is a member boundary, never string content (a string that
+    /// swallowed it would hold the next member); the last value runs to the closing
+    /// brace. `None` when a value reads nowhere. At most [`MAX_CUTS`]² checks.
+    fn cuts(&self, cuts: &[Cut], close: usize) -> Option<Vec<usize>> {
+        let mut chosen = vec![0];
+        let mut used = 1u64 << cuts[0].key;
+        loop {
+            let i = *chosen.last()?;
+            let cut = cuts[i];
+            let key = self.keys[cut.key];
+            let next = (i + 1..cuts.len()).find(|&j| {
+                cuts[j].at > cut.value
+                    && used & (1u64 << cuts[j].key) == 0
+                    && self.fits(key, cut.value, cuts[j].at)
+            });
+            match next {
+                Some(j) => {
+                    used |= 1u64 << cuts[j].key;
+                    chosen.push(j);
+                }
+                None => return self.fits(key, cut.value, close).then_some(chosen),
             }
-            None => {}
         }
-        self.chosen.pop();
     }
 
     /// Does `raw[from..to]` (trimmed) read whole as the value of `key`?
