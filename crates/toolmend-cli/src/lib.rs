@@ -10,6 +10,7 @@ mod history_cmd;
 mod history_io;
 mod input;
 mod key_cmd;
+mod mcp_proxy_cmd;
 mod mend_cmd;
 mod report;
 mod report_cmd;
@@ -133,6 +134,9 @@ enum Command {
     ///   printf %s "$KEY" | toolmend key hash --name ci
     #[command(verbatim_doc_comment)]
     Key(key_cmd::KeyArgs),
+
+    // No doc comment here: the help (`toolmend mcp-proxy --help`) is `McpProxyArgs`'s.
+    McpProxy(mcp_proxy_cmd::McpProxyArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -463,6 +467,7 @@ fn run_command(command: &Command) -> u8 {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),
         Command::Key(args) => key_cmd::run(args),
+        Command::McpProxy(args) => mcp_proxy_cmd::run(args),
     };
     match result {
         Ok(code) => status_of(code),

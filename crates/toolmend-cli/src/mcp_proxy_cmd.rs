@@ -1,0 +1,172 @@
+//! `toolmend mcp-proxy`: the MCP proxy (`toolmend-mcp`), wired: the server's command
+//! after `--`, the gateway's configuration for how calls are mended (`[calls]`) and
+//! guarded (`[guard]`), logs as JSON lines on standard error (standard output is the
+//! protocol's).
+
+use std::{ffi::OsString, io::Write, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use toolmend::guard::{MemoryStore, RuleGuard};
+use toolmend_gateway::{Config, sink::LogWriter};
+use toolmend_mcp::{Mender, ProxyGuard, Relay, StdioOptions};
+
+/// Stand between an MCP client and its server: mend every tools/call first.
+///
+/// Put it in front of the server's command in the client's configuration; nothing
+/// else changes:
+///   toolmend mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /data
+///
+/// The proxy starts the server as a child process (its arguments, environment and
+/// stderr as the client gave them) and speaks MCP over stdio to both sides. It reads
+/// the server's tools itself (tools/list, every page, again on list_changed) and mends
+/// each tools/call's arguments against that tool's inputSchema, as everywhere in
+/// toolmend: string-encoded JSON parsed, "5" -> 5 for an integer, a misnamed key
+/// renamed, an enum's case fixed; nothing invented. A mended call goes on with its
+/// result's _meta["io.toolmend/mend"] saying what was done; a call that cannot be
+/// mended faithfully is answered here as an isError result whose text is the
+/// field-level feedback (the server never sees it). Everything else of the protocol
+/// passes unchanged, byte for byte: initialize, resources, prompts, completions,
+/// ping, progress, cancellation, sampling and elicitation.
+///
+/// Configuration (optional): the gateway's TOML (docs/gateway.md), of which the proxy
+/// reads [calls] strict and coercions, and [guard] (floods, duplicates and loops per
+/// proxy session; store = "memory" or "redis"); TOOLMEND_<SECTION>__<KEY> variables
+/// override it as for `serve`. One list given for a scalar field is feedback here:
+/// one tools/call is one call.
+///
+/// Limits: one message of at most --max-message-bytes either way (a larger request
+/// is answered with -32600, a larger answer replaced by a -32603 error for its
+/// request); when the server exits, every request it had is answered with -32000 and
+/// the proxy exits with the server's status; when the client closes stdin, the
+/// server's stdin is closed and it is killed after --grace-ms.
+///
+/// Logs: JSON lines on standard error (RUST_LOG, default info): one line per mended or
+/// refused call (its id, tool and fix count; never argument values).
+///
+/// Config lines for Claude Code, Codex, Cursor and Claude Desktop: docs/mcp-proxy.md.
+///
+/// Examples:
+///   toolmend mcp-proxy -- npx -y @modelcontextprotocol/server-everything
+///   toolmend mcp-proxy --config toolmend.toml -- python -m my_server
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct McpProxyArgs {
+    /// The gateway's TOML configuration ([calls] and [guard] are read).
+    #[arg(long, env = "TOOLMEND_CONFIG")]
+    config: Option<PathBuf>,
+    /// The guard's session name for this process (its counts and loops are per
+    /// session).
+    #[arg(long, default_value = "mcp-stdio")]
+    session: String,
+    /// The largest message, in bytes, either way.
+    #[arg(long, default_value_t = toolmend_mcp::DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
+    /// How long the server may take to exit once the client closed its side.
+    #[arg(long, default_value_t = 5000)]
+    grace_ms: u64,
+    /// The MCP server's command and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<OsString>,
+}
+
+pub(crate) fn run(args: &McpProxyArgs) -> anyhow::Result<ExitCode> {
+    let text = match &args.config {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the configuration {}", path.display()))?,
+        None => String::new(),
+    };
+    let file = args.config.as_ref().map(|p| p.display().to_string());
+    let env = std::env::vars().filter(|(k, _)| k != "TOOLMEND_CONFIG");
+    // The proxy has no upstream: the gateway's required key gets a stand-in, so the file
+    // a gateway also reads (or none) is taken as it is.
+    let no_upstream =
+        toolmend_gateway::Override::flag("mcp-proxy", "upstream.base_url", "http://127.0.0.1/v1");
+    let config = Config::load(&text, file.as_deref(), env, vec![no_upstream])?;
+    let Some((program, rest)) = args.command.split_first() else {
+        anyhow::bail!("no MCP server command after `--`");
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let flush = init_logs()?;
+    let status = runtime.block_on(async {
+        let guard = guard(&config)?;
+        let mut plan = toolmend::message::PlanOptions {
+            mend: config.calls.mend_options(),
+            ..toolmend::message::PlanOptions::default()
+        };
+        plan.calls_in_text = false;
+        let guarded = guard.is_some();
+        let relay = Relay::new(Arc::new(Mender::new(plan, guard)), &args.session, guarded);
+        let opts = StdioOptions {
+            program: program.clone(),
+            args: rest.to_vec(),
+            max_message_bytes: args.max_message_bytes,
+            grace: Duration::from_millis(args.grace_ms),
+        };
+        toolmend_mcp::stdio::run(&opts, relay, tokio::io::stdin(), tokio::io::stdout())
+            .await
+            .map_err(anyhow::Error::from)
+    });
+    drop(flush);
+    let status = status?;
+    Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)))
+}
+
+/// The guard of `[guard]`, when a rule is set (memory, or the Redis store it names).
+fn guard(config: &Config) -> anyhow::Result<Option<ProxyGuard>> {
+    let g = &config.guard;
+    if !g.rules.any_rule() {
+        return Ok(None);
+    }
+    let mut guard = RuleGuard::new(g.rules.clone())
+        .map_err(|e| anyhow::anyhow!("[guard]: {e}"))?
+        .fail_mode(g.fail)
+        .timeout(Duration::from_millis(g.timeout_ms));
+    if g.rules.needs_store() {
+        guard = match (&g.store, &g.redis_url) {
+            (toolmend_gateway::config::StoreKind::Redis, Some(url)) => {
+                let opts = toolmend_redis::RedisOptions {
+                    timeout: Duration::from_millis(g.timeout_ms),
+                    early_refusal_keys: g.max_keys,
+                    ..toolmend_redis::RedisOptions::default()
+                };
+                let store = toolmend_redis::redis_guard_store(url, opts).map_err(|e| {
+                    anyhow::anyhow!("guard.redis_url {}: {e}", toolmend_gateway::redact_url(url))
+                })?;
+                guard.with_store(store)
+            }
+            _ => guard.with_store(MemoryStore::new(g.max_keys)),
+        };
+    }
+    Ok(Some(ProxyGuard {
+        guard: Arc::new(guard),
+    }))
+}
+
+/// JSON lines on standard error through the gateway's bounded log writer: a client
+/// that stops reading our stderr costs dropped lines, never a stalled call.
+fn init_logs() -> anyhow::Result<toolmend_gateway::sink::LogFlush> {
+    use tracing_subscriber::{Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(crate::serve_cmd::log_filter(rust_log.as_deref()))
+            .unwrap_or_else(|e| {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "toolmend: RUST_LOG is not a filter ({e}); logging at info"
+                );
+                tracing_subscriber::EnvFilter::new(crate::serve_cmd::log_filter(None))
+            });
+    let (writer, flush) =
+        LogWriter::start(std::io::stderr()).context("starting the log writer thread")?;
+    let logs = tracing_subscriber::fmt::layer()
+        .json()
+        .with_current_span(false)
+        .with_span_list(false)
+        .with_writer(move || writer.clone())
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry().with(logs).try_init();
+    Ok(flush)
+}

@@ -1,0 +1,1 @@
+//! The MCP proxy's integration tests.
