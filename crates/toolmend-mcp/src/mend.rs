@@ -90,8 +90,8 @@ impl Mender {
         };
         let text = match params.get("arguments") {
             None | Some(Value::Null) => "{}".to_owned(),
-            // A JSON string where the object belongs: its text is what the model wrote.
-            Some(Value::String(s)) => s.clone(),
+            // A JSON string where the object belongs is the arguments encoded twice: the
+            // plan decodes it and says so (`double_encoded_decoded`).
             Some(v) => v.to_string(),
         };
         let message = AssistantMessage {

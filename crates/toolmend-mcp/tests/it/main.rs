@@ -1,1 +1,4 @@
-//! The MCP proxy's integration tests.
+//! The MCP proxy's integration tests: the relay on its own, and the stdio wrapper
+//! around real servers.
+
+mod relay;
