@@ -10,11 +10,17 @@ use toolmend::guard::{MemoryStore, RuleGuard};
 use toolmend_gateway::{Config, sink::LogWriter};
 use toolmend_mcp::{Mender, ProxyGuard, Relay, StdioOptions};
 
-/// Stand between an MCP client and its server: mend every tools/call first.
+/// Stand between MCP clients and their servers: mend every tools/call first.
 ///
-/// Put it in front of the server's command in the client's configuration; nothing
-/// else changes:
+/// Two ways to run it. In front of one server's command, in the client's
+/// configuration (nothing else changes):
 ///   toolmend mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /data
+/// Or, without a command, as one MCP server for every [[mcp]] server of the
+/// configuration (the gateway's table: stdio `command` or streamable HTTP `url`), over
+/// stdio, or over streamable HTTP at http://LISTEN/mcp with --listen:
+///   toolmend mcp-proxy --config toolmend.toml --listen 127.0.0.1:8792
+/// Their tools, prompts and resources are listed together; a name two servers share
+/// becomes --names (default "{server}_{tool}"; --names-always for every name).
 ///
 /// The proxy starts the server as a child process (its arguments, environment and
 /// stderr as the client gave them) and speaks MCP over stdio to both sides. It reads
@@ -48,6 +54,8 @@ use toolmend_mcp::{Mender, ProxyGuard, Relay, StdioOptions};
 /// Examples:
 ///   toolmend mcp-proxy -- npx -y @modelcontextprotocol/server-everything
 ///   toolmend mcp-proxy --config toolmend.toml -- python -m my_server
+///   toolmend mcp-proxy --config toolmend.toml                    # every [[mcp]], on stdio
+///   toolmend mcp-proxy --config toolmend.toml --listen 127.0.0.1:8792
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct McpProxyArgs {
@@ -64,8 +72,20 @@ pub(crate) struct McpProxyArgs {
     /// How long the server may take to exit once the client closed its side.
     #[arg(long, default_value_t = 5000)]
     grace_ms: u64,
-    /// The MCP server's command and its arguments, after `--`.
-    #[arg(last = true, required = true, num_args = 1..)]
+    /// Without a command: serve the [[mcp]] servers over streamable HTTP at
+    /// http://LISTEN/mcp (default: over stdio).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Without a command: the name of a tool (or prompt) two servers share, from
+    /// {server} (its [[mcp]] name) and {tool}.
+    #[arg(long, default_value = "{server}_{tool}")]
+    names: String,
+    /// Without a command: name every tool and prompt by --names, not only shared ones.
+    #[arg(long)]
+    names_always: bool,
+    /// The MCP server's command and its arguments, after `--` (none: serve the
+    /// configuration's [[mcp]] servers).
+    #[arg(last = true, num_args = 1..)]
     command: Vec<OsString>,
 }
 
@@ -83,8 +103,13 @@ pub(crate) fn run(args: &McpProxyArgs) -> anyhow::Result<ExitCode> {
         toolmend_gateway::Override::flag("mcp-proxy", "upstream.base_url", "http://127.0.0.1/v1");
     let config = Config::load(&text, file.as_deref(), env, vec![no_upstream])?;
     let Some((program, rest)) = args.command.split_first() else {
-        anyhow::bail!("no MCP server command after `--`");
+        return hub(args, &config, &text, file.as_deref().unwrap_or("<config>"));
     };
+    if args.listen.is_some() {
+        anyhow::bail!(
+            "--listen serves the configuration's [[mcp]] servers: give it without a command after `--`"
+        );
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -92,13 +117,8 @@ pub(crate) fn run(args: &McpProxyArgs) -> anyhow::Result<ExitCode> {
     let flush = init_logs()?;
     let status = runtime.block_on(async {
         let guard = guard(&config)?;
-        let mut plan = toolmend::message::PlanOptions {
-            mend: config.calls.mend_options(),
-            ..toolmend::message::PlanOptions::default()
-        };
-        plan.calls_in_text = false;
         let guarded = guard.is_some();
-        let relay = Relay::new(Arc::new(Mender::new(plan, guard)), &args.session, guarded);
+        let relay = Relay::new(Arc::new(mender(&config, guard)), &args.session, guarded);
         let opts = StdioOptions {
             program: program.clone(),
             args: rest.to_vec(),
@@ -112,6 +132,92 @@ pub(crate) fn run(args: &McpProxyArgs) -> anyhow::Result<ExitCode> {
     drop(flush);
     let status = status?;
     Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)))
+}
+
+/// The mender of `[calls]`: the same options as the gateway's.
+fn mender(config: &Config, guard: Option<ProxyGuard>) -> Mender {
+    let plan = toolmend::message::PlanOptions {
+        mend: config.calls.mend_options(),
+        calls_in_text: false,
+        ..toolmend::message::PlanOptions::default()
+    };
+    Mender::new(plan, guard)
+}
+
+/// Serves every `[[mcp]]` server of the configuration as one, over stdio or HTTP.
+fn hub(args: &McpProxyArgs, config: &Config, text: &str, origin: &str) -> anyhow::Result<ExitCode> {
+    let tools = toolmend_gateway::toolmend_tools::ToolsFile::parse_section(text, origin)?;
+    if tools.mcp.is_empty() {
+        anyhow::bail!(
+            "nothing to serve: give the MCP server's command after `--` \
+             (toolmend mcp-proxy -- npx -y @modelcontextprotocol/server-everything), or \
+             [[mcp]] servers in --config"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let flush = init_logs()?;
+    let served = runtime.block_on(async {
+        let env = |name: &str| std::env::var(name).ok();
+        let mut servers = Vec::new();
+        let mut timeout =
+            Duration::from_millis(toolmend_gateway::toolmend_tools::spec::DEFAULT_TIMEOUT_MS);
+        for (_, spec) in &tools.mcp {
+            if let Some(ms) = spec.timeout_ms {
+                timeout = timeout.max(Duration::from_millis(ms));
+            }
+            let server = toolmend_gateway::toolmend_tools::mcp::McpConnection::connect(spec, &env)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            servers.push(server);
+        }
+        let naming = toolmend_mcp::hub::Naming {
+            template: args.names.clone(),
+            always: args.names_always,
+        };
+        let hub = toolmend_mcp::hub::Hub::new(
+            servers,
+            naming,
+            mender(config, guard(config)?),
+            timeout,
+            args.session.clone(),
+        );
+        match args.listen {
+            None => toolmend_mcp::serve::stdio(hub, args.max_message_bytes).await,
+            Some(addr) => {
+                toolmend_mcp::serve::http(hub, addr, args.max_message_bytes, shutdown()).await
+            }
+        }
+        .map_err(anyhow::Error::from)
+    });
+    drop(flush);
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// The guard of `[guard]`, when a rule is set (memory, or the Redis store it names).

@@ -14,14 +14,17 @@
 //! - [`mend`]: one `tools/call` through the driver: forward (mended or as sent) or answer;
 //! - [`relay`]: one session's JSON-RPC state: what passes unchanged, what is mended,
 //!   what is answered here, the tool list read from the server;
-//! - [`stdio`]: the wrapper around a server started as a child process.
+//! - [`stdio`]: the wrapper around a server started as a child process;
+//! - [`hub`]: the aggregating server: many servers (`[[mcp]]`) behind one endpoint.
 //!
 //! `toolmend mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /data` runs it
 //! (docs/mcp-proxy.md).
 
 pub mod frame;
+pub mod hub;
 pub mod mend;
 pub mod relay;
+pub mod serve;
 pub mod stdio;
 
 pub use mend::{META_MEND, Mender, ProxyGuard, Verdict};

@@ -64,7 +64,8 @@ use rmcp::{
     ServiceError, ServiceExt,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-        ContentBlock, Implementation, ProtocolVersion, RequestMetaObject, ResourceContents, Tool,
+        ClientRequest, ContentBlock, Implementation, ProtocolVersion, RequestMetaObject,
+        ResourceContents, ServerResult, Tool,
     },
     service::{ClientInitializeError, RoleClient, RunningService},
     transport::{
@@ -530,6 +531,36 @@ impl McpConnection {
         ))
     }
 
+    /// Any request, as it is, within `timeout` (a session that ended is started again
+    /// first): what an MCP proxy forwards for its clients. Dropping the future cancels the
+    /// request at the server (`notifications/cancelled`).
+    ///
+    /// # Errors
+    ///
+    /// The server's own JSON-RPC error as it sent it ([`Forwarded::Rpc`], its text
+    /// redacted), or no answer ([`Forwarded::Transport`]).
+    pub async fn forward(
+        &self,
+        request: ClientRequest,
+        timeout: Duration,
+    ) -> Result<ServerResult, Forwarded> {
+        let deadline = Instant::now() + timeout;
+        let session = self.session(deadline).await.map_err(Forwarded::Transport)?;
+        match tokio::time::timeout_at(deadline, session.peer().send_request(request)).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(ServiceError::McpError(mut data))) => {
+                data.message = redact::text(&data.message).into();
+                Err(Forwarded::Rpc(data))
+            }
+            Ok(Err(e)) => Err(Forwarded::Transport(service_error(
+                &e,
+                timeout,
+                self.inner.max_bytes,
+            ))),
+            Err(_) => Err(Forwarded::Transport(TransportError::Timeout(timeout))),
+        }
+    }
+
     /// `None`: not listed yet; `Some(None)`: the tool declares no output schema (or the
     /// server does not list it).
     fn output_check(&self, tool: &str) -> Option<Option<OutputCheck>> {
@@ -540,6 +571,15 @@ impl McpConnection {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         schemas.as_ref().map(|s| s.get(tool).cloned())
     }
+}
+
+/// Why a forwarded request has no result.
+#[derive(Debug)]
+pub enum Forwarded {
+    /// The server answered with a JSON-RPC error (passed on as it came).
+    Rpc(rmcp::model::ErrorData),
+    /// No answer (see the module's table).
+    Transport(TransportError),
 }
 
 /// Whether `url` asks for TLS (its scheme, in any case).

@@ -2,3 +2,4 @@
 //! around real servers.
 
 mod relay;
+mod stdio;

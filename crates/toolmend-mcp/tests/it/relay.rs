@@ -53,11 +53,31 @@ fn parsed(o: &Out) -> (&'static str, Value) {
 /// A relay whose client initialized and listed the tools (one page).
 async fn listed() -> Relay {
     let mut r = relay();
-    client(&mut r, json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})).await;
-    server(&mut r, json!({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": {"tools": {}}}})).await;
-    client(&mut r, json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-    client(&mut r, json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"})).await;
-    server(&mut r, json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools()}})).await;
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}),
+    )
+    .await;
+    server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": {"tools": {}}}}),
+    )
+    .await;
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"}),
+    )
+    .await;
+    server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools()}}),
+    )
+    .await;
     r
 }
 
@@ -95,7 +115,9 @@ async fn a_broken_call_is_mended_forwarded_and_its_result_says_what_was_done() {
                "params": {"name": "add", "arguments": {"a": "5", "b": 7}, "_meta": {"progressToken": 9}}}),
     )
     .await;
-    let [o] = out.as_slice() else { panic!("{out:?}") };
+    let [o] = out.as_slice() else {
+        panic!("{out:?}")
+    };
     let (to, sent) = parsed(o);
     assert_eq!(to, "server");
     assert_eq!(sent["params"]["arguments"], json!({"a": 5, "b": 7}));
@@ -121,9 +143,21 @@ async fn a_broken_call_is_mended_forwarded_and_its_result_says_what_was_done() {
 async fn arguments_sent_as_json_text_or_broken_json_are_read() {
     let mut r = listed().await;
     for (args, want, fix) in [
-        (json!("{\"a\": 1, \"b\": 2}"), json!({"a": 1, "b": 2}), "double_encoded_decoded"),
-        (json!("{'a': 1, 'b': 2,}"), json!({"a": 1, "b": 2}), "single_quotes"),
-        (json!({"A": 1, "b": "2"}), json!({"a": 1, "b": 2}), "key_case_fixed"),
+        (
+            json!("{\"a\": 1, \"b\": 2}"),
+            json!({"a": 1, "b": 2}),
+            "double_encoded_decoded",
+        ),
+        (
+            json!("{'a': 1, 'b': 2,}"),
+            json!({"a": 1, "b": 2}),
+            "single_quotes",
+        ),
+        (
+            json!({"A": 1, "b": "2"}),
+            json!({"a": 1, "b": 2}),
+            "key_case_fixed",
+        ),
     ] {
         let out = client(
             &mut r,
@@ -132,12 +166,22 @@ async fn arguments_sent_as_json_text_or_broken_json_are_read() {
         )
         .await;
         let (to, sent) = parsed(&out[0]);
-        assert_eq!((to, &sent["params"]["arguments"]), ("server", &want), "{args}");
-        let out = server(&mut r, json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})).await;
+        assert_eq!(
+            (to, &sent["params"]["arguments"]),
+            ("server", &want),
+            "{args}"
+        );
+        let out = server(
+            &mut r,
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}),
+        )
+        .await;
         let (_, answer) = parsed(&out[0]);
         let fixes = &answer["result"]["_meta"]["io.toolmend/mend"]["fixes"];
         assert!(
-            fixes.as_array().is_some_and(|f| f.iter().any(|f| f["kind"] == fix)),
+            fixes
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f["kind"] == fix)),
             "{args}: {fixes}"
         );
     }
@@ -161,24 +205,37 @@ async fn what_cannot_be_mended_is_answered_here_and_never_reaches_the_server() {
     let mut r = listed().await;
     for (params, names) in [
         (json!({"name": "add", "arguments": {"a": 1}}), "b"),
-        (json!({"name": "add", "arguments": {"a": "five", "b": 1}}), "a"),
+        (
+            json!({"name": "add", "arguments": {"a": "five", "b": 1}}),
+            "a",
+        ),
         (json!({"name": "nope", "arguments": {}}), "nope"),
         // One call is one call: a list for a scalar field is not split here.
-        (json!({"name": "tag", "arguments": {"symbol": ["AAPL", "MSFT"]}}), "symbol"),
+        (
+            json!({"name": "tag", "arguments": {"symbol": ["AAPL", "MSFT"]}}),
+            "symbol",
+        ),
     ] {
         let out = client(
             &mut r,
             json!({"jsonrpc": "2.0", "id": "x", "method": "tools/call", "params": params}),
         )
         .await;
-        let [o] = out.as_slice() else { panic!("{out:?}") };
+        let [o] = out.as_slice() else {
+            panic!("{out:?}")
+        };
         let (to, answer) = parsed(o);
         assert_eq!(to, "client", "{params}");
         assert_eq!(answer["id"], "x");
         assert_eq!(answer["result"]["isError"], true);
-        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or("");
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
         assert!(text.contains(names), "{text}");
-        assert_eq!(answer["result"]["_meta"]["io.toolmend/mend"]["outcome"], "feedback");
+        assert_eq!(
+            answer["result"]["_meta"]["io.toolmend/mend"]["outcome"],
+            "feedback"
+        );
     }
     // A cancel for a call answered here has nothing to reach.
     let out = client(
@@ -205,16 +262,27 @@ async fn a_cancel_reaches_the_server_for_a_call_it_has() {
 #[tokio::test]
 async fn a_call_before_any_listing_waits_for_the_relays_own_listing_of_every_page() {
     let mut r = relay();
-    client(&mut r, json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})).await;
-    server(&mut r, json!({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": {"tools": {}}}})).await;
-    let stamp = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "progressToken": 3});
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}),
+    )
+    .await;
+    server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": {"tools": {}}}}),
+    )
+    .await;
+    let stamp =
+        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "progressToken": 3});
     let out = client(
         &mut r,
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                "params": {"name": "add", "arguments": {"a": "1", "b": 2}, "_meta": stamp}}),
     )
     .await;
-    let [o] = out.as_slice() else { panic!("{out:?}") };
+    let [o] = out.as_slice() else {
+        panic!("{out:?}")
+    };
     let (to, list) = parsed(o);
     assert_eq!(to, "server");
     assert_eq!(list["method"], "tools/list");
@@ -237,7 +305,9 @@ async fn a_call_before_any_listing_waits_for_the_relays_own_listing_of_every_pag
         json!({"jsonrpc": "2.0", "id": page2["id"], "result": {"tools": [all[0], all[2]]}}),
     )
     .await;
-    let [o] = out.as_slice() else { panic!("{out:?}") };
+    let [o] = out.as_slice() else {
+        panic!("{out:?}")
+    };
     let (to, call) = parsed(o);
     assert_eq!(to, "server");
     assert_eq!(call["params"]["arguments"], json!({"a": 1, "b": 2}));
@@ -259,7 +329,11 @@ async fn a_waiting_call_that_is_cancelled_never_runs() {
     )
     .await;
     assert!(out.is_empty());
-    let out = server(&mut r, json!({"jsonrpc": "2.0", "id": list["id"], "result": {"tools": tools()}})).await;
+    let out = server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": list["id"], "result": {"tools": tools()}}),
+    )
+    .await;
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(r.in_flight(), 0);
 }
@@ -267,7 +341,11 @@ async fn a_waiting_call_that_is_cancelled_never_runs() {
 #[tokio::test]
 async fn a_changed_list_is_read_again_before_the_next_call() {
     let mut r = listed().await;
-    server(&mut r, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})).await;
+    server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+    )
+    .await;
     let out = client(
         &mut r,
         json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}),
@@ -306,7 +384,12 @@ async fn when_the_server_is_gone_every_request_it_had_gets_an_error() {
             let (to, m) = parsed(o);
             assert_eq!(to, "client");
             assert_eq!(m["error"]["code"], -32000);
-            assert!(m["error"]["message"].as_str().unwrap_or("").contains("status 1"));
+            assert!(
+                m["error"]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("status 1")
+            );
             m["id"].clone()
         })
         .collect();
@@ -319,10 +402,12 @@ async fn when_the_server_is_gone_every_request_it_had_gets_an_error() {
 async fn bad_input_gets_a_json_rpc_error() {
     let mut r = relay();
     let mut out = Vec::new();
-    r.from_client(b"{\"jsonrpc\":\"2.0\",\"id\":1,".to_vec(), &mut out).await;
+    r.from_client(b"{\"jsonrpc\":\"2.0\",\"id\":1,".to_vec(), &mut out)
+        .await;
     r.from_client(b"42".to_vec(), &mut out).await;
     r.from_client(b"[]".to_vec(), &mut out).await;
-    r.from_client(br#"{"jsonrpc":"2.0","id":9}"#.to_vec(), &mut out).await;
+    r.from_client(br#"{"jsonrpc":"2.0","id":9}"#.to_vec(), &mut out)
+        .await;
     let codes: Vec<(Value, Value)> = out
         .iter()
         .map(|o| {
@@ -348,12 +433,22 @@ async fn a_message_over_the_limit_answers_its_request() {
     let mut out = Vec::new();
     r.client_too_long(Some(json!(4)), 20_000_000, 16 << 20, &mut out);
     let (to, m) = parsed(&out[0]);
-    assert_eq!((to, m["id"].clone(), m["error"]["code"].clone()), ("client", json!(4), json!(-32600)));
-    client(&mut r, json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read", "params": {}})).await;
+    assert_eq!(
+        (to, m["id"].clone(), m["error"]["code"].clone()),
+        ("client", json!(4), json!(-32600))
+    );
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read", "params": {}}),
+    )
+    .await;
     let mut out = Vec::new();
     r.server_too_long(Some(json!(6)), 20_000_000, 16 << 20, &mut out);
     let (to, m) = parsed(&out[0]);
-    assert_eq!((to, m["id"].clone(), m["error"]["code"].clone()), ("client", json!(6), json!(-32603)));
+    assert_eq!(
+        (to, m["id"].clone(), m["error"]["code"].clone()),
+        ("client", json!(6), json!(-32603))
+    );
     assert_eq!(r.in_flight(), 0);
 }
 
@@ -374,7 +469,10 @@ async fn a_batch_with_calls_is_mended_call_by_call() {
     assert_eq!(got[0].0, "server");
     assert_eq!(got[0].1["params"]["arguments"], json!({"a": 1, "b": 2}));
     assert_eq!((got[1].0, got[1].1["id"].clone()), ("client", json!(2)));
-    assert_eq!((got[2].0, got[2].1["method"].clone()), ("server", json!("ping")));
+    assert_eq!(
+        (got[2].0, got[2].1["method"].clone()),
+        ("server", json!("ping"))
+    );
 }
 
 #[tokio::test]
@@ -392,8 +490,16 @@ async fn the_guard_refuses_a_flood_per_session() {
         }),
     ));
     let mut r = Relay::new(mender, "session-a", true);
-    client(&mut r, json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"})).await;
-    server(&mut r, json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools()}})).await;
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"}),
+    )
+    .await;
+    server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools()}}),
+    )
+    .await;
     let mut to_server = 0;
     let mut refused = 0;
     for n in 0..4 {
@@ -405,7 +511,11 @@ async fn the_guard_refuses_a_flood_per_session() {
         match parsed(&out[0]) {
             ("server", _) => {
                 to_server += 1;
-                server(&mut r, json!({"jsonrpc": "2.0", "id": n, "result": {"content": []}})).await;
+                server(
+                    &mut r,
+                    json!({"jsonrpc": "2.0", "id": n, "result": {"content": []}}),
+                )
+                .await;
             }
             (_, m) => {
                 assert_eq!(m["result"]["isError"], true);
