@@ -8,7 +8,7 @@
 #   SECONDS   time per target (default 30)
 #   TARGET    any of: repair_no_panic repair_matches_serde repair_idempotent history_sanitize
 #             sse_assemble gateway_request tool_answers messages_front responses_front
-#             (default: all nine)
+#             mcp_relay (default: all ten)
 #
 # Environment:
 #   CARGO_FUZZ_VERSION  cargo-fuzz to install when `cargo fuzz` is missing (default 0.13.2);
@@ -23,14 +23,15 @@
 # Hand-written seeds live in fuzz/seeds/ (repair targets), fuzz/seeds-history/ (history_sanitize),
 # fuzz/seeds-sse/ (sse_assemble: JSON-lines chunk streams), fuzz/seeds-messages/
 # (messages_front: a mode byte, then a Messages body or cut positions and a chat SSE),
-# fuzz/seeds-responses/ (responses_front, alike) and fuzz/seeds-request/
+# fuzz/seeds-responses/ (responses_front, alike), fuzz/seeds-mcp/ (mcp_relay: lines, each
+# led by a byte whose parity says client or server) and fuzz/seeds-request/
 # (gateway_request: request bodies), and are copied into each target's corpus, with the
 # inputs of past findings in fuzz/regressions/<target>/.
 # scripts/fuzz-long.sh runs every target longer and prints a table of the figures.
 set -euo pipefail
 
 ALL_TARGETS=(repair_no_panic repair_matches_serde repair_idempotent history_sanitize sse_assemble
-  gateway_request tool_answers messages_front responses_front)
+  gateway_request tool_answers messages_front responses_front mcp_relay)
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
@@ -90,6 +91,10 @@ seed_corpus() { # seed_corpus DIR: hand-written seeds + (if present) the dev cor
   fi
   if [[ "$dir" == */messages_* ]]; then
     cp -n "$ROOT"/fuzz/seeds-messages/* "$dir"/ 2>/dev/null || true
+    return
+  fi
+  if [[ "$dir" == */mcp_* ]]; then
+    cp -n "$ROOT"/fuzz/seeds-mcp/* "$dir"/ 2>/dev/null || true
     return
   fi
   if [[ "$dir" == */responses_* ]]; then

@@ -84,8 +84,9 @@ pub(crate) struct McpProxyArgs {
     #[arg(long)]
     names_always: bool,
     /// The MCP server's command and its arguments, after `--` (none: serve the
-    /// configuration's [[mcp]] servers).
-    #[arg(last = true, num_args = 1..)]
+    /// configuration's [[mcp]] servers). Everything from the command on is its own,
+    /// options included; the `--` may be left out where a launcher eats it.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
     command: Vec<OsString>,
 }
 
@@ -129,6 +130,9 @@ pub(crate) fn run(args: &McpProxyArgs) -> anyhow::Result<ExitCode> {
             .await
             .map_err(anyhow::Error::from)
     });
+    // Not a drop: the runtime would wait for its thread blocked reading our stdin, and a
+    // client that waits for our end before closing its side would wait forever.
+    runtime.shutdown_timeout(Duration::from_millis(100));
     drop(flush);
     let status = status?;
     Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)))
@@ -192,6 +196,7 @@ fn hub(args: &McpProxyArgs, config: &Config, text: &str, origin: &str) -> anyhow
         }
         .map_err(anyhow::Error::from)
     });
+    runtime.shutdown_timeout(Duration::from_millis(100));
     drop(flush);
     served?;
     Ok(ExitCode::SUCCESS)

@@ -207,7 +207,8 @@ impl Relay {
                 if let Some(at) = self.waiting.iter().position(|(k, _)| *k == target) {
                     // It never reached the server, and now never will.
                     self.waiting.remove(at);
-                } else if self.pending.contains_key(&target) {
+                } else if self.pending.remove(&target).is_some() {
+                    // Its answer, if one still comes, passes as it is (the client ignores it).
                     out.push(Out::Server(raw));
                 }
             }
@@ -331,6 +332,11 @@ impl Relay {
                 tracing::info!(target: "toolmend::mcp", id = %call_id, tool, outcome, "tools/call answered with feedback; the server did not see it");
                 self.remember_call(&call_id, &params);
                 self.remember_result(&call_id, &result);
+                let mut result = result;
+                if is_modern(&v) {
+                    // The 2026-07-28 revision's results say they are complete.
+                    result["resultType"] = Value::String("complete".into());
+                }
                 out.push(Out::Client(response(&id, result)));
             }
         }
@@ -644,6 +650,14 @@ fn stamps(v: &Value) -> Option<Value> {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     (!kept.is_empty()).then_some(Value::Object(kept))
+}
+
+/// Whether request `v` is of the stateless 2026-07-28 revision (it carries the protocol
+/// version in its `_meta`, as every request of that revision does).
+fn is_modern(v: &Value) -> bool {
+    v.pointer("/params/_meta")
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .is_some()
 }
 
 /// Whether `v` is a `tools/call` request.

@@ -105,6 +105,23 @@ pub async fn http(
     max: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    http_on(hub, listener, max, shutdown).await
+}
+
+/// [`http`] on a bound listener.
+///
+/// # Errors
+///
+/// The listener fails.
+pub async fn http_on(
+    hub: Hub,
+    listener: tokio::net::TcpListener,
+    max: usize,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     let service = StreamableHttpService::new(
         move || Ok(hub.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -116,9 +133,6 @@ pub async fn http(
             .layer(axum::middleware::from_fn(move |req, next| {
                 bounded(req, next, max)
             }));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     let bound = listener.local_addr()?;
     tracing::info!(target: "toolmend::mcp", "MCP proxy serving on http://{bound}/mcp");
     axum::serve(listener, router)

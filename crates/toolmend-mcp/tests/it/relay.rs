@@ -531,3 +531,25 @@ async fn the_guard_refuses_a_flood_per_session() {
     }
     assert_eq!((to_server, refused), (2, 2));
 }
+
+#[tokio::test]
+async fn an_answer_of_the_relays_own_is_complete_on_a_2026_07_28_connection() {
+    let mut r = listed().await;
+    let stamp = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    let out = client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "add", "arguments": {"a": 1}, "_meta": stamp}}),
+    )
+    .await;
+    let (_, answer) = parsed(&out[0]);
+    assert_eq!(answer["result"]["resultType"], "complete");
+    // The handshake era has no such field.
+    let out = client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1}}}),
+    )
+    .await;
+    let (_, answer) = parsed(&out[0]);
+    assert!(answer["result"].get("resultType").is_none(), "{answer}");
+}

@@ -94,7 +94,7 @@ impl Session {
 
 /// The interpreter with `mcp` importable: `TOOLMEND_PYTHON`, or the workspace's `.venv`
 /// (scripts/python-env.sh). Neither is a failure, not a skip.
-fn python_with_mcp() -> PathBuf {
+pub(crate) fn python_with_mcp() -> PathBuf {
     let candidates: Vec<PathBuf> = std::env::var_os("TOOLMEND_PYTHON")
         .map(PathBuf::from)
         .into_iter()
@@ -111,7 +111,7 @@ fn python_with_mcp() -> PathBuf {
         })
 }
 
-fn python_server() -> String {
+pub(crate) fn python_server() -> String {
     format!(
         "{}/../toolmend-tools/tests/mcp_server.py",
         env!("CARGO_MANIFEST_DIR")
