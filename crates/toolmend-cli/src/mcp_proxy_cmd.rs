@@ -7,7 +7,7 @@ use std::{ffi::OsString, io::Write, path::PathBuf, process::ExitCode, sync::Arc,
 
 use anyhow::Context;
 use toolmend::guard::{MemoryStore, RuleGuard};
-use toolmend_gateway::{Config, sink::LogWriter};
+use toolmend_gateway::{Config, events::EventLog, sink::LogWriter};
 use toolmend_mcp::{Mender, ProxyGuard, Relay, StdioOptions};
 
 /// Stand between MCP clients and their servers: mend every tools/call first.
@@ -119,7 +119,7 @@ pub(crate) fn run(args: &McpProxyArgs) -> anyhow::Result<ExitCode> {
     let status = runtime.block_on(async {
         let guard = guard(&config)?;
         let guarded = guard.is_some();
-        let relay = Relay::new(Arc::new(mender(&config, guard)), &args.session, guarded);
+        let relay = Relay::new(Arc::new(mender(&config, guard)?), &args.session, guarded);
         let opts = StdioOptions {
             program: program.clone(),
             args: rest.to_vec(),
@@ -138,14 +138,35 @@ pub(crate) fn run(args: &McpProxyArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)))
 }
 
-/// The mender of `[calls]`: the same options as the gateway's.
-fn mender(config: &Config, guard: Option<ProxyGuard>) -> Mender {
+/// The mender of `[calls]` (the same options as the gateway's), reporting to the event
+/// log of `[events]` when it names a file.
+fn mender(config: &Config, guard: Option<ProxyGuard>) -> anyhow::Result<Mender> {
     let plan = toolmend::message::PlanOptions {
         mend: config.calls.mend_options(),
         calls_in_text: false,
         ..toolmend::message::PlanOptions::default()
     };
-    Mender::new(plan, guard)
+    let mender = Mender::new(plan, guard);
+    let log = EventLog::start(&config.events, |name| std::env::var(name).ok())
+        .map_err(anyhow::Error::msg)?;
+    Ok(match log {
+        Some(log) => mender.with_events(Arc::new(Events(log))),
+        None => mender,
+    })
+}
+
+/// The gateway's event log, as the proxy's sink.
+#[derive(Debug)]
+struct Events(EventLog);
+
+impl toolmend_mcp::Events for Events {
+    fn send(&self, event: toolmend::events::CallEvent) {
+        self.0.send(event);
+    }
+
+    fn session_hash(&self, id: &str) -> String {
+        self.0.session_hash(id)
+    }
 }
 
 /// Serves every `[[mcp]]` server of the configuration as one, over stdio or HTTP.
@@ -184,14 +205,24 @@ fn hub(args: &McpProxyArgs, config: &Config, text: &str, origin: &str) -> anyhow
         let hub = toolmend_mcp::hub::Hub::new(
             servers,
             naming,
-            mender(config, guard(config)?),
+            mender(config, guard(config)?)?,
             timeout,
             args.session.clone(),
         );
         match args.listen {
             None => toolmend_mcp::serve::stdio(hub, args.max_message_bytes).await,
             Some(addr) => {
-                toolmend_mcp::serve::http(hub, addr, args.max_message_bytes, shutdown()).await
+                // Prometheus metrics beside /mcp: toolmend_mcp_calls_total{outcome, mend},
+                // and the MCP client's own (reconnects).
+                let mut extra = axum::Router::new();
+                if let Ok(handle) = toolmend_gateway::metrics::install() {
+                    extra = extra.route(
+                        "/metrics",
+                        axum::routing::get(move || std::future::ready(handle.render())),
+                    );
+                }
+                toolmend_mcp::serve::http(hub, addr, args.max_message_bytes, extra, shutdown())
+                    .await
             }
         }
         .map_err(anyhow::Error::from)

@@ -27,6 +27,6 @@ pub mod relay;
 pub mod serve;
 pub mod stdio;
 
-pub use mend::{META_MEND, Mender, ProxyGuard, Verdict};
+pub use mend::{Events, META_MEND, Mender, ProxyGuard, Verdict};
 pub use relay::{Out, Relay};
 pub use stdio::{DEFAULT_GRACE, DEFAULT_MAX_MESSAGE_BYTES, StdioOptions};

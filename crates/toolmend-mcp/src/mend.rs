@@ -13,6 +13,7 @@ use toolmend::{
     Toolbox,
     conversation::{AssistantMessage, Message, ToolCall},
     drive::{self, CallReport, GuardTally, Guarding, OnRefused, Stages, Tally, Turn},
+    events::{self, CallEvent},
     guard::RuleGuard,
     message::{CallOutcome, PlanOptions, TimeOrderedIds},
 };
@@ -42,12 +43,22 @@ pub struct ProxyGuard {
     pub guard: Arc<RuleGuard>,
 }
 
-/// Mends `tools/call` requests: the plan's options and the guard.
+/// Where a mender reports each call: the event log (the gateway's format, `front`
+/// `mcp`), written without waiting.
+pub trait Events: Send + Sync + std::fmt::Debug {
+    /// Takes one call's event.
+    fn send(&self, event: CallEvent);
+    /// The hash of a session id (the log never holds the id itself).
+    fn session_hash(&self, id: &str) -> String;
+}
+
+/// Mends `tools/call` requests: the plan's options, the guard, the event log.
 #[derive(Debug)]
 pub struct Mender {
     plan: PlanOptions,
     guard: Option<ProxyGuard>,
     fresh_ids: TimeOrderedIds,
+    events: Option<Arc<dyn Events>>,
 }
 
 impl Mender {
@@ -63,7 +74,44 @@ impl Mender {
             plan,
             guard,
             fresh_ids: TimeOrderedIds::new(),
+            events: None,
         }
+    }
+
+    /// The same mender, reporting each call to `events`.
+    #[must_use]
+    pub fn with_events(mut self, events: Arc<dyn Events>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// Counts the call (`toolmend_mcp_calls_total{outcome, mend}`) and logs its event.
+    fn report(&self, toolbox: &Toolbox, report: &CallReport, call_id: &str, session: &str) {
+        metrics::counter!(
+            "toolmend_mcp_calls_total",
+            "outcome" => report.outcome.as_str(),
+            "mend" => events::mend_id(report.mend),
+        )
+        .increment(1);
+        let Some(sink) = &self.events else { return };
+        let ctx = events::Context {
+            ts: events::now(),
+            front: "mcp".to_owned(),
+            request_id: Some(call_id.to_owned()),
+            session: Some(sink.session_hash(session)),
+            ..events::Context::default()
+        };
+        let call = events::Call {
+            index: 0,
+            tool: &report.tool,
+            schema: toolbox.get(&report.tool).map(|t| t.parameters()),
+            source: report.source,
+            outcome: report.outcome,
+            mend: report.mend,
+            fixes: &report.fixes,
+            issues: &report.issues,
+        };
+        sink.send(CallEvent::new(&ctx, &call));
     }
 
     /// The verdict on the `tools/call` whose JSON-RPC id is `id` and whose params are
@@ -96,7 +144,7 @@ impl Mender {
         };
         let message = AssistantMessage {
             content: Some(None),
-            tool_calls: Some(vec![ToolCall::new(call_id, name, text)]),
+            tool_calls: Some(vec![ToolCall::new(call_id.clone(), name, text)]),
             ..AssistantMessage::default()
         };
         let mut stages = Stages::plan_only(toolbox, &self.plan);
@@ -144,6 +192,7 @@ impl Mender {
                 None,
             ));
         };
+        self.report(toolbox, report, &call_id, session);
         let record = record(report);
         if !report.may_run() {
             let text = report

@@ -94,7 +94,7 @@ async fn bounded(
 }
 
 /// Serves `hub` over streamable HTTP at `http://ADDR/mcp` until `shutdown` resolves;
-/// request bodies of at most `max` bytes.
+/// request bodies of at most `max` bytes; `extra` routes beside it.
 ///
 /// # Errors
 ///
@@ -103,15 +103,16 @@ pub async fn http(
     hub: Hub,
     addr: SocketAddr,
     max: usize,
+    extra: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
-    http_on(hub, listener, max, shutdown).await
+    http_on(hub, listener, max, extra, shutdown).await
 }
 
-/// [`http`] on a bound listener.
+/// [`http`] on a bound listener; `extra` routes are served beside `/mcp` (`/metrics`).
 ///
 /// # Errors
 ///
@@ -120,6 +121,7 @@ pub async fn http_on(
     hub: Hub,
     listener: tokio::net::TcpListener,
     max: usize,
+    extra: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let service = StreamableHttpService::new(
@@ -127,12 +129,12 @@ pub async fn http_on(
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
-    let router =
-        axum::Router::new()
-            .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn(move |req, next| {
-                bounded(req, next, max)
-            }));
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(move |req, next| {
+            bounded(req, next, max)
+        }))
+        .merge(extra);
     let bound = listener.local_addr()?;
     tracing::info!(target: "toolmend::mcp", "MCP proxy serving on http://{bound}/mcp");
     axum::serve(listener, router)

@@ -57,6 +57,7 @@ async fn hub(naming: Naming) -> String {
         hub,
         listener,
         1 << 20,
+        axum::Router::new(),
         std::future::pending(),
     ));
     url

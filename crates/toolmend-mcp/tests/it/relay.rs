@@ -553,3 +553,72 @@ async fn an_answer_of_the_relays_own_is_complete_on_a_2026_07_28_connection() {
     let (_, answer) = parsed(&out[0]);
     assert!(answer["result"].get("resultType").is_none(), "{answer}");
 }
+
+/// Collects the events a mender reports.
+#[derive(Debug, Default)]
+struct Collected(std::sync::Mutex<Vec<toolmend::events::CallEvent>>);
+
+impl toolmend_mcp::Events for Collected {
+    fn send(&self, event: toolmend::events::CallEvent) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(event);
+    }
+
+    fn session_hash(&self, id: &str) -> String {
+        format!("h({id})")
+    }
+}
+
+#[tokio::test]
+async fn every_call_is_an_event_in_the_gateways_format_naming_no_value() {
+    let sink = Arc::new(Collected::default());
+    let mender = Mender::new(PlanOptions::default(), None).with_events(sink.clone());
+    let mut r = Relay::new(Arc::new(mender), "sess", false);
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"}),
+    )
+    .await;
+    server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools()}}),
+    )
+    .await;
+    for (id, args) in [
+        (1, json!({"a": "secret-7", "b": 1})),
+        (2, json!({"a": "7", "b": 1})),
+        (3, json!({"a": 1, "b": 2})),
+    ] {
+        client(
+            &mut r,
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "add", "arguments": args}}),
+        )
+        .await;
+    }
+    let events = sink
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let got: Vec<(Option<String>, &str, &str)> = events
+        .iter()
+        .map(|e| (e.request_id.clone(), e.outcome.as_str(), e.mend.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Some("1".into()), "feedback", "feedback"),
+            (Some("2".into()), "executed", "repaired"),
+            (Some("3".into()), "executed", "valid"),
+        ]
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e.front == "mcp" && e.session.as_deref() == Some("h(sess)"))
+    );
+    let line = serde_json::to_string(&events).unwrap_or_default();
+    assert!(!line.contains("secret-7"), "{line}");
+}
