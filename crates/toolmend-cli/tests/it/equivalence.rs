@@ -11,6 +11,11 @@
 //! others on some case and fails here. The Python package is held to the same cases by
 //! `python/tests/test_equivalence.py`.
 //!
+//! The MCP proxy takes one call a request: each sent call of every case goes through its
+//! relay as a `tools/call` (an object as arguments, any other text as a JSON string) and
+//! must be forwarded with the arguments, or answered with feedback, as the core plans
+//! that one call on its own.
+//!
 //! The cases with a `guard` (the gateway's `[guard]` table) go once more through the fronts
 //! that guard (the node, the gateway as JSON and as a stream; Python in its own test): each
 //! call's id, tool and outcome (`flooded` for a refused one) must be the same. The CLI's
@@ -1306,5 +1311,120 @@ fn every_choice_of_an_answer_is_mended_alike_as_json_and_as_a_stream() {
         // they came would fail above, not here.
         assert!(reference.iter().skip(1).all(|o| !o.calls.is_empty()));
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// What the MCP proxy made of one `tools/call`: the tool and arguments it forwarded and
+/// `executed`, or `feedback` when it answered the call itself.
+fn mcp_call(
+    relay: &mut toolmend_mcp::Relay,
+    rt: &tokio::runtime::Runtime,
+    id: usize,
+    name: &str,
+    text: &str,
+) -> (String, Value, &'static str) {
+    // An object as an MCP client sends it; any other text as a JSON string.
+    let arguments = match serde_json::from_str::<Value>(text) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => Value::String(text.to_owned()),
+    };
+    let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": name, "arguments": arguments}});
+    let mut out = Vec::new();
+    rt.block_on(relay.from_client(request.to_string().into_bytes(), &mut out));
+    let [one] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    match one {
+        toolmend_mcp::Out::Server(b) => {
+            let sent: Value = serde_json::from_slice(b).unwrap();
+            let answer = json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+            let mut back = Vec::new();
+            rt.block_on(relay.from_server(answer.to_string().into_bytes(), &mut back));
+            (
+                sent["params"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                sent["params"]["arguments"].clone(),
+                "executed",
+            )
+        }
+        toolmend_mcp::Out::Client(_) => (name.to_owned(), Value::Null, "feedback"),
+    }
+}
+
+/// The core's plan of one sent call on its own, as the MCP proxy plans it: one call a
+/// request (a list for a scalar field is not split), no calls in text.
+fn core_one_call(
+    case: &Case,
+    call: &toolmend::conversation::ToolCall,
+) -> (String, Value, &'static str) {
+    let tools = toolbox(&case.tools);
+    let ctx = ValidationContext::new("", Phase::Initial);
+    let mut opts = PlanOptions {
+        calls_in_text: false,
+        ..PlanOptions::default()
+    };
+    opts.mend.coercions.split_merged_calls = false;
+    let message = AssistantMessage {
+        content: Some(None),
+        tool_calls: Some(vec![call.clone()]),
+        ..AssistantMessage::default()
+    };
+    let plan = message::plan_assistant(&message, &[], &[], false, &tools, &opts, &ctx);
+    let calls: Vec<_> = plan
+        .calls
+        .iter()
+        .filter(|c| c.outcome != CallOutcome::Dropped)
+        .collect();
+    match calls.as_slice() {
+        [c] if disposition(c.outcome) == "executed" => {
+            let sanitized = message::sanitize_assistant(&message, &plan.shape, &plan.calls);
+            let sent = sanitized.tool_calls.iter().flatten().next().unwrap();
+            (sent.name.clone(), args_value(&sent.arguments), "executed")
+        }
+        [c] => (call.name.clone(), Value::Null, disposition(c.outcome)),
+        // Several calls in one: one tools/call is one call.
+        _ => (call.name.clone(), Value::Null, "feedback"),
+    }
+}
+
+#[test]
+fn every_call_is_mended_alike_through_the_mcp_proxy() {
+    let rt = runtime();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for case in cases() {
+        let mut relay = toolmend_mcp::Relay::new(
+            Arc::new(toolmend_mcp::Mender::new(PlanOptions::default(), None)),
+            "eq",
+            false,
+        );
+        let tools: Vec<Value> = case
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": t.parameters}))
+            .collect();
+        let mut out = Vec::new();
+        rt.block_on(relay.from_client(
+            br#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#.to_vec(),
+            &mut out,
+        ));
+        let listed = json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools}});
+        rt.block_on(relay.from_server(listed.to_string().into_bytes(), &mut out));
+        for (k, call) in case.message.tool_calls.iter().flatten().enumerate() {
+            let reference = core_one_call(&case, call);
+            let got = mcp_call(&mut relay, &rt, k, &call.name, &call.arguments);
+            checked += 1;
+            if got != reference {
+                failures.push(format!(
+                    "{} (call {k}): the MCP proxy differs from the core plan\n  core: {reference:?}\n  mcp:  {got:?}",
+                    case.name
+                ));
+            }
+        }
+    }
+    assert!(checked >= 35, "only {checked} calls checked: the case set shrank");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
