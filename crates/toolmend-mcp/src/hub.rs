@@ -42,6 +42,7 @@ use toolmend_tools::mcp::{Forwarded, McpConnection};
 
 use crate::{
     mend::{META_MEND, Mender, Verdict},
+    recent::Recent,
     relay::MAX_LIST_PAGES,
 };
 
@@ -127,6 +128,32 @@ struct Inner {
     prompts: RwLock<HashMap<String, (usize, String)>>,
     resources: RwLock<HashMap<String, usize>>,
     templates: RwLock<Vec<(String, usize)>>,
+    /// Each session's recent calls, when a guard reads them.
+    recent: Option<std::sync::Mutex<Sessions>>,
+}
+
+/// Sessions' recent calls, the oldest session forgotten past [`MAX_SESSIONS`].
+#[derive(Default)]
+struct Sessions {
+    by_id: HashMap<String, Recent>,
+    order: std::collections::VecDeque<String>,
+}
+
+/// Sessions whose recent calls the hub keeps for the guard.
+pub const MAX_SESSIONS: usize = 4096;
+
+impl Sessions {
+    fn get(&mut self, session: &str) -> &mut Recent {
+        if !self.by_id.contains_key(session) {
+            if self.order.len() == MAX_SESSIONS
+                && let Some(old) = self.order.pop_front()
+            {
+                self.by_id.remove(&old);
+            }
+            self.order.push_back(session.to_owned());
+        }
+        self.by_id.entry(session.to_owned()).or_default()
+    }
 }
 
 /// The tools as the hub shows them.
@@ -151,8 +178,10 @@ impl Hub {
         timeout: Duration,
         session: impl Into<String>,
     ) -> Self {
+        let recent = mender.guarded().then(Default::default);
         Hub {
             inner: Arc::new(Inner {
+                recent,
                 servers,
                 naming,
                 mender,
@@ -314,6 +343,15 @@ impl Hub {
         }
     }
 
+    /// `f` on `session`'s recent calls, when the hub keeps them (a guard reads them).
+    fn recent<T>(&self, session: &str, f: impl FnOnce(&mut Recent) -> T) -> Option<T> {
+        let sessions = self.inner.recent.as_ref()?;
+        let mut s = sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(f(s.get(session)))
+    }
+
     /// The guard's session of a request: the streamable HTTP session, else the hub's.
     fn session_of(&self, context: &RequestContext<RoleServer>) -> String {
         context
@@ -344,23 +382,37 @@ impl Hub {
             params["arguments"] = sent;
         }
         let id = serde_json::to_value(&context.id).unwrap_or(Value::Null);
+        let call_id = match &id {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let session = self.session_of(&context);
         let (params, record) = if catalog.unmended.contains(request.name.as_ref()) {
             (params, None)
         } else {
-            let session = self.session_of(&context);
+            let history = self
+                .recent(&session, |r| r.messages().to_vec())
+                .unwrap_or_default();
             match self
                 .inner
                 .mender
-                .mend(&catalog.toolbox, &id, &params, &session, &[])
+                .mend(&catalog.toolbox, &id, &params, &session, &history)
                 .await
             {
-                Verdict::Answer(result) => return typed(result),
+                Verdict::Answer(result) => {
+                    self.recent(&session, |r| {
+                        r.call(&call_id, &params);
+                        r.result(&call_id, &result);
+                    });
+                    return typed(result);
+                }
                 Verdict::Forward {
                     params: mended,
                     record,
                 } => (mended.unwrap_or(params), record),
             }
         };
+        self.recent(&session, |r| r.call(&call_id, &params));
         let shown = params.get("name").and_then(Value::as_str).unwrap_or("");
         let Some((at, name)) = catalog.routes.get(shown).cloned() else {
             // Unknown even after listing, and not mended (its server's schema did not
@@ -379,6 +431,7 @@ impl Hub {
             answer = self.ask(at, "tools/call", Some(upstream)) => answer?,
         };
         let mut result = answer;
+        self.recent(&session, |r| r.result(&call_id, &result));
         if let (Some(r), Some(obj)) = (record, result.as_object_mut()) {
             let meta = obj.entry("_meta").or_insert_with(|| json!({}));
             if let Some(m) = meta.as_object_mut() {

@@ -12,6 +12,7 @@
 //!
 //! - [`frame`]: MCP's stdio framing, one message a line, read with a size bound;
 //! - [`mend`]: one `tools/call` through the driver: forward (mended or as sent) or answer;
+//! - [`recent`]: a session's recent calls and results, for the guard's loop rules;
 //! - [`relay`]: one session's JSON-RPC state: what passes unchanged, what is mended,
 //!   what is answered here, the tool list read from the server;
 //! - [`stdio`]: the wrapper around a server started as a child process;
@@ -23,6 +24,7 @@
 pub mod frame;
 pub mod hub;
 pub mod mend;
+pub mod recent;
 pub mod relay;
 pub mod serve;
 pub mod stdio;

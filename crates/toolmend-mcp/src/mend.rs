@@ -78,6 +78,11 @@ impl Mender {
         }
     }
 
+    /// Whether a guard checks the calls (its loop rules read the session's recent calls).
+    pub fn guarded(&self) -> bool {
+        self.guard.is_some()
+    }
+
     /// The same mender, reporting each call to `events`.
     #[must_use]
     pub fn with_events(mut self, events: Arc<dyn Events>) -> Self {

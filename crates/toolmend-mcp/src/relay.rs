@@ -25,12 +25,12 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde_json::{Map, Value, json};
-use toolmend::{
-    CompiledTool, Toolbox,
-    conversation::{AssistantMessage, Content, Message, ToolCall, ToolMessage},
-};
+use toolmend::{CompiledTool, Toolbox};
 
-use crate::mend::{META_MEND, Mender, Verdict};
+use crate::{
+    mend::{META_MEND, Mender, Verdict},
+    recent::Recent,
+};
 
 /// How the relay's own requests' ids begin.
 pub const OWN_ID_PREFIX: &str = "io.toolmend/";
@@ -40,9 +40,6 @@ pub const MAX_WAITING_CALLS: usize = 4096;
 
 /// Pages of `tools/list` read before the list is taken as complete.
 pub const MAX_LIST_PAGES: u32 = 1000;
-
-/// Messages of recent calls and results kept per session for the guard's loop rules.
-const HISTORY: usize = 64;
 
 /// JSON-RPC's parse error.
 pub const PARSE_ERROR: i64 = -32700;
@@ -121,7 +118,7 @@ pub struct Relay {
     pending: HashMap<String, Pending>,
     waiting: VecDeque<(String, Value)>,
     own_seq: u64,
-    history: VecDeque<Message>,
+    history: Recent,
     keep_history: bool,
 }
 
@@ -139,7 +136,7 @@ impl Relay {
             pending: HashMap::new(),
             waiting: VecDeque::new(),
             own_seq: 0,
-            history: VecDeque::new(),
+            history: Recent::default(),
             keep_history: guarded,
         }
     }
@@ -272,7 +269,7 @@ impl Relay {
                 if unmended.contains(name) {
                     None
                 } else {
-                    let history = self.history.make_contiguous();
+                    let history = self.history.messages();
                     Some(
                         self.mender
                             .mend(toolbox, &id, &params, &self.session, history)
@@ -566,47 +563,15 @@ impl Relay {
     }
 
     fn remember_call(&mut self, call_id: &str, params: &Value) {
-        if !self.keep_history {
-            return;
+        if self.keep_history {
+            self.history.call(call_id, params);
         }
-        let name = params.get("name").and_then(Value::as_str).unwrap_or("");
-        let args = params
-            .get("arguments")
-            .map_or_else(|| "{}".to_owned(), Value::to_string);
-        self.push_history(Message::Assistant(AssistantMessage {
-            content: Some(None),
-            tool_calls: Some(vec![ToolCall::new(call_id, name, args)]),
-            ..AssistantMessage::default()
-        }));
     }
 
     fn remember_result(&mut self, call_id: &str, result: &Value) {
-        if !self.keep_history {
-            return;
+        if self.keep_history {
+            self.history.result(call_id, result);
         }
-        let text = result
-            .get("content")
-            .and_then(Value::as_array)
-            .map(|blocks| {
-                blocks
-                    .iter()
-                    .filter_map(|b| b.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default();
-        self.push_history(Message::Tool(ToolMessage {
-            content: Content::Text(text),
-            call_id: call_id.to_owned(),
-            extra: Default::default(),
-        }));
-    }
-
-    fn push_history(&mut self, m: Message) {
-        if self.history.len() == HISTORY {
-            self.history.pop_front();
-        }
-        self.history.push_back(m);
     }
 }
 

@@ -1425,6 +1425,9 @@ fn every_call_is_mended_alike_through_the_mcp_proxy() {
             }
         }
     }
-    assert!(checked >= 35, "only {checked} calls checked: the case set shrank");
+    assert!(
+        checked >= 35,
+        "only {checked} calls checked: the case set shrank"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -622,3 +622,53 @@ async fn every_call_is_an_event_in_the_gateways_format_naming_no_value() {
     let line = serde_json::to_string(&events).unwrap_or_default();
     assert!(!line.contains("secret-7"), "{line}");
 }
+
+#[tokio::test]
+async fn the_same_call_again_and_again_is_a_loop_the_guard_refuses() {
+    let guard = RuleGuard::new(GuardConfig {
+        repeat: Some(toolmend::guard::Ladder {
+            observe: 2,
+            block: 3,
+            stop: 0,
+            shadow: false,
+        }),
+        ..GuardConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mender = Arc::new(Mender::new(
+        PlanOptions::default(),
+        Some(ProxyGuard {
+            guard: Arc::new(guard),
+        }),
+    ));
+    let mut r = Relay::new(mender, "loop", true);
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"}),
+    )
+    .await;
+    server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools()}}),
+    )
+    .await;
+    let mut went = Vec::new();
+    for n in 0..4 {
+        let out = client(
+            &mut r,
+            json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}}),
+        )
+        .await;
+        let (to, _) = parsed(&out[0]);
+        went.push(to);
+        if to == "server" {
+            server(
+                &mut r,
+                json!({"jsonrpc": "2.0", "id": n, "result": {"content": [{"type": "text", "text": "2"}]}}),
+            )
+            .await;
+        }
+    }
+    // Two identical calls run; the third in a row is a loop.
+    assert_eq!(went, ["server", "server", "client", "client"]);
+}
