@@ -23,8 +23,9 @@ use toolmend_mcp::{Mender, ProxyGuard, Relay, StdioOptions};
 /// becomes --names (default "{server}_{tool}"; --names-always for every name).
 ///
 /// The proxy starts the server as a child process (its arguments, environment and
-/// stderr as the client gave them) and speaks MCP over stdio to both sides. It reads
-/// the server's tools itself (tools/list, every page, again on list_changed) and mends
+/// stderr as the client gave them) and speaks MCP over stdio to both sides. It knows
+/// the server's tools from the client's own tools/list (every page), or lists them
+/// itself when a call comes first or the list changed, and mends
 /// each tools/call's arguments against that tool's inputSchema, as everywhere in
 /// toolmend: string-encoded JSON parsed, "5" -> 5 for an integer, a misnamed key
 /// renamed, an enum's case fixed; nothing invented. A mended call goes on with its
@@ -35,8 +36,9 @@ use toolmend_mcp::{Mender, ProxyGuard, Relay, StdioOptions};
 /// ping, progress, cancellation, sampling and elicitation.
 ///
 /// Configuration (optional): the gateway's TOML (docs/gateway.md), of which the proxy
-/// reads [calls] strict and coercions, and [guard] (floods, duplicates and loops per
-/// proxy session; store = "memory" or "redis"); TOOLMEND_<SECTION>__<KEY> variables
+/// reads [calls] strict and coercions, [guard] (floods, duplicates and loops per
+/// proxy session; store = "memory" or "redis"), [events] (one JSON line per call, as
+/// the gateway's, front "mcp") and [[mcp]]; TOOLMEND_<SECTION>__<KEY> variables
 /// override it as for `serve`. One list given for a scalar field is feedback here:
 /// one tools/call is one call.
 ///
