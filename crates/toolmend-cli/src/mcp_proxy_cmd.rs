@@ -3,11 +3,11 @@
 //! guarded (`[guard]`), logs as JSON lines on standard error (standard output is the
 //! protocol's).
 
-use std::{ffi::OsString, io::Write, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
+use std::{ffi::OsString, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use toolmend::guard::{MemoryStore, RuleGuard};
-use toolmend_gateway::{Config, events::EventLog, sink::LogWriter};
+use toolmend_gateway::{Config, events::EventLog};
 use toolmend_mcp::{Mender, ProxyGuard, Relay, StdioOptions};
 
 /// Stand between MCP clients and their servers: mend every tools/call first.
@@ -292,25 +292,8 @@ fn guard(config: &Config) -> anyhow::Result<Option<ProxyGuard>> {
 /// JSON lines on standard error through the gateway's bounded log writer: a client
 /// that stops reading our stderr costs dropped lines, never a stalled call.
 fn init_logs() -> anyhow::Result<toolmend_gateway::sink::LogFlush> {
-    use tracing_subscriber::{Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
-    let rust_log = std::env::var("RUST_LOG").ok();
-    let filter =
-        tracing_subscriber::EnvFilter::try_new(crate::serve_cmd::log_filter(rust_log.as_deref()))
-            .unwrap_or_else(|e| {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "toolmend: RUST_LOG is not a filter ({e}); logging at info"
-                );
-                tracing_subscriber::EnvFilter::new(crate::serve_cmd::log_filter(None))
-            });
-    let (writer, flush) =
-        LogWriter::start(std::io::stderr()).context("starting the log writer thread")?;
-    let logs = tracing_subscriber::fmt::layer()
-        .json()
-        .with_current_span(false)
-        .with_span_list(false)
-        .with_writer(move || writer.clone())
-        .with_filter(filter);
+    use tracing_subscriber::{layer::SubscriberExt as _, util::SubscriberInitExt as _};
+    let (logs, flush) = crate::serve_cmd::json_logs()?;
     let _ = tracing_subscriber::registry().with(logs).try_init();
     Ok(flush)
 }

@@ -235,13 +235,13 @@ type Tracing = toolmend_gateway::telemetry::Tracing;
 #[cfg(not(feature = "otel"))]
 type Tracing = ();
 
-/// JSON lines on standard error, filtered by [`log_filter`], through a bounded queue and
-/// a thread of their own (`toolmend_gateway::sink::LogWriter`): a reader that stalls
-/// costs dropped lines (counted, and said once it reads again), never a request. With
-/// the `otel` feature and an OTLP endpoint, the gateway's spans exported too (call
-/// inside the runtime: the exporter sends its batches from a task of it).
-fn init_logs(config: &Config) -> anyhow::Result<(Option<Tracing>, LogFlush)> {
-    use tracing_subscriber::{Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
+/// The layer of JSON lines on standard error, filtered by [`log_filter`] (`RUST_LOG`),
+/// through the bounded log writer, and its flush (on drop).
+pub(crate) fn json_logs<S>() -> anyhow::Result<(impl tracing_subscriber::Layer<S>, LogFlush)>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    use tracing_subscriber::Layer as _;
     let rust_log = std::env::var("RUST_LOG").ok();
     let filter = tracing_subscriber::EnvFilter::try_new(log_filter(rust_log.as_deref()))
         .unwrap_or_else(|e| {
@@ -260,6 +260,17 @@ fn init_logs(config: &Config) -> anyhow::Result<(Option<Tracing>, LogFlush)> {
         .with_span_list(false)
         .with_writer(move || writer.clone())
         .with_filter(filter);
+    Ok((logs, flush))
+}
+
+/// JSON lines on standard error, filtered by [`log_filter`], through a bounded queue and
+/// a thread of their own (`toolmend_gateway::sink::LogWriter`): a reader that stalls
+/// costs dropped lines (counted, and said once it reads again), never a request. With
+/// the `otel` feature and an OTLP endpoint, the gateway's spans exported too (call
+/// inside the runtime: the exporter sends its batches from a task of it).
+fn init_logs(config: &Config) -> anyhow::Result<(Option<Tracing>, LogFlush)> {
+    use tracing_subscriber::{layer::SubscriberExt as _, util::SubscriberInitExt as _};
+    let (logs, flush) = json_logs()?;
     #[cfg(feature = "otel")]
     {
         let tracing = toolmend_gateway::telemetry::Tracing::start(&config.telemetry, &|n| {

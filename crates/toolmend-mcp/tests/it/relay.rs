@@ -50,6 +50,31 @@ fn parsed(o: &Out) -> (&'static str, Value) {
     }
 }
 
+/// A relay guarded by `rules` (in memory) for `session`, its tools listed.
+async fn guarded(rules: GuardConfig, session: &str) -> Relay {
+    let guard = RuleGuard::new(rules)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_store(MemoryStore::new(1000));
+    let mender = Arc::new(Mender::new(
+        PlanOptions::default(),
+        Some(ProxyGuard {
+            guard: Arc::new(guard),
+        }),
+    ));
+    let mut r = Relay::new(mender, session, true);
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"}),
+    )
+    .await;
+    server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools()}}),
+    )
+    .await;
+    r
+}
+
 /// A relay whose client initialized and listed the tools (one page).
 async fn listed() -> Relay {
     let mut r = relay();
@@ -477,27 +502,12 @@ async fn a_batch_with_calls_is_mended_call_by_call() {
 
 #[tokio::test]
 async fn the_guard_refuses_a_flood_per_session() {
-    let guard = RuleGuard::new(GuardConfig {
-        session: Some(Window::new(2, 60.0)),
-        ..GuardConfig::default()
-    })
-    .unwrap_or_else(|e| panic!("{e}"))
-    .with_store(MemoryStore::new(1000));
-    let mender = Arc::new(Mender::new(
-        PlanOptions::default(),
-        Some(ProxyGuard {
-            guard: Arc::new(guard),
-        }),
-    ));
-    let mut r = Relay::new(mender, "session-a", true);
-    client(
-        &mut r,
-        json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"}),
-    )
-    .await;
-    server(
-        &mut r,
-        json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools()}}),
+    let mut r = guarded(
+        GuardConfig {
+            session: Some(Window::new(2, 60.0)),
+            ..GuardConfig::default()
+        },
+        "session-a",
     )
     .await;
     let mut to_server = 0;
@@ -625,31 +635,17 @@ async fn every_call_is_an_event_in_the_gateways_format_naming_no_value() {
 
 #[tokio::test]
 async fn the_same_call_again_and_again_is_a_loop_the_guard_refuses() {
-    let guard = RuleGuard::new(GuardConfig {
-        repeat: Some(toolmend::guard::Ladder {
-            observe: 2,
-            block: 3,
-            stop: 0,
-            shadow: false,
-        }),
-        ..GuardConfig::default()
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    let mender = Arc::new(Mender::new(
-        PlanOptions::default(),
-        Some(ProxyGuard {
-            guard: Arc::new(guard),
-        }),
-    ));
-    let mut r = Relay::new(mender, "loop", true);
-    client(
-        &mut r,
-        json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"}),
-    )
-    .await;
-    server(
-        &mut r,
-        json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools()}}),
+    let mut r = guarded(
+        GuardConfig {
+            repeat: Some(toolmend::guard::Ladder {
+                observe: 2,
+                block: 3,
+                stop: 0,
+                shadow: false,
+            }),
+            ..GuardConfig::default()
+        },
+        "loop",
     )
     .await;
     let mut went = Vec::new();
