@@ -128,7 +128,8 @@ pub(crate) fn run(args: &McpProxyArgs) -> anyhow::Result<ExitCode> {
             max_message_bytes: args.max_message_bytes,
             grace: Duration::from_millis(args.grace_ms),
         };
-        toolmend_mcp::stdio::run(&opts, relay, tokio::io::stdin(), tokio::io::stdout())
+        let (input, output) = toolmend_mcp::stdio::client_pipes();
+        toolmend_mcp::stdio::run(&opts, relay, input, output)
             .await
             .map_err(anyhow::Error::from)
     });

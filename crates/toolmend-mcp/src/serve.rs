@@ -29,11 +29,12 @@ use crate::{
 ///
 /// The client's handshake failed, or the transport did.
 pub async fn stdio(hub: Hub, max: usize) -> io::Result<()> {
+    let (input, output) = crate::stdio::client_pipes();
     let (mut into_rmcp, rmcp_side) = tokio::io::duplex(1 << 16);
     // The client's lines, bounded and with arguments stashed, into the library's input.
     #[allow(clippy::disallowed_methods)]
     tokio::spawn(async move {
-        let mut lines = Lines::new(BufReader::new(tokio::io::stdin()), max);
+        let mut lines = Lines::new(BufReader::new(input), max);
         while let Ok(Some(frame)) = lines.next().await {
             let line = match frame {
                 Frame::Line(l) => stash_text_arguments(&l).unwrap_or(l),
@@ -58,7 +59,7 @@ pub async fn stdio(hub: Hub, max: usize) -> io::Result<()> {
     });
     let (rmcp_in, _) = tokio::io::split(rmcp_side);
     let running = hub
-        .serve((rmcp_in, tokio::io::stdout()))
+        .serve((rmcp_in, output))
         .await
         .map_err(|e| io::Error::other(format!("the MCP client's handshake failed: {e}")))?;
     running

@@ -141,6 +141,44 @@ where
     Ok(status.unwrap_or(1))
 }
 
+/// Our standard input and output as async pipes: read and written on the runtime's own
+/// thread (epoll) when they are pipes, as MCP clients start their servers; otherwise
+/// (a terminal, a file) tokio's standard streams, which read and write on a thread of
+/// their own (a thread hand-off per line: most of the CPU a relayed call costs).
+pub fn client_pipes() -> (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+) {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use tokio::net::unix::pipe;
+        let input = std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
+        let output = std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .and_then(|fd| pipe::Sender::from_owned_fd(fd).ok());
+        let input: Box<dyn AsyncRead + Unpin + Send> = match input {
+            Some(p) => Box::new(p),
+            None => Box::new(tokio::io::stdin()),
+        };
+        let output: Box<dyn AsyncWrite + Unpin + Send> = match output {
+            Some(p) => Box::new(p),
+            None => Box::new(tokio::io::stdout()),
+        };
+        (input, output)
+    }
+    #[cfg(not(unix))]
+    {
+        (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+    }
+}
+
 /// The child's exit status once its stdout ended (killed if it lingers).
 async fn exit_status(child: &mut Child) -> Option<i32> {
     match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
