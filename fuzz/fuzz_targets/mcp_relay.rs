@@ -16,6 +16,7 @@ use toolmend::message::PlanOptions;
 use toolmend_mcp::{
     Mender, Out, Relay,
     frame::{Frame, Lines, sniff_id},
+    relay::Dropped,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -45,7 +46,10 @@ fuzz_target!(|data: &[u8]| {
             } else {
                 relay.from_server(rest.to_vec(), &mut out).await;
                 if side % 3 == 0 {
-                    relay.server_too_long(sniff_id(rest, rest), rest.len(), 1, &mut out);
+                    let dropped = Dropped::of(rest.len(), rest, rest);
+                    relay.server_too_long(&dropped, 1, &mut out).await;
+                } else if side % 5 == 0 {
+                    relay.client_too_long(&Dropped::of(rest.len(), rest, rest), 1, &mut out);
                 }
             }
             for o in out.drain(..) {

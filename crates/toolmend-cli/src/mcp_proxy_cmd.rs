@@ -85,6 +85,11 @@ pub(crate) struct McpProxyArgs {
     /// Without a command: name every tool and prompt by --names, not only shared ones.
     #[arg(long)]
     names_always: bool,
+    /// With --listen: a Host header to accept beside loopback ones (repeatable; e.g. the
+    /// name clients reach a proxy served on 0.0.0.0 by). Others are refused, against DNS
+    /// rebinding.
+    #[arg(long = "allow-host")]
+    allow_hosts: Vec<String>,
     /// The MCP server's command and its arguments, after `--` (none: serve the
     /// configuration's [[mcp]] servers). Everything from the command on is its own,
     /// options included; the `--` may be left out where a launcher eats it.
@@ -224,8 +229,15 @@ fn hub(args: &McpProxyArgs, config: &Config, text: &str, origin: &str) -> anyhow
                         axum::routing::get(move || std::future::ready(handle.render())),
                     );
                 }
-                toolmend_mcp::serve::http(hub, addr, args.max_message_bytes, extra, shutdown())
-                    .await
+                toolmend_mcp::serve::http(
+                    hub,
+                    addr,
+                    args.max_message_bytes,
+                    &args.allow_hosts,
+                    extra,
+                    shutdown(),
+                )
+                .await
             }
         }
         .map_err(anyhow::Error::from)

@@ -113,10 +113,18 @@ impl<R: AsyncBufRead + Unpin> Lines<R> {
 /// the first `"id"` member at depth one of `head`, else an `"id"` member that ends
 /// `tail` (`…,"id":7}` or `…,"id":7,"jsonrpc":"2.0"}`). `None` when neither shows one.
 pub fn sniff_id(head: &[u8], tail: &[u8]) -> Option<Value> {
-    id_in_head(head).or_else(|| id_at_end(tail))
+    member_in_head(head, "id").or_else(|| id_at_end(tail))
 }
 
-fn id_in_head(b: &[u8]) -> Option<Value> {
+/// Whether a message known only by its first bytes is a request or a notification (it
+/// has a top-level `"method"`), not a response.
+pub fn sniff_is_request(head: &[u8]) -> bool {
+    member_in_head(head, "method").is_some()
+}
+
+/// The scalar value of the first member `key` at depth one of `b`.
+fn member_in_head(b: &[u8], key: &str) -> Option<Value> {
+    let quoted = format!("\"{key}\"");
     let mut depth = 0usize;
     let mut i = 0;
     while i < b.len() {
@@ -125,7 +133,7 @@ fn id_in_head(b: &[u8]) -> Option<Value> {
             b'}' | b']' => depth = depth.saturating_sub(1),
             b'"' => {
                 let end = string_end(b, i)?;
-                if depth == 1 && &b[i..=end] == b"\"id\"" {
+                if depth == 1 && &b[i..=end] == quoted.as_bytes() {
                     let rest = skip_ws(b, end + 1);
                     if b.get(rest) == Some(&b':') {
                         return scalar_at(b, skip_ws(b, rest + 1));

@@ -202,6 +202,18 @@ impl Hub {
         method: &str,
         params: Option<Value>,
     ) -> Result<Value, ErrorData> {
+        self.ask_until(at, method, params, std::future::pending())
+            .await
+    }
+
+    /// [`Hub::ask`], given up (and cancelled at the server) when `cancelled` resolves.
+    async fn ask_until(
+        &self,
+        at: usize,
+        method: &str,
+        params: Option<Value>,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Result<Value, ErrorData> {
         let server = &self.inner.servers[at];
         let mut request = json!({ "method": method });
         if let Some(p) = params {
@@ -213,10 +225,13 @@ impl Hub {
                 None,
             )
         })?;
-        match server.forward(request, self.inner.timeout).await {
+        match server.forward(request, self.inner.timeout, cancelled).await {
             Ok(result) => serde_json::to_value(result)
                 .map_err(|e| ErrorData::internal_error(format!("{e}"), None)),
             Err(Forwarded::Rpc(e)) => Err(e),
+            Err(Forwarded::Cancelled) => {
+                Err(ErrorData::new(ErrorCode(-32800), "request cancelled", None))
+            }
             Err(Forwarded::Transport(e)) => Err(ErrorData::internal_error(
                 format!("MCP server {:?}: {e}", server.name()),
                 None,
@@ -423,20 +438,26 @@ impl Hub {
         };
         let mut upstream = params;
         upstream["name"] = Value::String(name);
-        let answer = tokio::select! {
-            // The client gave up: dropping the request cancels it at the server.
-            () = context.ct.cancelled() => {
-                return Err(ErrorData::new(ErrorCode(-32800), "request cancelled", None));
+        // The client giving up cancels the call at the server too.
+        let answer = self
+            .ask_until(at, "tools/call", Some(upstream), context.ct.cancelled())
+            .await;
+        let mut result = match answer {
+            Ok(result) => result,
+            Err(mut e) => {
+                // The server's error still says what was done to the call it refused.
+                if let Some(r) = record {
+                    let data = e.data.get_or_insert_with(|| json!({}));
+                    if let Some(d) = data.as_object_mut() {
+                        d.insert(META_MEND.into(), r);
+                    }
+                }
+                return Err(e);
             }
-            answer = self.ask(at, "tools/call", Some(upstream)) => answer?,
         };
-        let mut result = answer;
         self.recent(&session, |r| r.result(&call_id, &result));
-        if let (Some(r), Some(obj)) = (record, result.as_object_mut()) {
-            let meta = obj.entry("_meta").or_insert_with(|| json!({}));
-            if let Some(m) = meta.as_object_mut() {
-                m.insert(META_MEND.into(), r);
-            }
+        if let Some(r) = record {
+            crate::mend::attach(&mut result, r);
         }
         typed(result)
     }

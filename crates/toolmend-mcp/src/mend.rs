@@ -226,6 +226,22 @@ impl Mender {
     }
 }
 
+/// Puts `record` into `result`'s `_meta` (made an object when the server sent none, or
+/// `null`; a `_meta` of another kind, which the protocol does not allow, is left as the
+/// server sent it, and the record with it).
+pub fn attach(result: &mut Value, record: Value) {
+    let Some(obj) = result.as_object_mut() else {
+        return;
+    };
+    let meta = obj.entry("_meta").or_insert(Value::Null);
+    if meta.is_null() {
+        *meta = json!({});
+    }
+    if let Some(m) = meta.as_object_mut() {
+        m.insert(META_MEND.into(), record);
+    }
+}
+
 /// What was done to the call, as the result's `_meta` carries it: the report's outcome,
 /// the mending (`valid`, `repaired`, `feedback`), every fix and issue.
 fn record(report: &CallReport) -> Value {

@@ -10,6 +10,9 @@ use toolmend::conversation::{AssistantMessage, Content, Message, ToolCall, ToolM
 /// Messages kept per session (a call and its result are two).
 pub const KEPT: usize = 64;
 
+/// Bytes of a result's text kept (what the no-progress rule compares).
+pub const RESULT_BYTES: usize = 4096;
+
 /// One session's recent calls and results.
 #[derive(Debug, Default, Clone)]
 pub struct Recent {
@@ -49,6 +52,14 @@ impl Recent {
                     .join("\n")
             })
             .unwrap_or_default();
+        let mut text = text;
+        if text.len() > RESULT_BYTES {
+            let mut cut = RESULT_BYTES;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+        }
         self.push(Message::Tool(ToolMessage {
             content: Content::Text(text),
             call_id: call_id.to_owned(),

@@ -28,9 +28,32 @@ use serde_json::{Map, Value, json};
 use toolmend::{CompiledTool, Toolbox};
 
 use crate::{
+    frame::sniff_id,
     mend::{META_MEND, Mender, Verdict},
     recent::Recent,
 };
+
+/// A message over the size limit, known by its ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dropped {
+    /// Its length in bytes.
+    pub len: usize,
+    /// Its top-level id, when its ends show one.
+    pub id: Option<Value>,
+    /// A request or a notification (it has a `method`), not a response.
+    pub request: bool,
+}
+
+impl Dropped {
+    /// What the ends of a line over the limit show.
+    pub fn of(len: usize, head: &[u8], tail: &[u8]) -> Self {
+        Dropped {
+            len,
+            id: sniff_id(head, tail),
+            request: crate::frame::sniff_is_request(head),
+        }
+    }
+}
 
 /// How the relay's own requests' ids begin.
 pub const OWN_ID_PREFIX: &str = "io.toolmend/";
@@ -113,8 +136,9 @@ pub struct Relay {
     server_tools: Option<bool>,
     /// The list changed since it was read.
     stale: bool,
-    /// The pages of the client's own listing read so far (`None`: none under way).
-    client_pages: Option<Vec<Value>>,
+    /// The tools of the client's own listing read so far, and its pages (`None`: none
+    /// under way).
+    client_pages: Option<(Vec<Value>, u32)>,
     pending: HashMap<String, Pending>,
     waiting: VecDeque<(String, Value)>,
     own_seq: u64,
@@ -141,6 +165,12 @@ impl Relay {
         }
     }
 
+    /// Calls held for the tool list, or the relay's own listing under way: what the
+    /// server must still get.
+    pub fn holds_unsent(&self) -> bool {
+        self.listing.is_some() || !self.waiting.is_empty()
+    }
+
     /// Requests the server has not answered yet (the relay's own included).
     pub fn in_flight(&self) -> usize {
         self.pending.len() + self.waiting.len() + usize::from(self.listing.is_some())
@@ -160,7 +190,7 @@ impl Relay {
             }
         };
         match v {
-            Value::Array(items) if items.iter().any(is_call) => {
+            Value::Array(items) if items.iter().any(|m| is_call(m) || is_cancel(m)) => {
                 // A batch with calls: each message on its own, so each call is mended.
                 for item in items {
                     let raw = item.to_string().into_bytes();
@@ -198,6 +228,13 @@ impl Relay {
             return;
         };
         match (method, id) {
+            (_, Some(id)) if id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX)) => {
+                out.push(Out::Client(error(
+                    &id,
+                    INVALID_REQUEST,
+                    &format!("Invalid Request: ids beginning with {OWN_ID_PREFIX:?} are toolmend mcp-proxy's own; use another id"),
+                )));
+            }
             ("tools/call", Some(id)) => self.call(id, v, raw, out).await,
             ("notifications/cancelled", None) => {
                 let target = v.pointer("/params/requestId").map(key).unwrap_or_default();
@@ -344,6 +381,17 @@ impl Relay {
         let v: Value = match serde_json::from_slice(&line) {
             Ok(v) => v,
             Err(_) => {
+                // The answer to the relay's own listing, unreadable: the listing failed.
+                let own = self.listing.as_ref().is_some_and(|l| {
+                    let head = &line[..line.len().min(crate::frame::KEPT)];
+                    let tail = &line[line.len().saturating_sub(crate::frame::KEPT)..];
+                    sniff_id(head, tail).is_some_and(|id| key(&id) == l.id)
+                });
+                if own {
+                    self.listing_failed("its answer is no JSON");
+                    self.flush(out).await;
+                    return;
+                }
                 // Not ours to judge: the client sees what the server sent.
                 out.push(Out::Client(line));
                 return;
@@ -384,10 +432,8 @@ impl Relay {
                             self.remember_result(&call_id, result);
                         }
                         match record {
-                            Some(r) if v.get("result").is_some_and(Value::is_object) => {
-                                out.push(Out::Client(with_record(v, r)));
-                            }
-                            _ => out.push(Out::Client(line)),
+                            Some(r) => out.push(Out::Client(with_record(v, r))),
+                            None => out.push(Out::Client(line)),
                         }
                     }
                     Some(Pending::Other) | None => out.push(Out::Client(line)),
@@ -405,40 +451,63 @@ impl Relay {
         }
     }
 
-    /// A line over the size limit came from the client: its request (when its id shows)
-    /// is answered with an error.
-    pub fn client_too_long(
-        &mut self,
-        id: Option<Value>,
-        len: usize,
-        max: usize,
-        out: &mut Vec<Out>,
-    ) {
+    /// A line over the size limit came from the client, known by its ends ([`Dropped`]):
+    /// a request of its is answered with an error (when its id shows); an answer of its to
+    /// a request of the server's goes to the server as an error instead.
+    pub fn client_too_long(&mut self, dropped: &Dropped, max: usize, out: &mut Vec<Out>) {
+        let len = dropped.len;
+        if !dropped.request
+            && let Some(id) = &dropped.id
+        {
+            out.push(Out::Server(error(
+                id,
+                INTERNAL_ERROR,
+                &format!("the client's answer is {len} bytes, over toolmend mcp-proxy's limit of {max} bytes (--max-message-bytes); it was dropped"),
+            )));
+            return;
+        }
         out.push(Out::Client(error(
-            id.as_ref().unwrap_or(&Value::Null),
+            dropped.id.as_ref().unwrap_or(&Value::Null),
             INVALID_REQUEST,
             &format!("Invalid Request: the message is {len} bytes, over toolmend mcp-proxy's limit of {max} bytes (--max-message-bytes); it was not forwarded"),
         )));
     }
 
-    /// A line over the size limit came from the server: the request it answered (when
-    /// its id shows) is answered with an error.
-    pub fn server_too_long(
-        &mut self,
-        id: Option<Value>,
-        len: usize,
-        max: usize,
-        out: &mut Vec<Out>,
-    ) {
+    /// A line over the size limit came from the server: the request of the client's it
+    /// answered (when its id shows) is answered with an error; a request of the server's
+    /// own is answered to the server; the answer to the relay's own listing ends it.
+    pub async fn server_too_long(&mut self, dropped: &Dropped, max: usize, out: &mut Vec<Out>) {
+        let len = dropped.len;
         tracing::warn!(target: "toolmend::mcp", len, max, "the server sent a message over the size limit; it was dropped");
-        let Some(id) = id else { return };
-        if self.pending.remove(&key(&id)).is_some() {
+        let Some(id) = &dropped.id else { return };
+        if dropped.request {
+            out.push(Out::Server(error(
+                id,
+                INVALID_REQUEST,
+                &format!("Invalid Request: the message is {len} bytes, over toolmend mcp-proxy's limit of {max} bytes (--max-message-bytes); it was not forwarded"),
+            )));
+            return;
+        }
+        if self.listing.as_ref().is_some_and(|l| l.id == key(id)) {
+            self.listing_failed("its answer is over the size limit");
+            self.flush(out).await;
+            return;
+        }
+        if self.pending.remove(&key(id)).is_some() {
             out.push(Out::Client(error(
-                &id,
+                id,
                 INTERNAL_ERROR,
                 &format!("the MCP server's answer is {len} bytes, over toolmend mcp-proxy's limit of {max} bytes (--max-message-bytes); it was dropped"),
             )));
         }
+    }
+
+    /// The relay's own listing got no usable answer: calls pass as sent, unmended.
+    fn listing_failed(&mut self, why: &str) {
+        tracing::warn!(target: "toolmend::mcp", why, "the MCP server did not list its tools; calls pass as sent, unmended");
+        self.listing = None;
+        self.tools = Tools::Unavailable;
+        self.stale = false;
     }
 
     /// The server is gone: every request it had, and every call waiting, is answered
@@ -466,18 +535,25 @@ impl Relay {
             return;
         };
         if first {
-            self.client_pages = Some(Vec::new());
+            self.client_pages = Some((Vec::new(), 0));
         }
-        let Some(pages) = &mut self.client_pages else {
+        let Some((pages, count)) = &mut self.client_pages else {
             return;
         };
+        *count += 1;
+        if *count > MAX_LIST_PAGES {
+            // Past the bound the client's listing is not followed (the relay lists itself
+            // when a call needs it).
+            self.client_pages = None;
+            return;
+        }
         if let Some(tools) = result.get("tools").and_then(Value::as_array) {
             pages.extend(tools.iter().cloned());
         }
         if result.get("nextCursor").is_some_and(|c| !c.is_null()) {
             return;
         }
-        if let Some(tools) = self.client_pages.take()
+        if let Some((tools, _)) = self.client_pages.take()
             && self.listing.is_none()
         {
             self.tools = compile(&tools);
@@ -525,10 +601,16 @@ impl Relay {
             return;
         };
         let Some(result) = v.get("result") else {
-            let error = v.get("error").cloned().unwrap_or_default();
-            tracing::warn!(target: "toolmend::mcp", %error, "the MCP server did not list its tools; calls pass as sent, unmended");
-            self.tools = Tools::Unavailable;
-            self.stale = false;
+            // Its code and message (redacted): never its data, which may hold anything.
+            let code = v.pointer("/error/code").cloned().unwrap_or_default();
+            let message = v
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            self.listing_failed(&format!(
+                "tools/list answered the error {code}: {}",
+                toolmend::redact::text(message)
+            ));
             self.flush(out).await;
             return;
         };
@@ -625,6 +707,11 @@ fn is_modern(v: &Value) -> bool {
         .is_some()
 }
 
+/// Whether `v` is a `notifications/cancelled` notification.
+fn is_cancel(v: &Value) -> bool {
+    v.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+}
+
 /// Whether `v` is a `tools/call` request.
 fn is_call(v: &Value) -> bool {
     v.get("method").and_then(Value::as_str) == Some("tools/call")
@@ -637,13 +724,18 @@ fn key(id: &Value) -> String {
 }
 
 /// The server's answer with what toolmend did added to its result's `_meta`.
+/// The server's answer to a mended call with what was done: in its result's `_meta`, or,
+/// when the server refused the call, in its error's `data`.
 fn with_record(mut v: Value, record: Value) -> Vec<u8> {
-    if let Some(result) = v.get_mut("result").and_then(Value::as_object_mut) {
-        let meta = result
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Some(m) = meta.as_object_mut() {
-            m.insert(META_MEND.into(), record);
+    if let Some(result) = v.get_mut("result") {
+        crate::mend::attach(result, record);
+    } else if let Some(error) = v.get_mut("error").and_then(Value::as_object_mut) {
+        let data = error.entry("data").or_insert(Value::Null);
+        if data.is_null() {
+            *data = json!({});
+        }
+        if let Some(d) = data.as_object_mut() {
+            d.insert(META_MEND.into(), record);
         }
     }
     v.to_string().into_bytes()

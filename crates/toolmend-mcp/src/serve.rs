@@ -104,13 +104,28 @@ pub async fn http(
     hub: Hub,
     addr: SocketAddr,
     max: usize,
+    allowed_hosts: &[String],
     extra: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
-    http_on(hub, listener, max, extra, shutdown).await
+    http_on(hub, listener, max, allowed_hosts, extra, shutdown).await
+}
+
+/// rmcp's server settings: bodies up to `max` (its own default is 4 MiB), and the `Host`
+/// headers accepted (loopback only by default, against DNS rebinding; a proxy served on
+/// another address names its hosts).
+fn http_config(max: usize, allowed_hosts: &[String]) -> StreamableHttpServerConfig {
+    let mut config = StreamableHttpServerConfig::default();
+    config.max_request_body_bytes = max;
+    if !allowed_hosts.is_empty() {
+        let mut hosts = config.allowed_hosts.clone();
+        hosts.extend(allowed_hosts.iter().cloned());
+        config = config.with_allowed_hosts(hosts);
+    }
+    config
 }
 
 /// [`http`] on a bound listener; `extra` routes are served beside `/mcp` (`/metrics`).
@@ -122,13 +137,14 @@ pub async fn http_on(
     hub: Hub,
     listener: tokio::net::TcpListener,
     max: usize,
+    allowed_hosts: &[String],
     extra: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let service = StreamableHttpService::new(
         move || Ok(hub.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        http_config(max, allowed_hosts),
     );
     let router = axum::Router::new()
         .nest_service("/mcp", service)

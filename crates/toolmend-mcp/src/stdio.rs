@@ -24,8 +24,8 @@ use tokio::{
 };
 
 use crate::{
-    frame::{Frame, Lines, sniff_id},
-    relay::{Out, Relay},
+    frame::{Frame, Lines},
+    relay::{Dropped, Out, Relay},
 };
 
 /// The default size limit of one message, either way (MCP's SDKs read far larger
@@ -100,19 +100,17 @@ where
             frame = from_client.recv(), if client_open => match frame {
                 Some(Frame::Line(line)) => relay.from_client(line, &mut out).await,
                 Some(Frame::TooLong { len, head, tail }) => {
-                    relay.client_too_long(sniff_id(&head, &tail), len, max, &mut out);
+                    relay.client_too_long(&Dropped::of(len, &head, &tail), max, &mut out);
                 }
                 None => {
                     client_open = false;
-                    // The server's stdin closes: the way MCP asks a stdio server to end.
-                    to_server = None;
                     deadline = Instant::now() + opts.grace;
                 }
             },
             frame = from_server.recv() => match frame {
                 Some(Frame::Line(line)) => relay.from_server(line, &mut out).await,
                 Some(Frame::TooLong { len, head, tail }) => {
-                    relay.server_too_long(sniff_id(&head, &tail), len, max, &mut out);
+                    relay.server_too_long(&Dropped::of(len, &head, &tail), max, &mut out).await;
                 }
                 None => break exit_status(&mut child).await,
             },
@@ -123,15 +121,19 @@ where
             }
         }
         dispatch(&mut out, to_server.as_ref(), &to_client).await;
+        // The client is gone and nothing of its waits to be sent (a call held for the
+        // tool list): the server's stdin closes, the way MCP asks a stdio server to end.
+        if !client_open && !relay.holds_unsent() {
+            to_server = None;
+        }
     };
-    if client_open {
-        let why = match status {
-            Some(code) => format!("it exited with status {code}"),
-            None => "it was ended by a signal".to_owned(),
-        };
-        relay.server_gone(&why, &mut out);
-        dispatch(&mut out, None, &to_client).await;
-    }
+    // Whatever the server had is answered (to a client that may be gone: harmless).
+    let why = match status {
+        Some(code) => format!("it exited with status {code}"),
+        None => "it was ended by a signal".to_owned(),
+    };
+    relay.server_gone(&why, &mut out);
+    dispatch(&mut out, None, &to_client).await;
     drop(to_server);
     // Everything queued for the client is written before we exit.
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();

@@ -532,33 +532,46 @@ impl McpConnection {
     }
 
     /// Any request, as it is, within `timeout` (a session that ended is started again
-    /// first): what an MCP proxy forwards for its clients. Dropping the future cancels the
-    /// request at the server (`notifications/cancelled`).
+    /// first): what an MCP proxy forwards for its clients. When `timeout` passes, or
+    /// `cancelled` resolves (the client gave up), the server is told
+    /// (`notifications/cancelled`) and the answer no longer awaited.
     ///
     /// # Errors
     ///
-    /// The server's own JSON-RPC error as it sent it ([`Forwarded::Rpc`], its text
-    /// redacted), or no answer ([`Forwarded::Transport`]).
+    /// The server's own JSON-RPC error as it sent it ([`Forwarded::Rpc`], its message
+    /// redacted), no answer ([`Forwarded::Transport`]), or [`Forwarded::Cancelled`].
     pub async fn forward(
         &self,
         request: ClientRequest,
         timeout: Duration,
+        cancelled: impl std::future::Future<Output = ()>,
     ) -> Result<ServerResult, Forwarded> {
         let deadline = Instant::now() + timeout;
         let session = self.session(deadline).await.map_err(Forwarded::Transport)?;
-        match tokio::time::timeout_at(deadline, session.peer().send_request(request)).await {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(ServiceError::McpError(mut data))) => {
-                data.message = redact::text(&data.message).into();
-                Err(Forwarded::Rpc(data))
+        let mut handle = session
+            .peer()
+            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| Forwarded::Transport(service_error(&e, timeout, self.inner.max_bytes)))?;
+        let (reason, error) = tokio::select! {
+            answer = &mut handle.rx => return match answer {
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(ServiceError::McpError(mut data))) => {
+                    data.message = redact::text(&data.message).into();
+                    Err(Forwarded::Rpc(data))
+                }
+                Ok(Err(e)) => Err(Forwarded::Transport(service_error(&e, timeout, self.inner.max_bytes))),
+                Err(_) => Err(Forwarded::Transport(TransportError::Broken(
+                    "the connection to the MCP server closed".into(),
+                ))),
+            },
+            () = tokio::time::sleep_until(deadline) => {
+                ("request timeout", Forwarded::Transport(TransportError::Timeout(timeout)))
             }
-            Ok(Err(e)) => Err(Forwarded::Transport(service_error(
-                &e,
-                timeout,
-                self.inner.max_bytes,
-            ))),
-            Err(_) => Err(Forwarded::Transport(TransportError::Timeout(timeout))),
-        }
+            () = cancelled => ("the client cancelled the request", Forwarded::Cancelled),
+        };
+        let _ = handle.cancel(Some(reason.to_owned())).await;
+        Err(error)
     }
 
     /// `None`: not listed yet; `Some(None)`: the tool declares no output schema (or the
@@ -580,6 +593,8 @@ pub enum Forwarded {
     Rpc(rmcp::model::ErrorData),
     /// No answer (see the module's table).
     Transport(TransportError),
+    /// The caller gave up (the server was told).
+    Cancelled,
 }
 
 /// Whether `url` asks for TLS (its scheme, in any case).

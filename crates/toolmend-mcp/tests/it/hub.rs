@@ -57,6 +57,7 @@ async fn hub(naming: Naming) -> String {
         hub,
         listener,
         1 << 20,
+        &[],
         axum::Router::new(),
         std::future::pending(),
     ));
@@ -77,7 +78,9 @@ async fn call(c: &McpConnection, name: &str, arguments: Value) -> Result<Value, 
         json!({"method": "tools/call", "params": {"name": name, "arguments": arguments}}),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let result: ServerResult = c.forward(request, Duration::from_secs(20)).await?;
+    let result: ServerResult = c
+        .forward(request, Duration::from_secs(20), std::future::pending())
+        .await?;
     Ok(serde_json::to_value(result).unwrap_or_default())
 }
 

@@ -7,7 +7,7 @@ use toolmend::{
     guard::{GuardConfig, MemoryStore, RuleGuard, Window},
     message::PlanOptions,
 };
-use toolmend_mcp::{Mender, Out, ProxyGuard, Relay};
+use toolmend_mcp::{Mender, Out, ProxyGuard, Relay, relay::Dropped};
 
 fn relay() -> Relay {
     Relay::new(
@@ -456,7 +456,12 @@ async fn bad_input_gets_a_json_rpc_error() {
 async fn a_message_over_the_limit_answers_its_request() {
     let mut r = listed().await;
     let mut out = Vec::new();
-    r.client_too_long(Some(json!(4)), 20_000_000, 16 << 20, &mut out);
+    let request = Dropped {
+        len: 20_000_000,
+        id: Some(json!(4)),
+        request: true,
+    };
+    r.client_too_long(&request, 16 << 20, &mut out);
     let (to, m) = parsed(&out[0]);
     assert_eq!(
         (to, m["id"].clone(), m["error"]["code"].clone()),
@@ -468,13 +473,128 @@ async fn a_message_over_the_limit_answers_its_request() {
     )
     .await;
     let mut out = Vec::new();
-    r.server_too_long(Some(json!(6)), 20_000_000, 16 << 20, &mut out);
+    let answer = Dropped {
+        len: 20_000_000,
+        id: Some(json!(6)),
+        request: false,
+    };
+    r.server_too_long(&answer, 16 << 20, &mut out).await;
     let (to, m) = parsed(&out[0]);
     assert_eq!(
         (to, m["id"].clone(), m["error"]["code"].clone()),
         ("client", json!(6), json!(-32603))
     );
     assert_eq!(r.in_flight(), 0);
+    // A request of the server's over the limit is answered to the server; the client's
+    // own request with that id is not touched.
+    client(&mut r, json!({"jsonrpc": "2.0", "id": 7, "method": "ping"})).await;
+    let mut out = Vec::new();
+    let server_request = Dropped {
+        len: 20_000_000,
+        id: Some(json!(7)),
+        request: true,
+    };
+    r.server_too_long(&server_request, 16 << 20, &mut out).await;
+    assert_eq!(parsed(&out[0]).0, "server");
+    assert_eq!(r.in_flight(), 1);
+    // The client's answer to a request of the server's, over the limit: an error to the
+    // server, not to the client.
+    let mut out = Vec::new();
+    let client_answer = Dropped {
+        len: 20_000_000,
+        id: Some(json!("s1")),
+        request: false,
+    };
+    r.client_too_long(&client_answer, 16 << 20, &mut out);
+    assert_eq!(parsed(&out[0]).0, "server");
+}
+
+#[tokio::test]
+async fn an_unusable_answer_to_the_relays_own_listing_lets_the_waiting_calls_pass() {
+    for answer in [Dropped {
+        len: 20_000_000,
+        id: None,
+        request: false,
+    }] {
+        let mut r = relay();
+        let out = client(
+            &mut r,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add", "arguments": {"a": "1"}}}),
+        )
+        .await;
+        let (_, list) = parsed(&out[0]);
+        let mut out = Vec::new();
+        let answer = Dropped {
+            id: Some(list["id"].clone()),
+            ..answer
+        };
+        r.server_too_long(&answer, 16 << 20, &mut out).await;
+        // The call goes on as sent: nothing to mend it against.
+        let (to, call) = parsed(&out[0]);
+        assert_eq!(
+            (to, call["params"]["arguments"].clone()),
+            ("server", json!({"a": "1"}))
+        );
+    }
+    // Not JSON at all.
+    let mut r = relay();
+    let out = client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add", "arguments": {"a": "1"}}}),
+    )
+    .await;
+    let (_, list) = parsed(&out[0]);
+    let mut out = Vec::new();
+    let garbled = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"tools":[oops"#,
+        list["id"]
+    );
+    r.from_server(garbled.into_bytes(), &mut out).await;
+    assert_eq!(parsed(&out[0]).0, "server");
+    assert_eq!(r.in_flight(), 1);
+}
+
+#[tokio::test]
+async fn a_client_id_in_the_relays_own_namespace_is_refused() {
+    let mut r = listed().await;
+    let out = client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": "io.toolmend/tools/list#1", "method": "ping"}),
+    )
+    .await;
+    let (to, m) = parsed(&out[0]);
+    assert_eq!((to, m["error"]["code"].clone()), ("client", json!(-32600)));
+}
+
+#[tokio::test]
+async fn a_mended_call_the_server_refuses_keeps_its_record_in_the_error() {
+    let mut r = listed().await;
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "add", "arguments": {"a": "1", "b": 2}}}),
+    )
+    .await;
+    let out = server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "no"}}),
+    )
+    .await;
+    let (_, m) = parsed(&out[0]);
+    assert_eq!(m["error"]["code"], -32602);
+    assert_eq!(m["error"]["data"]["io.toolmend/mend"]["mend"], "repaired");
+    // A result whose _meta is null gets the record too.
+    client(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "add", "arguments": {"a": "1", "b": 2}}}),
+    )
+    .await;
+    let out = server(
+        &mut r,
+        json!({"jsonrpc": "2.0", "id": 4, "result": {"content": [], "_meta": null}}),
+    )
+    .await;
+    let (_, m) = parsed(&out[0]);
+    assert_eq!(m["result"]["_meta"]["io.toolmend/mend"]["mend"], "repaired");
 }
 
 #[tokio::test]

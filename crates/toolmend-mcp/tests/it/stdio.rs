@@ -306,3 +306,27 @@ async fn a_command_that_does_not_exist_is_an_error_naming_it() {
 fn as_strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
+
+#[tokio::test]
+async fn a_call_waiting_for_the_tool_list_is_answered_though_the_client_closed_its_side() {
+    let mut s = Session::start(
+        "python3",
+        &as_strs(&tiny_server(
+            "        r = {\"content\": [{\"type\": \"text\", \"text\": \"done\"}]}",
+        )),
+        1 << 20,
+    );
+    initialize(&mut s).await;
+    // No listing by the client: the call waits for the relay's own, and the client
+    // closes its side at once.
+    s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add", "arguments": {"a": "1"}}}))
+        .await;
+    s.to_proxy = None;
+    let answer = s.answer(json!(1)).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "done", "{answer}");
+    assert_eq!(
+        answer["result"]["_meta"]["io.toolmend/mend"]["mend"],
+        "repaired"
+    );
+    assert_eq!(s.end().await, 0);
+}
