@@ -10,6 +10,7 @@ mod history_cmd;
 mod history_io;
 mod input;
 mod key_cmd;
+#[cfg(feature = "mcp-proxy")]
 mod mcp_proxy_cmd;
 mod mend_cmd;
 mod report;
@@ -136,6 +137,7 @@ enum Command {
     Key(key_cmd::KeyArgs),
 
     // No doc comment here: the help (`toolmend mcp-proxy --help`) is `McpProxyArgs`'s.
+    #[cfg(feature = "mcp-proxy")]
     McpProxy(mcp_proxy_cmd::McpProxyArgs),
 }
 
@@ -467,6 +469,7 @@ fn run_command(command: &Command) -> u8 {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Report(args) => report_cmd::run(args),
         Command::Key(args) => key_cmd::run(args),
+        #[cfg(feature = "mcp-proxy")]
         Command::McpProxy(args) => mcp_proxy_cmd::run(args),
     };
     match result {
