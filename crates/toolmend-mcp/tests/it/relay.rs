@@ -75,8 +75,8 @@ async fn guarded(rules: GuardConfig, session: &str) -> Relay {
     r
 }
 
-/// A relay whose client initialized and listed the tools (one page).
-async fn listed() -> Relay {
+/// A relay whose client initialized (the server has tools) and listed nothing yet.
+async fn initialized() -> Relay {
     let mut r = relay();
     client(
         &mut r,
@@ -88,6 +88,12 @@ async fn listed() -> Relay {
         json!({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": {"tools": {}}}}),
     )
     .await;
+    r
+}
+
+/// A relay whose client initialized and listed the tools (one page).
+async fn listed() -> Relay {
+    let mut r = initialized().await;
     client(
         &mut r,
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
@@ -286,17 +292,7 @@ async fn a_cancel_reaches_the_server_for_a_call_it_has() {
 
 #[tokio::test]
 async fn a_call_before_any_listing_waits_for_the_relays_own_listing_of_every_page() {
-    let mut r = relay();
-    client(
-        &mut r,
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}),
-    )
-    .await;
-    server(
-        &mut r,
-        json!({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": {"tools": {}}}}),
-    )
-    .await;
+    let mut r = initialized().await;
     let stamp =
         json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "progressToken": 3});
     let out = client(
