@@ -9,8 +9,10 @@ use std::{
 use serde_json::json;
 use toolmend::{CompiledTool, Toolbox, conversation::Tool};
 
-/// Compiled tool sets by the exact text of the request's `tools`: agents send the same
-/// tools with every request, and compiling schemas costs more than mending.
+/// Compiled tool sets by the exact bytes of the request's `tools` (as serialized): agents
+/// send the same tools with every request, and compiling schemas costs more than mending.
+/// A lookup hashes those bytes once; two sets are the same entry only when their bytes
+/// are equal.
 #[derive(Debug)]
 pub struct ToolCache {
     capacity: usize,
@@ -20,7 +22,7 @@ pub struct ToolCache {
 }
 
 /// The compiled sets and their insertion order (oldest first).
-type Lru = (HashMap<String, Arc<Toolbox>>, VecDeque<String>);
+type Lru = (HashMap<Box<[u8]>, Arc<Toolbox>>, VecDeque<Box<[u8]>>);
 
 /// A request's `tools` that cannot be compiled.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +49,7 @@ impl ToolCache {
         self
     }
 
-    /// The compiled tools of a request whose tools' exact text is `key` (`count` of
+    /// The compiled tools of a request whose tools' exact bytes are `key` (`count` of
     /// them): from the cache, or compiled from `specs` (the front's conversion of its
     /// wire's definitions, called on a miss only).
     ///
@@ -57,7 +59,7 @@ impl ToolCache {
     /// does not compile.
     pub fn get(
         &self,
-        key: &str,
+        key: &[u8],
         count: usize,
         specs: impl FnOnce(usize) -> Result<Vec<Tool>, ToolsError>,
     ) -> Result<Arc<Toolbox>, ToolsError> {
@@ -102,8 +104,9 @@ impl ToolCache {
             {
                 map.remove(&old);
             }
-            map.insert(key.to_owned(), Arc::clone(&toolbox));
-            order.push_back(key.to_owned());
+            let key: Box<[u8]> = key.into();
+            map.insert(key.clone(), Arc::clone(&toolbox));
+            order.push_back(key);
         }
         Ok(toolbox)
     }

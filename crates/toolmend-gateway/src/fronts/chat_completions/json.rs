@@ -42,8 +42,13 @@ pub(crate) struct Answer {
     pub(crate) changed: bool,
     /// The `x-toolmend-*` headers.
     pub(crate) headers: Vec<(&'static str, String)>,
-    /// The same counts as JSON (the report at the end of a stream).
-    pub(crate) report: Value,
+    /// What the closing report of a replayed stream is made of ([`Answer::report`]):
+    /// built only where a stream is written, not for every JSON answer.
+    pub(crate) summary: Summary,
+    /// The request path's note (`x-toolmend-history`).
+    pub(crate) history: Option<String>,
+    /// The round trip's account, with server-side tools.
+    pub(crate) round_trip: Option<Value>,
     /// The `toolmend` object (`calls.account`), when on.
     pub(crate) account: Option<Value>,
     /// The client's own body went upstream (`upstreams::Original`).
@@ -80,6 +85,21 @@ pub(crate) async fn respond(
     };
     headers::set_headers(out.headers_mut(), a.headers);
     Ok(out)
+}
+
+impl Answer {
+    /// The same counts as the headers, as JSON: the report at the end of a stream.
+    pub(crate) fn report(&self) -> Value {
+        let notes = crate::pipeline::request::RequestNotes {
+            history: self.history.clone(),
+            changed: false,
+        };
+        let mut report = self.summary.to_json(&notes);
+        if let Some(trip) = &self.round_trip {
+            report["round_trip"] = trip.clone();
+        }
+        report
+    }
 }
 
 /// The key of the account in a completion and in a stream's last chunk.
@@ -206,21 +226,23 @@ pub(crate) async fn answer(
             upstream_time,
         );
         let mut headers = summary.headers(&ex.notes);
-        let mut report = summary.to_json(&ex.notes);
         let mut account = gw.config.calls.account.then(|| summary.account(&ex.notes));
-        if let Some(trip) = &trip {
+        let round_trip = trip.as_ref().map(|trip| {
             headers.push(trip.header());
-            report["round_trip"] = trip.to_json();
+            let json = trip.to_json();
             if let Some(a) = account.as_mut() {
-                a["round_trip"] = trip.to_json();
+                a["round_trip"] = json.clone();
             }
-        }
+            json
+        });
         return Ok(Answer {
             raw,
             response,
             changed,
             headers,
-            report,
+            summary,
+            history: ex.notes.history.clone(),
+            round_trip,
             account,
             passed_through,
         });
@@ -261,7 +283,7 @@ async fn plan_choices(
         if ex.gw.config.calls.opens_thinking() {
             wire::open_thinking_in_prompt(&mut choice["message"]);
         }
-        let Ok(message) = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
+        let Ok(message) = <AssistantMessage as serde::Deserialize>::deserialize(&choice["message"])
         else {
             continue;
         };
@@ -334,9 +356,10 @@ pub(crate) fn write_choice(
             .any(|f| f.kind == FixKind::ThinkingStripped);
         let moved = match ex.gw.config.calls.reasoning_policy() {
             ReasoningPolicy::Move if stripped => {
-                let text = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
-                    .ok()
-                    .and_then(|m| m.text());
+                let text =
+                    <AssistantMessage as serde::Deserialize>::deserialize(&choice["message"])
+                        .ok()
+                        .and_then(|m| m.text());
                 text.and_then(|t| reasoning::split(&t)).map(|(r, _)| r)
             }
             _ => None,

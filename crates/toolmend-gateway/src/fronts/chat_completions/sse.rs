@@ -462,7 +462,7 @@ impl Transformer {
     /// written): its reasoning (`reasoning_content`, when any), its text, its calls; not
     /// its role or finish chunks.
     fn whole_choice_chunks(&self, index: usize, choice: &Value) -> Vec<Value> {
-        let message = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
+        let message = <AssistantMessage as serde::Deserialize>::deserialize(&choice["message"])
             .unwrap_or_default();
         let mut out = Vec::new();
         // What an upstream of another API sent that the chat form has no field for
@@ -522,10 +522,10 @@ impl Transformer {
 /// `data: [DONE]`. Every `x-toolmend-*` header of the answer is set: it is known before
 /// the first byte.
 pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
+    let report = answer.report();
     let Answer {
         response,
         headers,
-        report,
         account,
         ..
     } = answer;
@@ -807,7 +807,7 @@ impl Driver {
         if calls.opens_thinking() {
             wire::open_thinking_in_prompt(&mut choice["message"]);
         }
-        let message = serde_json::from_value::<AssistantMessage>(choice["message"].clone())
+        let message = <AssistantMessage as serde::Deserialize>::deserialize(&choice["message"])
             .unwrap_or(o.message);
         match &ex.toolbox {
             Some(toolbox) => {

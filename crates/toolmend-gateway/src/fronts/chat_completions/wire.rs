@@ -104,7 +104,8 @@ pub(crate) fn unstream(request: &mut Value) -> bool {
 /// The first choice of a chat completion: its message and `finish_reason`.
 pub(crate) fn first_choice(answer: &Value) -> Option<(AssistantMessage, Option<String>)> {
     let message =
-        serde_json::from_value::<AssistantMessage>(answer["choices"][0]["message"].clone()).ok()?;
+        <AssistantMessage as serde::Deserialize>::deserialize(&answer["choices"][0]["message"])
+            .ok()?;
     let finish = answer["choices"][0]["finish_reason"]
         .as_str()
         .map(str::to_owned);
@@ -169,31 +170,49 @@ pub(crate) fn put_reasoning(message: &mut serde_json::Value, reasoning: &str) {
 }
 
 /// The compiled tools of a chat request's `tools` (an array), through the pipeline's
-/// cache keyed by their exact text: only `function` tools, each definition at most
+/// cache keyed by their exact bytes (serialized into a buffer each thread reuses: no
+/// allocation, no formatter, on the hit every agent's second request takes): only `function` tools, each definition at most
 /// `limit` bytes serialized (`limits.max_schema_bytes`, checked on a miss).
 pub(crate) fn toolbox(
     cache: &ToolCache,
     tools: &Value,
 ) -> Result<std::sync::Arc<toolmend::Toolbox>, ToolsError> {
+    thread_local! {
+        static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
     let list = tools.as_array().map_or(&[][..], Vec::as_slice);
-    cache.get(&tools.to_string(), list.len(), |limit| {
-        if limit < usize::MAX {
-            for (i, t) in list.iter().enumerate() {
-                let len = t.to_string().len();
-                if len > limit {
-                    return Err(ToolsError(format!(
-                        "tools[{i}] is {len} bytes, more than limits.max_schema_bytes ({limit})"
-                    )));
-                }
+    KEY.with_borrow_mut(|key| {
+        key.clear();
+        // Writing a Value into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *key, tools);
+        let compiled = cache.get(key, list.len(), |limit| compile(tools, list, limit));
+        // A buffer grown by one huge request is not kept for the thread's life.
+        if key.capacity() > 1 << 20 {
+            *key = Vec::new();
+        }
+        compiled
+    })
+}
+
+/// The front's conversion of `tools` on a cache miss (each definition at most `limit`
+/// bytes serialized).
+fn compile(tools: &Value, list: &[Value], limit: usize) -> Result<Vec<Tool>, ToolsError> {
+    if limit < usize::MAX {
+        for (i, t) in list.iter().enumerate() {
+            let len = t.to_string().len();
+            if len > limit {
+                return Err(ToolsError(format!(
+                    "tools[{i}] is {len} bytes, more than limits.max_schema_bytes ({limit})"
+                )));
             }
         }
-        let defs: Vec<Tool> =
-            serde_json::from_value(tools.clone()).map_err(|e| ToolsError(e.to_string()))?;
-        Ok(defs
-            .into_iter()
-            .filter(|d| d.wire_type() == "function")
-            .collect())
-    })
+    }
+    let defs: Vec<Tool> = <Vec<Tool> as serde::Deserialize>::deserialize(tools)
+        .map_err(|e| ToolsError(e.to_string()))?;
+    Ok(defs
+        .into_iter()
+        .filter(|d| d.wire_type() == "function")
+        .collect())
 }
 
 /// Adds the gateway's server-side tools' definitions to a chat request's `tools`
