@@ -677,6 +677,26 @@ mod odd_upstream {
         serve(app).await
     }
 
+    /// A text chunk as a server may write it (spaces, a `\u` escape, the keys in its own
+    /// order), a finishing chunk, `[DONE]`.
+    pub const VERBATIM: &str = r#"{ "id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [ { "index": 0, "delta": { "content": "caf\u00e9 au lait." }, "finish_reason": null } ] }"#;
+
+    pub async fn verbatim() -> String {
+        let app = Router::new().route(
+            "/v1/chat/completions",
+            post(|| async {
+                let body = format!(
+                    "data: {VERBATIM}\n\ndata: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
+                );
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from(body))
+                    .unwrap()
+            }),
+        );
+        serve(app).await
+    }
+
     /// Sends one chunk, then a broken line and closes without `[DONE]`.
     pub async fn broken() -> String {
         let app = Router::new().route(
@@ -707,6 +727,33 @@ async fn gateway_for(upstream: &str) -> String {
     let gateway = Arc::new(Gateway::new(config, None).unwrap());
     let addr = common::serve(gateway).await;
     format!("http://{addr}/v1")
+}
+
+/// A text delta that carries nothing to hold back goes out as the upstream's own bytes
+/// (not parsed and written again), with tools declared or not.
+#[tokio::test]
+async fn a_text_delta_left_as_it_came_goes_out_as_the_upstreams_bytes() {
+    let url = gateway_for(&odd_upstream::verbatim().await).await;
+    for with_tools in [false, true] {
+        let mut body = request(ask(), true);
+        if with_tools {
+            body["tools"] = common::weather_tools();
+        }
+        let text = reqwest::Client::new()
+            .post(format!("{url}/chat/completions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            text.contains(&format!("data: {}\n\n", odd_upstream::VERBATIM)),
+            "tools {with_tools}: {text}"
+        );
+        assert!(text.contains("data: [DONE]"), "{text}");
+    }
 }
 
 #[tokio::test]

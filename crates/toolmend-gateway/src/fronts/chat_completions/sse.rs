@@ -80,6 +80,8 @@ struct OtherChoice {
 enum Step {
     /// Chunks to send now.
     Emit(Vec<Value>),
+    /// The chunk, unchanged: it may go out as the upstream's own bytes (no re-encoding).
+    Forward(Value),
     /// Choice 0 finished: mend the buffered message, then send the finish chunk.
     Finish(Box<Finished>),
 }
@@ -273,8 +275,11 @@ impl Transformer {
             return Ok(Step::Emit(vec![chunk]));
         };
         let choice = &mut choices[pos];
+        // Whether the chunk still is what the upstream sent (then its own bytes go out).
+        let mut changed = false;
         if let Some(delta) = choice.get_mut("delta").and_then(Value::as_object_mut) {
             if let Some(Value::Array(parts)) = delta.remove("tool_calls") {
+                changed = true;
                 for p in &parts {
                     self.asm.push_call(CallDelta::from_value(p))?;
                 }
@@ -305,12 +310,15 @@ impl Transformer {
                 };
                 if let Some(now) = now {
                     if now.is_empty() && !text.is_empty() {
+                        changed = true;
                         delta.remove("content");
-                    } else {
+                    } else if now != text {
+                        changed = true;
                         delta.insert("content".to_owned(), Value::String(now));
                     }
                 }
                 if let Some(p) = parts.filter(|_| self.move_reasoning) {
+                    changed |= !p.reasoning.is_empty();
                     let mut d = Value::Object(std::mem::take(delta));
                     wire::put_reasoning(&mut d, &p.reasoning);
                     if let Value::Object(o) = d {
@@ -399,8 +407,13 @@ impl Transformer {
             if choices.is_empty() && chunk.get("usage").is_none_or(Value::is_null) {
                 return Ok(Step::Emit(vec![]));
             }
+            changed = true;
         }
-        Ok(Step::Emit(vec![chunk]))
+        if changed {
+            Ok(Step::Emit(vec![chunk]))
+        } else {
+            Ok(Step::Forward(chunk))
+        }
     }
 
     /// The chunks that carry the mended calls (one per call, whole arguments), the content
@@ -581,7 +594,21 @@ pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
 }
 
 fn frame(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"data: ");
+    // Writing a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, v);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// A chunk's event as the upstream sent it: its `data` (one line of JSON) unchanged.
+fn raw_frame(data: &str) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + 8);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(data.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
 }
 
 type Upstream =
@@ -669,6 +696,14 @@ impl Driver {
             return true;
         }
         let mut chunk = chunk;
+        // Forwarded as it came only when nothing below changes it: choice 0 alone (the
+        // others are taken out of the chunk), its data on one line (an event's `data`
+        // over several lines is one JSON text that goes out as one line).
+        let verbatim = !data.contains(['\n', '\r'])
+            && chunk
+                .get("choices")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| cs.iter().all(|c| c["index"].as_u64().unwrap_or(0) == 0));
         // The choices after the first are held whole and planned at their finish.
         let (others, silent) = match self.t.take_others(&mut chunk) {
             Ok(taken) => taken,
@@ -705,6 +740,11 @@ impl Driver {
         };
         match step {
             Step::Emit(chunks) => self.send(chunks),
+            // Kept back from choice 0's finish on (the account joins the last chunk).
+            Step::Forward(chunk) if !verbatim || (self.finished && self.account) => {
+                self.send(vec![chunk]);
+            }
+            Step::Forward(_) => self.queue.push_back(raw_frame(&data)),
             Step::Finish(f) => {
                 self.finished = true;
                 let Finished {
@@ -999,12 +1039,41 @@ mod tests {
     use super::{Step, Transformer};
 
     #[test]
+    fn only_a_chunk_left_as_it_came_is_forwarded_verbatim() {
+        let chunk = |delta: serde_json::Value| {
+            json!({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+        };
+        let mut t = Transformer::new(Some(Thinking::Strip), usize::MAX, usize::MAX);
+        let plain = chunk(json!({"content": "The weather is fine."}));
+        match t.on_chunk(plain.clone()).unwrap() {
+            Step::Forward(c) => assert_eq!(c, plain),
+            _ => panic!("plain text released whole is forwarded"),
+        }
+        // A call's fragment is taken out (buffered): the chunk changed.
+        let call = chunk(
+            json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+            "function": {"name": "f", "arguments": "{"}}]}),
+        );
+        assert!(matches!(t.on_chunk(call).unwrap(), Step::Emit(_)));
+        // A marker the gate holds back: the content changed (or was removed).
+        let mut t = Transformer::new(Some(Thinking::Strip), usize::MAX, usize::MAX);
+        let held = chunk(json!({"content": "ok <tool_call>{\"name\""}));
+        assert!(matches!(t.on_chunk(held).unwrap(), Step::Emit(_)));
+        // Thinking stripped by the gate: changed.
+        let mut t = Transformer::new(Some(Thinking::Strip), usize::MAX, usize::MAX);
+        let think = chunk(json!({"content": "<think>hmm</think>Hi"}));
+        assert!(matches!(t.on_chunk(think).unwrap(), Step::Emit(_)));
+    }
+
+    #[test]
     fn usage_in_the_finishing_chunk_survives() {
         // Some servers send `usage` with `finish_reason` rather than in a chunk of its own.
         let mut t = Transformer::new(Some(Thinking::Strip), usize::MAX, usize::MAX);
         let first = json!({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}, "finish_reason": null}]});
-        assert!(matches!(t.on_chunk(first).unwrap(), Step::Emit(_)));
+        // Released whole by the gate: the chunk as it came (its own bytes go out).
+        assert!(matches!(t.on_chunk(first).unwrap(), Step::Forward(_)));
         let last = json!({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
             "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}});
@@ -1069,6 +1138,11 @@ mod tests {
         for c in chunks {
             match t.on_chunk(c.clone()).unwrap() {
                 Step::Emit(v) => out.extend(v),
+                Step::Forward(chunk) => {
+                    // Forwarded only as it came.
+                    assert_eq!(&chunk, c);
+                    out.push(chunk);
+                }
                 Step::Finish(f) => {
                     out.extend(t.finish_chunks(
                         None,
