@@ -33,8 +33,9 @@ Kinds (bench/gateway/request.json's conversation and tool):
 With --instructions: instructions per request instead of seconds, each gateway under
 valgrind's callgrind (user-space instructions, counted: the same figure however loaded
 the machine is, so it can gate a change in CI where seconds cannot). Per kind and
-binary: 30 requests to warm up, the counters zeroed, 200 requests one at a time, the
-total divided by 200. With two binaries, new/old per kind (exit 1 past --max-growth).
+binary: one gateway under callgrind (one more for the guard's environment), the kinds
+in turn; each: 30 requests to warm up, the counters zeroed, 200 requests one at a time,
+the total divided by 200. With two binaries, new/old per kind (exit 1 past --max-growth).
 With one binary and --baseline FILE, each kind against the figure FILE holds for it
 (exit 1 past --max-growth); --record writes the binary's figures into FILE instead.
 Kernel time (syscalls, wake-ups) is not counted: the interleaved CPU runs are the
@@ -146,51 +147,70 @@ def ctl(command, pid):
                  f"(vgdb -l: {listed.stdout}{listed.stderr})")
 
 
-def instructions(binary, kind, work, loadgen, warm=30, n=200):
-    """The instructions per request of `binary` as the gateway for `kind` (callgrind)."""
-    req, answer, expect, _, env = KINDS[kind]
+def instructions(binary, kinds, work, loadgen, warm=30, n=200):
+    """Instructions per request of `binary` as the gateway, for each of `kinds`: one
+    gateway under callgrind per environment (the guard's is its own), the kinds in turn,
+    the counters zeroed before and dumped after each kind's measured requests."""
+    out_all = {}
+    groups = {}
+    for kind in kinds:
+        groups.setdefault(json.dumps(KINDS[kind][4], sort_keys=True), []).append(kind)
+    for env_key, group in groups.items():
+        out_all.update(instructions_in_one(binary, group, json.loads(env_key), work, loadgen, warm, n))
+    return out_all
+
+
+def instructions_in_one(binary, kinds, env, work, loadgen, warm, n):
     procs = Procs()
+    tag = "-".join(kinds)
     try:
-        body_file = os.path.join(work, f"ir-body-{kind}.json")
-        json.dump(req, open(body_file, "w"))
-        script = os.path.join(work, f"ir-script-{kind}.jsonl")
+        # The scripted provider answers in order: each kind's answers, in the kinds' order.
+        script = os.path.join(work, f"ir-script-{tag}.jsonl")
         with open(script, "w") as f:
-            f.write((json.dumps(answer) + "\n") * (warm + n + 20))
-        log = os.path.join(work, f"ir-provider-{kind}")
+            for kind in kinds:
+                f.write((json.dumps(KINDS[kind][1]) + "\n") * (warm + n))
+        log = os.path.join(work, f"ir-provider-{tag}")
         p = procs.start([binary, "scripted-provider", script, "--port", "0"], log)
         purl = wait_url(p, log)
-        out = os.path.join(work, f"ir-{kind}.callgrind")
+        out = os.path.join(work, f"ir-{tag}.callgrind")
         for f in os.listdir(work):
-            if f.startswith(f"ir-{kind}.callgrind"):
+            if f.startswith(f"ir-{tag}.callgrind"):
                 os.remove(os.path.join(work, f))
-        log = os.path.join(work, f"ir-gateway-{kind}")
+        log = os.path.join(work, f"ir-gateway-{tag}")
         g = procs.start(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary,
                          "serve", "--listen", "127.0.0.1:0", "--upstream", purl], log, env)
         url = wait_url(g, log, (".out",))
+        result = {}
+        for dump, kind in enumerate(kinds, start=1):
+            req, _, expect, _, _ = KINDS[kind]
+            body_file = os.path.join(work, f"ir-body-{kind}.json")
+            json.dump(req, open(body_file, "w"))
 
-        def load(count):
-            subprocess.run([loadgen, "--url", url + "/chat/completions", "--body", body_file,
-                            "--concurrency", "1", "--requests", str(count), "--warmup", "0",
-                            "--timeout", "120", "--expect", expect,
-                            "--out", os.path.join(work, f"ir-{kind}.json")],
-                           check=True, stdout=subprocess.DEVNULL)
-            r = json.load(open(os.path.join(work, f"ir-{kind}.json")))
-            if r.get("errors") or r.get("mismatches"):
-                sys.exit(f"kinds.py: {kind} under callgrind: errors {r.get('errors')}, "
-                         f"mismatches {r.get('mismatches')}")
+            def load(count):
+                res = os.path.join(work, f"ir-{kind}.json")
+                subprocess.run([loadgen, "--url", url + "/chat/completions", "--body", body_file,
+                                "--concurrency", "1", "--requests", str(count), "--warmup", "0",
+                                "--timeout", "120", "--expect", expect, "--out", res],
+                               check=True, stdout=subprocess.DEVNULL)
+                r = json.load(open(res))
+                if r.get("errors") or r.get("mismatches"):
+                    sys.exit(f"kinds.py: {kind} under callgrind: errors {r.get('errors')}, "
+                             f"mismatches {r.get('mismatches')}")
 
-        load(warm)
-        ctl("--zero", g.pid)
-        load(n)
-        ctl("--dump", g.pid)
-        for _ in range(200):
-            if os.path.exists(out + ".1"):
-                text = open(out + ".1").read()
-                m = re.search(r"^totals: (\d+)", text, re.M)
+            load(warm)
+            ctl("--zero", g.pid)
+            load(n)
+            ctl("--dump", g.pid)
+            path = f"{out}.{dump}"
+            for _ in range(600):
+                m = os.path.exists(path) and re.search(r"^totals: (\d+)", open(path).read(), re.M)
                 if m:
-                    return int(m.group(1)) / n
-            time.sleep(0.05)
-        sys.exit(f"kinds.py: no callgrind dump for {kind}")
+                    result[kind] = int(m.group(1)) / n
+                    break
+                time.sleep(0.05)
+            else:
+                sys.exit(f"kinds.py: no callgrind dump for {kind} ({path})")
+        return result
     finally:
         procs.stop()
 
@@ -204,8 +224,9 @@ def main_instructions(a, kinds, work):
     if len(bins) == 1 and a.baseline and not a.record:
         base = json.load(open(a.baseline))
         print(f"{'kind':<13}{'baseline Ir/req':>16}{'Ir/req':>10}{'ratio':>8}")
+        measured = instructions(bins[0], kinds, work, a.loadgen, a.ir_warmup, a.ir_requests)
         for kind in kinds:
-            now = instructions(bins[0], kind, work, a.loadgen)
+            now = measured[kind]
             was = base["instructions_per_request"].get(kind)
             ratio = now / was if was else float("nan")
             rows[kind] = {"baseline": was, "now": now, "ratio": ratio}
@@ -215,22 +236,25 @@ def main_instructions(a, kinds, work):
                               f"baseline's {was:.0f} (at most {1 + a.max_growth:.2f}x)")
     elif len(bins) == 1:
         print(f"{'kind':<13}{'Ir/req':>10}")
+        measured = instructions(bins[0], kinds, work, a.loadgen, a.ir_warmup, a.ir_requests)
         for kind in kinds:
-            rows[kind] = instructions(bins[0], kind, work, a.loadgen)
+            rows[kind] = measured[kind]
             print(f"{kind:<13}{rows[kind]:>10.0f}", flush=True)
         if a.record:
             if not a.baseline:
                 sys.exit("kinds.py: --record needs --baseline FILE")
             json.dump({"instructions_per_request": {k: round(v) for k, v in rows.items()},
                        "recorded": time.strftime("%Y-%m-%d"),
-                       "how": "bench/gateway/kinds.py --instructions BINARY --baseline FILE --record"},
+                       "how": "bench/gateway/kinds.py --instructions BINARY --baseline FILE --record "
+                              f"--ir-warmup {a.ir_warmup} --ir-requests {a.ir_requests}"},
                       open(a.baseline, "w"), indent=1)
             print(f"recorded in {a.baseline}")
     else:
         print(f"{'kind':<13}{'old Ir/req':>12}{'new Ir/req':>12}{'new/old':>9}")
+        olds = instructions(bins[0], kinds, work, a.loadgen, a.ir_warmup, a.ir_requests)
+        news = instructions(bins[1], kinds, work, a.loadgen, a.ir_warmup, a.ir_requests)
         for kind in kinds:
-            old = instructions(bins[0], kind, work, a.loadgen)
-            new = instructions(bins[1], kind, work, a.loadgen)
+            old, new = olds[kind], news[kind]
             rows[kind] = {"old": old, "new": new, "new_over_old": new / old}
             print(f"{kind:<13}{old:>12.0f}{new:>12.0f}{new / old:>9.3f}", flush=True)
             if new / old > 1 + a.max_growth:
@@ -247,6 +271,8 @@ def main():
     ap.add_argument("--instructions", action="store_true")
     ap.add_argument("--baseline")
     ap.add_argument("--record", action="store_true")
+    ap.add_argument("--ir-warmup", type=int, default=30, help="--instructions: requests before the count")
+    ap.add_argument("--ir-requests", type=int, default=200, help="--instructions: requests counted")
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--requests", type=int, default=4000)
