@@ -278,10 +278,14 @@ impl Transformer {
         // Whether the chunk still is what the upstream sent (then its own bytes go out).
         let mut changed = false;
         if let Some(delta) = choice.get_mut("delta").and_then(Value::as_object_mut) {
-            if let Some(Value::Array(parts)) = delta.remove("tool_calls") {
+            // Taken out whatever it holds (an array of fragments, or a `null` some
+            // servers send): the chunk changed either way.
+            if let Some(calls) = delta.remove("tool_calls") {
                 changed = true;
-                for p in &parts {
-                    self.asm.push_call(CallDelta::from_value(p))?;
+                if let Value::Array(parts) = calls {
+                    for p in &parts {
+                        self.asm.push_call(CallDelta::from_value(p))?;
+                    }
                 }
             }
             let text = delta
@@ -699,7 +703,16 @@ impl Driver {
         // Forwarded as it came only when nothing below changes it: choice 0 alone (the
         // others are taken out of the chunk), its data on one line (an event's `data`
         // over several lines is one JSON text that goes out as one line).
+        // A key written twice (serde keeps the last) would reach a client that reads the
+        // first: never verbatim then. Counting the names is enough (a quote inside a
+        // string is escaped), at the price of re-encoding a rare chunk that did not need it.
+        let once = |key: &str| data.matches(key).nth(1).is_none();
         let verbatim = !data.contains(['\n', '\r'])
+            && once("\"choices\"")
+            && once("\"delta\"")
+            && once("\"content\"")
+            && once("\"tool_calls\"")
+            && once("\"reasoning_content\"")
             && chunk
                 .get("choices")
                 .and_then(Value::as_array)
@@ -1050,6 +1063,9 @@ mod tests {
             Step::Forward(c) => assert_eq!(c, plain),
             _ => panic!("plain text released whole is forwarded"),
         }
+        // `tool_calls: null` (some servers send it with every text delta) is taken out too.
+        let null_calls = chunk(json!({"content": "More.", "tool_calls": null}));
+        assert!(matches!(t.on_chunk(null_calls).unwrap(), Step::Emit(_)));
         // A call's fragment is taken out (buffered): the chunk changed.
         let call = chunk(
             json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
