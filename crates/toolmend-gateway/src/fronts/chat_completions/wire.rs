@@ -171,8 +171,9 @@ pub(crate) fn put_reasoning(message: &mut serde_json::Value, reasoning: &str) {
 
 /// The compiled tools of a chat request's `tools` (an array), through the pipeline's
 /// cache keyed by their exact bytes (serialized into a buffer each thread reuses: no
-/// allocation, no formatter, on the hit every agent's second request takes): only `function` tools, each definition at most
-/// `limit` bytes serialized (`limits.max_schema_bytes`, checked on a miss).
+/// allocation, no formatter, on the hit every agent's second request takes): only
+/// `function` tools, each definition at most `limit` bytes serialized
+/// (`limits.max_schema_bytes`, checked on a miss).
 pub(crate) fn toolbox(
     cache: &ToolCache,
     tools: &Value,
