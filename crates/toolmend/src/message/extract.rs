@@ -67,6 +67,17 @@ pub fn read_calls_in_str(text: &str, tools: &Toolbox, opts: &RepairOptions) -> V
     if text.trim().is_empty() {
         return Vec::new();
     }
+    // A marker shown in Markdown code (a fence, a code span) is no call: the calls are
+    // read from the first marker outside code, and a text whose markers all stand in code
+    // is read as bare text only when a JSON call opens it before them (rule 2).
+    let found = markers::prose_markers(text);
+    let text = match (found.quoted, found.at) {
+        (Some(_), Some(at)) => &text[at..],
+        (Some(quoted), None) if !has_call_marker(text) && !json_before(text, quoted) => {
+            return Vec::new();
+        }
+        _ => text,
+    };
     let openers = markers::call_openers(text);
     let marked = !openers.is_empty() || has_call_marker(text);
     let segments: Vec<&str> = if openers.is_empty() {
@@ -144,16 +155,24 @@ fn text_call(c: crate::repair::RepairedCall, tools: &Toolbox) -> Option<TextCall
     })
 }
 
-/// True when a call marker (a tool-code fence among them) stands anywhere in `text`, or a
-/// template token that opens calls at its start ([`markers::LEADING_TOKENS`]).
+/// True when a call marker stands outside Markdown code in `text`
+/// ([`markers::prose_markers`]), a tool-code fence anywhere, or a template token that
+/// opens calls at its start ([`markers::LEADING_TOKENS`]).
 fn has_call_marker(text: &str) -> bool {
     let b = text.as_bytes();
     markers::starts_with_leading_token(text)
-        || (0..b.len()).any(|i| match b[i] {
-            b'<' | b'[' => markers::call_marker_at(text, i).is_some(),
-            b'`' => markers::is_tool_code_fence(&text[i..]),
-            _ => false,
-        })
+        || markers::prose_markers(text).at.is_some()
+        || (0..b.len()).any(|i| b[i] == b'`' && markers::is_tool_code_fence(&text[i..]))
+}
+
+/// True when a call without a marker opens `text` before byte `quoted` (a marker shown in
+/// code): JSON, a fence that opens JSON, or another [`markers::LEADING_MARKERS`] entry at
+/// the start; a fence that opens anything else is the code the marker is shown in.
+fn json_before(text: &str, quoted: usize) -> bool {
+    markers::first_call_marker(text).is_some_and(|at| {
+        let rest = &text[at..];
+        at < quoted && (!rest.starts_with(markers::FENCE) || markers::opening(rest) == Some(true))
+    })
 }
 
 /// The tool a call that did not read names: its `"name": "…"`, or the word after

@@ -107,16 +107,223 @@ pub fn call_marker_at(text: &str, at: usize) -> Option<&'static str> {
         .find(|m| rest.starts_with(m.as_bytes()))
 }
 
+/// How far the backticks that close a code span are looked for, in bytes from its
+/// opening backticks: past it the backticks are text.
+pub const MAX_SPAN: usize = 1024;
+
+/// Whether a byte of prose stands in Markdown code ([`Code::step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InCode {
+    /// It is prose.
+    No,
+    /// It is code: a call marker here is shown, not called.
+    Yes,
+    /// More text decides (a stream's gate keeps it back).
+    Undecided,
+}
+
+impl InCode {
+    fn of(code: bool) -> Self {
+        if code { InCode::Yes } else { InCode::No }
+    }
+}
+
+/// Where prose stands in Markdown code, read byte by byte, so that a call marker a model
+/// only shows is not called.
+///
+/// - A fenced block: a line that starts (after spaces or tabs) with three or more
+///   backticks or tildes opens it; a line that starts with as many or more of the same
+///   closes it; both lines are code. Unclosed, it runs to the end.
+/// - A code span: a run of backticks elsewhere, closed by the next run of exactly as
+///   many within [`MAX_SPAN`] bytes, before a blank line or a thinking tag; without one
+///   the backticks are text.
+/// - A thinking tag ends any code (a block of reasoning is not inside an answer's code).
+///
+/// The state after a text is all a reader of what follows needs (the streaming gate
+/// keeps it for the text it has released); each byte is read once, and a span's closing
+/// run is looked for at most [`MAX_SPAN`] bytes on: linear in the text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Code {
+    /// Inside a fenced block: its character and how many of it opened the block.
+    fence: Option<(u8, usize)>,
+    /// Inside a code span: how many backticks opened it.
+    span: Option<usize>,
+    /// The rest of a fence line (an info string, or after a closing fence): code.
+    fence_line: bool,
+    /// Something other than spaces or tabs stands on the line so far.
+    mid_line: bool,
+    /// Bytes left of a run or a thinking tag already read, and whether they are code.
+    skip: usize,
+    skip_code: bool,
+}
+
+impl Code {
+    /// Reads byte `i` of `text` (call it for every byte, in order, from where the state
+    /// was left). `complete`: the text ends here (else more may follow, and a run at its
+    /// end, or a span whose closing run may still come, is [`InCode::Undecided`]; the
+    /// state is then left as it was).
+    pub fn step(&mut self, text: &str, i: usize, complete: bool) -> InCode {
+        let b = text.as_bytes();
+        if self.skip > 0 {
+            self.skip -= 1;
+            return InCode::of(self.skip_code);
+        }
+        let inside = self.fence.is_some() || self.span.is_some() || self.fence_line;
+        match b[i] {
+            b'\n' => {
+                self.mid_line = false;
+                self.fence_line = false;
+                return InCode::of(inside);
+            }
+            b' ' | b'\t' | b'\r' => return InCode::of(inside),
+            c @ (b'`' | b'~') => {
+                let n = b[i..].iter().take_while(|&&x| x == c).count();
+                if i + n == b.len() && !complete {
+                    return InCode::Undecided;
+                }
+                let code = match self.run(text, i, c, n, complete) {
+                    Some(code) => code,
+                    None => return InCode::Undecided,
+                };
+                self.mid_line = true;
+                self.skip = n - 1;
+                self.skip_code = code;
+                return InCode::of(code);
+            }
+            b'<' | b'[' => {
+                if let Some(t) = thinking_tag_at(text, i) {
+                    *self = Code {
+                        mid_line: true,
+                        skip: t.len - 1,
+                        ..Code::default()
+                    };
+                    return InCode::No;
+                }
+            }
+            _ => {}
+        }
+        self.mid_line = true;
+        InCode::of(inside)
+    }
+
+    /// A run of `n` of `c` at `i`: whether it is code (its state changes made), or
+    /// `None` when more text decides.
+    fn run(&mut self, text: &str, i: usize, c: u8, n: usize, complete: bool) -> Option<bool> {
+        let line_start = !self.mid_line;
+        if self.fence_line {
+            return Some(true);
+        }
+        if let Some((fc, fn_)) = self.fence {
+            if line_start && c == fc && n >= fn_ {
+                self.fence = None;
+                self.fence_line = true;
+            }
+            return Some(true);
+        }
+        if let Some(k) = self.span {
+            if c == b'`' && n == k {
+                self.span = None;
+            }
+            return Some(true);
+        }
+        if line_start && n >= 3 {
+            self.fence = Some((c, n));
+            self.fence_line = true;
+            return Some(true);
+        }
+        if c != b'`' {
+            return Some(false);
+        }
+        let closed = span_closes(text, i + n, n, complete)?;
+        if closed {
+            self.span = Some(n);
+        }
+        Some(closed)
+    }
+}
+
+/// Whether a run of exactly `n` backticks follows `from` within [`MAX_SPAN`] bytes, before
+/// a blank line or a thinking tag; `None` when the text ends first and more may follow.
+fn span_closes(text: &str, from: usize, n: usize, complete: bool) -> Option<bool> {
+    let b = text.as_bytes();
+    let end = b.len().min(from + MAX_SPAN);
+    let mut j = from;
+    let mut blank = false;
+    while j < end {
+        match b[j] {
+            b'`' => {
+                let mut m = 0;
+                while j < end && b[j] == b'`' {
+                    j += 1;
+                    m += 1;
+                }
+                if j == b.len() && !complete {
+                    return None;
+                }
+                if m == n && (j == b.len() || b[j] != b'`') {
+                    return Some(true);
+                }
+                blank = false;
+                continue;
+            }
+            b'\n' if blank => return Some(false),
+            b'\n' => blank = true,
+            b' ' | b'\t' | b'\r' => {}
+            b'<' | b'[' if thinking_tag_at(text, j).is_some() => return Some(false),
+            _ => blank = false,
+        }
+        j += 1;
+    }
+    if end == b.len() && !complete {
+        None
+    } else {
+        Some(false)
+    }
+}
+
+/// Where call markers stand in a whole text, Markdown code told apart ([`Code`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProseMarkers {
+    /// The first call marker outside code: where calls may begin.
+    pub at: Option<usize>,
+    /// The first call marker inside code before it: shown, not called.
+    pub quoted: Option<usize>,
+}
+
+/// The first call marker ([`CALL_MARKERS`]) outside Markdown code in `text`, and the
+/// first one inside code before it. Code is read only up to the first marker outside
+/// it: what follows is a call's own text. Linear in the text.
+pub fn prose_markers(text: &str) -> ProseMarkers {
+    let b = text.as_bytes();
+    let mut code = Code::default();
+    let mut out = ProseMarkers::default();
+    for (i, &c) in b.iter().enumerate() {
+        let in_code = code.step(text, i, true);
+        if matches!(c, b'<' | b'[') && call_marker_at(text, i).is_some() {
+            if in_code == InCode::Yes {
+                out.quoted.get_or_insert(i);
+            } else {
+                out.at = Some(i);
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// The byte offsets where each call of a block begins ([`CALL_OPENERS`]), in order.
 /// An opener that is no call marker by itself (a bare `<invoke name=`) counts only at the
-/// start of the text or after a call marker: after prose it is prose. Linear in the text.
+/// start of the text or after a call marker: after prose it is prose. A marker shown in
+/// Markdown code before the first one outside it ([`prose_markers`]) begins no call.
+/// Linear in the text.
 pub fn call_openers(text: &str) -> Vec<usize> {
     let b = text.as_bytes();
     let start = b.len() - text.trim_start().len();
+    let first = prose_markers(text).at.unwrap_or(b.len());
     let mut marked = false;
     let mut out = Vec::new();
     for i in (0..b.len()).filter(|&i| matches!(b[i], b'<' | b'[')) {
-        let marker = call_marker_at(text, i).is_some();
+        let marker = i >= first && call_marker_at(text, i).is_some();
         if CALL_OPENERS
             .iter()
             .any(|m| b[i..].starts_with(m.as_bytes()))
@@ -169,10 +376,11 @@ pub fn is_call_token(token: &str) -> bool {
     CALL_TOKENS.contains(&token)
 }
 
-/// Where the first call written into `text` may begin: the first [`CALL_MARKERS`] entry,
-/// or the first object or fence that [`opening`] says opens a call (a JSON call after
-/// prose is read by the parser too; `hi{hi` is prose), or a [`LEADING_MARKERS`] entry at
-/// the start. Linear in the text: [`opening`] looks at most [`MAX_UNDECIDED`] bytes on.
+/// Where the first call written into `text` may begin: the first [`CALL_MARKERS`] entry
+/// outside Markdown code ([`prose_markers`]), the first fence, or object outside code,
+/// that [`opening`] says opens a call (a JSON call after prose is read by the parser too;
+/// `hi{hi` is prose), or a [`LEADING_MARKERS`] entry at the start. Linear in the text:
+/// [`opening`] looks at most [`MAX_UNDECIDED`] bytes on.
 pub fn first_call_marker(text: &str) -> Option<usize> {
     let b = text.as_bytes();
     let start = b.len() - text.trim_start().len();
@@ -182,10 +390,15 @@ pub fn first_call_marker(text: &str) -> Option<usize> {
     {
         return Some(start);
     }
-    (0..b.len()).find(|&i| match b[i] {
-        b'{' | b'`' => opening(&text[i..]) == Some(true),
-        b'<' | b'[' => call_marker_at(text, i).is_some(),
-        _ => false,
+    let mut code = Code::default();
+    (0..b.len()).find(|&i| {
+        let prose = code.step(text, i, true) != InCode::Yes;
+        match b[i] {
+            b'`' => opening(&text[i..]) == Some(true),
+            b'{' => prose && opening(&text[i..]) == Some(true),
+            b'<' | b'[' => prose && call_marker_at(text, i).is_some(),
+            _ => false,
+        }
     })
 }
 
@@ -226,7 +439,14 @@ pub fn opening(rest: &str) -> Option<bool> {
             return undecided(j);
         }
         // A tool-code fence (Gemma 3) holds a call whatever follows; another fence only
-        // when JSON opens in it.
+        // when JSON opens in it (a `[` that opens a call marker, `[TOOL_CALLS]`, shows
+        // that marker: it is code).
+        if b[j] == b'[' && call_marker_at(rest, j).is_some() {
+            return Some(false);
+        }
+        if b[j] == b'[' && may_start_marker(&rest[j..]) {
+            return None;
+        }
         return Some(is_tool_code_fence(rest) || matches!(b[j], b'{' | b'['));
     }
     let mut j = 1;
@@ -423,6 +643,50 @@ mod tests {
         assert_eq!(first_call_marker("text ```json\n{}```"), Some(5));
         assert_eq!(first_call_marker("a <b> c"), None);
         assert_eq!(first_call_marker("日本<|python_tag|>"), Some(6));
+        // Shown in code: neither a marker nor a call object is where calls begin.
+        assert_eq!(
+            first_call_marker("`<tool_call>` and `{\"name\": 1}` <tool_call>"),
+            Some(32)
+        );
+        assert_eq!(first_call_marker("x\n```\n[TOOL_CALLS][]\n```"), None);
+    }
+
+    #[test]
+    fn a_marker_in_markdown_code_is_told_from_one_in_prose() {
+        let at = |t: &str| prose_markers(t).at;
+        let quoted = |t: &str| prose_markers(t).quoted;
+        // Fences of backticks or tildes, any language, indented or not; code spans.
+        for t in [
+            "x\n```xml\n<tool_call>\n```\n",
+            "x\n~~~\n<tool_call>\n~~~",
+            "x\n  ````\n```\n<tool_call>\n````\n",
+            "x `<tool_call>` y",
+            "x ``a ` <tool_call>`` y",
+            "x `multi\nline <tool_call>`",
+        ] {
+            assert_eq!((at(t), quoted(t).is_some()), (None, true), "{t:?}");
+        }
+        // Prose: after a closed fence or span, backticks never closed (or closed only
+        // past a blank line, a thinking tag or `MAX_SPAN` bytes), a fence mid-line, an
+        // unclosed fence ended by a thinking tag.
+        for t in [
+            "```\nx\n```\n<tool_call>",
+            "`x` <tool_call>",
+            "it`s <tool_call>",
+            "a ` b\n\n<tool_call> `",
+            "a ` <think>` </think><tool_call>",
+            "x ``` <tool_call>",
+            "<think>```\n</think><tool_call>",
+        ] {
+            assert!(at(t).is_some(), "{t:?}");
+        }
+        let far = format!("` {} <tool_call> `", "x".repeat(MAX_SPAN));
+        assert!(at(&far).is_some());
+        // A stream: backticks whose closing run may still come are undecided.
+        let mut code = Code::default();
+        assert_eq!(code.step("a `b <tool_call>", 2, false), InCode::Undecided);
+        assert_eq!(code.step("a ``", 2, false), InCode::Undecided);
+        assert_eq!(code.step("a `b` c", 2, false), InCode::Yes);
     }
 
     #[test]

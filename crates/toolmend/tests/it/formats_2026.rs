@@ -520,6 +520,125 @@ fn an_invoke_shown_in_prose_is_no_call() {
     );
 }
 
+// ---- a call shown in Markdown code ----
+
+/// One call to `get_weather` for `city` in each family's markers: DeepSeek's DSML, Hermes,
+/// Mistral, MiniMax, Kimi K2, GLM.
+fn weather_calls(city: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "DSML",
+            format!(
+                "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">{city}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
+            ),
+        ),
+        (
+            "Hermes",
+            format!(
+                "<tool_call>\n{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"{city}\"}}}}\n</tool_call>"
+            ),
+        ),
+        (
+            "Mistral",
+            format!(
+                "[TOOL_CALLS][{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"{city}\"}}}}]"
+            ),
+        ),
+        (
+            "MiniMax",
+            format!(
+                "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">{city}</parameter>\n</invoke>\n</minimax:tool_call>"
+            ),
+        ),
+        (
+            "Kimi",
+            format!(
+                "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{{\"city\": \"{city}\"}}<|tool_call_end|><|tool_calls_section_end|>"
+            ),
+        ),
+        (
+            "GLM",
+            format!(
+                "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>{city}</arg_value>\n</tool_call>"
+            ),
+        ),
+    ]
+}
+
+/// `call` shown in Markdown code after prose: in a ```` ```xml ```` fence, a `~~~` fence,
+/// a bare ```` ``` ```` fence, and a code span.
+fn quotes(call: &str) -> Vec<String> {
+    vec![
+        format!("Example:\n```xml\n{call}\n```\n"),
+        format!("Example:\n~~~xml\n{call}\n~~~\n"),
+        format!("Example:\n```\n{call}\n```\n"),
+        format!("Example: `{call}`\n"),
+    ]
+}
+
+#[test]
+fn a_call_shown_in_markdown_code_is_no_call_and_a_call_after_it_is() {
+    // SGLang's DeepSeek V4 parser test (`test_quoted_dsml_is_not_executed_or_removed`),
+    // for every family: a marker in a code fence or a code span is shown, not called, and
+    // the content keeps the quote whole.
+    let real = weather_calls("SF");
+    for (family, literal) in weather_calls("literal") {
+        let call = &real.iter().find(|(f, _)| *f == family).unwrap().1;
+        for quote in quotes(&literal) {
+            check(&quote, vec![], Some(quote.as_str()));
+            let text = format!("{quote}{call}");
+            let (got, content) = plan(&text);
+            assert_eq!(
+                got,
+                vec![ok("get_weather", json!({"city": "SF"}))],
+                "{family}: {text:?}"
+            );
+            assert_eq!(content.as_deref(), Some(quote.trim()), "{family}: {text:?}");
+        }
+    }
+}
+
+#[test]
+fn a_call_at_the_start_or_after_prose_outside_code_is_read_as_before() {
+    let (_, dsml) = &weather_calls("SF")[0];
+    // At the start, after prose, after a closed code span or fence.
+    for (text, content) in [
+        (dsml.clone(), None),
+        (format!("Let me look.\n\n{dsml}"), Some("Let me look.")),
+        (
+            format!("The tool is `get_weather`. {dsml}"),
+            Some("The tool is `get_weather`."),
+        ),
+        (
+            format!("Code:\n```\nx = 1\n```\n{dsml}"),
+            Some("Code:\n```\nx = 1\n```"),
+        ),
+    ] {
+        check(
+            &text,
+            vec![ok("get_weather", json!({"city": "SF"}))],
+            content,
+        );
+    }
+    // Backticks never closed are text: the marker after them is a call.
+    check(
+        "Don't use ` here. <tool_call>{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}</tool_call>",
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        Some("Don't use ` here."),
+    );
+    // A fenced JSON call keeps rule 2; a tool-code fence (Gemma 3) is a marker.
+    check(
+        "Sure.\n```json\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}\n```",
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        Some("Sure."),
+    );
+    check(
+        "```tool_code\nget_time(zone=\"CET\")\n```",
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        None,
+    );
+}
+
 // ---- linear time ----
 
 #[test]
@@ -535,6 +654,13 @@ fn the_2026_readers_stay_linear() {
         "functools[{\"name\": \"get_time\", ",
         "<TOOLCALL>[{\"name\": ",
         "prose <invoke name=\"get_weather\"><parameter name=\"city\">",
+        // Markdown code around markers: fences, tilde fences, code spans, runs never
+        // closed (each looks for its closing run at most `MAX_SPAN` bytes on).
+        "```xml\n<tool_call>\n```\n",
+        "~~~\n[TOOL_CALLS]\n",
+        "`<tool_call>` ",
+        "a ` b `` c ``` ",
+        "`<｜DSML｜invoke ",
     ];
     let tools = tools();
     // Hunyuan calls each of another suffix, unclosed, read as one text.
