@@ -6,12 +6,17 @@
 //! begin and holds everything from there on; the caller plans the held text when the
 //! stream ends and releases whatever of it was no call.
 //!
-//! - A call marker ([`markers::CALL_MARKERS`]) anywhere holds the rest.
+//! - A call marker ([`markers::CALL_MARKERS`]) outside Markdown code holds the rest; one
+//!   shown in a code fence or a code span ([`markers::Code`]) is prose, as the plan reads
+//!   it. Backticks whose closing run may still come are kept back until it comes, a blank
+//!   line or a thinking tag comes, or [`markers::MAX_SPAN`] bytes pass; at the end a
+//!   marker after backticks never closed holds what is kept.
 //! - At the start of the text (after whitespace, or right after a thinking block) a
 //!   leading marker ([`markers::LEADING_MARKERS`]: `{`, `[`, a fence) holds the rest.
 //! - Elsewhere, what the parser also reads after prose: a fence whose first line opens a
-//!   JSON value (```` ```json\n{ ````), and an object whose first key is `name`,
-//!   `arguments` or `parameters` (`{"name": …`); other fences and objects are prose.
+//!   JSON value (```` ```json\n{ ````), and an object outside code whose first key is
+//!   `name`, `arguments` or `parameters` (`{"name": …`); other fences and objects are
+//!   prose.
 //! - With the tool names known ([`ContentGate::with_call_names`]), a pythonic call of a
 //!   known tool `get_weather(` at the start, at the start of a line, or after `[` (the
 //!   parser reads such calls only for a known tool, so a first word that begins no tool's
@@ -33,7 +38,7 @@
 //! most [`MAX_KEPT_WS`] bytes of whitespace and a marker's length); the gate keeps only
 //! what it has not released.
 
-use crate::repair::markers::{self, LEADING_MARKERS, Leading};
+use crate::repair::markers::{self, Code, InCode, LEADING_MARKERS, Leading};
 
 /// Trailing whitespace kept back at most; past it whitespace is released as it comes.
 pub const MAX_KEPT_WS: usize = 1024;
@@ -84,6 +89,9 @@ pub struct ContentGate {
     released_any: bool,
     /// Tool names (normalized) a pythonic call may name.
     names: Vec<String>,
+    /// Markdown code at the start of `buf` (after what was released): a call marker
+    /// shown in code is released as prose, as the plan reads it.
+    code: Code,
 }
 
 impl Default for ContentGate {
@@ -155,6 +163,7 @@ impl ContentGate {
             stripped: false,
             released_any: false,
             names: Vec::new(),
+            code: Code::default(),
         }
     }
 
@@ -291,6 +300,11 @@ impl ContentGate {
 
     /// At the end of the stream: what is held, and the tail to release.
     pub fn finish(&mut self) -> GateEnd {
+        // Backticks the stream never closed were text: a marker after them (kept back
+        // while a closing run could still come) begins a call, and what is kept is held.
+        let marked = !self.held
+            && !self.in_thinking
+            && matches!(self.scan_from(0, self.code, true), Scan::Marker(_));
         let buf = std::mem::take(&mut self.buf);
         let mut end = GateEnd {
             held: None,
@@ -299,7 +313,7 @@ impl ContentGate {
         };
         if self.in_thinking {
             // An unclosed block runs to the end: all of it was thinking.
-        } else if self.held {
+        } else if self.held || marked {
             end.held = Some(buf);
         } else {
             end.tail = buf;
@@ -336,6 +350,9 @@ impl ContentGate {
 
     /// Releases `buf[..upto]`.
     fn release(&mut self, out: &mut String, upto: usize) {
+        for i in 0..upto {
+            self.code.step(&self.buf, i, false);
+        }
         let part = &self.buf[..upto];
         if !self.released_any && part.chars().any(|c| !c.is_whitespace()) {
             self.released_any = true;
@@ -347,15 +364,23 @@ impl ContentGate {
 
     /// The first marker, undecided opening or thinking tag of the unreleased text.
     fn scan(&self) -> Scan {
-        self.scan_from(0)
+        self.scan_from(0, self.code, false)
     }
 
-    /// [`Self::scan`] from byte `from` of the unreleased text (a char boundary).
-    fn scan_from(&self, from: usize) -> Scan {
+    /// [`Self::scan`] from byte `from` of the unreleased text (a char boundary), `code`
+    /// the Markdown code there; `complete`: the stream has ended.
+    fn scan_from(&self, from: usize, mut code: Code, complete: bool) -> Scan {
         let text = self.buf.as_str();
         let b = text.as_bytes();
         for i in from..b.len() {
+            let in_code = code.step(text, i, complete);
             match b[i] {
+                // A marker shown in code is prose; a thinking tag is one anywhere.
+                b'<' | b'[' if in_code == InCode::Yes => {
+                    if let Some(t) = markers::thinking_tag_at(text, i) {
+                        return Scan::Tag(i, t);
+                    }
+                }
                 b'<' | b'[' => {
                     if markers::call_marker_at(text, i).is_some() {
                         return Scan::Marker(i);
@@ -367,7 +392,7 @@ impl ContentGate {
                         // The rest may still grow into a marker (`<|message_sep|>\n\nfunc`
                         // of GigaChat 3's): nothing after it is released before it is
                         // decided; a marker inside it holds from here.
-                        return match self.scan_from(i + 1) {
+                        return match self.scan_from(i + 1, code, complete) {
                             Scan::Marker(_) => Scan::Marker(i),
                             _ => Scan::Undecided(i),
                         };
@@ -391,11 +416,15 @@ impl ContentGate {
                         }
                     }
                 }
+                b'{' if in_code == InCode::Yes => {}
                 b'`' | b'{' => match opening(&text[i..]) {
                     Some(true) => return Scan::Marker(i),
+                    // Backticks may open a code span whose end has not come yet.
+                    Some(false) if in_code == InCode::Undecided => return Scan::Undecided(i),
                     Some(false) => {}
                     None => return Scan::Undecided(i),
                 },
+                b'~' if in_code == InCode::Undecided => return Scan::Undecided(i),
                 b'\n' if !self.names.is_empty() => {
                     let rest = text[i + 1..].trim_start_matches([' ', '\t']);
                     let at = b.len() - rest.len();

@@ -641,6 +641,66 @@ fn every_family_call_is_held_whole_split_at_every_byte() {
 }
 
 #[test]
+fn a_call_shown_in_markdown_code_goes_out_as_prose_and_the_call_after_it_is_held() {
+    // SGLang's `test_quoted_dsml_is_not_executed_or_removed`: split at every byte, a call
+    // shown in a fence or a code span goes out whole as prose (what the plan keeps as
+    // content), and a real call after it is held from its marker, as the JSON path cuts.
+    let calls = [
+        (
+            "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">literal</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+            "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">SF</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+        ),
+        (
+            "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"literal\"}}</tool_call>",
+            "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"SF\"}}</tool_call>",
+        ),
+        (
+            "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"literal\"}}]",
+            "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"SF\"}}]",
+        ),
+        (
+            "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"city\">literal</parameter></invoke></minimax:tool_call>",
+            "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"city\">SF</parameter></invoke></minimax:tool_call>",
+        ),
+    ];
+    for (literal, real) in calls {
+        for quote in [
+            format!("Example:\n```xml\n{literal}\n```\n"),
+            format!("Example:\n~~~xml\n{literal}\n~~~\n"),
+            format!("Example: `{literal}`\n"),
+        ] {
+            let whole = format!("{quote}{real}");
+            assert_eq!(
+                crate::message::prose_before_calls(&whole).as_deref(),
+                Some(quote.trim())
+            );
+            let cuts: Vec<usize> = (1..whole.len())
+                .filter(|&c| whole.is_char_boundary(c))
+                .collect();
+            for (k, &a) in cuts.iter().enumerate() {
+                for &b in cuts[k..].iter().step_by(13) {
+                    let (out, held) = run(&[&whole[..a], &whole[a..b], &whole[b..]]);
+                    assert_eq!(out, quote.trim_end(), "cut at {a}, {b}: {whole:?}");
+                    assert_eq!(held, Some(format!("\n{real}")), "cut at {a}, {b}");
+                }
+                if a < quote.len() {
+                    let (out, held) = run(&[&quote[..a], &quote[a..]]);
+                    assert_eq!((out.as_str(), held), (quote.as_str(), None), "cut at {a}");
+                }
+            }
+        }
+    }
+    // Backticks never closed are text: what follows them is kept back until the end
+    // says so, and a marker after them holds all that is kept.
+    let text = "Don't use ` here. <tool_call>{\"name\": \"f\"}</tool_call>";
+    for a in 1..text.len() {
+        let (out, held) = run(&[&text[..a], &text[a..]]);
+        assert_eq!(out, "Don't use", "cut at {a}");
+        assert_eq!(held.as_deref(), Some(&text[9..]), "cut at {a}");
+    }
+}
+
+#[test]
 fn calls_that_open_only_a_text_are_held_there_and_prose_elsewhere() {
     // Issue 29: a bare `<invoke name=` (MiniMax writes it inside `<minimax:tool_call>`),
     // Phi-4-mini's `functools[` and GigaChat 3's role header begin a call only at the
@@ -763,7 +823,7 @@ fn every_thinking_tag_is_stripped_by_the_gate_when_asked() {
 
 // --- properties ------------------------------------------------------------------------
 
-const PIECES: [&str; 22] = [
+const PIECES: [&str; 25] = [
     "Sure, ",
     "plain words ",
     "<tool_call>",
@@ -774,6 +834,9 @@ const PIECES: [&str; 22] = [
     "{\"a\": 1}",
     "```",
     "`",
+    "``",
+    "~~~",
+    "```xml\n",
     "<",
     "[",
     "<think>",
@@ -819,15 +882,17 @@ proptest! {
         let refs: Vec<&str> = ds.iter().map(String::as_str).collect();
         let (out, held) = run(&refs);
         prop_assert_eq!(format!("{out}{}", held.clone().unwrap_or_default()), text.clone());
-        for m in CALL_MARKERS {
-            prop_assert!(!out.contains(m), "{} released in {:?}", m, out);
-        }
-        if CALL_MARKERS.iter().any(|m| text.contains(m)) {
+        // A marker shown in Markdown code may go out as prose; none outside code does.
+        let first = crate::repair::markers::prose_markers(&text).at;
+        prop_assert!(first.is_none_or(|at| at >= out.len()), "a marker released in {:?}", out);
+        if first.is_some() {
             prop_assert!(held.is_some());
         }
         if let Some(h) = &held {
             let h = h.trim_start();
+            // Or backticks never closed, a marker after them.
             let starts = CALL_MARKERS.iter().chain(LEADING_MARKERS).any(|m| h.starts_with(m))
+                || h.starts_with('`')
                 || crate::repair::markers::leading_call(h) == crate::repair::markers::Leading::Call;
             prop_assert!(starts, "held text starts with no marker: {:?}", h);
         }
@@ -930,6 +995,20 @@ fn held_and_thinking(n: usize) {
         std::hint::black_box(ws.push("  \n"));
     }
     std::hint::black_box(ws.finish());
+    // Markdown code around markers: fences, code spans, backticks never closed.
+    let mut code = ContentGate::new(Thinking::Pass);
+    for _ in 0..n {
+        for piece in [
+            "see `<tool",
+            "_call>` and ",
+            "```xml\n<tool_call>\n",
+            "```\n",
+            "a `` b\n",
+        ] {
+            std::hint::black_box(code.push(piece));
+        }
+    }
+    std::hint::black_box(code.finish());
 }
 
 #[test]
