@@ -31,7 +31,7 @@ use toolmend::{
     },
 };
 
-use crate::{from_py, to_py, to_value};
+use crate::{Seen, from_py, to_py, to_value};
 
 /// The runtime guard futures run on, made on first use.
 pub(crate) static RUNTIME: LazyLock<Result<tokio::runtime::Runtime, String>> =
@@ -46,10 +46,10 @@ pub(crate) static RUNTIME: LazyLock<Result<tokio::runtime::Runtime, String>> =
 
 /// A Python value as JSON (dicts, lists, numbers, strings; NaN refused).
 fn json_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
-    let mut non_finite = false;
-    let v = to_value(obj, 0, &mut non_finite)
-        .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
-    if non_finite {
+    let mut seen = Seen::default();
+    let v =
+        to_value(obj, 0, &mut seen).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
+    if seen.non_finite {
         return Err(PyValueError::new_err(format!(
             "{what}: NaN or infinity is not a setting"
         )));
@@ -116,8 +116,8 @@ fn read_call(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Call> {
                 serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned()))
             }
             Err(_) => {
-                let mut non_finite = false;
-                to_value(&a, 0, &mut non_finite)?
+                let mut seen = Seen::default();
+                to_value(&a, 0, &mut seen)?
             }
         },
     };

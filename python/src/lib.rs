@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use std::{
     borrow::Cow,
     collections::{HashMap, HashSet},
+    hash::Hasher,
     sync::{Arc, LazyLock, Mutex},
 };
 
@@ -103,16 +104,48 @@ fn phase(name: &str) -> PyResult<Phase> {
     }
 }
 
-/// A mended call as Python sees it: the Rust fields plus the feedback text to send.
-fn call_to_py(py: Python<'_>, call: &MendedCall) -> PyResult<Py<PyAny>> {
-    let mut v = serde_json::to_value(call).map_err(error)?;
-    v["lossy"] = Value::Bool(call.is_lossy());
+/// A mended call as Python sees it: the Rust fields (as serde writes them: `fixes` and
+/// `issues` only when not empty) plus `lossy`, and for feedback the text to send and its
+/// `error`. Built as Python objects directly: no JSON tree of the call in between.
+/// `sent`: the caller's parsed arguments, when they are the call's arguments unchanged.
+fn call_to_py(
+    py: Python<'_>,
+    call: &MendedCall,
+    sent: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "tool"), &call.tool)?;
+    match (&call.arguments, sent) {
+        (_, Some(sent)) => d.set_item(intern!(py, "arguments"), sent)?,
+        (Some(v), None) => d.set_item(intern!(py, "arguments"), from_value(py, v)?)?,
+        (None, None) => d.set_item(intern!(py, "arguments"), py.None())?,
+    }
+    if !call.fixes.is_empty() {
+        d.set_item(intern!(py, "fixes"), list_of(py, &call.fixes, fix_to_py)?)?;
+    }
+    if !call.issues.is_empty() {
+        d.set_item(
+            intern!(py, "issues"),
+            list_of(py, &call.issues, issue_to_py)?,
+        )?;
+    }
+    d.set_item(intern!(py, "outcome"), outcome_word(py, call.outcome))?;
+    d.set_item(intern!(py, "lossy"), call.is_lossy())?;
     if call.outcome == Outcome::Feedback {
         let f = feedback::render(&call.tool, &call.issues);
-        v["feedback"] = Value::String(f.text);
-        v["error"] = f.json["error"].clone();
+        d.set_item(intern!(py, "feedback"), f.text)?;
+        d.set_item(intern!(py, "error"), from_value(py, &f.json["error"])?)?;
     }
-    Ok(from_value(py, &v)?.unbind())
+    Ok(d.into_any().unbind())
+}
+
+/// `valid`, `repaired` or `feedback`, as serde names an [`Outcome`].
+fn outcome_word(py: Python<'_>, outcome: Outcome) -> &Bound<'_, PyString> {
+    match outcome {
+        Outcome::Valid => intern!(py, "valid"),
+        Outcome::Repaired => intern!(py, "repaired"),
+        Outcome::Feedback => intern!(py, "feedback"),
+    }
 }
 
 /// Tools compiled once (their JSON Schemas), with the mending and planning options: what
@@ -205,9 +238,9 @@ fn read_call(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<PyCall> {
             if let Ok(text) = a.cast::<PyString>() {
                 PyArgs::Text(text.to_str()?.to_owned())
             } else {
-                let mut non_finite = false;
-                let value = to_value(&a, 0, &mut non_finite)?;
-                if non_finite {
+                let mut seen = Seen::default();
+                let value = to_value(&a, 0, &mut seen)?;
+                if seen.non_finite {
                     // serde_json has no NaN: the JSON text (with its NaN tokens) is mended,
                     // so the repair replaces and records them.
                     PyArgs::Text(py.import("json")?.call_method1("dumps", (&a,))?.extract()?)
@@ -332,12 +365,7 @@ fn planned_to_py<'py>(
     d.set_item(intern!(py, "split"), c.split)?;
     d.set_item(intern!(py, "tool"), &c.call.tool)?;
     d.set_item(intern!(py, "outcome"), word(py, c.outcome.as_str()))?;
-    let mended = match c.call.outcome {
-        Outcome::Valid => intern!(py, "valid"),
-        Outcome::Repaired => intern!(py, "repaired"),
-        Outcome::Feedback => intern!(py, "feedback"),
-    };
-    d.set_item(intern!(py, "mended"), mended)?;
+    d.set_item(intern!(py, "mended"), outcome_word(py, c.call.outcome))?;
     // Parsed arguments valid as sent: the caller has them already.
     if !(parsed_as_sent && c.call.outcome == Outcome::Valid && !c.split) {
         match &c.call.arguments {
@@ -549,20 +577,35 @@ impl Toolbox {
         let mut calls = if let Ok(text) = arguments.cast::<PyString>() {
             let text = text.to_str()?;
             py.detach(|| mend::mend_named_in(name, text, &self.tools, opts, &ctx).calls)
-        } else if has_non_finite(arguments, 0)? {
-            // Python's json reads NaN and Infinity, serde_json has no such values: mend the
-            // JSON text (with its NaN tokens), so the repair replaces and records them.
-            let text: String = py
-                .import("json")?
-                .call_method1("dumps", (arguments,))?
-                .extract()?;
-            py.detach(|| mend::mend_named_in(name, &text, &self.tools, opts, &ctx).calls)
         } else {
-            let mut non_finite = false;
-            let value = to_value(arguments, 0, &mut non_finite)?;
-            // Parsed as text is: a merged call (a list for a scalar field) is one call per
-            // value unless `coerce={"split_merged_calls": False}`.
-            py.detach(|| mend::mend_parsed_in(name, &value, &self.tools, opts, &ctx))
+            let mut seen = Seen::default();
+            let value = to_value(arguments, 0, &mut seen)?;
+            if seen.non_finite {
+                // Python's json reads NaN and Infinity, serde_json has no such values: mend
+                // the JSON text (with its NaN tokens), so the repair replaces and records them.
+                let text: String = py
+                    .import("json")?
+                    .call_method1("dumps", (arguments,))?
+                    .extract()?;
+                py.detach(|| mend::mend_named_in(name, &text, &self.tools, opts, &ctx).calls)
+            } else {
+                // Parsed as text is: a merged call (a list for a scalar field) is one call
+                // per value unless `coerce={"split_merged_calls": False}`.
+                let calls =
+                    py.detach(|| mend::mend_parsed_in(name, &value, &self.tools, opts, &ctx));
+                // Valid as sent, nothing changed: the arguments are the caller's own object,
+                // not a copy built back from JSON.
+                if let [call] = calls.as_slice()
+                    && !seen.converted
+                    && call.outcome == Outcome::Valid
+                    && call.fixes.is_empty()
+                    && read_fixes.is_empty()
+                    && call.arguments.as_ref() == Some(&value)
+                {
+                    return Ok(vec![call_to_py(py, call, Some(arguments))?]);
+                }
+                calls
+            }
         };
         for c in &mut calls {
             mend::with_prior_fixes(c, &read_fixes);
@@ -570,7 +613,7 @@ impl Toolbox {
         if !accept_truncated {
             calls.iter_mut().for_each(mend::refuse_lossy);
         }
-        calls.iter().map(|c| call_to_py(py, c)).collect()
+        calls.iter().map(|c| call_to_py(py, c, None)).collect()
     }
 
     /// True when parsed arguments would be passed through unchanged by `mend` (valid, no
@@ -579,11 +622,11 @@ impl Toolbox {
         let Some(tool) = self.tools.get(name) else {
             return Ok(false);
         };
-        let mut non_finite = false;
-        let Ok(value) = to_value(arguments, 0, &mut non_finite) else {
+        let mut seen = Seen::default();
+        let Ok(value) = to_value(arguments, 0, &mut seen) else {
             return Ok(false);
         };
-        if non_finite {
+        if seen.non_finite {
             return Ok(false);
         }
         // Too little work to be worth releasing the GIL.
@@ -702,9 +745,9 @@ impl Toolbox {
         } else if answer.is_none() {
             return Ok(None);
         } else {
-            let mut non_finite = false;
-            let value = to_value(answer, 0, &mut non_finite)?;
-            if non_finite {
+            let mut seen = Seen::default();
+            let value = to_value(answer, 0, &mut seen)?;
+            if seen.non_finite {
                 return Ok(None);
             }
             value
@@ -713,8 +756,8 @@ impl Toolbox {
         let coercions = &self.opts(name).coercions;
         let first = match first.filter(|f| !f.is_none()) {
             Some(f) => {
-                let mut non_finite = false;
-                Some(to_value(f, 0, &mut non_finite)?)
+                let mut seen = Seen::default();
+                Some(to_value(f, 0, &mut seen)?)
             }
             None => None,
         };
@@ -741,7 +784,7 @@ impl Toolbox {
             issues: checked.issues,
             outcome,
         };
-        call_to_py(py, &call).map(Some)
+        call_to_py(py, &call, None).map(Some)
     }
 
     fn __repr__(&self) -> String {
@@ -784,10 +827,20 @@ fn py_bool(b: bool) -> &'static str {
     if b { "True" } else { "False" }
 }
 
-/// A parsed Python value (dict, list, str, int, float, bool, None) as JSON, with a flag
-/// for a NaN or infinity met (serde_json cannot hold them). Written out rather than
-/// through `depythonize`, which is several times slower on the small dicts of tool calls.
-fn to_value(obj: &Bound<'_, PyAny>, depth: usize, non_finite: &mut bool) -> PyResult<Value> {
+/// What [`to_value`] met on its way, besides JSON's own types.
+#[derive(Debug, Default)]
+pub(crate) struct Seen {
+    /// A float NaN or infinity (serde_json cannot hold them: the value holds `null`).
+    pub(crate) non_finite: bool,
+    /// A value JSON has no type for, converted: a tuple (as a list), a key that is no
+    /// string, or anything else (a pydantic model, a date …) as pythonize sees it.
+    pub(crate) converted: bool,
+}
+
+/// A parsed Python value (dict, list, str, int, float, bool, None) as JSON, with what it
+/// met besides ([`Seen`]). Written out rather than through `depythonize`, which is
+/// several times slower on the small dicts of tool calls.
+fn to_value(obj: &Bound<'_, PyAny>, depth: usize, seen: &mut Seen) -> PyResult<Value> {
     if depth > 128 {
         return Err(error("arguments nested deeper than 128 levels"));
     }
@@ -816,7 +869,7 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize, non_finite: &mut bool) -> PyRe
         return Ok(match serde_json::Number::from_f64(v) {
             Some(n) => Value::Number(n),
             None => {
-                *non_finite = true;
+                seen.non_finite = true;
                 Value::Null
             }
         });
@@ -826,52 +879,164 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize, non_finite: &mut bool) -> PyRe
         for (k, v) in d.iter() {
             let key = match k.cast::<PyString>() {
                 Ok(s) => s.to_str()?.to_owned(),
-                Err(_) => k.str()?.to_str()?.to_owned(),
+                Err(_) => {
+                    seen.converted = true;
+                    k.str()?.to_str()?.to_owned()
+                }
             };
-            map.insert(key, to_value(&v, depth + 1, non_finite)?);
+            map.insert(key, to_value(&v, depth + 1, seen)?);
         }
         return Ok(Value::Object(map));
     }
     if let Ok(l) = obj.cast::<PyList>() {
         return l
             .iter()
-            .map(|v| to_value(&v, depth + 1, non_finite))
+            .map(|v| to_value(&v, depth + 1, seen))
             .collect::<PyResult<Vec<_>>>()
             .map(Value::Array);
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
+        seen.converted = true;
         return t
             .iter()
-            .map(|v| to_value(&v, depth + 1, non_finite))
+            .map(|v| to_value(&v, depth + 1, seen))
             .collect::<PyResult<Vec<_>>>()
             .map(Value::Array);
     }
     // Anything else (a pydantic model, a date …): as pythonize sees it.
+    seen.converted = true;
     from_py(obj, "arguments")
 }
 
-/// Whether a parsed value holds a float NaN or infinity (bounded depth, like the parser).
-fn has_non_finite(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<bool> {
-    if depth > 64 {
-        return Ok(false);
-    }
-    if let Ok(f) = obj.cast::<PyFloat>() {
-        return Ok(!f.value().is_finite());
-    }
-    if let Ok(d) = obj.cast::<PyDict>() {
-        for v in d.values() {
-            if has_non_finite(&v, depth + 1)? {
-                return Ok(true);
-            }
+/// A 64-bit digest of a JSON-like Python value (dict, list, str, int, float, bool,
+/// None), the same whatever the order of a dict's keys: the key `toolmend.repair_json`
+/// finds a compiled schema by, without writing the schema out as sorted JSON text on
+/// every call. The caller compares the schema itself on a hit (a collision never picks
+/// another schema's tools). `None` for anything else (a pydantic model, a date, a NaN, a
+/// schema nested deeper than 128 levels): the caller keys those by their JSON text.
+#[pyfunction]
+fn schema_digest(schema: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+    fn walk(obj: &Bound<'_, PyAny>, depth: usize, h: &mut impl Hasher) -> PyResult<bool> {
+        if depth > 128 {
+            return Ok(false);
         }
-    } else if let Ok(l) = obj.cast::<PyList>() {
-        for v in l.iter() {
-            if has_non_finite(&v, depth + 1)? {
-                return Ok(true);
+        if obj.is_none() {
+            h.write_u8(0);
+        } else if let Ok(s) = obj.cast::<PyString>() {
+            h.write_u8(1);
+            h.write(s.to_str()?.as_bytes());
+            h.write_u8(0xff);
+        } else if let Ok(b) = obj.cast::<PyBool>() {
+            h.write_u8(2);
+            h.write_u8(u8::from(b.is_true()));
+        } else if let Ok(i) = obj.cast::<PyInt>() {
+            h.write_u8(3);
+            match i.extract::<i64>() {
+                Ok(v) => h.write_i64(v),
+                Err(_) => h.write(i.str()?.to_str()?.as_bytes()),
             }
+        } else if let Ok(f) = obj.cast::<PyFloat>() {
+            let v = f.value();
+            if !v.is_finite() {
+                return Ok(false);
+            }
+            h.write_u8(4);
+            h.write_u64(v.to_bits());
+        } else if let Ok(l) = obj.cast::<PyList>() {
+            h.write_u8(5);
+            h.write_usize(l.len());
+            for v in l.iter() {
+                if !walk(&v, depth + 1, h)? {
+                    return Ok(false);
+                }
+            }
+        } else if let Ok(d) = obj.cast::<PyDict>() {
+            // Each member digested on its own and summed: the order of the keys is no
+            // part of a schema.
+            let mut sum = 0u64;
+            for (k, v) in d.iter() {
+                let Ok(k) = k.cast::<PyString>() else {
+                    return Ok(false);
+                };
+                let mut member = Fx::default();
+                member.write(k.to_str()?.as_bytes());
+                member.write_u8(0xff);
+                if !walk(&v, depth + 1, &mut member)? {
+                    return Ok(false);
+                }
+                sum = sum.wrapping_add(member.finish());
+            }
+            h.write_u8(6);
+            h.write_usize(d.len());
+            h.write_u64(sum);
+        } else {
+            return Ok(false);
         }
+        Ok(true)
     }
-    Ok(false)
+    let mut h = Fx::default();
+    Ok(walk(schema, 0, &mut h)?.then(|| h.finish()))
+}
+
+/// A small fast hash (Firefox's rotate-xor-multiply) for [`schema_digest`]: no key, no
+/// defence against chosen collisions, which only cost a compile (a hit is compared).
+#[derive(Default)]
+struct Fx(u64);
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap_or_default()));
+        }
+        let rest = chunks.remainder();
+        let mut last = [0u8; 8];
+        last[..rest.len()].copy_from_slice(rest);
+        self.add(u64::from_le_bytes(last) ^ (rest.len() as u64) << 56);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Fx {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// Whether `json.loads` would read `text`, without building the value or paying for a
+/// `JSONDecodeError`: `True` when serde_json reads it (strict JSON), `None` when serde
+/// refuses it for a reason Python's reader may not share (the literals NaN and Infinity, a
+/// lone surrogate escape, a number beyond a float's range, nesting deeper than 128
+/// levels: then only `json.loads` can tell), `False` when `json.loads` would refuse it too.
+#[pyfunction]
+fn json_loads_reads(py: Python<'_>, text: &str) -> Option<bool> {
+    let check = || match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        Ok(_) => Some(true),
+        Err(e) => {
+            let why = e.to_string();
+            let python_may_read = text.contains("NaN")
+                || text.contains("Infinity")
+                || why.starts_with("number out of range")
+                || why.starts_with("recursion limit exceeded")
+                || why.contains("surrogate")
+                || why.contains("hex escape")
+                || why.starts_with("invalid unicode code point");
+            (!python_may_read).then_some(false)
+        }
+    };
+    // A long text is checked without the GIL; a short one costs less than releasing it.
+    if text.len() > 16 * 1024 {
+        py.detach(check)
+    } else {
+        check()
+    }
 }
 
 fn cut(s: &str) -> String {
@@ -893,13 +1058,23 @@ fn repair(py: Python<'_>, text: &str, strip_thinking: bool, strict: bool) -> PyR
         }
     };
     let repaired = py.detach(|| toolmend::repair(text, &opts)).map_err(error)?;
-    let calls: Vec<Value> = repaired
-        .calls
-        .iter()
-        .map(|c| json!({"name": c.name, "arguments": c.arguments, "fixes": c.fixes}))
-        .collect();
-    let lossy = repaired.calls.iter().any(|c| c.is_lossy());
-    to_py(py, &json!({"calls": calls, "lossy": lossy}))
+    // `{"calls": [{"name", "arguments", "fixes"}], "lossy"}`, built as Python objects
+    // directly (no JSON tree of the answer in between).
+    let calls = PyList::empty(py);
+    for c in &repaired.calls {
+        let d = PyDict::new(py);
+        d.set_item(intern!(py, "name"), c.name.as_deref())?;
+        d.set_item(intern!(py, "arguments"), from_value(py, &c.arguments)?)?;
+        d.set_item(intern!(py, "fixes"), list_of(py, &c.fixes, fix_to_py)?)?;
+        calls.append(d)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item(intern!(py, "calls"), calls)?;
+    out.set_item(
+        intern!(py, "lossy"),
+        repaired.calls.iter().any(|c| c.is_lossy()),
+    )?;
+    Ok(out.into_any().unbind())
 }
 
 /// The one rule for "is this invalid call worth asking a correction model about", from
@@ -1028,6 +1203,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<guard::Guard>()?;
     m.add_class::<tools::NetTools>()?;
     m.add("ToolsLoadError", m.py().get_type::<tools::ToolsLoadError>())?;
+    m.add_function(wrap_pyfunction!(schema_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(json_loads_reads, m)?)?;
     m.add_function(wrap_pyfunction!(repair, m)?)?;
     m.add_function(wrap_pyfunction!(strip_thinking, m)?)?;
     m.add_function(wrap_pyfunction!(correctable, m)?)?;

@@ -37,7 +37,7 @@ use toolmend::{
 };
 use toolmend_tools::{LoadError, ToolSet, ToolsFile};
 
-use crate::{ToolmendError, from_value, to_value};
+use crate::{Seen, ToolmendError, from_value, to_value};
 
 create_exception!(
     _core,
@@ -371,13 +371,13 @@ impl NetTools {
                 "call_id: give the call's id (it must not be empty)",
             ));
         }
-        let mut non_finite = false;
+        let mut seen = Seen::default();
         let arguments = if args.is_none() {
             Value::Object(serde_json::Map::new())
         } else {
-            to_value(args, 0, &mut non_finite)?
+            to_value(args, 0, &mut seen)?
         };
-        if non_finite {
+        if seen.non_finite {
             return Err(PyValueError::new_err(
                 "args: NaN or infinity cannot be sent as JSON",
             ));
