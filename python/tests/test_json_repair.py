@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import random
 
 import pytest
 
@@ -191,3 +192,67 @@ def test_giving_up_is_never_silent(text, why, caplog) -> None:
     assert value == "" and log[0]["kind"] == "gave_up" and why in log[0]["detail"]
     with pytest.raises(ValueError, match=why):
         json_repair.loads(text, schema=SCHEMA)
+
+
+# ---- json.loads first, without paying for its JSONDecodeError --------------------------
+
+
+def _same(a, b) -> bool:
+    """Equal as json.loads gives them, NaN equal to NaN and 1 not equal to True."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _texts() -> list[str]:
+    """Valid JSON, the texts json.loads reads but serde_json refuses, and mutations of
+    both (a character dropped, doubled or replaced), deterministic."""
+    seeds = [
+        '{"city": "Paris", "days": 3, "tags": ["a", "b"], "ok": true, "none": null}',
+        '{"a": [1, 2.5, -0, 1e5, 12345678901234567890123], "b": {"c": "\\u00e9\\n"}}',
+        '{"x": NaN, "y": Infinity, "z": -Infinity}',
+        '{"s": "\\ud800"}',
+        '{"s": "\\udc00 tail"}',
+        '{"s": "\\ud83d\\ude00"}',
+        '{"n": 1e400}',
+        '{"n": -1E+999}',
+        '{"n": ' + "9" * 400 + "}",
+        "[" * 200 + "]" * 200,
+        '{"d": ' + "[" * 130 + "]" * 130 + "}",
+        "[1, 2]",
+        '"text"',
+        "3.25",
+        "  {\"a\": 1}\n",
+    ]
+    rng = random.Random(31)
+    out = list(seeds)
+    alphabet = '{}[],:"\\ NaInfity0123456789eE+-.tfnul\n\tu'
+    for _ in range(4000):
+        t = list(rng.choice(seeds))
+        i = rng.randrange(len(t) + 1)
+        op = rng.randrange(3)
+        if op == 0 and i < len(t):
+            del t[i]
+        elif op == 1:
+            t.insert(i, rng.choice(alphabet))
+        elif i < len(t):
+            t[i] = rng.choice(alphabet)
+        out.append("".join(t))
+    return out
+
+
+def test_every_text_json_loads_reads_is_read_as_json_loads_reads_it() -> None:
+    # `loads` asks the Rust side whether json.loads could read a text before trying it
+    # (a JSONDecodeError costs more than the repair). A text json.loads reads must never
+    # be taken for broken: it is returned as json.loads returns it, with an empty log.
+    from toolmend._json_repair import _may_be_json
+
+    read = 0
+    for text in _texts():
+        try:
+            expected = json.loads(text)
+        except (json.JSONDecodeError, RecursionError, ValueError):
+            continue
+        read += 1
+        assert _may_be_json(text), text[:80]
+        value, log = json_repair.loads(text, logging=True)
+        assert _same(value, expected) and log == [], text[:80]
+    assert read > 100

@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from toolmend._core import Toolbox, ToolmendError
+from toolmend._core import json_loads_reads as _json_loads_reads
 from toolmend._core import repair as _repair
+from toolmend._core import schema_digest as _schema_digest
 
 __all__ = ["from_file", "load", "loads", "repair_json"]
 
@@ -49,6 +51,10 @@ _log = _logging.getLogger("toolmend")
 _NAME = "json"
 # Compiled schemas, by their JSON text: compiling costs far more than reading a value.
 _TOOLBOXES: dict[str, Toolbox] = {}
+# The same, by the schema's digest (`_core.schema_digest`): (the schema compiled, its
+# Toolbox); and pydantic models by their class.
+_BY_DIGEST: dict[int, tuple[dict, Toolbox]] = {}
+_BY_MODEL: dict[type, Toolbox] = {}
 _MAX_TOOLBOXES = 64
 
 
@@ -173,7 +179,8 @@ def _unsupported(json_fd: Any, chunk_length: int, stream_stable: bool, mode: str
 def _read(text: str, skip_json_loads: bool, strict: bool) -> tuple[Any, list[dict] | None]:
     """The value and its fixes; ``("", [{"kind": "gave_up", "detail": why}])`` when
     nothing could be read."""
-    if not skip_json_loads:
+    # `json.loads` first, as json_repair reads, unless the text is plainly no JSON.
+    if not skip_json_loads and (strict or _may_be_json(text)):
         try:
             return json.loads(text), []
         except (json.JSONDecodeError, TypeError, ValueError):
@@ -197,6 +204,15 @@ def _read(text: str, skip_json_loads: bool, strict: bool) -> tuple[Any, list[dic
     if len(calls) == 1:
         return calls[0]["arguments"], log
     return [call["arguments"] for call in calls], log
+
+
+def _may_be_json(text: str) -> bool:
+    """False when ``json.loads`` would refuse ``text`` (checked in Rust: its
+    ``JSONDecodeError`` costs more than the repair)."""
+    try:
+        return _json_loads_reads(text) is not False
+    except UnicodeError:  # a lone surrogate as a character: only json.loads can tell
+        return True
 
 
 def _gave_up(log: list[dict] | None) -> bool:
@@ -229,6 +245,18 @@ def _fit(value: Any, text: str, log: list[dict] | None, schema: Any) -> tuple[An
 
 
 def _toolbox(schema: Any) -> Toolbox:
+    given = schema
+    if isinstance(schema, type):
+        box = _BY_MODEL.get(schema)
+        if box is not None:
+            return box
+    # A dict is found by a digest of its content (any key order), and the schema it was
+    # compiled from compared on a hit: no sorted JSON text written per call.
+    digest = _schema_digest(schema)
+    if digest is not None:
+        seen = _BY_DIGEST.get(digest)
+        if seen is not None and seen[0] == schema:
+            return seen[1]
     if hasattr(schema, "model_json_schema"):  # a pydantic v2 model
         schema = schema.model_json_schema()
     if not isinstance(schema, dict):
@@ -246,7 +274,17 @@ def _toolbox(schema: Any) -> Toolbox:
             )
         except ToolmendError as e:
             raise ValueError(f"invalid schema: {e}") from None
-        if len(_TOOLBOXES) >= _MAX_TOOLBOXES:
-            _TOOLBOXES.pop(next(iter(_TOOLBOXES)))
-        _TOOLBOXES[key] = box
+        _bounded_put(_TOOLBOXES, key, box)
+    if isinstance(given, type):
+        _bounded_put(_BY_MODEL, given, box)
+    elif digest is not None:
+        # A copy, taken from the JSON text compiled: a dict changed in place later no
+        # longer equals it, and is compiled again under its new digest.
+        _bounded_put(_BY_DIGEST, digest, (json.loads(key), box))
     return box
+
+
+def _bounded_put(cache: dict, key: Any, value: Any) -> None:
+    if key not in cache and len(cache) >= _MAX_TOOLBOXES:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
