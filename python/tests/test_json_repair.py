@@ -256,3 +256,31 @@ def test_every_text_json_loads_reads_is_read_as_json_loads_reads_it() -> None:
         value, log = json_repair.loads(text, logging=True)
         assert _same(value, expected) and log == [], text[:80]
     assert read > 100
+
+
+def test_a_schema_changed_in_place_is_compiled_again() -> None:
+    # Compiled schemas are found by a digest of their content: the same dict changed in
+    # place is another schema, and the same schema with its keys in another order is not.
+    from toolmend import _json_repair
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    assert json_repair.loads('{"n": "5"}', schema=schema) == {"n": 5}
+    schema["properties"]["n"]["type"] = "string"
+    assert json_repair.loads('{"n": "5"}', schema=schema) == {"n": "5"}
+    reordered = {"properties": {"n": {"type": "string"}}, "type": "object"}
+    compiled = len(_json_repair._TOOLBOXES)
+    assert json_repair.loads('{"n": 5}', schema=reordered) == {"n": "5"}
+    assert len(_json_repair._TOOLBOXES) == compiled
+
+
+def test_valid_parsed_arguments_come_back_as_the_callers_object() -> None:
+    box = toolmend.Toolbox([{"name": "f", "parameters": SCHEMA}])
+    args = {"value": 1}
+    [call] = box.mend("f", args)
+    assert call["outcome"] == "valid" and call["arguments"] is args
+    # Coerced: a new object. Holding a tuple (no JSON type): converted, never aliased.
+    [call] = box.mend("f", {"value": "1"})
+    assert call["arguments"] == {"value": 1}
+    tupled = {"value": 1, "extra": (1, 2)}
+    [call] = toolmend.Toolbox([{"name": "f", "parameters": {"type": "object"}}]).mend("f", tupled)
+    assert call["arguments"] == {"value": 1, "extra": [1, 2]} and call["arguments"] is not tupled
