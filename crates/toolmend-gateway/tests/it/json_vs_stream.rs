@@ -64,6 +64,7 @@ fn answers() -> Vec<String> {
         // `test_quoted_dsml_is_not_executed_or_removed`).
         "Example:\n```xml\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">literal</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>\n```\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>".to_owned(),
         format!("Example: `<tool_call>{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"literal\"}}}}</tool_call>`\n<tool_call>{{\"name\": \"get_weather\", \"arguments\": {WEATHER}}}</tool_call>"),
+        format!("```xml\n<tool_call>{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"literal\"}}}}</tool_call>\n```\nSo:<tool_call>{{\"name\": \"get_weather\", \"arguments\": {WEATHER}}}</tool_call>"),
         "Mistral calls look so:\n~~~\n[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"literal\"}}]\n~~~\nI will not call one now.".to_owned(),
         "The weather in Paris is sunny.".to_owned(),
         "Use <tool_call> tags to call tools; I will not call one now.".to_owned(),

@@ -387,6 +387,7 @@ pub fn first_call_marker(text: &str) -> Option<usize> {
     if LEADING_MARKERS
         .iter()
         .any(|m| b[start..].starts_with(m.as_bytes()))
+        && !fence_shows_marker(&text[start..])
     {
         return Some(start);
     }
@@ -400,6 +401,17 @@ pub fn first_call_marker(text: &str) -> Option<usize> {
             _ => false,
         }
     })
+}
+
+/// True when `rest` starts with a fence whose first line after its info string opens
+/// with a call marker: the marker is shown in code ([`Code`]).
+fn fence_shows_marker(rest: &str) -> bool {
+    let Some(lang) = fence_lang(rest) else {
+        return false;
+    };
+    let body = &rest[FENCE.len() + lang.len()..];
+    let at = rest.len() - body.trim_start().len();
+    call_marker_at(rest, at).is_some()
 }
 
 /// How far a fence's info string and whitespace, or an object's opening, is followed

@@ -311,6 +311,17 @@ fn minicpm5_calls_are_read_and_typed_by_the_schema() {
         after_prose: true,
         prose_after_is_prose: false,
     });
+    // The space before `name` as a tokenizer leaks it: byte-level BPE's `Ġ`, or none.
+    for space in ["\u{120}", ""] {
+        let text = format!(
+            "Checking.\n<function{space}name=\"get_weather\"><param{space}name=\"city\">上海</param><param{space}name=\"days\">2</param></function>\n"
+        );
+        check(
+            &text,
+            vec![ok("get_weather", json!({"city": "上海", "days": 2}))],
+            Some("Checking."),
+        );
+    }
     // A value in CDATA keeps its line breaks and markup.
     check(
         "<function name=\"write_file\"><param name=\"path\">a.html</param><param name=\"content\"><![CDATA[<p>\n</param>\n</p>]]></param></function>",
@@ -595,6 +606,14 @@ fn a_call_shown_in_markdown_code_is_no_call_and_a_call_after_it_is() {
             );
             assert_eq!(content.as_deref(), Some(quote.trim()), "{family}: {text:?}");
         }
+        // Shown at the very start of the text too.
+        let quote = format!("```xml\n{literal}\n```\n");
+        check(&quote, vec![], Some(quote.as_str()));
+        check(
+            &format!("{quote}{call}"),
+            vec![ok("get_weather", json!({"city": "SF"}))],
+            Some(quote.trim()),
+        );
     }
 }
 
