@@ -138,6 +138,7 @@ impl InCode {
 ///   many within [`MAX_SPAN`] bytes, before a blank line or a thinking tag; without one
 ///   the backticks are text.
 /// - A thinking tag ends any code (a block of reasoning is not inside an answer's code).
+/// - A run of more than [`MAX_SPAN`] backticks or tildes opens and closes nothing.
 ///
 /// The state after a text is all a reader of what follows needs (the streaming gate
 /// keeps it for the text it has released); each byte is read once, and a span's closing
@@ -155,6 +156,9 @@ pub struct Code {
     /// Bytes left of a run or a thinking tag already read, and whether they are code.
     skip: usize,
     skip_code: bool,
+    /// Inside a run of this character longer than [`MAX_SPAN`] (a stream may still be
+    /// sending it): it opens and closes nothing.
+    long_run: Option<u8>,
 }
 
 impl Code {
@@ -169,6 +173,12 @@ impl Code {
             return InCode::of(self.skip_code);
         }
         let inside = self.fence.is_some() || self.span.is_some() || self.fence_line;
+        if let Some(c) = self.long_run {
+            if b[i] == c {
+                return InCode::of(inside);
+            }
+            self.long_run = None;
+        }
         match b[i] {
             b'\n' => {
                 self.mid_line = false;
@@ -178,6 +188,13 @@ impl Code {
             b' ' | b'\t' | b'\r' => return InCode::of(inside),
             c @ (b'`' | b'~') => {
                 let n = b[i..].iter().take_while(|&&x| x == c).count();
+                if n > MAX_SPAN {
+                    // Longer than a span is looked for: no fence, no span, whatever
+                    // more of it a stream sends.
+                    self.mid_line = true;
+                    self.long_run = Some(c);
+                    return InCode::of(inside);
+                }
                 if i + n == b.len() && !complete {
                     return InCode::Undecided;
                 }
@@ -694,6 +711,8 @@ mod tests {
         }
         let far = format!("` {} <tool_call> `", "x".repeat(MAX_SPAN));
         assert!(at(&far).is_some());
+        let long = format!("x\n{}\n<tool_call>", "`".repeat(MAX_SPAN + 1));
+        assert!(at(&long).is_some());
         // A stream: backticks whose closing run may still come are undecided.
         let mut code = Code::default();
         assert_eq!(code.step("a `b <tool_call>", 2, false), InCode::Undecided);

@@ -1009,6 +1009,13 @@ fn held_and_thinking(n: usize) {
         }
     }
     std::hint::black_box(code.finish());
+    // One backtick a delta: a run longer than a span is looked for is decided.
+    let mut ticks = ContentGate::new(Thinking::Pass);
+    ticks.push("Look: ");
+    for _ in 0..n {
+        std::hint::black_box(ticks.push("`"));
+    }
+    std::hint::black_box(ticks.finish());
 }
 
 #[test]
