@@ -899,6 +899,28 @@ proptest! {
     }
 
     #[test]
+    fn the_gate_holds_from_where_the_plan_cuts_the_prose(
+        pieces in prop::collection::vec(0usize..64, 0..24),
+        cuts in prop::collection::vec(0usize..4096, 0..12),
+    ) {
+        // What the gate released is prose the plan keeps: it holds from the first place
+        // a call may begin (`first_call_marker`, code told apart) or earlier.
+        let (text, ds) = deltas(&pieces, &cuts);
+        let refs: Vec<&str> = ds.iter().map(String::as_str).collect();
+        let (out, held) = run(&refs);
+        // (With a call marker outside code; thinking is the gate's to strip before the
+        // plan reads the text.)
+        let marked = crate::repair::markers::prose_markers(&text).at.is_some();
+        if let Some(at) = crate::repair::markers::first_call_marker(&text)
+            .filter(|_| marked && !crate::repair::markers::has_thinking(&text))
+        {
+            let cut = crate::repair::markers::hold_start(&text, at);
+            prop_assert!(held.is_some(), "nothing held of {:?}", text);
+            prop_assert!(out.len() <= cut, "{:?} released of {:?}", out, text);
+        }
+    }
+
+    #[test]
     fn stripping_releases_no_thinking_tag(
         pieces in prop::collection::vec(0usize..64, 0..24),
         cuts in prop::collection::vec(0usize..4096, 0..12),
