@@ -19,7 +19,6 @@ use serde_json::{Value, json};
 use std::{
     borrow::Cow,
     collections::{HashMap, HashSet},
-    hash::Hasher,
     sync::{Arc, LazyLock, Mutex},
 };
 
@@ -911,40 +910,38 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize, seen: &mut Seen) -> PyResult<V
 /// A 64-bit digest of a JSON-like Python value (dict, list, str, int, float, bool,
 /// None), the same whatever the order of a dict's keys: the key `toolmend.repair_json`
 /// finds a compiled schema by, without writing the schema out as sorted JSON text on
-/// every call. The caller compares the schema itself on a hit (a collision never picks
-/// another schema's tools). `None` for anything else (a pydantic model, a date, a NaN, a
-/// schema nested deeper than 128 levels): the caller keys those by their JSON text.
+/// every call. Strings and numbers enter by Python's own hash (a string caches it, a
+/// dict's keys have it already), with their type: it holds within this process only, as
+/// the cache does. The caller compares the schema itself on a hit (a collision never
+/// picks another schema's tools). `None` for anything else (a pydantic model, a date, a
+/// NaN, a schema nested deeper than 128 levels): the caller keys those by their JSON text.
 #[pyfunction]
 fn schema_digest(schema: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-    fn walk(obj: &Bound<'_, PyAny>, depth: usize, h: &mut impl Hasher) -> PyResult<bool> {
+    fn walk(obj: &Bound<'_, PyAny>, depth: usize, h: &mut Fx) -> PyResult<bool> {
         if depth > 128 {
             return Ok(false);
         }
         if obj.is_none() {
-            h.write_u8(0);
-        } else if let Ok(s) = obj.cast::<PyString>() {
-            h.write_u8(1);
-            h.write(s.to_str()?.as_bytes());
-            h.write_u8(0xff);
+            h.add(0);
+        } else if obj.is_instance_of::<PyString>() {
+            h.add(1);
+            h.add(obj.hash()? as u64);
         } else if let Ok(b) = obj.cast::<PyBool>() {
-            h.write_u8(2);
-            h.write_u8(u8::from(b.is_true()));
-        } else if let Ok(i) = obj.cast::<PyInt>() {
-            h.write_u8(3);
-            match i.extract::<i64>() {
-                Ok(v) => h.write_i64(v),
-                Err(_) => h.write(i.str()?.to_str()?.as_bytes()),
-            }
+            h.add(2);
+            h.add(u64::from(b.is_true()));
+        } else if obj.is_instance_of::<PyInt>() {
+            h.add(3);
+            h.add(obj.hash()? as u64);
         } else if let Ok(f) = obj.cast::<PyFloat>() {
             let v = f.value();
             if !v.is_finite() {
                 return Ok(false);
             }
-            h.write_u8(4);
-            h.write_u64(v.to_bits());
+            h.add(4);
+            h.add(v.to_bits());
         } else if let Ok(l) = obj.cast::<PyList>() {
-            h.write_u8(5);
-            h.write_usize(l.len());
+            h.add(5);
+            h.add(l.len() as u64);
             for v in l.iter() {
                 if !walk(&v, depth + 1, h)? {
                     return Ok(false);
@@ -955,20 +952,19 @@ fn schema_digest(schema: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
             // part of a schema.
             let mut sum = 0u64;
             for (k, v) in d.iter() {
-                let Ok(k) = k.cast::<PyString>() else {
+                if !k.is_instance_of::<PyString>() {
                     return Ok(false);
-                };
+                }
                 let mut member = Fx::default();
-                member.write(k.to_str()?.as_bytes());
-                member.write_u8(0xff);
+                member.add(k.hash()? as u64);
                 if !walk(&v, depth + 1, &mut member)? {
                     return Ok(false);
                 }
                 sum = sum.wrapping_add(member.finish());
             }
-            h.write_u8(6);
-            h.write_usize(d.len());
-            h.write_u64(sum);
+            h.add(6);
+            h.add(d.len() as u64);
+            h.add(sum);
         } else {
             return Ok(false);
         }
@@ -983,30 +979,13 @@ fn schema_digest(schema: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
 #[derive(Default)]
 struct Fx(u64);
 
-impl Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().unwrap_or_default()));
-        }
-        let rest = chunks.remainder();
-        let mut last = [0u8; 8];
-        last[..rest.len()].copy_from_slice(rest);
-        self.add(u64::from_le_bytes(last) ^ (rest.len() as u64) << 56);
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
+impl Fx {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 
     fn finish(&self) -> u64 {
         self.0
-    }
-}
-
-impl Fx {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 }
 
