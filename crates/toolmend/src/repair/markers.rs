@@ -12,6 +12,9 @@
 //! its own, and the tables below are derived from the walk's one list of dialects, so the
 //! walk cannot read a marker this table lacks.
 //!
+//! A call marker shown in Markdown code (a fence, a code span: [`Code`]) begins no call
+//! for the extractor and the gate: an answer quoting a call's syntax is prose.
+//!
 //! Matching: call markers are matched exactly (chat-template tokens are case-sensitive);
 //! thinking tags are matched ignoring ASCII case by the extractor and the gate
 //! (`<THINKING>` is seen in the wild), exactly by the parser inside argument text.
@@ -61,7 +64,8 @@ pub const CALL_TOKENS: &[&str] =
 /// A code fence.
 pub const FENCE: &str = "```";
 
-/// Every marker that begins a call wherever it stands in a text: the openers of
+/// Every marker that begins a call wherever it stands in a text (outside Markdown code,
+/// [`prose_markers`]): the openers of
 /// [`TOOL_CALL_TAGS`], the [`CALL_TOKENS`], [`MISTRAL_TOOL_CALLS`], [`XML_FUNCTION`],
 /// [`GEMMA_CALL_START`], [`APERTUS_PREFIX`], [`GIGACHAT_CALL`], [`MINICPM_FUNCTION`],
 /// Hunyuan's suffixed tags ([`HUNYUAN_CALLS`]), DeepSeek's `<｜tool▁calls▁begin｜>` family,
