@@ -692,6 +692,38 @@ fn dsml_calls_are_read_each_value_by_its_string_flag() {
 }
 
 #[test]
+fn a_damaged_dsml_wrapper_before_the_real_block_is_no_content() {
+    // DeepSeek V4 sometimes writes a broken wrapper before its real one (SGLang's
+    // detector tests these): the call is read, and the content ends where the first DSML
+    // token begins, as for any marker.
+    let call = "<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">SF</｜DSML｜parameter>\n</｜DSML｜invoke>";
+    let damaged = [
+        "<｜DSML｜toolcalls>\n\n",
+        "<｜DSML｜tool_calls\n",
+        "<｜DSML｜tool_calls<tool_calls>\n\n",
+        "<｜DSML｜ SugarPanel>\n",
+        "<｜DSML｜tool_calls...\n\n",
+        "<｜DSML｜tool_calls-ok Let's scan the outputs.\n",
+    ];
+    for junk in damaged {
+        for prose in ["", "Checking files.\n\n"] {
+            let wrapped = format!("{prose}{junk}<｜DSML｜tool_calls>\n{call}\n</｜DSML｜tool_calls>");
+            let bare = format!("{prose}{junk}{call}");
+            for text in [wrapped, bare] {
+                check(
+                    &text,
+                    vec![ok("get_weather", json!({"city": "SF"}))],
+                    (!prose.is_empty()).then_some("Checking files."),
+                );
+            }
+        }
+        // A damaged token and no call: the text as it was written.
+        let alone = format!("Checking files.\n\n{junk}done");
+        check(&alone, vec![], Some(alone.as_str()));
+    }
+}
+
+#[test]
 fn kimi_k3_calls_are_read_each_value_by_its_type() {
     // The reply channel's opener is in the prompt; its close ends the prose.
     let text = "Checking both.<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>Oslo<|close|>argument<|sep|><|open|>argument key=\"days\" type=\"integer\"<|sep|>2<|close|>argument<|sep|><|close|>call<|sep|><|open|>call tool=\"get_time\" index=\"2\"<|sep|><|open|>argument key=\"zone\" type=\"string\"<|sep|>CET<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>";
