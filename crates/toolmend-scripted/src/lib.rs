@@ -35,6 +35,7 @@ use axum::{
     routing::{get, post},
 };
 use serde_json::Value;
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 pub use script::{Script, ScriptError, Step};
@@ -98,6 +99,11 @@ impl ScriptedProvider {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         #[allow(clippy::disallowed_methods)] // the server's own task, stopped on drop
         tokio::spawn(async move {
+            // Each SSE event written at once, as model servers do: without TCP_NODELAY a
+            // stream of small chunks waits on the client's delayed ACK (about 40 ms).
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let serve = axum::serve(listener, app).with_graceful_shutdown(async {
                 let _ = stopped.await;
             });
