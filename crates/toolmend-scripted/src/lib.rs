@@ -26,6 +26,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+use axum::serve::ListenerExt as _;
 use axum::{
     Router,
     body::Bytes,
@@ -35,7 +36,6 @@ use axum::{
     routing::{get, post},
 };
 use serde_json::Value;
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 pub use script::{Script, ScriptError, Step};

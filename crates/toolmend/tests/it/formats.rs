@@ -707,7 +707,8 @@ fn a_damaged_dsml_wrapper_before_the_real_block_is_no_content() {
     ];
     for junk in damaged {
         for prose in ["", "Checking files.\n\n"] {
-            let wrapped = format!("{prose}{junk}<｜DSML｜tool_calls>\n{call}\n</｜DSML｜tool_calls>");
+            let wrapped =
+                format!("{prose}{junk}<｜DSML｜tool_calls>\n{call}\n</｜DSML｜tool_calls>");
             let bare = format!("{prose}{junk}{call}");
             for text in [wrapped, bare] {
                 check(
