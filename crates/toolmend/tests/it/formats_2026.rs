@@ -322,6 +322,19 @@ fn minicpm5_calls_are_read_and_typed_by_the_schema() {
             Some("Checking."),
         );
     }
+    // A call whose tags leak the space in one place and not in another: every parameter
+    // is read, whatever its form (vLLM's test_collapsed_param_tags_with_tokenizer_space_function).
+    check(
+        "<function\u{120}name=\"get_weather\"><paramname=\"city\">上海</param><param name=\"days\">2</param></function>",
+        vec![ok("get_weather", json!({"city": "上海", "days": 2}))],
+        None,
+    );
+    // `<param` that no form follows (`<param>`, `<parameter …>`) opens no parameter.
+    check(
+        "<function name=\"get_weather\"><param name=\"city\"><parameter>Oslo</param></function>",
+        vec![ok("get_weather", json!({"city": "<parameter>Oslo"}))],
+        None,
+    );
     // A value in CDATA keeps its line breaks and markup.
     check(
         "<function name=\"write_file\"><param name=\"path\">a.html</param><param name=\"content\"><![CDATA[<p>\n</param>\n</p>]]></param></function>",

@@ -15,6 +15,7 @@ const TOOL_SEP: &str = "<tool_sep>";
 
 const PARAMS: XmlParams<'static> = XmlParams {
     start: "<arg_key>",
+    start_forms: &[],
     key_close: "</arg_key>",
     value_open: Some("<arg_value>"),
     close: "</arg_value>",

@@ -99,6 +99,7 @@ impl Walk<'_> {
         let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, self.pos)];
         let params = XmlParams {
             start: &k,
+            start_forms: &[],
             key_close: &kc,
             value_open: Some(&v),
             close: &vc,

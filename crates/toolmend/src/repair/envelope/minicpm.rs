@@ -8,7 +8,8 @@ use super::{Dialect, ParseError, Walk, minimax::InvokeTags};
 pub const MINICPM_FUNCTION: &str = "<function name=";
 /// The same call as some tokenizers leak it: the space before `name` as byte-level BPE's
 /// `Ġ` (U+0120), or gone (`<functionname=`). vLLM's `minicpm5` reads both; so do we, each
-/// call in the form its opener has.
+/// parameter in any of the three forms. vLLM also turns a `Ġ` inside a value into a space;
+/// a value here stays as the model wrote it (`Ġ` is a letter too).
 const MINICPM_FUNCTION_G: &str = "<function\u{120}name=";
 const MINICPM_FUNCTION_COLLAPSED: &str = "<functionname=";
 
@@ -27,25 +28,32 @@ pub(super) const DIALECT: Dialect = Dialect {
     ..Dialect::NONE
 };
 
+/// A parameter's opener after `<param`: in any call, each of the three forms (a model
+/// that leaks the space in one tag may not in the next).
+const PARAM_FORMS: &[&str] = &[" name=", "\u{120}name=", "name="];
+
 const MINICPM_TAGS: [InvokeTags; 3] = [
     InvokeTags {
         open: MINICPM_FUNCTION,
         close: "</function>",
-        param: "<param name=",
+        param: "<param",
+        param_forms: PARAM_FORMS,
         param_close: "</param>",
         what: "<function name=…>",
     },
     InvokeTags {
         open: MINICPM_FUNCTION_G,
         close: "</function>",
-        param: "<param\u{120}name=",
+        param: "<param",
+        param_forms: PARAM_FORMS,
         param_close: "</param>",
         what: "<function\u{120}name=…>",
     },
     InvokeTags {
         open: MINICPM_FUNCTION_COLLAPSED,
         close: "</function>",
-        param: "<paramname=",
+        param: "<param",
+        param_forms: PARAM_FORMS,
         param_close: "</param>",
         what: "<functionname=…>",
     },

@@ -28,7 +28,10 @@ pub(super) const DIALECT: Dialect = Dialect {
 pub(super) struct InvokeTags {
     pub open: &'static str,
     pub close: &'static str,
+    /// What opens a parameter; with `param_forms`, their common beginning.
     pub param: &'static str,
+    /// The ways a parameter's opener may go on after `param` (see `XmlParams::start_forms`).
+    pub param_forms: &'static [&'static str],
     pub param_close: &'static str,
     /// How an error names the tag.
     pub what: &'static str,
@@ -38,6 +41,7 @@ const MINIMAX_INVOKE: InvokeTags = InvokeTags {
     open: XML_INVOKE,
     close: "</invoke>",
     param: "<parameter name=",
+    param_forms: &[],
     param_close: "</parameter>",
     what: "<invoke name=…>",
 };
@@ -64,6 +68,7 @@ impl Walk<'_> {
         let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, at)];
         let params = XmlParams {
             start: x.param,
+            start_forms: x.param_forms,
             key_close: ">",
             value_open: None,
             close: x.param_close,

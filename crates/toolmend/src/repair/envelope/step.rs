@@ -24,6 +24,7 @@ const STEP_XML_INVOKE: InvokeTags = InvokeTags {
     open: STEP_INVOKE,
     close: "</steptml:invoke>",
     param: "<steptml:parameter name=",
+    param_forms: &[],
     param_close: "</steptml:parameter>",
     what: "<steptml:invoke name=…>",
 };

@@ -13,14 +13,39 @@ use crate::{Fix, FixKind};
 /// The tags of one XML-style parameter dialect (borrowed: Hunyuan's carry a suffix read
 /// from the text).
 pub(super) struct XmlParams<'t> {
-    /// What opens a parameter (its key follows).
+    /// What opens a parameter (its key follows); with [`Self::start_forms`], their common
+    /// beginning.
     pub start: &'t str,
+    /// The ways a parameter's opener may go on after [`Self::start`] (MiniCPM 5's
+    /// `<param` + ` name=`, `Ġname=` or `name=`: its tokenizer leaks or drops the space);
+    /// empty when `start` is the whole opener.
+    pub start_forms: &'t [&'t str],
     /// What ends the key.
     pub key_close: &'t str,
     /// What opens the value after the key (GLM's `<arg_value>`), if anything.
     pub value_open: Option<&'t str>,
     /// What closes the value.
     pub close: &'t str,
+}
+
+impl XmlParams<'_> {
+    /// Where the next parameter's opener begins in `hay`, and its length. Linear: a
+    /// `start` that no form follows is passed over, never looked at again.
+    fn next_start(&self, hay: &str) -> Option<(usize, usize)> {
+        if self.start_forms.is_empty() {
+            return hay.find(self.start).map(|i| (i, self.start.len()));
+        }
+        let mut from = 0;
+        while let Some(i) = hay[from..].find(self.start) {
+            let at = from + i;
+            let after = &hay[at + self.start.len()..];
+            if let Some(form) = self.start_forms.iter().find(|f| after.starts_with(**f)) {
+                return Some((at, self.start.len() + form.len()));
+            }
+            from = at + self.start.len();
+        }
+        None
+    }
 }
 
 /// MiniCPM 5 wraps a value holding markup or line breaks in `<![CDATA[…]]>`.
@@ -40,8 +65,8 @@ impl Walk<'_> {
         let mut args = Map::new();
         let mut truncated = false;
         let mut i = 0;
-        while let Some(pi) = body[i..].find(p.start) {
-            let k_start = i + pi + p.start.len();
+        while let Some((pi, opener)) = p.next_start(&body[i..]) {
+            let k_start = i + pi + opener;
             let tag = prefix(&body[k_start..], 256);
             let Some(ke) = tag.find(p.key_close) else {
                 truncated = true;
@@ -69,7 +94,9 @@ impl Walk<'_> {
             } else {
                 v_start
             };
-            let next_param = body[from..].find(p.start).map_or(body.len(), |e| from + e);
+            let next_param = p
+                .next_start(&body[from..])
+                .map_or(body.len(), |(e, _)| from + e);
             let (v_end, next) = match body[from..next_param].find(p.close) {
                 Some(e) => (from + e, from + e + p.close.len()),
                 None => {
