@@ -701,7 +701,6 @@ fn a_damaged_dsml_wrapper_before_the_real_block_is_no_content() {
         "<｜DSML｜toolcalls>\n\n",
         "<｜DSML｜tool_calls\n",
         "<｜DSML｜tool_calls<tool_calls>\n\n",
-        "<｜DSML｜ SugarPanel>\n",
         "<｜DSML｜tool_calls...\n\n",
         "<｜DSML｜tool_calls-ok Let's scan the outputs.\n",
     ];
@@ -722,6 +721,15 @@ fn a_damaged_dsml_wrapper_before_the_real_block_is_no_content() {
         let alone = format!("Checking files.\n\n{junk}done");
         check(&alone, vec![], Some(alone.as_str()));
     }
+    // Prose that names the bare token keeps it, and the call in another format is read.
+    let prose = "The template writes <｜DSML｜ before each tag. Let me search.";
+    check(
+        &format!(
+            "{prose}\n<tool_call>{{\"name\": \"get_time\", \"arguments\": {{\"zone\": \"CET\"}}}}</tool_call>"
+        ),
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        Some(prose),
+    );
 }
 
 #[test]

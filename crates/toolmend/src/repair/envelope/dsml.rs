@@ -19,14 +19,20 @@ pub const DSML_INVOKE: &str = "<｜DSML｜invoke";
 /// What opens a block of calls: V3.2's and V4's.
 const BLOCKS: [&str; 2] = ["<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"];
 
-/// Any DSML token. A damaged wrapper the model wrote before its real block
-/// (`<｜DSML｜toolcalls>`, `<｜DSML｜tool_calls` cut before its `>`) is no prose: the
-/// content ends where the first DSML token begins. A text with such a token and no call
-/// read stays as it was written, as any text without a call.
-const DSML_TOKEN: &str = "<｜DSML｜";
+/// The beginnings of a DSML wrapper, whole or damaged. A damaged wrapper the model wrote
+/// before its real block (`<｜DSML｜toolcalls>`, `<｜DSML｜tool_calls` cut before its `>`)
+/// is no prose: the content ends where it begins. A text with one and no call read stays
+/// as it was written. A bare `<｜DSML｜` (prose naming the token) is no marker.
+const DSML_WRAPPERS: [&str; 2] = ["<｜DSML｜tool", "<｜DSML｜function"];
 
 pub(super) const DIALECT: Dialect = Dialect {
-    markers: &[BLOCKS[0], BLOCKS[1], DSML_INVOKE, DSML_TOKEN],
+    markers: &[
+        BLOCKS[0],
+        BLOCKS[1],
+        DSML_INVOKE,
+        DSML_WRAPPERS[0],
+        DSML_WRAPPERS[1],
+    ],
     openers: &[DSML_INVOKE],
     noise: &[
         "</｜DSML｜function_calls>",
