@@ -847,6 +847,9 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize, seen: &mut Seen) -> PyResult<V
         return Ok(Value::Null);
     }
     if let Ok(s) = obj.cast::<PyString>() {
+        // A subclass (a StrEnum member …) is read as its text: a plain str is what comes
+        // back, so the caller's object is not handed back as the arguments.
+        seen.converted |= !s.is_exact_instance_of::<PyString>();
         return Ok(Value::String(s.to_str()?.to_owned()));
     }
     // bool before int: a Python bool is an int.
@@ -854,16 +857,20 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize, seen: &mut Seen) -> PyResult<V
         return Ok(Value::Bool(b.is_true()));
     }
     if let Ok(i) = obj.cast::<PyInt>() {
+        seen.converted |= !i.is_exact_instance_of::<PyInt>();
         if let Ok(v) = i.extract::<i64>() {
             return Ok(Value::from(v));
         }
         if let Ok(v) = i.extract::<u64>() {
             return Ok(Value::from(v));
         }
+        // Beyond 64 bits: a float, so not the value the caller holds.
+        seen.converted = true;
         let f: f64 = i.extract()?;
         return Ok(serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number));
     }
     if let Ok(f) = obj.cast::<PyFloat>() {
+        seen.converted |= !f.is_exact_instance_of::<PyFloat>();
         let v = f.value();
         return Ok(match serde_json::Number::from_f64(v) {
             Some(n) => Value::Number(n),
@@ -874,6 +881,7 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize, seen: &mut Seen) -> PyResult<V
         });
     }
     if let Ok(d) = obj.cast::<PyDict>() {
+        seen.converted |= !d.is_exact_instance_of::<PyDict>();
         let mut map = serde_json::Map::with_capacity(d.len());
         for (k, v) in d.iter() {
             let key = match k.cast::<PyString>() {
@@ -888,6 +896,7 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize, seen: &mut Seen) -> PyResult<V
         return Ok(Value::Object(map));
     }
     if let Ok(l) = obj.cast::<PyList>() {
+        seen.converted |= !l.is_exact_instance_of::<PyList>();
         return l
             .iter()
             .map(|v| to_value(&v, depth + 1, seen))
@@ -929,9 +938,13 @@ fn schema_digest(schema: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         } else if let Ok(b) = obj.cast::<PyBool>() {
             h.add(2);
             h.add(u64::from(b.is_true()));
-        } else if obj.is_instance_of::<PyInt>() {
+        } else if let Ok(i) = obj.cast::<PyInt>() {
             h.add(3);
-            h.add(obj.hash()? as u64);
+            // By value where it fits (Python hashes -1 and -2 alike), else by hash.
+            match i.extract::<i64>() {
+                Ok(v) => h.add(v as u64),
+                Err(_) => h.add(obj.hash()? as u64),
+            }
         } else if let Ok(f) = obj.cast::<PyFloat>() {
             let v = f.value();
             if !v.is_finite() {

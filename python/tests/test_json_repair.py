@@ -284,3 +284,25 @@ def test_valid_parsed_arguments_come_back_as_the_callers_object() -> None:
     tupled = {"value": 1, "extra": (1, 2)}
     [call] = toolmend.Toolbox([{"name": "f", "parameters": {"type": "object"}}]).mend("f", tupled)
     assert call["arguments"] == {"value": 1, "extra": [1, 2]} and call["arguments"] is not tupled
+
+
+def test_json_nested_past_pythons_stack_is_given_up_with_its_reason() -> None:
+    text = "[" * 100_000 + "]" * 100_000
+    value, log = json_repair.loads(text, logging=True)
+    assert value == "" and log[0]["kind"] == "gave_up"
+    with pytest.raises(ValueError):
+        json_repair.loads(text, strict=True)
+
+
+def test_subclasses_and_big_integers_are_never_handed_back_as_sent() -> None:
+    import enum
+
+    class Unit(enum.StrEnum):
+        C = "celsius"
+
+    box = toolmend.Toolbox([{"name": "f", "parameters": {"type": "object"}}])
+    for args in ({"unit": Unit.C}, {"n": 2**64 + 5}):
+        [call] = box.mend("f", args)
+        assert call["arguments"] is not args
+    [call] = box.mend("f", {"unit": Unit.C})
+    assert type(call["arguments"]["unit"]) is str

@@ -186,13 +186,16 @@ def _read(text: str, skip_json_loads: bool, strict: bool) -> tuple[Any, list[dic
         except (json.JSONDecodeError, TypeError, ValueError):
             if strict:
                 raise
+        except RecursionError:  # nested deeper than Python's stack: the repair says why
+            if strict:
+                raise ValueError("JSON nested too deeply to read") from None
     try:
         repaired = _repair(text, strict=strict)
     except ToolmendError as e:
         # The parser reads objects; a valid array or scalar is still JSON.
         try:
             return json.loads(text), []
-        except (json.JSONDecodeError, ValueError):
+        except (json.JSONDecodeError, ValueError, RecursionError):
             pass
         if strict:
             raise ValueError(str(e)) from None
@@ -286,5 +289,9 @@ def _toolbox(schema: Any) -> Toolbox:
 
 def _bounded_put(cache: dict, key: Any, value: Any) -> None:
     if key not in cache and len(cache) >= _MAX_TOOLBOXES:
-        cache.pop(next(iter(cache)))
+        # Another thread may evict at the same time: the oldest may be gone already.
+        try:
+            cache.pop(next(iter(cache)), None)
+        except (StopIteration, RuntimeError):
+            pass
     cache[key] = value
