@@ -681,6 +681,8 @@ fn the_2026_readers_stay_linear() {
         "<tool_calls><tool_call>get_weather<tool_sep><arg_key>city</arg_key><arg_value>",
         "<tool_call:ab12>get_weather<tool_sep:ab12><arg_key:ab12>city</arg_key:ab12><arg_value:ab12>",
         "<function name=\"get_weather\"><param name=\"city\"><![CDATA[",
+        "<function\u{120}name=\"get_weather\"><paramname=\"city\">x<param><parameter>",
+        "<｜DSML｜toolcalls>\n<｜DSML｜tool_calls",
         "<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": ",
         "<dots_function_call><invoke name=\"get_weather\"><parameter name=\"city\">",
         "functools[{\"name\": \"get_time\", ",
