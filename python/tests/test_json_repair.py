@@ -306,3 +306,14 @@ def test_subclasses_and_big_integers_are_never_handed_back_as_sent() -> None:
         assert call["arguments"] is not args
     [call] = box.mend("f", {"unit": Unit.C})
     assert type(call["arguments"]["unit"]) is str
+
+
+def test_the_schema_caches_keep_at_most_64_schemas() -> None:
+    # Each distinct schema compiles once; the caches that find them again stay bounded.
+    from toolmend import _json_repair
+
+    for n in range(80):
+        schema = {"type": "object", "properties": {f"f{n}": {"type": "integer"}}}
+        assert json_repair.loads(f'{{"f{n}": "1"}}', schema=schema) == {f"f{n}": 1}
+    assert len(_json_repair._TOOLBOXES) <= 64
+    assert len(_json_repair._BY_DIGEST) <= 64
