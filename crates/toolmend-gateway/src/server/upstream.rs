@@ -6,7 +6,13 @@ use std::time::{Duration, Instant};
 
 use axum::{
     body::Bytes,
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{self, HeaderMap, HeaderName, HeaderValue, Method, Uri, header},
+};
+use http_body_util::{BodyExt as _, Full, combinators::UnsyncBoxBody};
+use hyper::body::Body as _;
+use hyper_util::client::{
+    legacy::{Client, connect::HttpConnector},
+    proxy::matcher::Matcher,
 };
 use serde_json::Value;
 
@@ -19,21 +25,129 @@ use crate::{
     },
 };
 
+#[cfg(feature = "tls")]
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+#[cfg(not(feature = "tls"))]
+type Connector = HttpConnector;
+
+/// How requests reach the upstream.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant, reason = "one per gateway, never moved")]
+enum Transport {
+    /// hyper's pooled client, directly: every upstream no proxy of the environment stands
+    /// in front of. reqwest's layers (the URL turned into a `Uri` per request, the proxy
+    /// match, the redirect and retry wrappers) were about a tenth of a request's CPU;
+    /// redirects (`upstream.redirects`) and the idle timeout are applied here instead.
+    Direct(Client<Connector, Full<Bytes>>),
+    /// reqwest, when a proxy of the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`,
+    /// not excluded by `NO_PROXY`) applies to `upstream.base_url`: it speaks to proxies
+    /// (CONNECT tunnels, their credentials) as it always did here.
+    Proxied(reqwest::Client),
+}
+
+/// An answer's body as it comes, from either transport.
+pub(crate) type AnswerBody = UnsyncBoxBody<Bytes, BodyError>;
+
+/// An upstream answer: its status and headers, the body unread.
+pub(crate) type Answer = http::Response<AnswerBody>;
+
+/// A request to the upstream, built by [`Upstream::post`] and its kin, sent by
+/// [`Upstream::send`] or [`Upstream::fetch`].
+#[derive(Debug)]
+pub(crate) struct UpstreamRequest(http::Request<Bytes>);
+
+impl UpstreamRequest {
+    fn header(&mut self, name: impl TryInto<HeaderName>, value: HeaderValue) {
+        if let Ok(name) = name.try_into() {
+            self.0.headers_mut().insert(name, value);
+        }
+    }
+}
+
+/// A body that broke while it was read (its text never holds a URL).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    #[error("{0}")]
+    Direct(#[source] hyper::Error),
+    #[error("{}", without_url(.0))]
+    Proxied(#[source] reqwest::Error),
+    #[error("no part of the answer arrived within upstream.timeout_secs")]
+    Idle,
+}
+
+/// Why a request got no answer.
+#[derive(Debug)]
+enum SendError {
+    Direct(hyper_util::client::legacy::Error),
+    Proxied(reqwest::Error),
+    Body(BodyError),
+    /// No answer head within `upstream.timeout_secs`.
+    Idle,
+}
+
+impl SendError {
+    fn is_timeout(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = match self {
+            SendError::Idle | SendError::Body(BodyError::Idle) => return true,
+            SendError::Proxied(e) => return e.is_timeout(),
+            SendError::Direct(e) => Some(e),
+            SendError::Body(e) => Some(e),
+        };
+        while let Some(c) = cause {
+            if c.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
+            {
+                return true;
+            }
+            cause = c.source();
+        }
+        false
+    }
+
+    /// The error's text with its causes (hyper's and reqwest's own texts name none:
+    /// "client error (Connect)", the "connection refused" is in their sources), never a
+    /// URL (it may carry a key in a query string).
+    fn cause(&self) -> String {
+        let top: &(dyn std::error::Error + 'static) = match self {
+            SendError::Proxied(e) => return without_url(e),
+            SendError::Idle => return "no answer within upstream.timeout_secs".to_owned(),
+            SendError::Direct(e) => e,
+            SendError::Body(e) => e,
+        };
+        let mut s = top.to_string();
+        let mut cause = top.source();
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !s.contains(&text) {
+                s.push_str(": ");
+                s.push_str(&text);
+            }
+            cause = c.source();
+        }
+        s
+    }
+}
+
 /// The upstream provider and the client that talks to it.
 #[derive(Debug)]
 pub(crate) struct Upstream {
-    client: reqwest::Client,
+    transport: Transport,
     /// `upstream.api_key_env`'s value, read once at start.
     api_key: Option<String>,
+    /// The credentials of `upstream.base_url`'s userinfo, as a `Basic` header (they are
+    /// not sent in the URL).
+    userinfo: Option<HeaderValue>,
     config: config::Upstream,
     /// `limits.max_upstream_bytes`.
     max_bytes: usize,
+    /// `scheme://host:port` of the upstream, for the warnings (never its userinfo).
+    origin: String,
     /// `server.address` and `server.port` of the spans.
     #[cfg(feature = "otel")]
     server: Option<(String, Option<u16>)>,
-    /// The URLs of the paths the fronts post to, parsed once: a URL parsed per request
+    /// The URIs of the paths the fronts post to, parsed once: a URL parsed per request
     /// (host, IDNA, path) cost about a tenth of the gateway's own CPU.
-    urls: Vec<(&'static str, reqwest::Url)>,
+    uris: Vec<(&'static str, Uri)>,
 }
 
 /// The upstream paths whose URLs are parsed once, at start.
@@ -45,55 +159,77 @@ const KNOWN_PATHS: [&str; 5] = [
     "/messages/count_tokens",
 ];
 
+/// Redirects followed at most (`upstream.redirects = "same_origin"`), as reqwest did.
+const MAX_REDIRECTS: usize = 5;
+
+/// An upstream client that could not be built.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ClientError {
+    /// reqwest's (an upstream behind a proxy).
+    #[error("{0}")]
+    Proxied(#[from] reqwest::Error),
+    /// The TLS configuration (the platform's certificate verifier).
+    #[cfg(feature = "tls")]
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
 impl Upstream {
     /// The client for `config` (timeouts, redirect policy, `TCP_NODELAY`); the API key is
     /// read now from `api_key_env`.
-    pub(crate) fn new(config: &config::Upstream, max_bytes: usize) -> Result<Self, reqwest::Error> {
-        let redirects = match config.redirects {
-            Redirects::None => reqwest::redirect::Policy::none(),
-            Redirects::SameOrigin => {
-                let origin = origin_of(&config.base_url);
-                reqwest::redirect::Policy::custom(move |attempt| {
-                    let to = attempt.url();
-                    let same = origin.as_ref().is_some_and(|(scheme, host, port)| {
-                        to.scheme() == scheme
-                            && to.host_str() == Some(host.as_str())
-                            && to.port_or_known_default() == *port
-                    });
-                    if same && attempt.previous().len() < 5 {
-                        attempt.follow()
-                    } else {
-                        attempt.stop()
-                    }
-                })
-            }
+    pub(crate) fn new(config: &config::Upstream, max_bytes: usize) -> Result<Self, ClientError> {
+        Self::with_proxies(config, max_bytes, &Matcher::from_env())
+    }
+
+    /// [`new`](Self::new) with the proxies `proxies` names instead of the environment's.
+    fn with_proxies(
+        config: &config::Upstream,
+        max_bytes: usize,
+        proxies: &Matcher,
+    ) -> Result<Self, ClientError> {
+        let base = config.base_url.trim_end_matches('/');
+        let parsed = reqwest::Url::parse(&config.base_url).ok();
+        let uris = KNOWN_PATHS
+            .iter()
+            .filter_map(|p| Some((*p, uri_of(&format!("{base}{p}"))?)))
+            .collect();
+        let proxied = parsed.as_ref().and_then(|u| {
+            let uri = uri_of(u.as_str())?;
+            proxies.intercept(&uri)
+        });
+        let transport = match proxied {
+            Some(proxy) => Transport::Proxied(reqwest_client(config, &proxy)?),
+            None => Transport::Direct(direct_client(config)?),
         };
-        let client = reqwest::Client::builder()
-            .connect_timeout(config::secs(config.connect_timeout_secs))
-            .read_timeout(config.timeout())
-            .tcp_nodelay(true)
-            .redirect(redirects)
-            .build()?;
+        let userinfo = parsed.as_ref().and_then(|u| {
+            if u.username().is_empty() && u.password().is_none() {
+                return None;
+            }
+            let user = percent_decoded(u.username());
+            let password = u.password().map(percent_decoded);
+            Some(basic_auth(&user, password.as_deref()))
+        });
+        let origin = parsed
+            .as_ref()
+            .map(|u| config::redact_url(&format!("{}://{}", u.scheme(), authority_of(u))))
+            .unwrap_or_default();
         let api_key = config
             .api_key_env
             .as_deref()
             .and_then(|name| std::env::var(name).ok())
             .filter(|k| !k.is_empty());
         #[cfg(feature = "otel")]
-        let server = reqwest::Url::parse(&config.base_url)
-            .ok()
+        let server = parsed
+            .as_ref()
             .and_then(|u| Some((u.host_str()?.to_owned(), u.port_or_known_default())));
-        let base = config.base_url.trim_end_matches('/');
-        let urls = KNOWN_PATHS
-            .iter()
-            .filter_map(|p| Some((*p, reqwest::Url::parse(&format!("{base}{p}")).ok()?)))
-            .collect();
         Ok(Upstream {
-            urls,
+            transport,
+            uris,
             #[cfg(feature = "otel")]
             server,
-            client,
             api_key,
+            userinfo,
+            origin,
             config: config.clone(),
             max_bytes,
         })
@@ -119,32 +255,35 @@ impl Upstream {
         self.config.api
     }
 
-    /// A request to `{base_url}{path}`: the URL parsed at start for the known paths.
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        match self.urls.iter().find(|(p, _)| *p == path) {
-            Some((_, url)) => self.client.request(method, url.clone()),
-            None => self.client.request(
-                method,
-                format!("{}{path}", self.config.base_url.trim_end_matches('/')),
-            ),
+    /// A request to `{base_url}{path}`: the URI parsed at start for the known paths.
+    fn request(&self, method: Method, path: &str, body: Bytes) -> UpstreamRequest {
+        let uri = match self.uris.iter().find(|(p, _)| *p == path) {
+            Some((_, uri)) => uri.clone(),
+            None => uri_of(&format!(
+                "{}{path}",
+                self.config.base_url.trim_end_matches('/')
+            ))
+            .unwrap_or_default(),
+        };
+        let mut req = http::Request::new(body);
+        *req.method_mut() = method;
+        *req.uri_mut() = uri;
+        let mut req = UpstreamRequest(req);
+        if let Some(basic) = &self.userinfo {
+            req.header(header::AUTHORIZATION, basic.clone());
         }
+        req
     }
 
     /// `POST {base_url}{path}` with `body` as JSON, auth and tracing headers.
-    pub(crate) fn post(
-        &self,
-        path: &str,
-        headers: &HeaderMap,
-        body: &Value,
-    ) -> reqwest::RequestBuilder {
+    pub(crate) fn post(&self, path: &str, headers: &HeaderMap, body: &Value) -> UpstreamRequest {
         #[cfg(feature = "otel")]
         if crate::telemetry::active() {
             access::note_model(body.get("model").and_then(Value::as_str).map(str::to_owned));
         }
-        self.auth(
-            self.request(reqwest::Method::POST, path).json(body),
-            headers,
-        )
+        // A `Value` always serializes (its keys are strings).
+        let bytes = serde_json::to_vec(body).unwrap_or_default();
+        self.post_raw(path, headers, Bytes::from(bytes))
     }
 
     /// [`post`](Self::post) with the body as bytes: the client's own when nothing in it
@@ -154,16 +293,22 @@ impl Upstream {
         path: &str,
         headers: &HeaderMap,
         body: Bytes,
-    ) -> reqwest::RequestBuilder {
+    ) -> UpstreamRequest {
         #[cfg(feature = "otel")]
         if crate::telemetry::active() {
             access::note_model(crate::telemetry::requested_model(&body));
         }
-        let req = self
-            .request(reqwest::Method::POST, path)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body);
-        self.auth(req, headers)
+        self.post_raw(path, headers, body)
+    }
+
+    fn post_raw(&self, path: &str, headers: &HeaderMap, body: Bytes) -> UpstreamRequest {
+        let mut req = self.request(Method::POST, path, body);
+        req.header(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        self.auth(&mut req, headers);
+        req
     }
 
     /// `GET {base_url}{path}` passed through: the upstream's answer, whatever its status.
@@ -172,7 +317,8 @@ impl Upstream {
         path: &str,
         headers: &HeaderMap,
     ) -> Result<Forwarded, GatewayError> {
-        let req = self.auth(self.request(reqwest::Method::GET, path), headers);
+        let mut req = self.request(Method::GET, path, Bytes::new());
+        self.auth(&mut req, headers);
         self.pass(req, path).await
     }
 
@@ -184,21 +330,14 @@ impl Upstream {
         headers: &HeaderMap,
         body: Bytes,
     ) -> Result<Forwarded, GatewayError> {
-        let req = self
-            .request(reqwest::Method::POST, path)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body);
-        self.pass(self.auth(req, headers), path).await
+        let req = self.post_raw(path, headers, body);
+        self.pass(req, path).await
     }
 
     /// Sends `req` within the deadline and forwards its answer, whatever its status.
-    async fn pass(
-        &self,
-        req: reqwest::RequestBuilder,
-        path: &str,
-    ) -> Result<Forwarded, GatewayError> {
+    async fn pass(&self, req: UpstreamRequest, path: &str) -> Result<Forwarded, GatewayError> {
         let deadline = self.deadline();
-        match tokio::time::timeout_at(deadline.into(), req.send()).await {
+        match tokio::time::timeout_at(deadline.into(), self.exchange(req)).await {
             Ok(Ok(resp)) => {
                 access::note_upstream(resp.status().as_u16());
                 if !resp.status().is_success() {
@@ -206,28 +345,91 @@ impl Upstream {
                 }
                 self.forward(resp, deadline).await
             }
-            Ok(Err(e)) => Err(failure(&e)),
+            Ok(Err(e)) => Err(self.failure(&e)),
             Err(_) => Err(deadline_passed()),
         }
     }
 
-    fn auth(
-        &self,
-        mut req: reqwest::RequestBuilder,
-        headers: &HeaderMap,
-    ) -> reqwest::RequestBuilder {
+    /// The request sent, its answer's head read (within `upstream.timeout_secs`), through
+    /// the same-origin redirects `upstream.redirects` allows.
+    async fn exchange(&self, req: UpstreamRequest) -> Result<Answer, SendError> {
+        let client = match &self.transport {
+            Transport::Direct(client) => client,
+            Transport::Proxied(client) => {
+                let req = reqwest::Request::try_from(req.0).map_err(SendError::Proxied)?;
+                let resp = client.execute(req).await.map_err(SendError::Proxied)?;
+                return Ok(http::Response::from(resp)
+                    .map(|body| body.map_err(BodyError::Proxied).boxed_unsync()));
+            }
+        };
+        let mut req = req.0;
+        let mut hops = 0;
+        loop {
+            let again = (matches!(self.config.redirects, Redirects::SameOrigin)
+                && hops < MAX_REDIRECTS)
+                .then(|| {
+                    (
+                        req.method().clone(),
+                        req.uri().clone(),
+                        req.headers().clone(),
+                        req.body().clone(),
+                    )
+                });
+            let sent = client.request(req.map(Full::new));
+            let resp = match tokio::time::timeout(self.idle_timeout(), sent).await {
+                Ok(r) => r.map_err(SendError::Direct)?,
+                Err(_) => return Err(SendError::Idle),
+            };
+            let Some((method, uri, headers, body)) = again else {
+                return Ok(resp.map(|b| b.map_err(BodyError::Direct).boxed_unsync()));
+            };
+            let Some(to) = same_origin_target(&uri, &resp) else {
+                return Ok(resp.map(|b| b.map_err(BodyError::Direct).boxed_unsync()));
+            };
+            // As browsers and reqwest do: 307 and 308 repeat the request; 301, 302 and
+            // 303 turn a POST into a GET without a body.
+            let keep = matches!(resp.status().as_u16(), 307 | 308);
+            let mut next = http::Request::new(if keep { body } else { Bytes::new() });
+            *next.uri_mut() = to;
+            *next.headers_mut() = headers;
+            if keep {
+                *next.method_mut() = method;
+            } else {
+                *next.method_mut() = if method == Method::HEAD {
+                    Method::HEAD
+                } else {
+                    Method::GET
+                };
+                for h in [header::CONTENT_TYPE, header::CONTENT_LENGTH] {
+                    next.headers_mut().remove(h);
+                }
+            }
+            req = next;
+            hops += 1;
+        }
+    }
+
+    fn auth(&self, req: &mut UpstreamRequest, headers: &HeaderMap) {
         if self.config.api == config::UpstreamApi::Messages {
             return self.messages_auth(req, headers);
         }
         match (&self.api_key, self.config.api_key_header) {
-            (Some(key), ApiKeyHeader::Authorization) => req = req.bearer_auth(key),
-            (Some(key), ApiKeyHeader::ApiKey) => req = req.header("api-key", key.as_str()),
+            (Some(key), ApiKeyHeader::Authorization) => {
+                if let Ok(v) = HeaderValue::from_str(&format!("Bearer {key}")) {
+                    req.header(header::AUTHORIZATION, sensitive(v));
+                }
+            }
+            (Some(key), ApiKeyHeader::ApiKey) => {
+                if let Ok(v) = HeaderValue::from_str(key) {
+                    req.header("api-key", sensitive(v));
+                }
+            }
             (None, _) => {
                 // The client's own credentials, in whichever header it sent them
                 // (`api-key`: Azure OpenAI and the servers that copy it).
                 for name in [header::AUTHORIZATION.as_str(), "api-key"] {
                     if let Some(v) = headers.get(name) {
-                        req = req.header(name, v.clone());
+                        req.header(name, v.clone());
                     }
                 }
             }
@@ -241,29 +443,30 @@ impl Upstream {
                 "openai-organization",
                 "openai-project",
             ],
-        )
+        );
     }
 
     /// A Messages upstream's headers: the key in `x-api-key` (ours, else the client's
     /// `x-api-key`, else its `Authorization: Bearer` token), the client's
     /// `anthropic-version` (`2023-06-01` when it sent none) and `anthropic-beta`, and the
     /// tracing headers.
-    fn messages_auth(
-        &self,
-        mut req: reqwest::RequestBuilder,
-        headers: &HeaderMap,
-    ) -> reqwest::RequestBuilder {
+    fn messages_auth(&self, req: &mut UpstreamRequest, headers: &HeaderMap) {
         let bearer = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        match (&self.api_key, headers.get("x-api-key"), bearer) {
-            (Some(key), _, _) => req = req.header("x-api-key", key.as_str()),
-            (None, Some(key), _) => req = req.header("x-api-key", key.clone()),
-            (None, None, Some(token)) => req = req.header("x-api-key", token),
-            (None, None, None) => {}
+        let key = match (&self.api_key, headers.get("x-api-key"), bearer) {
+            (Some(key), _, _) => HeaderValue::from_str(key).ok(),
+            (None, Some(key), _) => Some(key.clone()),
+            (None, None, Some(token)) => HeaderValue::from_str(token).ok(),
+            (None, None, None) => None,
+        };
+        if let Some(key) = key {
+            req.header("x-api-key", sensitive(key));
         }
-        req = req.header(
+        // The client's Authorization is not the Messages API's; the base URL's
+        // credentials stay (set in `request`).
+        req.header(
             "anthropic-version",
             headers
                 .get("anthropic-version")
@@ -274,7 +477,7 @@ impl Upstream {
             req,
             headers,
             &["anthropic-beta", "x-request-id", "traceparent"],
-        )
+        );
     }
 
     /// Sends `req` within `deadline`; an answer that is not a success is the error to
@@ -282,9 +485,9 @@ impl Upstream {
     /// (the stream path reads it as it comes).
     pub(crate) async fn send(
         &self,
-        req: reqwest::RequestBuilder,
+        req: UpstreamRequest,
         deadline: Instant,
-    ) -> Result<reqwest::Response, GatewayError> {
+    ) -> Result<Answer, GatewayError> {
         #[cfg(feature = "otel")]
         {
             use tracing::Instrument as _;
@@ -305,12 +508,13 @@ impl Upstream {
 
     async fn send_inner(
         &self,
-        req: reqwest::RequestBuilder,
+        req: UpstreamRequest,
         deadline: Instant,
-    ) -> Result<reqwest::Response, GatewayError> {
-        let resp = match tokio::time::timeout_at(deadline.into(), req.send()).await {
+    ) -> Result<Answer, GatewayError> {
+        let path = req.0.uri().path().to_owned();
+        let resp = match tokio::time::timeout_at(deadline.into(), self.exchange(req)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(failure(&e)),
+            Ok(Err(e)) => return Err(self.failure(&e)),
             Err(_) => return Err(deadline_passed()),
         };
         access::note_upstream(resp.status().as_u16());
@@ -320,7 +524,7 @@ impl Upstream {
             i64::from(resp.status().as_u16()),
         );
         if !resp.status().is_success() {
-            warn_status(resp.status().as_u16(), resp.url().path());
+            warn_status(resp.status().as_u16(), &path);
             return Err(self.not_success(resp, deadline).await);
         }
         Ok(resp)
@@ -328,7 +532,7 @@ impl Upstream {
 
     /// Sends `req` and reads the whole answer, within `upstream.deadline_secs` and
     /// `limits.max_upstream_bytes`.
-    pub(crate) async fn fetch(&self, req: reqwest::RequestBuilder) -> Result<Bytes, GatewayError> {
+    pub(crate) async fn fetch(&self, req: UpstreamRequest) -> Result<Bytes, GatewayError> {
         let deadline = self.deadline();
         #[cfg(feature = "otel")]
         {
@@ -337,7 +541,7 @@ impl Upstream {
             let req = with_trace_headers(req, &span);
             let out = async {
                 let resp = self.send_inner(req, deadline).await?;
-                read_bounded(resp, self.max_bytes, deadline).await
+                self.read_bounded(resp, deadline).await
             }
             .instrument(span.clone())
             .await;
@@ -350,7 +554,7 @@ impl Upstream {
         #[cfg(not(feature = "otel"))]
         {
             let resp = self.send_inner(req, deadline).await?;
-            read_bounded(resp, self.max_bytes, deadline).await
+            self.read_bounded(resp, deadline).await
         }
     }
 
@@ -393,7 +597,7 @@ impl Upstream {
 
     /// An upstream answer that is not a success: a redirect is refused (not followed,
     /// `upstream.redirects`), anything else is passed on as it is.
-    async fn not_success(&self, resp: reqwest::Response, deadline: Instant) -> GatewayError {
+    async fn not_success(&self, resp: Answer, deadline: Instant) -> GatewayError {
         if resp.status().is_redirection() {
             m::upstream_error("redirect");
             let to = resp
@@ -420,46 +624,102 @@ impl Upstream {
 
     /// An upstream response as it is (status, `Content-Type`, `Retry-After`,
     /// `x-ratelimit-*`, body), read within the bounds.
-    async fn forward(
-        &self,
-        resp: reqwest::Response,
-        deadline: Instant,
-    ) -> Result<Forwarded, GatewayError> {
-        let status =
-            StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    async fn forward(&self, resp: Answer, deadline: Instant) -> Result<Forwarded, GatewayError> {
+        let status = resp.status();
         let mut headers = HeaderMap::new();
         for name in [header::CONTENT_TYPE, header::RETRY_AFTER] {
-            if let Some(v) = resp.headers().get(name.as_str())
-                && let Ok(v) = HeaderValue::from_bytes(v.as_bytes())
-            {
-                headers.insert(name, v);
+            if let Some(v) = resp.headers().get(&name) {
+                headers.insert(name, v.clone());
             }
         }
         for (name, v) in resp.headers() {
-            if name.as_str().starts_with("x-ratelimit-")
-                && let Ok(v) = HeaderValue::from_bytes(v.as_bytes())
-                && let Ok(name) = axum::http::HeaderName::from_bytes(name.as_str().as_bytes())
-            {
-                headers.append(name, v);
+            if name.as_str().starts_with("x-ratelimit-") {
+                headers.append(name.clone(), v.clone());
             }
         }
-        let body = read_bounded(resp, self.max_bytes, deadline).await?;
+        let body = self.read_bounded(resp, deadline).await?;
         Ok(Forwarded {
             status,
             headers,
             body,
         })
     }
+
+    /// A transport failure (counted, logged at warn with its cause): 504 on a timeout,
+    /// else 502.
+    fn failure(&self, e: &SendError) -> GatewayError {
+        access::note_upstream_failed();
+        let cause = e.cause();
+        let to = &self.origin;
+        if e.is_timeout() {
+            m::upstream_error("timeout");
+            warn(
+                "upstream_timeout",
+                &format!("the upstream {to} did not answer in time: {cause}"),
+            );
+            GatewayError::UpstreamTimeout
+        } else {
+            m::upstream_error("transport");
+            warn(
+                "upstream_unreachable",
+                &format!("the upstream {to} could not be reached: {cause}"),
+            );
+            GatewayError::UpstreamUnreachable(cause)
+        }
+    }
+
+    /// Reads an answer's body up to `limits.max_upstream_bytes`: past that, past
+    /// `deadline`, or with no piece for `upstream.timeout_secs`, an error.
+    async fn read_bounded(&self, resp: Answer, deadline: Instant) -> Result<Bytes, GatewayError> {
+        let max = self.max_bytes;
+        let idle = self.idle_timeout();
+        let mut body = resp.into_body();
+        let mut buf = bytes::BytesMut::new();
+        loop {
+            let by = (Instant::now() + idle).min(deadline);
+            let next = match tokio::time::timeout_at(by.into(), body.frame()).await {
+                Err(_) if Instant::now() >= deadline => return Err(deadline_passed()),
+                Err(_) => return Err(self.failure(&SendError::Body(BodyError::Idle))),
+                Ok(next) => next,
+            };
+            let chunk = match next {
+                None => return Ok(buf.freeze()),
+                Some(Err(e)) => return Err(self.failure(&SendError::Body(e))),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(_) => continue, // trailers
+                },
+            };
+            if buf.len() + chunk.len() > max {
+                m::upstream_error("too_large");
+                warn(
+                    "upstream_too_large",
+                    &format!(
+                        "the upstream answer is larger than limits.max_upstream_bytes \
+                         ({max} bytes)"
+                    ),
+                );
+                return Err(GatewayError::UpstreamTooLarge(format!(
+                    "the upstream answer is larger than limits.max_upstream_bytes \
+                     ({max} bytes); it was not read further"
+                )));
+            }
+            if buf.is_empty() && body.is_end_stream() {
+                // One frame, the whole answer: no copy.
+                return Ok(chunk);
+            }
+            buf.extend_from_slice(&chunk);
+        }
+    }
 }
 
 /// `req` with the `traceparent` of `span`.
 #[cfg(feature = "otel")]
-fn with_trace_headers(
-    mut req: reqwest::RequestBuilder,
-    span: &tracing::Span,
-) -> reqwest::RequestBuilder {
+fn with_trace_headers(mut req: UpstreamRequest, span: &tracing::Span) -> UpstreamRequest {
     for (k, v) in crate::telemetry::trace_headers(span) {
-        req = req.header(k, v);
+        if let Ok(v) = HeaderValue::try_from(v) {
+            req.header(k.as_str(), v);
+        }
     }
     req
 }
@@ -471,49 +731,18 @@ fn record_error(span: &tracing::Span, e: &GatewayError) {
     span.record("otel.status_code", "ERROR");
 }
 
-/// A transport failure (counted, logged at warn with its cause): 504 on a timeout,
-/// else 502.
 /// `req` with the client's `names` headers, as it sent them. Traced, the upstream gets
 /// the `traceparent` of our own span (a child of the client's), set where the call is
 /// sent, not the client's.
-fn pass_on(
-    mut req: reqwest::RequestBuilder,
-    headers: &HeaderMap,
-    names: &[&str],
-) -> reqwest::RequestBuilder {
+fn pass_on(req: &mut UpstreamRequest, headers: &HeaderMap, names: &[&str]) {
     for &name in names {
         #[cfg(feature = "otel")]
         if name == "traceparent" && crate::telemetry::active() {
             continue;
         }
         if let Some(v) = headers.get(name) {
-            req = req.header(name, v.clone());
+            req.header(name, v.clone());
         }
-    }
-    req
-}
-
-pub(crate) fn failure(e: &reqwest::Error) -> GatewayError {
-    access::note_upstream_failed();
-    let cause = without_url(e);
-    let to = e
-        .url()
-        .map(|u| config::redact_url(&format!("{}://{}", u.scheme(), u.authority())))
-        .unwrap_or_default();
-    if e.is_timeout() {
-        m::upstream_error("timeout");
-        warn(
-            "upstream_timeout",
-            &format!("the upstream {to} did not answer in time: {cause}"),
-        );
-        GatewayError::UpstreamTimeout
-    } else {
-        m::upstream_error("transport");
-        warn(
-            "upstream_unreachable",
-            &format!("the upstream {to} could not be reached: {cause}"),
-        );
-        GatewayError::UpstreamUnreachable(cause)
     }
 }
 
@@ -578,46 +807,219 @@ fn without_url(e: &reqwest::Error) -> String {
     s
 }
 
-/// `(scheme, host, port)` of a URL, for the same-origin redirect policy.
-fn origin_of(url: &str) -> Option<(String, String, Option<u16>)> {
-    let u = reqwest::Url::parse(url).ok()?;
-    Some((
-        u.scheme().to_owned(),
-        u.host_str()?.to_owned(),
-        u.port_or_known_default(),
-    ))
+/// A URL as hyper's `Uri`, without its userinfo (sent as a header instead).
+fn uri_of(url: &str) -> Option<Uri> {
+    let mut u = reqwest::Url::parse(url).ok()?;
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    Uri::try_from(u.as_str()).ok()
 }
 
-/// Reads an upstream body up to `max` bytes: past that, or past `deadline`, an error.
-async fn read_bounded(
-    mut resp: reqwest::Response,
-    max: usize,
-    deadline: Instant,
-) -> Result<Bytes, GatewayError> {
-    let mut buf = bytes::BytesMut::new();
-    loop {
-        let next = tokio::time::timeout_at(deadline.into(), resp.chunk()).await;
-        match next {
-            Err(_) => return Err(deadline_passed()),
-            Ok(Err(e)) => return Err(failure(&e)),
-            Ok(Ok(None)) => return Ok(buf.freeze()),
-            Ok(Ok(Some(chunk))) => {
-                if buf.len() + chunk.len() > max {
-                    m::upstream_error("too_large");
-                    warn(
-                        "upstream_too_large",
-                        &format!(
-                            "the upstream answer is larger than limits.max_upstream_bytes \
-                             ({max} bytes)"
-                        ),
-                    );
-                    return Err(GatewayError::UpstreamTooLarge(format!(
-                        "the upstream answer is larger than limits.max_upstream_bytes \
-                         ({max} bytes); it was not read further"
-                    )));
+/// `host[:port]` of a URL, without its userinfo.
+fn authority_of(u: &reqwest::Url) -> String {
+    match (u.host_str(), u.port()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// The `Location` of a redirect `resp` to `from`, when it is of the same origin (scheme,
+/// host, port): where `upstream.redirects = "same_origin"` follows it.
+fn same_origin_target<B>(from: &Uri, resp: &http::Response<B>) -> Option<Uri> {
+    if !resp.status().is_redirection() {
+        return None;
+    }
+    let location = resp.headers().get(header::LOCATION)?.to_str().ok()?;
+    let base = reqwest::Url::parse(&from.to_string()).ok()?;
+    let to = base.join(location).ok()?;
+    let same = to.scheme() == base.scheme()
+        && to.host_str() == base.host_str()
+        && to.port_or_known_default() == base.port_or_known_default();
+    if !same {
+        return None;
+    }
+    uri_of(to.as_str())
+}
+
+/// A `Basic` credential header.
+fn basic_auth(user: &str, password: Option<&str>) -> HeaderValue {
+    use base64::Engine as _;
+    let raw = format!("{user}:{}", password.unwrap_or(""));
+    let encoded = base64::engine::general_purpose::STANDARD.encode(raw);
+    let mut v = HeaderValue::try_from(format!("Basic {encoded}"))
+        .unwrap_or_else(|_| HeaderValue::from_static(""));
+    v.set_sensitive(true);
+    v
+}
+
+/// A URL's userinfo part, percent-decoded (as reqwest sent it).
+fn percent_decoded(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// A header value not to be shown (hyper's HTTP/2 encoder keeps it out of its table).
+fn sensitive(mut v: HeaderValue) -> HeaderValue {
+    v.set_sensitive(true);
+    v
+}
+
+/// hyper's pooled client: `TCP_NODELAY`, the connect timeout, HTTP/1 and HTTP/2 (over
+/// TLS by ALPN, as reqwest offered them), the platform's roots.
+fn direct_client(config: &config::Upstream) -> Result<Client<Connector, Full<Bytes>>, ClientError> {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(config::secs(config.connect_timeout_secs)));
+    #[cfg(feature = "tls")]
+    let connector = {
+        http.enforce_http(false);
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
+            .map_err(|e| ClientError::Tls(e.to_string()))?;
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| ClientError::Tls(e.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(std::sync::Arc::new(verifier))
+            .with_no_client_auth();
+        hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http)
+    };
+    #[cfg(not(feature = "tls"))]
+    let connector = http;
+    Ok(Client::builder(hyper_util::rt::TokioExecutor::new())
+        .timer(hyper_util::rt::TokioTimer::new())
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .build(connector))
+}
+
+/// reqwest's client, for an upstream behind `proxy` (the environment's, matched once at
+/// start): the same timeouts and redirect policy.
+fn reqwest_client(
+    config: &config::Upstream,
+    proxy: &hyper_util::client::proxy::matcher::Intercept,
+) -> Result<reqwest::Client, reqwest::Error> {
+    let mut via = reqwest::Proxy::all(proxy.uri().to_string())?;
+    if let Some((user, password)) = proxy.raw_auth() {
+        via = via.basic_auth(user, password);
+    }
+    let redirects = match config.redirects {
+        Redirects::None => reqwest::redirect::Policy::none(),
+        Redirects::SameOrigin => {
+            let origin = reqwest::Url::parse(&config.base_url).ok().and_then(|u| {
+                Some((
+                    u.scheme().to_owned(),
+                    u.host_str()?.to_owned(),
+                    u.port_or_known_default(),
+                ))
+            });
+            reqwest::redirect::Policy::custom(move |attempt| {
+                let to = attempt.url();
+                let same = origin.as_ref().is_some_and(|(scheme, host, port)| {
+                    to.scheme() == scheme
+                        && to.host_str() == Some(host.as_str())
+                        && to.port_or_known_default() == *port
+                });
+                if same && attempt.previous().len() < MAX_REDIRECTS {
+                    attempt.follow()
+                } else {
+                    attempt.stop()
                 }
-                buf.extend_from_slice(&chunk);
-            }
+            })
         }
+    };
+    reqwest::Client::builder()
+        .proxy(via)
+        .connect_timeout(config::secs(config.connect_timeout_secs))
+        .read_timeout(config.timeout())
+        .tcp_nodelay(true)
+        .redirect(redirects)
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    fn upstream_config(base_url: &str) -> config::Upstream {
+        crate::Config::from_toml_and_env(&format!("upstream.base_url = \"{base_url}\""), Vec::new())
+            .unwrap()
+            .upstream
+    }
+
+    #[test]
+    fn the_transport_is_hypers_unless_a_proxy_applies_to_the_upstream() {
+        let config = upstream_config("http://model.invalid:8000/v1");
+        let none = Matcher::builder().build();
+        let up = Upstream::with_proxies(&config, 1 << 20, &none).unwrap();
+        assert!(matches!(up.transport, Transport::Direct(_)));
+        let all = Matcher::builder().all("http://127.0.0.1:3128").build();
+        let up = Upstream::with_proxies(&config, 1 << 20, &all).unwrap();
+        assert!(matches!(up.transport, Transport::Proxied(_)));
+        // NO_PROXY names the upstream: hyper's, directly.
+        let excluded = Matcher::builder()
+            .all("http://127.0.0.1:3128")
+            .no("model.invalid")
+            .build();
+        let up = Upstream::with_proxies(&config, 1 << 20, &excluded).unwrap();
+        assert!(matches!(up.transport, Transport::Direct(_)));
+    }
+
+    #[tokio::test]
+    #[allow(clippy::disallowed_methods, reason = "the test's own proxy, not a tool")]
+    async fn an_upstream_behind_a_proxy_is_reached_through_it() {
+        // A proxy that answers itself and reports the request line it was sent.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy = listener.local_addr().unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).await.unwrap() == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let len = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")?
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(0);
+            let mut body = vec![0u8; len];
+            s.read_exact(&mut body).await.unwrap();
+            let _ = tx.send(head);
+            let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                          content-length: 10\r\nconnection: close\r\n\r\n{\"via\": 1}";
+            s.write_all(answer.as_bytes()).await.unwrap();
+        });
+        let config = upstream_config("http://model.invalid:8000/v1");
+        let proxies = Matcher::builder().all(format!("http://{proxy}")).build();
+        let up = Upstream::with_proxies(&config, 1 << 20, &proxies).unwrap();
+        let req = up.post(
+            "/chat/completions",
+            &HeaderMap::new(),
+            &serde_json::json!({}),
+        );
+        let body = up.fetch(req).await.unwrap();
+        assert_eq!(&body[..], br#"{"via": 1}"#);
+        let head = rx.recv().await.unwrap();
+        assert!(
+            head.starts_with("POST http://model.invalid:8000/v1/chat/completions HTTP/1.1"),
+            "{head}"
+        );
     }
 }

@@ -930,6 +930,90 @@ async fn a_dripping_json_answer_is_cut_at_the_deadline_and_the_upstream_dropped(
 }
 
 #[tokio::test]
+async fn a_json_answer_that_stops_after_its_head_is_cut_at_the_idle_timeout() {
+    // The head and the first bytes of a promised body, then nothing: neither the total
+    // deadline (10 s) nor a drip ends it, only `upstream.timeout_secs` between pieces.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, mut dropped) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                if read_request(&mut s).await.is_err() {
+                    return;
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                            content-length: 100\r\n\r\n{\"id\"";
+                if s.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                // Held open until the gateway lets go of it.
+                let mut rest = [0u8; 64];
+                while matches!(s.read(&mut rest).await, Ok(n) if n > 0) {}
+                let _ = tx.send(());
+            });
+        }
+    });
+    let gw = gateway(
+        &format!("http://{addr}/v1"),
+        "upstream.deadline_secs = 10\nupstream.timeout_secs = 0.3",
+    )
+    .await;
+    // `upstream_timeout`, not `upstream_deadline`: cut by the idle timeout.
+    error_of(
+        post(gw, &request(ask(), false)).await,
+        504,
+        "upstream_timeout",
+    )
+    .await;
+    within(dropped.recv()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_base_urls_userinfo_reaches_the_upstream_as_basic_credentials_not_in_the_url() {
+    let said_ok = completion(&json!({"role": "assistant", "content": "ok"}), "stop");
+    let (url, seen) = canned(vec![("application/json", said_ok)]).await;
+    // `p%40ss` is `p@ss`, percent-encoded as a URL's userinfo must be.
+    let with_user = url.replacen("http://", "http://proxy-user:p%40ss@", 1);
+    let gw = gateway(&with_user, "").await;
+    let resp = within(
+        http()
+            .post(format!("http://{gw}/v1/chat/completions"))
+            .json(&request(ask(), false))
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (headers, _) = seen.all().pop().unwrap();
+    // base64("proxy-user:p@ss")
+    assert_eq!(headers["authorization"], "Basic cHJveHktdXNlcjpwQHNz");
+    assert_eq!(headers.get_all("authorization").iter().count(), 1);
+    let host = headers["host"].to_str().unwrap();
+    assert!(
+        !host.contains('@') && !host.contains("proxy-user"),
+        "{host}"
+    );
+
+    // A key of the gateway's own is the credential sent, alone.
+    let (name, key) = some_env_key();
+    let gw = gateway(&with_user, &format!("upstream.api_key_env = \"{name}\"")).await;
+    let resp = within(
+        http()
+            .post(format!("http://{gw}/v1/chat/completions"))
+            .json(&request(ask(), false))
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (headers, _) = seen.all().pop().unwrap();
+    assert_eq!(headers["authorization"], format!("Bearer {key}").as_str());
+    assert_eq!(headers.get_all("authorization").iter().count(), 1);
+}
+
+#[tokio::test]
 async fn a_dripping_stream_is_cut_at_the_deadline_with_an_error_event_then_done() {
     let (url, mut dropped) = dripping(Drip::Sse).await;
     let gw = gateway(

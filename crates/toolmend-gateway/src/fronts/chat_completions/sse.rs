@@ -989,9 +989,7 @@ pub(crate) async fn respond(ex: Exchange) -> Response {
         // A leading pythonic call `get_weather(…)` is held only for a declared tool.
         t.asm = std::mem::take(&mut t.asm).with_call_names(toolbox.names());
     }
-    let upstream: Upstream = Box::pin(sse_stream::SseStream::from_bytes_stream(
-        resp.bytes_stream(),
-    ));
+    let upstream: Upstream = Box::pin(sse_stream::SseStream::new(resp.into_body()));
     let history_header = ex
         .notes
         .history
