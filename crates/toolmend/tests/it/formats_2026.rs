@@ -720,3 +720,41 @@ fn the_2026_readers_stay_linear() {
         });
     }
 }
+
+/// A parameter given twice (MiniCPM 5, DSML, Qwen3-Coder, GLM's `<arg_key>`): the last
+/// value wins, as with a JSON key given twice (`repair::duplicate_keys_…`); with two different values a reading was
+/// chosen, so the fix is `duplicate_key_conflict` (unsafe), never the safe `duplicate_key`.
+#[test]
+fn a_parameter_given_twice_with_different_values_is_not_a_safe_fix() {
+    use toolmend::{FixKind, Safety};
+    let dsml = "<｜DSML｜function_calls><｜DSML｜invoke name=\"get_weather\">\
+                <｜DSML｜parameter name=\"city\" string=\"true\">{a}</｜DSML｜parameter>\
+                <｜DSML｜parameter name=\"city\" string=\"true\">{b}</｜DSML｜parameter>\
+                </｜DSML｜invoke></｜DSML｜function_calls>";
+    let forms = [
+        "<function name=\"get_weather\"><param name=\"city\">{a}</param><param name=\"city\">{b}</param></function>",
+        dsml,
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\n{a}\n</parameter>\n<parameter=city>\n{b}\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>{a}</arg_value>\n<arg_key>city</arg_key>\n<arg_value>{b}</arg_value>\n</tool_call>",
+    ];
+    for form in forms {
+        for (a, b, kind) in [
+            ("Paris", "Lyon", FixKind::DuplicateKeyConflict),
+            ("Paris", "Paris", FixKind::DuplicateKey),
+        ] {
+            let text = form.replace("{a}", a).replace("{b}", b);
+            let r = toolmend::repair(&text, &RepairOptions::default()).unwrap();
+            assert_eq!(r.calls.len(), 1, "{text}");
+            assert_eq!(r.calls[0].arguments, json!({"city": b}), "{text}");
+            let kinds: Vec<FixKind> = r.calls[0].fixes.iter().map(|f| f.kind).collect();
+            assert!(kinds.contains(&kind), "{text}: {kinds:?}");
+            let other = if kind == FixKind::DuplicateKey {
+                FixKind::DuplicateKeyConflict
+            } else {
+                FixKind::DuplicateKey
+            };
+            assert!(!kinds.contains(&other), "{text}: {kinds:?}");
+        }
+    }
+    assert_eq!(FixKind::DuplicateKeyConflict.safety(), Safety::Unsafe);
+}
