@@ -75,6 +75,10 @@ fix_kinds! {
     CallWrapperUnwrapped = "call_wrapper_unwrapped", Safe;
     /// The same arguments object was emitted twice in a row; one copy kept.
     DuplicateCallDropped = "duplicate_call_dropped", Unsafe;
+    /// A call that named no tool (Kimi K2's bare counter id, `<|tool_call_begin|>0`) was
+    /// given the only tool of the request that can take its arguments (the one tool, or
+    /// the one whose schema lists every key given); the detail names it.
+    ToolNameInferred = "tool_name_inferred", Unsafe;
     /// A tool name matched a tool up to case and separators (`GetWeather` -> `get_weather`).
     ToolNameFixed = "tool_name_fixed", Unsafe;
     /// Two different calls were glued together; they were split.

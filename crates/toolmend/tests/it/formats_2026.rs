@@ -758,3 +758,52 @@ fn a_parameter_given_twice_with_different_values_is_not_a_safe_fix() {
     }
     assert_eq!(FixKind::DuplicateKeyConflict.safety(), Safety::Unsafe);
 }
+
+/// Kimi K2 with a bare counter for its call id (`<|tool_call_begin|>0 …`): the call names
+/// no tool. It is given the one tool that can take it (the request's only tool, or the one
+/// tool whose schema lists every key given), recorded as `tool_name_inferred`; where two
+/// tools could take it, nothing is guessed (the text stays as written).
+#[test]
+fn a_kimi_call_with_a_bare_counter_takes_the_one_tool_that_fits() {
+    let call = |args: &str| {
+        format!(
+            "Let me check. <|tool_calls_section_begin|><|tool_call_begin|>0 \
+             <|tool_call_argument_begin|>{args}<|tool_call_end|><|tool_calls_section_end|>"
+        )
+    };
+    // Among get_weather, get_time and write_file only get_weather lists `city` and `days`.
+    let text = call(r#"{"city": "Tokyo", "days": 2}"#);
+    check(
+        &text,
+        vec![ok("get_weather", json!({"city": "Tokyo", "days": 2}))],
+        Some("Let me check."),
+    );
+    let read = message::read_calls_in_str(&text, &tools(), &RepairOptions::default());
+    assert!(
+        read[0]
+            .fixes
+            .iter()
+            .any(|f| f.kind == toolmend::FixKind::ToolNameInferred && f.detail == "get_weather"),
+        "{read:?}"
+    );
+    // One tool in the request: that tool.
+    let weather = CompiledTool::compile(
+        "get_weather",
+        "Weather for a city.",
+        &json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+    )
+    .unwrap();
+    let one = Toolbox::from_tools([weather]).unwrap();
+    let (got, content) = plan_with(&one, &call(r#"{"city": "Oslo"}"#));
+    assert_eq!(got, vec![ok("get_weather", json!({"city": "Oslo"}))]);
+    assert_eq!(content.as_deref(), Some("Let me check."));
+    // Only get_time lists `zone`.
+    check(
+        &call(r#"{"zone": "UTC"}"#),
+        vec![ok("get_time", json!({"zone": "UTC"}))],
+        Some("Let me check."),
+    );
+    // No tool lists every key: no name is guessed, the text stays as written.
+    let text = call(r#"{"city": "Tokyo", "zone": "UTC"}"#);
+    check(&text, vec![], Some(&text));
+}
