@@ -75,6 +75,10 @@ fix_kinds! {
     CallWrapperUnwrapped = "call_wrapper_unwrapped", Safe;
     /// The same arguments object was emitted twice in a row; one copy kept.
     DuplicateCallDropped = "duplicate_call_dropped", Unsafe;
+    /// A call that named no tool (Kimi K2's bare counter id, `<|tool_call_begin|>0`) was
+    /// given the only tool of the request that can take its arguments (the one tool, or
+    /// the one whose schema lists every key given); the detail names it.
+    ToolNameInferred = "tool_name_inferred", Unsafe;
     /// A tool name matched a tool up to case and separators (`GetWeather` -> `get_weather`).
     ToolNameFixed = "tool_name_fixed", Unsafe;
     /// Two different calls were glued together; they were split.
@@ -134,8 +138,12 @@ fix_kinds! {
     EscapesKeptLiteral = "escapes_kept_literal", Unsafe;
     /// `NaN` / `Infinity` replaced by `null` (as `JSON.stringify` does).
     NonFiniteNumber = "non_finite_number", Unsafe;
-    /// A key given twice; the last value wins.
+    /// A key given twice with the same value; one copy kept.
     DuplicateKey = "duplicate_key", Safe;
+    /// A key given twice with different values: the last wins (a later text supersedes
+    /// an earlier one), but a reading was chosen, so it is not safe; the detail names the
+    /// value dropped.
+    DuplicateKeyConflict = "duplicate_key_conflict", Unsafe;
     /// Members without the enclosing `{ }`.
     OuterBracesAdded = "outer_braces_added", Safe;
     /// Closing brackets with nothing to close removed.
@@ -322,6 +330,16 @@ impl Fix {
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = detail.into();
         self
+    }
+
+    /// The fix for a key given twice: `duplicate_key` when both values are equal,
+    /// `duplicate_key_conflict` (unsafe: one reading was chosen) when they differ.
+    pub fn duplicate_key(first: &serde_json::Value, last: &serde_json::Value) -> FixKind {
+        if first == last {
+            FixKind::DuplicateKey
+        } else {
+            FixKind::DuplicateKeyConflict
+        }
     }
 
     /// The safety level of this fix's kind.

@@ -132,10 +132,26 @@ pub fn read_calls_in_str(text: &str, tools: &Toolbox, opts: &RepairOptions) -> V
 /// A call read from the text, named by its envelope or by a `{"name", "arguments"}`
 /// object; its XML-style parameters typed by the tool's schema.
 fn text_call(c: crate::repair::RepairedCall, tools: &Toolbox) -> Option<TextCall> {
+    let mut fixes = c.fixes;
     let (name, arguments) = match c.name.as_deref() {
+        // A bare counter for a name (Kimi K2's `<|tool_call_begin|>0`) names no tool: the
+        // call is given the one tool that can take it, else it keeps the counter (a call
+        // to no such tool: feedback when another call names a known tool, else the text
+        // stays as written).
+        Some(counter)
+            if counter.bytes().all(|b| b.is_ascii_digit()) && !knows_tool(counter, tools) =>
+        {
+            match unnamed_call_tool(&c.arguments, tools) {
+                Some(name) => {
+                    fixes.push(Fix::on(FixKind::ToolNameInferred, "", name.clone()));
+                    (name, c.arguments.to_string())
+                }
+                None => (counter.to_owned(), c.arguments.to_string()),
+            }
+        }
         Some(name) => {
             let mut args = c.arguments;
-            if c.fixes.iter().any(|f| f.kind == FixKind::XmlParametersRead)
+            if fixes.iter().any(|f| f.kind == FixKind::XmlParametersRead)
                 && let Some(tool) = find_tool(name, tools)
             {
                 type_xml_parameters(&mut args, tool.parameters());
@@ -149,10 +165,26 @@ fn text_call(c: crate::repair::RepairedCall, tools: &Toolbox) -> Option<TextCall
     };
     let mut call = ToolCall::new("", name, arguments);
     call.id = None;
-    Some(TextCall {
-        call,
-        fixes: c.fixes,
-    })
+    Some(TextCall { call, fixes })
+}
+
+/// The tool a call that names none (Kimi K2's bare counter id) is for, when only one can
+/// take it: the request's one tool, or the one tool whose schema lists every key of the
+/// arguments (an object with at least one key). Anything else is no name: the call gets
+/// feedback, never a guess.
+fn unnamed_call_tool(arguments: &Value, tools: &Toolbox) -> Option<String> {
+    if let [only] = tools.tools() {
+        return Some(only.name().to_owned());
+    }
+    let args = arguments.as_object().filter(|a| !a.is_empty())?;
+    let mut fitting = tools.tools().iter().filter(|t| {
+        t.parameters()
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| args.keys().all(|k| p.contains_key(k)))
+    });
+    let one = fitting.next()?;
+    fitting.next().is_none().then(|| one.name().to_owned())
 }
 
 /// True when a call marker stands outside Markdown code in `text`

@@ -26,7 +26,7 @@ pub(crate) fn parse(raw: &str, max_depth: usize) -> Result<(Value, Vec<Fix>), se
     let fixes = dups
         .into_inner()
         .into_iter()
-        .map(|k: String| Fix::on(FixKind::DuplicateKey, "", k))
+        .map(|(kind, k): (FixKind, String)| Fix::on(kind, "", k))
         .collect();
     Ok((value, fixes))
 }
@@ -54,7 +54,7 @@ fn byte_offset(raw: &str, line: usize, column: usize) -> usize {
 
 #[derive(Clone, Copy)]
 struct Seed<'a> {
-    dups: &'a RefCell<Vec<String>>,
+    dups: &'a RefCell<Vec<(FixKind, String)>>,
     depth: usize,
     max_depth: usize,
 }
@@ -127,7 +127,8 @@ impl<'de> Visitor<'de> for Seed<'_> {
                     e.insert(v);
                 }
                 serde_json::map::Entry::Occupied(mut e) => {
-                    self.dups.borrow_mut().push(e.key().clone());
+                    let kind = Fix::duplicate_key(e.get(), &v);
+                    self.dups.borrow_mut().push((kind, e.key().clone()));
                     e.insert(v);
                 }
             }

@@ -448,10 +448,11 @@ impl<'a> Parser<'a> {
                 }
                 serde_json::map::Entry::Occupied(mut e) => {
                     let k = e.key().clone();
+                    let kind = Fix::duplicate_key(e.get(), &parsed.value);
                     let first = e.insert(parsed.value);
                     // The first value is replaced: named in the detail, not lost silently.
                     let was = cut(&first.to_string(), 40);
-                    self.fix_detail(FixKind::DuplicateKey, key_start, format!("{k} (was {was})"));
+                    self.fix_detail(kind, key_start, format!("{k} (was {was})"));
                 }
             }
             if parsed.truncated {

@@ -720,3 +720,90 @@ fn the_2026_readers_stay_linear() {
         });
     }
 }
+
+/// A parameter given twice (MiniCPM 5, DSML, Qwen3-Coder, GLM's `<arg_key>`): the last
+/// value wins, as with a JSON key given twice (`repair::duplicate_keys_…`); with two different values a reading was
+/// chosen, so the fix is `duplicate_key_conflict` (unsafe), never the safe `duplicate_key`.
+#[test]
+fn a_parameter_given_twice_with_different_values_is_not_a_safe_fix() {
+    use toolmend::{FixKind, Safety};
+    let dsml = "<｜DSML｜function_calls><｜DSML｜invoke name=\"get_weather\">\
+                <｜DSML｜parameter name=\"city\" string=\"true\">{a}</｜DSML｜parameter>\
+                <｜DSML｜parameter name=\"city\" string=\"true\">{b}</｜DSML｜parameter>\
+                </｜DSML｜invoke></｜DSML｜function_calls>";
+    let forms = [
+        "<function name=\"get_weather\"><param name=\"city\">{a}</param><param name=\"city\">{b}</param></function>",
+        dsml,
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\n{a}\n</parameter>\n<parameter=city>\n{b}\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>{a}</arg_value>\n<arg_key>city</arg_key>\n<arg_value>{b}</arg_value>\n</tool_call>",
+    ];
+    for form in forms {
+        for (a, b, kind) in [
+            ("Paris", "Lyon", FixKind::DuplicateKeyConflict),
+            ("Paris", "Paris", FixKind::DuplicateKey),
+        ] {
+            let text = form.replace("{a}", a).replace("{b}", b);
+            let r = toolmend::repair(&text, &RepairOptions::default()).unwrap();
+            assert_eq!(r.calls.len(), 1, "{text}");
+            assert_eq!(r.calls[0].arguments, json!({"city": b}), "{text}");
+            let kinds: Vec<FixKind> = r.calls[0].fixes.iter().map(|f| f.kind).collect();
+            assert!(kinds.contains(&kind), "{text}: {kinds:?}");
+            let other = if kind == FixKind::DuplicateKey {
+                FixKind::DuplicateKeyConflict
+            } else {
+                FixKind::DuplicateKey
+            };
+            assert!(!kinds.contains(&other), "{text}: {kinds:?}");
+        }
+    }
+    assert_eq!(FixKind::DuplicateKeyConflict.safety(), Safety::Unsafe);
+}
+
+/// Kimi K2 with a bare counter for its call id (`<|tool_call_begin|>0 …`): the call names
+/// no tool. It is given the one tool that can take it (the request's only tool, or the one
+/// tool whose schema lists every key given), recorded as `tool_name_inferred`; where two
+/// tools could take it, nothing is guessed (the text stays as written).
+#[test]
+fn a_kimi_call_with_a_bare_counter_takes_the_one_tool_that_fits() {
+    let call = |args: &str| {
+        format!(
+            "Let me check. <|tool_calls_section_begin|><|tool_call_begin|>0 \
+             <|tool_call_argument_begin|>{args}<|tool_call_end|><|tool_calls_section_end|>"
+        )
+    };
+    // Among get_weather, get_time and write_file only get_weather lists `city` and `days`.
+    let text = call(r#"{"city": "Tokyo", "days": 2}"#);
+    check(
+        &text,
+        vec![ok("get_weather", json!({"city": "Tokyo", "days": 2}))],
+        Some("Let me check."),
+    );
+    let read = message::read_calls_in_str(&text, &tools(), &RepairOptions::default());
+    assert!(
+        read[0]
+            .fixes
+            .iter()
+            .any(|f| f.kind == toolmend::FixKind::ToolNameInferred && f.detail == "get_weather"),
+        "{read:?}"
+    );
+    // One tool in the request: that tool.
+    let weather = CompiledTool::compile(
+        "get_weather",
+        "Weather for a city.",
+        &json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+    )
+    .unwrap();
+    let one = Toolbox::from_tools([weather]).unwrap();
+    let (got, content) = plan_with(&one, &call(r#"{"city": "Oslo"}"#));
+    assert_eq!(got, vec![ok("get_weather", json!({"city": "Oslo"}))]);
+    assert_eq!(content.as_deref(), Some("Let me check."));
+    // Only get_time lists `zone`.
+    check(
+        &call(r#"{"zone": "UTC"}"#),
+        vec![ok("get_time", json!({"zone": "UTC"}))],
+        Some("Let me check."),
+    );
+    // No tool lists every key: no name is guessed, the text stays as written.
+    let text = call(r#"{"city": "Tokyo", "zone": "UTC"}"#);
+    check(&text, vec![], Some(&text));
+}

@@ -268,15 +268,31 @@ fn smart_quotes_and_non_finite_numbers_and_number_quirks() {
 
 #[test]
 fn duplicate_keys_keep_the_last_and_are_recorded() {
-    // On the fast path (valid JSON) too.
+    // Two different values: the last wins, but a reading was chosen (not safe). On the
+    // fast path (valid JSON) too.
     assert_fixed(
         r#"{"a": 1, "b": 2, "a": 3}"#,
         json!({"a": 3, "b": 2}),
-        FixKind::DuplicateKey,
+        FixKind::DuplicateKeyConflict,
     );
     assert_fixed(
         r#"{'a': 1, 'a': 2}"#,
         json!({"a": 2}),
+        FixKind::DuplicateKeyConflict,
+    );
+    assert_eq!(
+        FixKind::DuplicateKeyConflict.safety(),
+        toolmend::Safety::Unsafe
+    );
+    // The same value twice loses nothing: safe.
+    assert_fixed(
+        r#"{"a": 1, "b": 2, "a": 1}"#,
+        json!({"a": 1, "b": 2}),
+        FixKind::DuplicateKey,
+    );
+    assert_fixed(
+        r#"{'a': 1, 'a': 1}"#,
+        json!({"a": 1}),
         FixKind::DuplicateKey,
     );
 }
@@ -861,7 +877,7 @@ fn i15_audit_text_is_kept_or_named_in_the_fix() {
     let dup = r.calls[0]
         .fixes
         .iter()
-        .find(|f| f.kind == FixKind::DuplicateKey)
+        .find(|f| f.kind == FixKind::DuplicateKeyConflict)
         .unwrap();
     assert!(
         dup.detail.contains("lvl") && dup.detail.contains('3'),

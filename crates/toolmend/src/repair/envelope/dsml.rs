@@ -173,9 +173,11 @@ impl Walk<'_> {
             } else {
                 self.json_param(raw, base + v_start, fixes)
             };
-            if args.insert(key.clone(), value).is_some() {
-                fixes.push(Fix::at(FixKind::DuplicateKey, base + p_at).with_detail(key));
+            if let Some(first) = args.get(&key) {
+                let kind = Fix::duplicate_key(first, &value);
+                fixes.push(Fix::at(kind, base + p_at).with_detail(key.clone()));
             }
+            args.insert(key, value);
             i = next.max(p_at + 1);
         }
         if (truncated || truncated_call) && !fixes.iter().any(Fix::is_lossy) {

@@ -88,9 +88,11 @@ impl Walk<'_> {
                 .unwrap_or(&body[v_start..v_end]);
             let raw_value = raw_value.strip_suffix('\n').unwrap_or(raw_value);
             let value = self.xml_value(raw_value, at + body_start + v_start);
-            if args.insert(key.clone(), value).is_some() {
-                fixes.push(Fix::at(FixKind::DuplicateKey, at + body_start + p_at).with_detail(key));
+            if let Some(first) = args.get(&key) {
+                let kind = Fix::duplicate_key(first, &value);
+                fixes.push(Fix::at(kind, at + body_start + p_at).with_detail(key.clone()));
             }
+            args.insert(key, value);
             i = next;
         }
         self.pos = at

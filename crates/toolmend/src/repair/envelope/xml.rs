@@ -129,9 +129,11 @@ impl Walk<'_> {
                 }
                 None => self.xml_value(raw, base + v_start),
             };
-            if args.insert(key.clone(), value).is_some() {
-                fixes.push(Fix::at(FixKind::DuplicateKey, base + k_start).with_detail(key));
+            if let Some(first) = args.get(&key) {
+                let kind = Fix::duplicate_key(first, &value);
+                fixes.push(Fix::at(kind, base + k_start).with_detail(key.clone()));
             }
+            args.insert(key, value);
             i = next.max(i + 1);
         }
         if (truncated || truncated_call) && !fixes.iter().any(Fix::is_lossy) {
