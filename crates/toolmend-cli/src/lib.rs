@@ -10,6 +10,7 @@ mod history_cmd;
 mod history_io;
 mod input;
 mod key_cmd;
+mod log_lines;
 #[cfg(feature = "mcp-proxy")]
 mod mcp_proxy_cmd;
 mod mend_cmd;

@@ -253,13 +253,9 @@ where
         });
     let (writer, flush) =
         LogWriter::start(std::io::stderr()).context("starting the log writer thread")?;
-    let logs = tracing_subscriber::fmt::layer()
-        .json()
-        // The request's span (with `otel`) is the trace's; each line has its own fields.
-        .with_current_span(false)
-        .with_span_list(false)
-        .with_writer(move || writer.clone())
-        .with_filter(filter);
+    // tracing-subscriber's `json()` lines without the spans (the request's span, with
+    // `otel`, is the trace's; each line has its own fields), written by hand.
+    let logs = crate::log_lines::JsonLines::new(writer).with_filter(filter);
     Ok((logs, flush))
 }
 

@@ -219,6 +219,12 @@ impl LogWriter {
         self.shared.drops.total()
     }
 
+    /// Queues `line` (one whole line, its newline included), or drops and counts it when
+    /// the queue is full: never waits for the sink.
+    pub fn queue_line(&self, line: &[u8]) {
+        self.queue(line);
+    }
+
     fn queue(&self, line: &[u8]) {
         if line.is_empty() {
             return;

@@ -976,7 +976,10 @@ mod tests {
     }
 
     #[tokio::test]
-    #[allow(clippy::disallowed_methods, reason = "the test's own proxy, not a tool")]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the test's own proxy, not a tool"
+    )]
     async fn an_upstream_behind_a_proxy_is_reached_through_it() {
         // A proxy that answers itself and reports the request line it was sent.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
