@@ -39,7 +39,7 @@ pub struct Gateway {
 pub enum StartError {
     /// The HTTP client could not be built.
     #[error("HTTP client: {0}")]
-    Client(String),
+    Client(#[from] reqwest::Error),
     /// The correction model's client could not be built.
     #[error("correction model: {0}")]
     Correction(#[from] toolmend_openai::ClientError),
@@ -178,10 +178,10 @@ impl Gateway {
             store,
             fail: guard_config.fail,
         });
-        let upstream = Arc::new(
-            Upstream::new(&config.upstream, config.limits.max_upstream_bytes)
-                .map_err(|e| StartError::Client(e.to_string()))?,
-        );
+        let upstream = Arc::new(Upstream::new(
+            &config.upstream,
+            config.limits.max_upstream_bytes,
+        )?);
         let mut pipeline = Pipeline::new(&config)?;
         pipeline.guard = crate::pipeline::guard::GatewayGuard::new(&guard_config, store)
             .map_err(StartError::Guard)?;

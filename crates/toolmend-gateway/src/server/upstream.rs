@@ -25,24 +25,22 @@ use crate::{
     },
 };
 
-#[cfg(feature = "tls")]
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
-#[cfg(not(feature = "tls"))]
-type Connector = HttpConnector;
-
 /// How requests reach the upstream.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant, reason = "one per gateway, never moved")]
 enum Transport {
-    /// hyper's pooled client, directly: every upstream no proxy of the environment stands
-    /// in front of. reqwest's layers (the URL turned into a `Uri` per request, the proxy
-    /// match, the redirect and retry wrappers) were about a tenth of a request's CPU;
-    /// redirects (`upstream.redirects`) and the idle timeout are applied here instead.
-    Direct(Client<Connector, Full<Bytes>>),
-    /// reqwest, when a proxy of the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`,
-    /// not excluded by `NO_PROXY`) applies to `upstream.base_url`: it speaks to proxies
-    /// (CONNECT tunnels, their credentials) as it always did here.
-    Proxied(reqwest::Client),
+    /// hyper's pooled client, directly: a plain-HTTP upstream no proxy of the environment
+    /// stands in front of (a model server on the same host or network, where what a
+    /// request costs the gateway shows). reqwest's layers (the URL turned into a `Uri`
+    /// per request, the proxy match, the redirect and retry wrappers) were about a tenth
+    /// of a request's CPU; redirects (`upstream.redirects`) and the idle timeout are
+    /// applied here instead.
+    Direct(Client<HttpConnector, Full<Bytes>>),
+    /// reqwest: an HTTPS upstream (its TLS: rustls, the platform's roots, ALPN h2), or one
+    /// behind a proxy of the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, not
+    /// excluded by `NO_PROXY`), which it speaks to (CONNECT tunnels, their credentials).
+    /// Over a network its microseconds are lost in the round trip.
+    Reqwest(reqwest::Client),
 }
 
 /// An answer's body as it comes, from either transport.
@@ -70,7 +68,7 @@ pub(crate) enum BodyError {
     #[error("{0}")]
     Direct(#[source] hyper::Error),
     #[error("{}", without_url(.0))]
-    Proxied(#[source] reqwest::Error),
+    Reqwest(#[source] reqwest::Error),
     #[error("no part of the answer arrived within upstream.timeout_secs")]
     Idle,
 }
@@ -79,7 +77,7 @@ pub(crate) enum BodyError {
 #[derive(Debug)]
 enum SendError {
     Direct(hyper_util::client::legacy::Error),
-    Proxied(reqwest::Error),
+    Reqwest(reqwest::Error),
     Body(BodyError),
     /// No answer head within `upstream.timeout_secs`.
     Idle,
@@ -89,7 +87,7 @@ impl SendError {
     fn is_timeout(&self) -> bool {
         let mut cause: Option<&(dyn std::error::Error + 'static)> = match self {
             SendError::Idle | SendError::Body(BodyError::Idle) => return true,
-            SendError::Proxied(e) => return e.is_timeout(),
+            SendError::Reqwest(e) => return e.is_timeout(),
             SendError::Direct(e) => Some(e),
             SendError::Body(e) => Some(e),
         };
@@ -109,7 +107,7 @@ impl SendError {
     /// URL (it may carry a key in a query string).
     fn cause(&self) -> String {
         let top: &(dyn std::error::Error + 'static) = match self {
-            SendError::Proxied(e) => return without_url(e),
+            SendError::Reqwest(e) => return without_url(e),
             SendError::Idle => return "no answer within upstream.timeout_secs".to_owned(),
             SendError::Direct(e) => e,
             SendError::Body(e) => e,
@@ -162,22 +160,10 @@ const KNOWN_PATHS: [&str; 5] = [
 /// Redirects followed at most (`upstream.redirects = "same_origin"`), as reqwest did.
 const MAX_REDIRECTS: usize = 5;
 
-/// An upstream client that could not be built.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ClientError {
-    /// reqwest's (an upstream behind a proxy).
-    #[error("{0}")]
-    Proxied(#[from] reqwest::Error),
-    /// The TLS configuration (the platform's certificate verifier).
-    #[cfg(feature = "tls")]
-    #[error("TLS: {0}")]
-    Tls(String),
-}
-
 impl Upstream {
     /// The client for `config` (timeouts, redirect policy, `TCP_NODELAY`); the API key is
     /// read now from `api_key_env`.
-    pub(crate) fn new(config: &config::Upstream, max_bytes: usize) -> Result<Self, ClientError> {
+    pub(crate) fn new(config: &config::Upstream, max_bytes: usize) -> Result<Self, reqwest::Error> {
         Self::with_proxies(config, max_bytes, &Matcher::from_env())
     }
 
@@ -186,7 +172,7 @@ impl Upstream {
         config: &config::Upstream,
         max_bytes: usize,
         proxies: &Matcher,
-    ) -> Result<Self, ClientError> {
+    ) -> Result<Self, reqwest::Error> {
         let base = config.base_url.trim_end_matches('/');
         let parsed = reqwest::Url::parse(&config.base_url).ok();
         let uris = KNOWN_PATHS
@@ -197,9 +183,10 @@ impl Upstream {
             let uri = uri_of(u.as_str())?;
             proxies.intercept(&uri)
         });
+        let plain = parsed.as_ref().is_some_and(|u| u.scheme() == "http");
         let transport = match proxied {
-            Some(proxy) => Transport::Proxied(reqwest_client(config, &proxy)?),
-            None => Transport::Direct(direct_client(config)?),
+            None if plain => Transport::Direct(direct_client(config)),
+            proxy => Transport::Reqwest(reqwest_client(config, proxy.as_ref())?),
         };
         let userinfo = parsed.as_ref().and_then(|u| {
             if u.username().is_empty() && u.password().is_none() {
@@ -355,11 +342,11 @@ impl Upstream {
     async fn exchange(&self, req: UpstreamRequest) -> Result<Answer, SendError> {
         let client = match &self.transport {
             Transport::Direct(client) => client,
-            Transport::Proxied(client) => {
-                let req = reqwest::Request::try_from(req.0).map_err(SendError::Proxied)?;
-                let resp = client.execute(req).await.map_err(SendError::Proxied)?;
+            Transport::Reqwest(client) => {
+                let req = reqwest::Request::try_from(req.0).map_err(SendError::Reqwest)?;
+                let resp = client.execute(req).await.map_err(SendError::Reqwest)?;
                 return Ok(http::Response::from(resp)
-                    .map(|body| body.map_err(BodyError::Proxied).boxed_unsync()));
+                    .map(|body| body.map_err(BodyError::Reqwest).boxed_unsync()));
             }
         };
         let mut req = req.0;
@@ -866,51 +853,23 @@ fn sensitive(mut v: HeaderValue) -> HeaderValue {
     v
 }
 
-/// hyper's pooled client: `TCP_NODELAY`, the connect timeout, HTTP/1 and HTTP/2 (over
-/// TLS by ALPN, as reqwest offered them), the platform's roots.
-fn direct_client(config: &config::Upstream) -> Result<Client<Connector, Full<Bytes>>, ClientError> {
+/// hyper's pooled client: `TCP_NODELAY`, the connect timeout, HTTP/1.1.
+fn direct_client(config: &config::Upstream) -> Client<HttpConnector, Full<Bytes>> {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.set_connect_timeout(Some(config::secs(config.connect_timeout_secs)));
-    #[cfg(feature = "tls")]
-    let connector = {
-        http.enforce_http(false);
-        let provider = rustls::crypto::CryptoProvider::get_default()
-            .cloned()
-            .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
-        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
-            .map_err(|e| ClientError::Tls(e.to_string()))?;
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| ClientError::Tls(e.to_string()))?
-            .dangerous()
-            .with_custom_certificate_verifier(std::sync::Arc::new(verifier))
-            .with_no_client_auth();
-        hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http)
-    };
-    #[cfg(not(feature = "tls"))]
-    let connector = http;
-    Ok(Client::builder(hyper_util::rt::TokioExecutor::new())
+    Client::builder(hyper_util::rt::TokioExecutor::new())
         .timer(hyper_util::rt::TokioTimer::new())
         .pool_timer(hyper_util::rt::TokioTimer::new())
-        .build(connector))
+        .build(http)
 }
 
-/// reqwest's client, for an upstream behind `proxy` (the environment's, matched once at
-/// start): the same timeouts and redirect policy.
+/// reqwest's client, for an HTTPS upstream or one behind `proxy` (the environment's,
+/// matched once at start): the same timeouts and redirect policy.
 fn reqwest_client(
     config: &config::Upstream,
-    proxy: &hyper_util::client::proxy::matcher::Intercept,
+    proxy: Option<&hyper_util::client::proxy::matcher::Intercept>,
 ) -> Result<reqwest::Client, reqwest::Error> {
-    let mut via = reqwest::Proxy::all(proxy.uri().to_string())?;
-    if let Some((user, password)) = proxy.raw_auth() {
-        via = via.basic_auth(user, password);
-    }
     let redirects = match config.redirects {
         Redirects::None => reqwest::redirect::Policy::none(),
         Redirects::SameOrigin => {
@@ -936,8 +895,17 @@ fn reqwest_client(
             })
         }
     };
-    reqwest::Client::builder()
-        .proxy(via)
+    let builder = match proxy {
+        Some(proxy) => {
+            let mut via = reqwest::Proxy::all(proxy.uri().to_string())?;
+            if let Some((user, password)) = proxy.raw_auth() {
+                via = via.basic_auth(user, password);
+            }
+            reqwest::Client::builder().proxy(via)
+        }
+        None => reqwest::Client::builder().no_proxy(),
+    };
+    builder
         .connect_timeout(config::secs(config.connect_timeout_secs))
         .read_timeout(config.timeout())
         .tcp_nodelay(true)
@@ -958,14 +926,14 @@ mod tests {
     }
 
     #[test]
-    fn the_transport_is_hypers_unless_a_proxy_applies_to_the_upstream() {
+    fn the_transport_is_hypers_for_plain_http_unless_a_proxy_applies() {
         let config = upstream_config("http://model.invalid:8000/v1");
         let none = Matcher::builder().build();
         let up = Upstream::with_proxies(&config, 1 << 20, &none).unwrap();
         assert!(matches!(up.transport, Transport::Direct(_)));
         let all = Matcher::builder().all("http://127.0.0.1:3128").build();
         let up = Upstream::with_proxies(&config, 1 << 20, &all).unwrap();
-        assert!(matches!(up.transport, Transport::Proxied(_)));
+        assert!(matches!(up.transport, Transport::Reqwest(_)));
         // NO_PROXY names the upstream: hyper's, directly.
         let excluded = Matcher::builder()
             .all("http://127.0.0.1:3128")
@@ -973,6 +941,10 @@ mod tests {
             .build();
         let up = Upstream::with_proxies(&config, 1 << 20, &excluded).unwrap();
         assert!(matches!(up.transport, Transport::Direct(_)));
+        // HTTPS: reqwest's TLS, proxy or not.
+        let tls = upstream_config("https://model.invalid/v1");
+        let up = Upstream::with_proxies(&tls, 1 << 20, &none).unwrap();
+        assert!(matches!(up.transport, Transport::Reqwest(_)));
     }
 
     #[tokio::test]
