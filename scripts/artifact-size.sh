@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks that what people download stays lean: the Python extension installed in a venv
-# and/or a `toolmend` binary, each at most LIMIT_MB (default 26) megabytes (10^6 bytes).
+# and/or a `toolmend` binary, each at most LIMIT_MB (default 27) megabytes (10^6 bytes).
 # The release profile (Cargo.toml) builds them without debug info and without symbols;
 # `--profile profiling` keeps both for profilers and debuggers.
 #
@@ -10,8 +10,10 @@
 #                  (default: .venv and target/release/toolmend, whichever exist)
 #
 # Environment:
-#   LIMIT_MB       the bar (default 26; it was 25 until the Messages and Responses
-#                  upstreams and the scripted provider's two new APIs took it to 25.3)
+#   LIMIT_MB       the bar (default 27; it was 25 until the Messages and Responses
+#                  upstreams and the scripted provider's two new APIs took it to 25.3,
+#                  26 until the gateway's own upstream client took it to 26.2: 0.37 MB
+#                  for 17-32 % less gateway CPU per request, docs/benchmarks.md §16)
 set -euo pipefail
 # Paths given are read from where the script was called; the defaults from the repository.
 given=()
@@ -20,7 +22,7 @@ set -- "${given[@]}"
 cd "$(dirname "$0")/.."
 
 case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
-limit_mb="${LIMIT_MB:-26}"
+limit_mb="${LIMIT_MB:-27}"
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(.venv target/release/toolmend)
 
