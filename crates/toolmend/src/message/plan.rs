@@ -246,11 +246,12 @@ pub fn plan(
     let mut shape = Shape::default();
     let text = input.text.as_deref().filter(|t| !t.trim().is_empty());
     let stripped = match text {
-        Some(t) if opts.strip_thinking => extract::strip_thinking(t),
+        Some(t) if opts.strip_thinking => extract::strip_thinking_before_calls(t),
         _ => None,
     };
     // Calls are read outside the reasoning: a call the model only thought about (inside
-    // a block, closed or not) is no call, as a stream's gate never holds it.
+    // a block, closed or not) is no call, as a stream's gate never holds it. From where
+    // calls begin the text is theirs: a tag in an argument stays.
     let read: Vec<TextCall> = match stripped.as_deref().or(text) {
         Some(t) if input.calls.is_empty() && opts.calls_in_text && !tools.is_empty() => {
             extract::read_calls_in_str(t, tools, &opts.mend.repair)
@@ -403,6 +404,11 @@ pub fn plan(
         }
     }
 
+    // With no call read the text is all prose: its reasoning goes wherever it stands.
+    let stripped = match text {
+        Some(t) if opts.strip_thinking && !shape.from_text => extract::strip_thinking(t),
+        _ => stripped,
+    };
     if stripped.is_some() {
         shape.message_fixes.push(thinking_stripped());
     }

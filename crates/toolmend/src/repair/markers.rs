@@ -139,9 +139,12 @@ impl InCode {
 ///   backticks or tildes opens it; a line that starts with as many or more of the same
 ///   closes it; both lines are code. Unclosed, it runs to the end.
 /// - A code span: a run of backticks elsewhere, closed by the next run of exactly as
-///   many within [`MAX_SPAN`] bytes, before a blank line or a thinking tag; without one
-///   the backticks are text.
-/// - A thinking tag ends any code (a block of reasoning is not inside an answer's code).
+///   many within [`MAX_SPAN`] bytes, before a blank line; without one the backticks are
+///   text.
+/// - A thinking tag inside code is code (`` `<think>` `` quoted in an answer). One in
+///   prose opens (or closes) a reasoning block; inside a block, the next thinking tag
+///   ends it and any code opened in it (a span in a block is also closed only before
+///   that tag): reasoning is not inside an answer's code.
 /// - A run of more than [`MAX_SPAN`] backticks or tildes opens and closes nothing.
 ///
 /// The state after a text is all a reader of what follows needs (the streaming gate
@@ -163,6 +166,8 @@ pub struct Code {
     /// Inside a run of this character longer than [`MAX_SPAN`] (a stream may still be
     /// sending it): it opens and closes nothing.
     long_run: Option<u8>,
+    /// Inside a reasoning block opened in prose: its next thinking tag ends it.
+    thinking: bool,
 }
 
 impl Code {
@@ -211,11 +216,12 @@ impl Code {
                 self.skip_code = code;
                 return InCode::of(code);
             }
-            b'<' | b'[' => {
+            b'<' | b'[' if !inside || self.thinking => {
                 if let Some(t) = thinking_tag_at(text, i) {
                     *self = Code {
                         mid_line: true,
                         skip: t.len - 1,
+                        thinking: !t.closing,
                         ..Code::default()
                     };
                     return InCode::No;
@@ -255,7 +261,7 @@ impl Code {
         if c != b'`' {
             return Some(false);
         }
-        let closed = span_closes(text, i + n, n, complete)?;
+        let closed = span_closes(text, i + n, n, complete, self.thinking)?;
         if closed {
             self.span = Some(n);
         }
@@ -263,9 +269,76 @@ impl Code {
     }
 }
 
+impl Code {
+    /// True when a thinking tag at the next byte stands in code (quoted, not reasoning):
+    /// inside a fence or a span opened outside a reasoning block.
+    fn quotes_tag(&self) -> bool {
+        (self.fence.is_some() || self.span.is_some() || self.fence_line) && !self.thinking
+    }
+}
+
+/// The reasoning a model leaked into `text`, as byte ranges to remove, in order: each
+/// block of a [`THINKING_TAGS`] pair (an unclosed opening one to the end) and each bare
+/// closing tag (the tag alone), wherever it stands in prose. A tag in Markdown code
+/// ([`Code`]) is the model's text, quoted. With `before_calls`, only the prose before the
+/// first call counts: from where a call may begin (a [`CALL_MARKERS`] entry outside code,
+/// a fence or object [`opening`] one, a [`LEADING_MARKERS`] entry at the start or right
+/// after a block) the text is the calls' own, and a tag there (in an argument, say) is
+/// kept. The streaming gate strips the same (it holds from the same place). Linear in
+/// the text.
+pub fn reasoning_spans(text: &str, before_calls: bool) -> Vec<(usize, usize)> {
+    let b = text.as_bytes();
+    let mut code = Code::default();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut at_start = true;
+    while i < b.len() {
+        if at_start && before_calls && !b[i].is_ascii_whitespace() {
+            at_start = false;
+            let rest = &text[i..];
+            if thinking_tag_at(text, i).is_none()
+                && LEADING_MARKERS.iter().any(|m| rest.starts_with(m))
+                && !fence_shows_marker(rest)
+            {
+                break;
+            }
+        }
+        if matches!(b[i], b'<' | b'[')
+            && !code.quotes_tag()
+            && let Some(t) = thinking_tag_at(text, i)
+        {
+            // The block is not stepped through `code`: what follows it is read as if it
+            // were not there, as a reader of the stripped text (and the gate) reads it.
+            let end = if t.closing {
+                i + t.len
+            } else {
+                find_thinking(text, i + t.len, true).map_or(b.len(), |c| c.at + c.len)
+            };
+            out.push((i, end));
+            i = end;
+            at_start = true;
+            continue;
+        }
+        let prose = code.step(text, i, true) != InCode::Yes;
+        let call = before_calls
+            && match b[i] {
+                b'`' => opening(&text[i..]) == Some(true),
+                b'{' => prose && opening(&text[i..]) == Some(true),
+                b'<' | b'[' => prose && call_marker_at(text, i).is_some(),
+                _ => false,
+            };
+        if call {
+            break;
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Whether a run of exactly `n` backticks follows `from` within [`MAX_SPAN`] bytes, before
-/// a blank line or a thinking tag; `None` when the text ends first and more may follow.
-fn span_closes(text: &str, from: usize, n: usize, complete: bool) -> Option<bool> {
+/// a blank line (and, in a reasoning block, before a thinking tag: `in_block`); `None`
+/// when the text ends first and more may follow.
+fn span_closes(text: &str, from: usize, n: usize, complete: bool, in_block: bool) -> Option<bool> {
     let b = text.as_bytes();
     let end = b.len().min(from + MAX_SPAN);
     let mut j = from;
@@ -290,7 +363,7 @@ fn span_closes(text: &str, from: usize, n: usize, complete: bool) -> Option<bool
             b'\n' if blank => return Some(false),
             b'\n' => blank = true,
             b' ' | b'\t' | b'\r' => {}
-            b'<' | b'[' if thinking_tag_at(text, j).is_some() => return Some(false),
+            b'<' | b'[' if in_block && thinking_tag_at(text, j).is_some() => return Some(false),
             _ => blank = false,
         }
         j += 1;

@@ -30,7 +30,9 @@
 //!   text like any other; with [`Thinking::Strip`] a block is withheld and dropped (an
 //!   unclosed one to the end), as the plan's `strip_thinking` drops it, and the text
 //!   around it is trimmed as that trims it. A bare closing tag cannot take back what was
-//!   already released: the tag alone is dropped.
+//!   already released: the tag alone is dropped. A tag shown in Markdown code is text,
+//!   and one after a hold is the held call's (an argument's text): neither is stripped
+//!   ([`markers::reasoning_spans`], the plan's rule).
 //!
 //! Nothing is lost or repeated: released + [`GateEnd::tail`] + [`GateEnd::held`] is the
 //! content (less the thinking stripped, and the whitespace that trimming drops). Linear in
@@ -193,9 +195,15 @@ impl ContentGate {
 
     /// Takes a content delta; returns the text that may go to the client now.
     pub fn push(&mut self, delta: &str) -> String {
+        self.buf.push_str(delta);
+        self.advance(false)
+    }
+
+    /// Releases what the unreleased text allows; `complete`: the stream has ended (text
+    /// after backticks never closed is decided).
+    fn advance(&mut self, complete: bool) -> String {
         // Scanned from the start of what is not released: when nothing is held that is a
         // kept-back tail (bounded: whitespace, a marker's prefix, an undecided opening).
-        self.buf.push_str(delta);
         let mut out = String::new();
         loop {
             if self.held {
@@ -254,24 +262,24 @@ impl ContentGate {
                 }
                 self.ws = 0;
             }
-            match self.scan() {
+            match self.scan_from(0, self.code, complete) {
                 Scan::Marker(i) => {
                     // From the whitespace before it, and a `[` that opens the calls.
                     let from = ws_start(&self.buf, i).min(markers::hold_start(&self.buf, i));
-                    self.release(&mut out, from);
+                    self.release(&mut out, from, complete);
                     self.held = true;
                     return out;
                 }
                 Scan::Undecided(i) => {
                     let from = ws_start(&self.buf, i).min(markers::hold_start(&self.buf, i));
-                    self.release(&mut out, from);
+                    self.release(&mut out, from, complete);
                     return out;
                 }
                 Scan::Tag(i, tag) => {
                     match (self.thinking, tag.closing) {
                         (Thinking::Strip, closing) => {
                             let w = ws_start(&self.buf, i);
-                            self.release(&mut out, w);
+                            self.release(&mut out, w, complete);
                             self.before_block = self.buf.drain(..i - w).collect();
                             if closing {
                                 // A bare closing tag: only the tag can still be dropped.
@@ -283,7 +291,7 @@ impl ContentGate {
                             }
                         }
                         (Thinking::Pass, closing) => {
-                            self.release(&mut out, i + tag.len);
+                            self.release(&mut out, i + tag.len, complete);
                             self.at_start = closing;
                         }
                     }
@@ -291,7 +299,7 @@ impl ContentGate {
                 Scan::None => {
                     let keep = markers::marker_prefix_len(&self.buf);
                     let end = ws_start(&self.buf, self.buf.len() - keep);
-                    self.release(&mut out, end);
+                    self.release(&mut out, end, complete);
                     return out;
                 }
             }
@@ -300,23 +308,28 @@ impl ContentGate {
 
     /// At the end of the stream: what is held, and the tail to release.
     pub fn finish(&mut self) -> GateEnd {
-        // Backticks the stream never closed were text: a marker after them (kept back
-        // while a closing run could still come) begins a call, and what is kept is held.
-        let marked = !self.held
-            && !self.in_thinking
-            && matches!(self.scan_from(0, self.code, true), Scan::Marker(_));
+        // Backticks the stream never closed were text: what was kept back after them is
+        // read again as complete (a thinking tag there is stripped; a marker begins a
+        // call, and what is kept from the backticks on is held, not released).
+        let mut kept = if self.held || self.in_thinking {
+            String::new()
+        } else {
+            self.advance(true)
+        };
         let buf = std::mem::take(&mut self.buf);
+        if !self.in_thinking {
+            // (An unclosed block runs to the end: all of it was thinking.)
+            kept.push_str(&buf);
+        }
         let mut end = GateEnd {
             held: None,
             tail: String::new(),
             thinking_stripped: self.stripped || self.in_thinking,
         };
-        if self.in_thinking {
-            // An unclosed block runs to the end: all of it was thinking.
-        } else if self.held || marked {
-            end.held = Some(buf);
+        if self.held {
+            end.held = Some(kept);
         } else {
-            end.tail = buf;
+            end.tail = kept;
         }
         if end.thinking_stripped {
             // The plan trims what stripping leaves.
@@ -348,10 +361,11 @@ impl ContentGate {
         self.ws = 0;
     }
 
-    /// Releases `buf[..upto]`.
-    fn release(&mut self, out: &mut String, upto: usize) {
+    /// Releases `buf[..upto]` (`complete`: the stream has ended, so backticks at its end
+    /// are decided as the scan decided them).
+    fn release(&mut self, out: &mut String, upto: usize, complete: bool) {
         for i in 0..upto {
-            self.code.step(&self.buf, i, false);
+            self.code.step(&self.buf, i, complete);
         }
         let part = &self.buf[..upto];
         if !self.released_any && part.chars().any(|c| !c.is_whitespace()) {
@@ -362,11 +376,6 @@ impl ContentGate {
         self.ws = 0;
     }
 
-    /// The first marker, undecided opening or thinking tag of the unreleased text.
-    fn scan(&self) -> Scan {
-        self.scan_from(0, self.code, false)
-    }
-
     /// [`Self::scan`] from byte `from` of the unreleased text (a char boundary), `code`
     /// the Markdown code there; `complete`: the stream has ended.
     fn scan_from(&self, from: usize, mut code: Code, complete: bool) -> Scan {
@@ -375,12 +384,8 @@ impl ContentGate {
         for i in from..b.len() {
             let in_code = code.step(text, i, complete);
             match b[i] {
-                // A marker shown in code is prose; a thinking tag is one anywhere.
-                b'<' | b'[' if in_code == InCode::Yes => {
-                    if let Some(t) = markers::thinking_tag_at(text, i) {
-                        return Scan::Tag(i, t);
-                    }
-                }
+                // A marker or a thinking tag shown in code is prose (the model's text).
+                b'<' | b'[' if in_code == InCode::Yes => {}
                 b'<' | b'[' => {
                     if markers::call_marker_at(text, i).is_some() {
                         return Scan::Marker(i);

@@ -418,6 +418,29 @@ fn a_pythonic_call_after_prose_is_held_at_a_line_start_or_after_a_bracket() {
     );
 }
 
+/// A thinking tag inside a held call (an argument's text) is the call's: the gate strips
+/// the reasoning before the call and holds the call whole, tag included, as the plan
+/// reads it (`markers::reasoning_spans`), whatever the cut.
+#[test]
+fn a_thinking_tag_in_a_held_call_is_kept() {
+    let call = "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter \
+                name=\"code\" string=\"true\">x = \"\"\"Notes.</think>\"\"\"</｜DSML｜parameter>\n\
+                </｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+    let text = format!("<think>plan</think>Checking.\n{call}");
+    assert_eq!(
+        crate::message::strip_thinking_before_calls(&text).as_deref(),
+        Some(format!("Checking.\n{call}").as_str())
+    );
+    for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
+        let (out, held, stripped) = run_gate(Thinking::Strip, &[&text[..cut], &text[cut..]]);
+        assert_eq!(
+            (out.as_str(), held.as_deref(), stripped),
+            ("Checking.", Some(format!("\n{call}").as_str()), true),
+            "cut {cut}"
+        );
+    }
+}
+
 /// (Not whitespace at the very start when the thinking comes later: "  Answer<think>…"
 /// goes out as "  Answer", where `strip_thinking` trims it; the gate cannot know.)
 #[test]
@@ -429,6 +452,10 @@ fn stripping_leaves_what_strip_thinking_leaves() {
         "A <think>x</think> B",
         "Answer<THINKING>never closed",
         "[THINK]a[/THINK] b [THINK]c[/THINK] d",
+        // Quoted in code, a tag is text (it goes out); one in prose still goes.
+        "Literal `<think>` and `</think>`.<think>x</think>",
+        "`</think>` ends it.\n```\n<think>\n```\n<think>x</think> Done",
+        "Unclosed `<think>x</think> y",
     ] {
         let want = crate::message::strip_thinking(text).unwrap();
         for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
@@ -925,7 +952,10 @@ proptest! {
         pieces in prop::collection::vec(0usize..64, 0..24),
         cuts in prop::collection::vec(0usize..4096, 0..12),
     ) {
+        // (Without Markdown code: a tag shown in code is the model's text and goes out;
+        // `stripping_leaves_what_strip_thinking_leaves` has such texts.)
         let (_, ds) = deltas(&pieces, &cuts);
+        let ds: Vec<String> = ds.iter().map(|d| d.replace(['`', '~'], "'")).collect();
         let refs: Vec<&str> = ds.iter().map(String::as_str).collect();
         let (out, _, _) = run_gate(Thinking::Strip, &refs);
         prop_assert!(!crate::repair::markers::has_thinking(&out), "{:?}", out);

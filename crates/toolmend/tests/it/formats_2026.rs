@@ -695,6 +695,13 @@ fn the_2026_readers_stay_linear() {
         "`<tool_call>` ",
         "a ` b `` c ``` ",
         "`<｜DSML｜invoke ",
+        // Thinking tags quoted in code, in prose, bare, unclosed, in a call's argument.
+        "`<think>` and `</think>` ",
+        "<think>a</think>`</think>` ",
+        "```\n<think>\n```\n",
+        "` <think>x ",
+        "</think>x",
+        "<｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"a\" string=\"true\">x</think>",
     ];
     let tools = tools();
     // Hunyuan calls each of another suffix, unclosed, read as one text.
@@ -717,6 +724,8 @@ fn the_2026_readers_stay_linear() {
             let _ = toolmend::repair(text, &RepairOptions::default());
             let _ = message::read_calls_in_str(text, &tools, &RepairOptions::default());
             let _ = message::prose_before_calls(text);
+            let _ = message::strip_thinking(text);
+            let _ = message::strip_thinking_before_calls(text);
         });
     }
 }
@@ -806,4 +815,42 @@ fn a_kimi_call_with_a_bare_counter_takes_the_one_tool_that_fits() {
     // No tool lists every key: no name is guessed, the text stays as written.
     let text = call(r#"{"city": "Tokyo", "zone": "UTC"}"#);
     check(&text, vec![], Some(&text));
+}
+
+/// A thinking tag the model wrote as text is kept (SGLang's DeepSeek V4 tests): in a call's
+/// argument (a heredoc that writes `</think>`) and quoted in Markdown code. Reasoning
+/// before the call still goes.
+#[test]
+fn a_thinking_tag_in_an_argument_or_in_code_is_kept() {
+    let code = "python3 <<'PY'\ntext = \"\"\"Notes.</think>\"\"\"\nprint(text)\nPY";
+    let call = format!(
+        "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter \
+         name=\"city\" string=\"true\">{code}</｜DSML｜parameter>\n</｜DSML｜invoke>\n\
+         </｜DSML｜tool_calls>"
+    );
+    for (text, content) in [
+        (call.clone(), None),
+        (format!("<think>plan</think>{call}"), None),
+        // A bare closing tag goes alone (what came before it is prose, as streamed).
+        (format!("Plan.</think>\n\n{call}"), Some("Plan.")),
+    ] {
+        check(
+            &text,
+            vec![ok("get_weather", json!({"city": code}))],
+            content,
+        );
+    }
+    let json_call = r#"<tool_call>{"name": "get_weather", "arguments": {"city": "<think>x</think>"}}</tool_call>"#;
+    check(
+        &format!("Checking.<think>hmm</think> {json_call}"),
+        vec![ok("get_weather", json!({"city": "<think>x</think>"}))],
+        Some("Checking."),
+    );
+    let quoted = "Literal `<think>` and `</think>` in an explanation.";
+    check(quoted, vec![], Some(quoted));
+    check(
+        "<think>x</think>Use `<think>` tags.",
+        vec![],
+        Some("Use `<think>` tags."),
+    );
 }
