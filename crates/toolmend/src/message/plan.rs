@@ -18,6 +18,7 @@ use crate::{
     Fix, FixKind, MendOptions,
     conversation::{AssistantMessage, Content, Message, ToolCall},
     mend::{self, MendedCall, Outcome},
+    repair::markers,
     schema::{Toolbox, ValidationContext},
 };
 
@@ -412,8 +413,19 @@ pub fn plan(
     if stripped.is_some() {
         shape.message_fixes.push(thinking_stripped());
     }
+    // The tokens that frame a reply (Kimi K3's `<|open|>response<|sep|>` …) are the
+    // template's, not the prose's.
+    let base = stripped.as_deref().or(text).unwrap_or_default();
+    let unframed = markers::unframe_reply(base);
+    if unframed.is_some() {
+        shape.message_fixes.push(Fix::on(
+            FixKind::SpecialTokensStripped,
+            "",
+            "the chat-template tokens that frame the reply removed from the content",
+        ));
+    }
     if shape.from_text {
-        let base = stripped.as_deref().or(text).unwrap_or_default();
+        let base = unframed.unwrap_or(base);
         let names: Vec<&str> = text_calls.iter().map(|c| c.name.as_str()).collect();
         shape.content = Some(extract::prose_before(base, &names));
         shape.message_fixes.push(Fix::on(
@@ -421,6 +433,8 @@ pub fn plan(
             "",
             "the content keeps the prose before the first call",
         ));
+    } else if let Some(u) = unframed {
+        shape.content = Some((!u.is_empty()).then(|| u.to_owned()));
     } else if let Some(s) = stripped {
         shape.content = Some(Some(s));
     }

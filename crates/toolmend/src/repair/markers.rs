@@ -46,7 +46,9 @@ pub use super::envelope::{
     hermes::TOOL_CALL_TAGS,
     hunyuan::{HUNYUAN_CALL, HUNYUAN_CALLS},
     kimi::KIMI_ARGUMENT_BEGIN,
-    kimi3::{KIMI3_CALL, KIMI3_TOOLS},
+    kimi3::{
+        KIMI3_CALL, KIMI3_MESSAGE_CLOSE, KIMI3_RESPONSE_CLOSE, KIMI3_RESPONSE_OPEN, KIMI3_TOOLS,
+    },
     minicpm::MINICPM_FUNCTION,
     minimax::XML_INVOKE,
     mistral::MISTRAL_TOOL_CALLS,
@@ -63,6 +65,33 @@ pub const CALL_TOKENS: &[&str] =
 
 /// A code fence.
 pub const FENCE: &str = "```";
+
+/// A chat-template token that opens the reply (Kimi K3's `<|open|>response<|sep|>`, which
+/// its template normally writes in the prompt): at the start of a text (after whitespace
+/// or reasoning) it is no prose, and the plan and the streaming gate drop it.
+pub const REPLY_OPEN: &str = KIMI3_RESPONSE_OPEN;
+
+/// Chat-template tokens that end the reply (Kimi K3's `<|close|>response<|sep|>` and
+/// `<|close|>message<|sep|>`): call markers, so the content is the prose before them;
+/// at the end of a text with no call they are dropped.
+pub const REPLY_CLOSE: &[&str] = &[KIMI3_RESPONSE_CLOSE, KIMI3_MESSAGE_CLOSE];
+
+/// `text` without the tokens that frame a reply ([`REPLY_OPEN`] at its start, after
+/// whitespace; [`REPLY_CLOSE`] tokens at its end, before whitespace), trimmed; `None`
+/// when there are none.
+pub fn unframe_reply(text: &str) -> Option<&str> {
+    let mut t = text.trim();
+    let mut changed = false;
+    if let Some(rest) = t.strip_prefix(REPLY_OPEN) {
+        t = rest.trim_start();
+        changed = true;
+    }
+    while let Some(rest) = REPLY_CLOSE.iter().find_map(|c| t.strip_suffix(c)) {
+        t = rest.trim_end();
+        changed = true;
+    }
+    changed.then_some(t)
+}
 
 /// Every marker that begins a call wherever it stands in a text (outside Markdown code,
 /// [`prose_markers`]): the openers of
@@ -621,6 +650,7 @@ pub fn may_start_marker(tail: &str) -> bool {
     !t.is_empty()
         && (CALL_MARKERS
             .iter()
+            .chain([&REPLY_OPEN])
             .any(|m| m.len() > t.len() && m.as_bytes().starts_with(t))
             || thinking_tags().any(|tag| {
                 tag.len() > t.len() && tag.as_bytes()[..t.len()].eq_ignore_ascii_case(t)
@@ -634,6 +664,7 @@ pub fn marker_prefix_len(text: &str) -> usize {
     let longest = CALL_MARKERS
         .iter()
         .copied()
+        .chain([REPLY_OPEN])
         .chain(thinking_tags())
         .map(str::len)
         .max()
@@ -722,6 +753,8 @@ mod tests {
             GEMMA4_CALL_START,
             KIMI3_TOOLS,
             KIMI3_CALL,
+            KIMI3_RESPONSE_CLOSE,
+            KIMI3_MESSAGE_CLOSE,
         ]
         .into_iter()
         .chain(DEEPSEEK_CALL_BEGIN)
@@ -795,6 +828,21 @@ mod tests {
         assert_eq!(code.step("a `b <tool_call>", 2, false), InCode::Undecided);
         assert_eq!(code.step("a ``", 2, false), InCode::Undecided);
         assert_eq!(code.step("a `b` c", 2, false), InCode::Yes);
+    }
+
+    #[test]
+    fn a_reply_is_unframed() {
+        assert_eq!(
+            unframe_reply(
+                " <|open|>response<|sep|>hi<|close|>response<|sep|><|close|>message<|sep|>\n"
+            ),
+            Some("hi")
+        );
+        assert_eq!(unframe_reply("Hello<|close|>message<|sep|>"), Some("Hello"));
+        assert_eq!(unframe_reply("Hello"), None);
+        // Only where it frames the reply.
+        assert_eq!(unframe_reply("a <|open|>response<|sep|> b"), None);
+        assert!(may_start_marker("<|open|>resp"));
     }
 
     #[test]

@@ -11,6 +11,9 @@
 //!   it. Backticks whose closing run may still come are kept back until it comes, a blank
 //!   line or a thinking tag comes, or [`markers::MAX_SPAN`] bytes pass; at the end a
 //!   marker after backticks never closed holds what is kept.
+//! - At the start of the text (after whitespace, or a stripped thinking block) a token
+//!   that opens the reply ([`markers::REPLY_OPEN`], Kimi K3's) is dropped, as the plan
+//!   drops it; the tokens that end it are markers.
 //! - At the start of the text (after whitespace, or right after a thinking block) a
 //!   leading marker ([`markers::LEADING_MARKERS`]: `{`, `[`, a fence) holds the rest.
 //! - Elsewhere, what the parser also reads after prose: a fence whose first line opens a
@@ -87,6 +90,8 @@ pub struct ContentGate {
     /// Whitespace before the block being withheld (it rejoins the text after it).
     before_block: String,
     stripped: bool,
+    /// A token that opens the reply ([`markers::REPLY_OPEN`]) was dropped.
+    unframed: bool,
     /// Some text other than whitespace was released.
     released_any: bool,
     /// Tool names (normalized) a pythonic call may name.
@@ -163,6 +168,7 @@ impl ContentGate {
             scanned: 0,
             before_block: String::new(),
             stripped: false,
+            unframed: false,
             released_any: false,
             names: Vec::new(),
             code: Code::default(),
@@ -234,6 +240,15 @@ impl ContentGate {
                     return out; // only whitespace so far: held, so none of a call goes out
                 }
                 let rest = &self.buf[self.ws..];
+                if !self.released_any && rest.starts_with(markers::REPLY_OPEN) {
+                    // A template token that opens the reply is no prose (the plan drops
+                    // it from the content's start too); what follows is at the start.
+                    let upto = self.ws + markers::REPLY_OPEN.len();
+                    self.buf.drain(..upto);
+                    self.ws = 0;
+                    self.unframed = true;
+                    continue;
+                }
                 let tag = markers::thinking_tag_at(rest, 0).is_some()
                     || markers::call_marker_at(rest, 0).is_some();
                 if !tag {
@@ -255,8 +270,9 @@ impl ContentGate {
                     }
                 }
                 self.at_start = false;
-                if self.stripped && !self.released_any {
-                    // Text after stripped thinking: the plan trims its start.
+                if (self.stripped || self.unframed) && !self.released_any {
+                    // Text after stripped thinking or a dropped reply token: the plan
+                    // trims its start.
                     let ws = self.ws;
                     self.buf.drain(..ws);
                 }
@@ -331,7 +347,7 @@ impl ContentGate {
         } else {
             end.tail = kept;
         }
-        if end.thinking_stripped {
+        if end.thinking_stripped || self.unframed {
             // The plan trims what stripping leaves.
             let keep = end.tail.trim_end().len();
             end.tail.truncate(keep);

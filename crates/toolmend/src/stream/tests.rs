@@ -418,6 +418,36 @@ fn a_pythonic_call_after_prose_is_held_at_a_line_start_or_after_a_bracket() {
     );
 }
 
+/// Kimi K3's reply tokens: the opener at the start is dropped, the closers hold (the plan
+/// leaves the prose before them), whatever the cut.
+#[test]
+fn kimi_k3_reply_tokens_never_go_out() {
+    for (text, released) in [
+        (
+            "<|open|>response<|sep|>hi there<|close|>response<|sep|><|close|>message<|sep|>",
+            "hi there",
+        ),
+        ("Hello<|close|>message<|sep|>", "Hello"),
+        (" <|open|>response<|sep|>\nHello! ", "Hello!"),
+    ] {
+        for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
+            for thinking in [Thinking::Pass, Thinking::Strip] {
+                let (out, held, _) = run_gate(thinking, &[&text[..cut], &text[cut..]]);
+                assert_eq!(out, released, "{text:?} cut {cut}");
+                assert!(
+                    held.is_none_or(|h| h.starts_with("<|close|>")),
+                    "{text:?} cut {cut}"
+                );
+            }
+        }
+    }
+    let (out, _, _) = run_gate(
+        Thinking::Strip,
+        &["<think>x</think><|open|>resp", "onse<|sep|>Hi"],
+    );
+    assert_eq!(out, "Hi");
+}
+
 /// A thinking tag inside a held call (an argument's text) is the call's: the gate strips
 /// the reasoning before the call and holds the call whole, tag included, as the plan
 /// reads it (`markers::reasoning_spans`), whatever the cut.

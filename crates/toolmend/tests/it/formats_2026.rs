@@ -702,6 +702,9 @@ fn the_2026_readers_stay_linear() {
         "` <think>x ",
         "</think>x",
         "<｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"a\" string=\"true\">x</think>",
+        // Kimi K3's reply channel tokens.
+        "<|open|>response<|sep|>x<|close|>response<|sep|>",
+        "x<|close|>message<|sep|>",
     ];
     let tools = tools();
     // Hunyuan calls each of another suffix, unclosed, read as one text.
@@ -853,4 +856,33 @@ fn a_thinking_tag_in_an_argument_or_in_code_is_kept() {
         vec![],
         Some("Use `<think>` tags."),
     );
+}
+
+/// Kimi K3's reply channel tokens (vLLM's and SGLang's kimi_k3 tests) are the template's:
+/// `<|open|>response<|sep|>` before the prose and `<|close|>response<|sep|>` /
+/// `<|close|>message<|sep|>` after it never reach the content, with or without calls.
+#[test]
+fn kimi_k3_reply_tokens_stay_out_of_the_content() {
+    let call = "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>\
+                <|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|>\
+                <|close|>call<|sep|><|close|>tools<|sep|>";
+    check(
+        &format!("<|open|>response<|sep|>Hello!<|close|>response<|sep|>{call}"),
+        vec![ok("get_weather", json!({"city": "Paris"}))],
+        Some("Hello!"),
+    );
+    check("Hello<|close|>message<|sep|>", vec![], Some("Hello"));
+    check(
+        "<|open|>response<|sep|>hi there<|close|>response<|sep|><|close|>message<|sep|>",
+        vec![],
+        Some("hi there"),
+    );
+    check(
+        "<think>plan</think>\n<|open|>response<|sep|>\nhi<|close|>message<|sep|>",
+        vec![],
+        Some("hi"),
+    );
+    // Elsewhere in prose the token is text.
+    let quoted = "K3 writes <|open|>response<|sep|> first.";
+    check(quoted, vec![], Some(quoted));
 }
