@@ -12,32 +12,37 @@
 use toolmend::{message::strip_thinking, repair::markers};
 
 /// The reasoning blocks of `text` (joined by a newline, each trimmed) and the content
-/// without them (the core's [`strip_thinking`]); `None` when there is no thinking.
-/// The blocks are the ones `strip_thinking` removes: every tagged block and an unclosed
-/// opening block to the end (a bare closing tag goes alone; with
-/// `calls.template_opens_thinking` the front puts the opening tag back first,
-/// `toolmend::message::open_thinking`).
-pub(crate) fn split(text: &str) -> Option<(String, String)> {
-    let content = strip_thinking(text)?;
-    let find = |from: usize, closing: bool| {
-        markers::find_thinking(text, from, closing).map(|t| (t.at, t.len))
-    };
-    let mut parts: Vec<&str> = Vec::new();
-    // (A bare closing tag before any opening one is dropped alone: no reasoning.)
-    let mut pos = 0;
-    while let Some((open_at, open_len)) = find(pos, false) {
-        let inner = open_at + open_len;
-        match find(inner, true) {
-            Some((close_at, close_len)) => {
-                parts.push(&text[inner..close_at]);
-                pos = close_at + close_len;
-            }
-            None => {
-                parts.push(&text[inner..]);
-                break;
-            }
-        }
+/// without them; `None` when there is no thinking. The blocks are the ones the core
+/// strips (`markers::reasoning_spans`: every tagged block in prose and an unclosed opening
+/// block to the end; a bare closing tag goes alone; a tag quoted in Markdown code is
+/// text; with `calls.template_opens_thinking` the front puts the opening tag back first,
+/// `toolmend::message::open_thinking`). `before_calls`: only those before where a call
+/// may begin, as the streaming gate strips them (an answer to a request with tools: a tag
+/// from there on is the call's text, or, with no call read, dropped with the rest of the
+/// content's reasoning but not moved); else all of them, the content being the core's
+/// [`strip_thinking`].
+pub(crate) fn split(text: &str, before_calls: bool) -> Option<(String, String)> {
+    let spans = markers::reasoning_spans(text, before_calls);
+    if spans.is_empty() {
+        return None;
     }
+    let mut parts: Vec<&str> = Vec::new();
+    for &(from, to) in &spans {
+        let block = &text[from..to];
+        let Some(open) = markers::thinking_tag_at(block, 0).filter(|t| !t.closing) else {
+            continue; // a bare closing tag: no reasoning
+        };
+        let inner = match markers::find_thinking(block, open.len, true) {
+            Some(close) => &block[open.len..close.at],
+            None => &block[open.len..],
+        };
+        parts.push(inner);
+    }
+    let content = if before_calls {
+        String::new()
+    } else {
+        strip_thinking(text).unwrap_or_default()
+    };
     let reasoning: Vec<&str> = parts
         .iter()
         .map(|p| p.trim())
@@ -58,7 +63,9 @@ pub(crate) struct Parts {
 /// Follows a stream's content delta by delta and says which of it was reasoning, as it
 /// arrives (a tag split across deltas is kept back until it is whole: at most a tag's
 /// length). Where the core's gate runs (an answer with tools), the client's content is
-/// the gate's and only [`Parts::reasoning`] is used; without it, [`Parts::content`] is
+/// the gate's, the tap is given only the reasoning the gate stripped
+/// (`Assembler::take_reasoning`: no tag quoted in code or inside a held call) and only
+/// [`Parts::reasoning`] is used; without it, [`Parts::content`] is
 /// the text outside the blocks (whitespace right after a block that opens the answer
 /// trimmed, as `strip_thinking` trims it). A bare closing tag (the block opened in the
 /// prompt) drops the tag alone, as the gate does: what came before it already went out
@@ -198,11 +205,20 @@ mod tests {
             ("Answer<think>never closed", "never closed", "Answer"),
             ("<think>a</think>mid[THINK]b[/THINK]end", "a\nb", "midend"),
         ] {
-            let (r, c) = split(text).unwrap();
+            let (r, c) = split(text, false).unwrap();
             assert_eq!((r.as_str(), c.as_str()), (reasoning, content), "{text}");
             assert_eq!(Some(c), strip_thinking(text));
         }
-        assert_eq!(split("I think so"), None);
+        assert_eq!(split("I think so", false), None);
+        // Quoted in code: text, no reasoning.
+        assert_eq!(split("Literal `<think>` and `</think>`.", false), None);
+        // From where a call begins the text is the call's.
+        let (r, _) = split(
+            "<think>a</think><tool_call>{\"x\": \"<think>b</think>\"}",
+            true,
+        )
+        .unwrap();
+        assert_eq!(r, "a");
     }
 
     fn run(deltas: &[&str]) -> (String, String) {

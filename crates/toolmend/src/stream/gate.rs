@@ -87,6 +87,10 @@ pub struct ContentGate {
     in_thinking: bool,
     /// Bytes of that block searched for its closing tag already.
     scanned: usize,
+    /// Bytes of that block given out as reasoning already.
+    emitted: usize,
+    /// Reasoning stripped, not taken yet ([`Self::take_reasoning`]).
+    reasoning: String,
     /// Whitespace before the block being withheld (it rejoins the text after it).
     before_block: String,
     stripped: bool,
@@ -166,6 +170,8 @@ impl ContentGate {
             ws: 0,
             in_thinking: false,
             scanned: 0,
+            emitted: 0,
+            reasoning: String::new(),
             before_block: String::new(),
             stripped: false,
             unframed: false,
@@ -186,7 +192,27 @@ impl ContentGate {
 
     /// Bytes the gate keeps (not released): what a byte limit must count.
     pub fn pending(&self) -> usize {
-        self.buf.len() + self.before_block.len()
+        self.buf.len() + self.before_block.len() + self.reasoning.len()
+    }
+
+    /// The reasoning stripped since the last call ([`Thinking::Strip`]), as the model
+    /// wrote it, tags included: each block (an open one as far as it is known not to be
+    /// its closing tag) and each bare closing tag. A tag quoted in code, or inside a held
+    /// call, is none of it. A front that moves reasoning elsewhere splits this text, not
+    /// the raw content, so it moves what the gate took out.
+    pub fn take_reasoning(&mut self) -> String {
+        std::mem::take(&mut self.reasoning)
+    }
+
+    /// [`Self::take_reasoning`], and at the end of the stream the rest of a block never
+    /// closed (call it before [`Self::finish`]).
+    pub fn flush_reasoning(&mut self) -> String {
+        if self.in_thinking && !self.held {
+            let rest = &self.buf[self.emitted.min(self.buf.len())..];
+            self.reasoning.push_str(rest);
+            self.emitted = self.buf.len();
+        }
+        self.take_reasoning()
     }
 
     /// True when something is kept back or held.
@@ -219,12 +245,25 @@ impl ContentGate {
                 let from = self.scanned.saturating_sub(longest_tag());
                 match markers::find_thinking(&self.buf, from, true) {
                     Some(t) => {
-                        self.buf.drain(..t.at + t.len);
+                        let end = t.at + t.len;
+                        self.reasoning.push_str(&self.buf[self.emitted..end]);
+                        self.emitted = 0;
+                        self.buf.drain(..end);
                         self.after_block();
                         continue;
                     }
                     None => {
                         self.scanned = self.buf.len();
+                        // The block so far goes out as reasoning, less what may still
+                        // be the start of its closing tag.
+                        let mut safe = self.buf.len().saturating_sub(longest_tag() - 1);
+                        while !self.buf.is_char_boundary(safe) {
+                            safe -= 1;
+                        }
+                        if safe > self.emitted {
+                            self.reasoning.push_str(&self.buf[self.emitted..safe]);
+                            self.emitted = safe;
+                        }
                         return out;
                     }
                 }
@@ -299,11 +338,13 @@ impl ContentGate {
                             self.before_block = self.buf.drain(..i - w).collect();
                             if closing {
                                 // A bare closing tag: only the tag can still be dropped.
-                                self.buf.drain(..tag.len);
+                                let t: String = self.buf.drain(..tag.len).collect();
+                                self.reasoning.push_str(&t);
                                 self.after_block();
                             } else {
                                 self.in_thinking = true;
                                 self.scanned = tag.len;
+                                self.emitted = 0;
                             }
                         }
                         (Thinking::Pass, closing) => {

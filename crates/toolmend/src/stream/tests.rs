@@ -418,6 +418,33 @@ fn a_pythonic_call_after_prose_is_held_at_a_line_start_or_after_a_bracket() {
     );
 }
 
+/// What the gate strips is what it gives as reasoning (tags included), whatever the cut:
+/// not a tag quoted in code, not one inside a held call; an unclosed block at the end.
+#[test]
+fn the_gate_gives_the_reasoning_it_strips() {
+    for (text, want) in [
+        ("<think>a</think>Use `<think>` x", "<think>a</think>"),
+        (
+            "plan</think>Hi [THINK]b[/THINK]",
+            "</think>[THINK]b[/THINK]",
+        ),
+        ("Hi <tool_call>{\"a\": \"<think>c</think>\"}", ""),
+        ("Hi <thinking>never closed", "<thinking>never closed"),
+    ] {
+        for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
+            let mut g = ContentGate::new(Thinking::Strip);
+            let mut got = String::new();
+            for d in [&text[..cut], &text[cut..]] {
+                g.push(d);
+                got.push_str(&g.take_reasoning());
+            }
+            got.push_str(&g.flush_reasoning());
+            g.finish();
+            assert_eq!(got, want, "{text:?} cut {cut}");
+        }
+    }
+}
+
 /// Kimi K3's reply tokens: the opener at the start is dropped, the closers hold (the plan
 /// leaves the prose before them), whatever the cut.
 #[test]
