@@ -702,6 +702,9 @@ fn the_2026_readers_stay_linear() {
         "` <think>x ",
         "</think>x",
         "<｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"a\" string=\"true\">x</think>",
+        // Qwen3-Coder's drifted closers.
+        "<function=get_weather><parameter=city>x</parameter1>\n",
+        "<function=get_weather><parameter=city>x</parameter\n",
         // Kimi K3's reply channel tokens.
         "<|open|>response<|sep|>x<|close|>response<|sep|>",
         "x<|close|>message<|sep|>",
@@ -885,4 +888,46 @@ fn kimi_k3_reply_tokens_stay_out_of_the_content() {
     // Elsewhere in prose the token is text.
     let quoted = "K3 writes <|open|>response<|sep|> first.";
     check(quoted, vec![], Some(quoted));
+}
+
+/// Qwen3-Coder's drifted closers (SGLang's `test_qwen3_coder_detector.py`): a value whose
+/// `</parameter>` never came but that ends in `</parameter1>`, `</parameter_function>` or a
+/// bare `</parameter` ends there, recorded as `drifted_close_tag` (unsafe); one in the
+/// middle of a value is the value's text.
+#[test]
+fn a_drifted_qwen3_coder_closer_ends_its_value() {
+    for closer in ["</parameter1>", "</parameter_function>", "</parameter"] {
+        let text = format!(
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nShanghai\n{closer}\n\
+             <parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"
+        );
+        check(
+            &text,
+            vec![ok("get_weather", json!({"city": "Shanghai", "days": 3}))],
+            None,
+        );
+        let read = message::read_calls_in_str(&text, &tools(), &RepairOptions::default());
+        let fix = read[0]
+            .fixes
+            .iter()
+            .find(|f| f.kind == toolmend::FixKind::DriftedCloseTag)
+            .unwrap_or_else(|| panic!("{closer}: {read:?}"));
+        assert_eq!(fix.detail, closer);
+        assert_eq!(fix.safety(), toolmend::Safety::Unsafe);
+    }
+    // Before `</function>` too.
+    check(
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nLima\n</parameter2>\n</function>\n</tool_call>",
+        vec![ok("get_weather", json!({"city": "Lima"}))],
+        None,
+    );
+    // Not at the value's end: the value's own text.
+    check(
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nLima </parameter1> x\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+        vec![ok(
+            "get_weather",
+            json!({"city": "Lima </parameter1> x", "days": 3}),
+        )],
+        None,
+    );
 }
