@@ -705,6 +705,10 @@ fn the_2026_readers_stay_linear() {
         // Qwen3-Coder's drifted closers.
         "<function=get_weather><parameter=city>x</parameter1>\n",
         "<function=get_weather><parameter=city>x</parameter\n",
+        // Gemma 4 strings whose opening delimiter was left out.
+        "<|tool_call>call:get_weather{city:Paris, France<|\"|>,days:2}<tool_call|>",
+        "<|tool_call>call:get_weather{city:[a,b<|\"|>, c d,",
+        "<|tool_call>call:get_weather{city:a, b, c",
         // Kimi K3's reply channel tokens.
         "<|open|>response<|sep|>x<|close|>response<|sep|>",
         "x<|close|>message<|sep|>",
@@ -930,4 +934,58 @@ fn a_drifted_qwen3_coder_closer_ends_its_value() {
         )],
         None,
     );
+}
+
+/// Gemma 4 with a string's opening `<|"|>` left out (SGLang's
+/// `test_gemma4_detector_string_delimiters.py`): where only one reading exists the string
+/// runs to its closing delimiter (`unquoted_string`, unsafe); where another member or item
+/// may have begun in it, the call does not read (feedback), and no value keeps the
+/// delimiter.
+#[test]
+fn a_gemma4_string_missing_its_opening_delimiter() {
+    let call = |args: &str| format!("<|tool_call>call:get_weather{{{args}}}<tool_call|>");
+    for (args, want) in [
+        (
+            r#"city:weather in Tokyo<|"|>"#,
+            json!({"city": "weather in Tokyo"}),
+        ),
+        (
+            r#"city:Paris, France<|"|>,days:5"#,
+            json!({"city": "Paris, France", "days": 5}),
+        ),
+        (
+            r#"days:2,city:Lima<|"|>"#,
+            json!({"city": "Lima", "days": 2}),
+        ),
+    ] {
+        let text = call(args);
+        check(&text, vec![ok("get_weather", want)], None);
+        let read = message::read_calls_in_str(&text, &tools(), &RepairOptions::default());
+        assert!(
+            read[0]
+                .fixes
+                .iter()
+                .any(|f| f.kind == toolmend::FixKind::UnquotedString),
+            "{read:?}"
+        );
+    }
+    // In a list: an item after a delimited one (the merged-calls rule then makes one call
+    // per value, as for any list given for a string field).
+    check(
+        &call(r#"city:[<|"|>Oslo<|"|>,Rome<|"|>]"#),
+        vec![
+            ok("get_weather", json!({"city": "Oslo"})),
+            ok("get_weather", json!({"city": "Rome"})),
+        ],
+        None,
+    );
+    // Where another item or member may have begun before the delimiter: no value.
+    for args in [r#"city:[Oslo, Rome<|"|>]"#, r#"city:Note: a<|"|>"#] {
+        let (got, _) = plan(&call(args));
+        assert!(
+            got.iter().all(|(_, a, d)| *d != "executed"
+                && !a.as_ref().is_some_and(|a| a.to_string().contains("<|"))),
+            "{args}: {got:?}"
+        );
+    }
 }
