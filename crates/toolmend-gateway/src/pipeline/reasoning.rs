@@ -16,13 +16,17 @@ use toolmend::{message::strip_thinking, repair::markers};
 /// strips (`markers::reasoning_spans`: every tagged block in prose and an unclosed opening
 /// block to the end; a bare closing tag goes alone; a tag quoted in Markdown code is
 /// text; with `calls.template_opens_thinking` the front puts the opening tag back first,
-/// `toolmend::message::open_thinking`). `before_calls`: only those before where a call
-/// may begin, as the streaming gate strips them (an answer to a request with tools: a tag
-/// from there on is the call's text, or, with no call read, dropped with the rest of the
-/// content's reasoning but not moved); else all of them, the content being the core's
-/// [`strip_thinking`].
-pub(crate) fn split(text: &str, before_calls: bool) -> Option<(String, String)> {
-    let spans = markers::reasoning_spans(text, before_calls);
+/// `toolmend::message::open_thinking`). `calls`, the request's tool names: only those
+/// before where a call may begin (a pythonic call to one of them included), as the
+/// streaming gate strips them (a tag from there on is the call's text, or, with no call
+/// read, dropped with the rest of the content's reasoning but not moved); `None` (no
+/// tools): all of them, the content being the core's [`strip_thinking`].
+pub(crate) fn split(text: &str, calls: Option<&[&str]>) -> Option<(String, String)> {
+    let before_calls = calls.is_some();
+    let spans = match calls {
+        Some(names) => markers::reasoning_spans_named(text, names),
+        None => markers::reasoning_spans(text, false),
+    };
     if spans.is_empty() {
         return None;
     }
@@ -205,17 +209,17 @@ mod tests {
             ("Answer<think>never closed", "never closed", "Answer"),
             ("<think>a</think>mid[THINK]b[/THINK]end", "a\nb", "midend"),
         ] {
-            let (r, c) = split(text, false).unwrap();
+            let (r, c) = split(text, None).unwrap();
             assert_eq!((r.as_str(), c.as_str()), (reasoning, content), "{text}");
             assert_eq!(Some(c), strip_thinking(text));
         }
-        assert_eq!(split("I think so", false), None);
+        assert_eq!(split("I think so", None), None);
         // Quoted in code: text, no reasoning.
-        assert_eq!(split("Literal `<think>` and `</think>`.", false), None);
+        assert_eq!(split("Literal `<think>` and `</think>`.", None), None);
         // From where a call begins the text is the call's.
         let (r, _) = split(
             "<think>a</think><tool_call>{\"x\": \"<think>b</think>\"}",
-            true,
+            Some(&[]),
         )
         .unwrap();
         assert_eq!(r, "a");

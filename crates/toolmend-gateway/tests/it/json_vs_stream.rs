@@ -73,6 +73,7 @@ fn answers() -> Vec<String> {
         // A thinking tag the model wrote as text: in an argument, quoted in code.
         "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</think></｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>".to_owned(),
         "Literal `<think>` and `</think>` in an explanation.".to_owned(),
+        r#"get_weather(city="Paris</think>", days=3)"#.to_owned(),
         "The weather in Paris is sunny.".to_owned(),
         "Use <tool_call> tags to call tools; I will not call one now.".to_owned(),
     ];

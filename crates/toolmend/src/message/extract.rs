@@ -444,6 +444,13 @@ pub fn strip_thinking_before_calls(text: &str) -> Option<String> {
     remove(text, &markers::reasoning_spans(text, true))
 }
 
+/// [`strip_thinking_before_calls`] where a pythonic call to one of `names` begins the
+/// calls too (`markers::reasoning_spans_named`: where the streaming gate given those
+/// names holds it), so a tag in its arguments is kept.
+pub fn strip_thinking_before_calls_named(text: &str, names: &[&str]) -> Option<String> {
+    remove(text, &markers::reasoning_spans_named(text, names))
+}
+
 /// `text` without `spans` (in order), trimmed; `None` when there are none.
 fn remove(text: &str, spans: &[(usize, usize)]) -> Option<String> {
     if spans.is_empty() {

@@ -247,7 +247,10 @@ pub fn plan(
     let mut shape = Shape::default();
     let text = input.text.as_deref().filter(|t| !t.trim().is_empty());
     let stripped = match text {
-        Some(t) if opts.strip_thinking => extract::strip_thinking_before_calls(t),
+        Some(t) if opts.strip_thinking => {
+            let names: Vec<&str> = tools.names().collect();
+            extract::strip_thinking_before_calls_named(t, &names)
+        }
         _ => None,
     };
     // Calls are read outside the reasoning: a call the model only thought about (inside

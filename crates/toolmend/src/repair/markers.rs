@@ -316,6 +316,42 @@ impl Code {
 /// kept. The streaming gate strips the same (it holds from the same place). Linear in
 /// the text.
 pub fn reasoning_spans(text: &str, before_calls: bool) -> Vec<(usize, usize)> {
+    spans(text, before_calls, &[])
+}
+
+/// [`reasoning_spans`] before the calls, where a pythonic call `name(` to one of `names`
+/// (tool names, compared by [`name_key`]) begins the calls too, where the streaming gate
+/// holds it ([`crate::stream::ContentGate::with_call_names`]): at the start of the text
+/// or right after a block, at the start of a line, after `[`.
+pub fn reasoning_spans_named(text: &str, names: &[&str]) -> Vec<(usize, usize)> {
+    let keys: Vec<String> = names.iter().map(|n| name_key(n)).collect();
+    spans(text, true, &keys)
+}
+
+/// OpenAI's namespace for function names, dropped before names are compared.
+const NAME_PREFIX: &str = "functions.";
+
+/// A tool name as pythonic call names are compared: `functions.` dropped, ASCII letters
+/// and digits only, lowercase.
+pub fn name_key(name: &str) -> String {
+    name.strip_prefix(NAME_PREFIX)
+        .unwrap_or(name)
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// True when `rest` begins a pythonic call `name(` whose name's key is among `keys`.
+fn names_call(rest: &str, keys: &[String]) -> bool {
+    !keys.is_empty()
+        && leading_call(rest) == Leading::Call
+        && rest
+            .find('(')
+            .is_some_and(|e| keys.contains(&name_key(&rest[..e])))
+}
+
+fn spans(text: &str, before_calls: bool, keys: &[String]) -> Vec<(usize, usize)> {
     let b = text.as_bytes();
     let mut code = Code::default();
     let mut out = Vec::new();
@@ -326,8 +362,9 @@ pub fn reasoning_spans(text: &str, before_calls: bool) -> Vec<(usize, usize)> {
             at_start = false;
             let rest = &text[i..];
             if thinking_tag_at(text, i).is_none()
-                && LEADING_MARKERS.iter().any(|m| rest.starts_with(m))
-                && !fence_shows_marker(rest)
+                && (LEADING_MARKERS.iter().any(|m| rest.starts_with(m))
+                    && !fence_shows_marker(rest)
+                    || names_call(rest, keys))
             {
                 break;
             }
@@ -349,11 +386,14 @@ pub fn reasoning_spans(text: &str, before_calls: bool) -> Vec<(usize, usize)> {
             continue;
         }
         let prose = code.step(text, i, true) != InCode::Yes;
+        let after = || text[i + 1..].trim_start_matches([' ', '\t']);
         let call = before_calls
             && match b[i] {
                 b'`' => opening(&text[i..]) == Some(true),
                 b'{' => prose && opening(&text[i..]) == Some(true),
-                b'<' | b'[' => prose && call_marker_at(text, i).is_some(),
+                b'<' => prose && call_marker_at(text, i).is_some(),
+                b'[' => prose && (call_marker_at(text, i).is_some() || names_call(after(), keys)),
+                b'\n' => names_call(after(), keys),
                 _ => false,
             };
         if call {

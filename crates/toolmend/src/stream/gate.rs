@@ -114,15 +114,9 @@ impl Default for ContentGate {
 /// OpenAI's namespace for function names, dropped before names are compared.
 const PREFIX: &str = "functions.";
 
-/// A tool name as names are compared: `functions.` dropped, ASCII letters and digits
-/// only, lowercase.
+/// A tool name as names are compared ([`markers::name_key`]).
 fn normalize(name: &str) -> String {
-    name.strip_prefix(PREFIX)
-        .unwrap_or(name)
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
+    markers::name_key(name)
 }
 
 /// The longest thinking tag: a closing tag split across deltas is searched for again

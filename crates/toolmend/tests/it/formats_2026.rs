@@ -856,6 +856,19 @@ fn a_thinking_tag_in_an_argument_or_in_code_is_kept() {
         vec![ok("get_weather", json!({"city": "<think>x</think>"}))],
         Some("Checking."),
     );
+    // A pythonic call to a known tool begins the calls too (where the gate holds it).
+    for text in [
+        r#"get_weather(city="Paris</think>")"#,
+        r#"<think>plan</think>get_weather(city="Paris</think>")"#,
+        r#"[get_weather(city="Paris</think>")]"#,
+    ] {
+        let (got, _) = plan(text);
+        assert_eq!(
+            got,
+            vec![ok("get_weather", json!({"city": "Paris</think>"}))],
+            "{text}"
+        );
+    }
     let quoted = "Literal `<think>` and `</think>` in an explanation.";
     check(quoted, vec![], Some(quoted));
     check(

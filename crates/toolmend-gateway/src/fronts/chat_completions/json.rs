@@ -325,7 +325,7 @@ pub(crate) fn reason_alone(
     }
     let Some((moved, content)) = message["content"]
         .as_str()
-        .and_then(|t| reasoning::split(t, false))
+        .and_then(|t| reasoning::split(t, None))
     else {
         return false;
     };
@@ -364,7 +364,8 @@ pub(crate) fn write_choice(
                         .ok()
                         .and_then(|m| m.text());
                 // As the streaming gate strips it: before where calls begin.
-                text.and_then(|t| reasoning::split(&t, true))
+                let names: Vec<&str> = toolbox.names().collect();
+                text.and_then(|t| reasoning::split(&t, Some(&names)))
                     .map(|(r, _)| r)
             }
             _ => None,
