@@ -93,33 +93,50 @@ pub(crate) struct Tap {
     /// block's end drops it, as the whole answer's blocks are trimmed); at most
     /// [`MAX_KEPT_WS`] bytes.
     ws: String,
+    /// Markdown code after the text emitted outside blocks: a tag quoted in code is text.
+    code: markers::Code,
 }
 
 /// Trailing whitespace of reasoning kept back at most.
 const MAX_KEPT_WS: usize = 1024;
 
+/// What the tap finds next in what it keeps.
+enum Next {
+    /// A thinking tag that counts (outside Markdown code, or the closing one of a block).
+    Tag(markers::ThinkingTag),
+    /// Backticks whose closing run may still come, at this byte: keep back from here.
+    Undecided(usize),
+    /// Nothing.
+    None,
+}
+
 impl Tap {
     pub(crate) fn push(&mut self, delta: &str) -> Parts {
         self.buf.push_str(delta);
+        self.run(false)
+    }
+
+    /// Splits what the tap keeps; `complete`: the stream has ended.
+    fn run(&mut self, complete: bool) -> Parts {
         let mut out = Parts::default();
         loop {
-            let closing = self.inside;
-            let open = (!closing).then(|| markers::find_thinking(&self.buf, 0, false));
-            let close = markers::find_thinking(&self.buf, 0, true);
-            // Outside a block: the first tag of either kind (a bare closing one is dropped).
-            let next = match (open.flatten(), close) {
-                (Some(o), Some(c)) => Some(if o.at <= c.at { o } else { c }),
-                (o, c) => o.or(c),
+            let tag = match self.next(complete) {
+                Next::Tag(tag) => tag,
+                Next::Undecided(at) => {
+                    self.take(at, complete, &mut out);
+                    return out;
+                }
+                Next::None => {
+                    let keep = if complete {
+                        0
+                    } else {
+                        markers::marker_prefix_len(&self.buf)
+                    };
+                    self.take(self.buf.len() - keep, complete, &mut out);
+                    return out;
+                }
             };
-            let Some(tag) = next else {
-                let keep = markers::marker_prefix_len(&self.buf);
-                let upto = self.buf.len() - keep;
-                let text: String = self.buf.drain(..upto).collect();
-                self.emit(&text, &mut out);
-                return out;
-            };
-            let text: String = self.buf.drain(..tag.at).collect();
-            self.emit(&text, &mut out);
+            self.take(tag.at, complete, &mut out);
             self.buf.drain(..tag.len);
             self.saw = true;
             if tag.closing {
@@ -138,6 +155,39 @@ impl Tap {
         }
     }
 
+    /// The next tag that counts: inside a block its closing tag; outside, the first tag
+    /// not quoted in Markdown code (`markers::Code`, as the core reads it), unless
+    /// backticks whose closing run may still come stand before it.
+    fn next(&self, complete: bool) -> Next {
+        if self.inside {
+            return markers::find_thinking(&self.buf, 0, true).map_or(Next::None, Next::Tag);
+        }
+        let mut code = self.code;
+        for (i, &c) in self.buf.as_bytes().iter().enumerate() {
+            if matches!(c, b'<' | b'[')
+                && !code.quotes_tag()
+                && let Some(t) = markers::thinking_tag_at(&self.buf, i)
+            {
+                return Next::Tag(t);
+            }
+            if code.step(&self.buf, i, complete) == markers::InCode::Undecided {
+                return Next::Undecided(i);
+            }
+        }
+        Next::None
+    }
+
+    /// Emits `buf[..upto]` (the text outside a block read through the code state).
+    fn take(&mut self, upto: usize, complete: bool, out: &mut Parts) {
+        if !self.inside {
+            for i in 0..upto {
+                self.code.step(&self.buf, i, complete);
+            }
+        }
+        let text: String = self.buf.drain(..upto).collect();
+        self.emit(&text, out);
+    }
+
     /// True once a thinking tag went by.
     pub(crate) fn saw_thinking(&self) -> bool {
         self.saw
@@ -145,8 +195,8 @@ impl Tap {
 
     /// The end of the stream: what was kept back (an unclosed block's rest is reasoning).
     pub(crate) fn finish(&mut self) -> Parts {
+        let mut out = self.run(true);
         let text = std::mem::take(&mut self.buf);
-        let mut out = Parts::default();
         self.emit(&text, &mut out);
         self.ws.clear();
         out
@@ -235,6 +285,27 @@ mod tests {
         }
         let p = t.finish();
         (c + &p.content, r + &p.reasoning)
+    }
+
+    /// Without a gate (a request without tools) the tap splits as the whole answer splits
+    /// (`split(text, None)`), tags quoted in Markdown code kept as text, whatever the cut.
+    #[test]
+    fn a_stream_without_tools_splits_as_the_whole_answer() {
+        for text in [
+            "Literal `<think>` and `</think>`.<think>x</think> Done",
+            "<think>a</think>\n```\n</think>\n```\nok",
+            "Unclosed `<think>b</think> c",
+            "x ``<think>`` y",
+        ] {
+            let (r, c) = split(text, None).unwrap_or_else(|| (String::new(), text.to_owned()));
+            for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
+                assert_eq!(
+                    run(&[&text[..cut], &text[cut..]]),
+                    (c.clone(), r.clone()),
+                    "{text:?} cut {cut}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -301,7 +301,7 @@ impl Code {
 impl Code {
     /// True when a thinking tag at the next byte stands in code (quoted, not reasoning):
     /// inside a fence or a span opened outside a reasoning block.
-    fn quotes_tag(&self) -> bool {
+    pub fn quotes_tag(&self) -> bool {
         (self.fence.is_some() || self.span.is_some() || self.fence_line) && !self.thinking
     }
 }
