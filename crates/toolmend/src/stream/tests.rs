@@ -1118,6 +1118,22 @@ fn held_and_thinking(n: usize) {
         }
     }
     std::hint::black_box(code.finish());
+    // Thinking tags quoted in code (text), blocks stripped and given out as reasoning.
+    let mut quoted = ContentGate::new(Thinking::Strip);
+    quoted.push("<|open|>response<|sep|>");
+    for _ in 0..n {
+        for piece in [
+            "say `<think>` or `</th",
+            "ink>` ",
+            "<think>a b c ",
+            "d</think> x ",
+        ] {
+            quoted.push(piece);
+            std::hint::black_box(quoted.take_reasoning());
+        }
+    }
+    std::hint::black_box(quoted.flush_reasoning());
+    std::hint::black_box(quoted.finish());
     // One backtick a delta: a run longer than a span is looked for is decided.
     let mut ticks = ContentGate::new(Thinking::Pass);
     ticks.push("Look: ");
