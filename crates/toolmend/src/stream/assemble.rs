@@ -344,6 +344,14 @@ impl Assembler {
         self.check()
     }
 
+    /// The gate keeps the reasoning it strips for [`Self::take_reasoning`]
+    /// ([`super::ContentGate::collecting_reasoning`]).
+    #[must_use]
+    pub fn collecting_reasoning(mut self) -> Self {
+        self.gate = self.gate.collecting_reasoning();
+        self
+    }
+
     /// The reasoning the gate stripped since the last call
     /// ([`super::ContentGate::take_reasoning`]).
     pub fn take_reasoning(&mut self) -> String {

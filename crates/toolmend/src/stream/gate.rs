@@ -91,6 +91,8 @@ pub struct ContentGate {
     emitted: usize,
     /// Reasoning stripped, not taken yet ([`Self::take_reasoning`]).
     reasoning: String,
+    /// The stripped reasoning is kept for [`Self::take_reasoning`].
+    collect: bool,
     /// Whitespace before the block being withheld (it rejoins the text after it).
     before_block: String,
     stripped: bool,
@@ -166,6 +168,7 @@ impl ContentGate {
             scanned: 0,
             emitted: 0,
             reasoning: String::new(),
+            collect: false,
             before_block: String::new(),
             stripped: false,
             unframed: false,
@@ -189,7 +192,16 @@ impl ContentGate {
         self.buf.len() + self.before_block.len() + self.reasoning.len()
     }
 
-    /// The reasoning stripped since the last call ([`Thinking::Strip`]), as the model
+    /// Keeps the reasoning it strips for [`Self::take_reasoning`] (else it is dropped as
+    /// it goes, and nothing is kept for it).
+    #[must_use]
+    pub fn collecting_reasoning(mut self) -> Self {
+        self.collect = true;
+        self
+    }
+
+    /// The reasoning stripped since the last call ([`Thinking::Strip`]; with
+    /// [`Self::collecting_reasoning`]), as the model
     /// wrote it, tags included: each block (an open one as far as it is known not to be
     /// its closing tag) and each bare closing tag. A tag quoted in code, or inside a held
     /// call, is none of it. A front that moves reasoning elsewhere splits this text, not
@@ -201,7 +213,7 @@ impl ContentGate {
     /// [`Self::take_reasoning`], and at the end of the stream the rest of a block never
     /// closed (call it before [`Self::finish`]).
     pub fn flush_reasoning(&mut self) -> String {
-        if self.in_thinking && !self.held {
+        if self.collect && self.in_thinking && !self.held {
             let rest = &self.buf[self.emitted.min(self.buf.len())..];
             self.reasoning.push_str(rest);
             self.emitted = self.buf.len();
@@ -240,7 +252,9 @@ impl ContentGate {
                 match markers::find_thinking(&self.buf, from, true) {
                     Some(t) => {
                         let end = t.at + t.len;
-                        self.reasoning.push_str(&self.buf[self.emitted..end]);
+                        if self.collect {
+                            self.reasoning.push_str(&self.buf[self.emitted..end]);
+                        }
                         self.emitted = 0;
                         self.buf.drain(..end);
                         self.after_block();
@@ -254,7 +268,7 @@ impl ContentGate {
                         while !self.buf.is_char_boundary(safe) {
                             safe -= 1;
                         }
-                        if safe > self.emitted {
+                        if self.collect && safe > self.emitted {
                             self.reasoning.push_str(&self.buf[self.emitted..safe]);
                             self.emitted = safe;
                         }
@@ -333,7 +347,9 @@ impl ContentGate {
                             if closing {
                                 // A bare closing tag: only the tag can still be dropped.
                                 let t: String = self.buf.drain(..tag.len).collect();
-                                self.reasoning.push_str(&t);
+                                if self.collect {
+                                    self.reasoning.push_str(&t);
+                                }
                                 self.after_block();
                             } else {
                                 self.in_thinking = true;
@@ -391,8 +407,10 @@ impl ContentGate {
             }
         }
         let names = std::mem::take(&mut self.names);
+        let collect = self.collect;
         *self = ContentGate::new(self.thinking);
         self.names = names;
+        self.collect = collect;
         end
     }
 

@@ -432,7 +432,7 @@ fn the_gate_gives_the_reasoning_it_strips() {
         ("Hi <thinking>never closed", "<thinking>never closed"),
     ] {
         for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
-            let mut g = ContentGate::new(Thinking::Strip);
+            let mut g = ContentGate::new(Thinking::Strip).collecting_reasoning();
             let mut got = String::new();
             for d in [&text[..cut], &text[cut..]] {
                 g.push(d);
@@ -443,6 +443,10 @@ fn the_gate_gives_the_reasoning_it_strips() {
             assert_eq!(got, want, "{text:?} cut {cut}");
         }
     }
+    // Not asked for: nothing is kept for it.
+    let mut g = ContentGate::new(Thinking::Strip);
+    assert_eq!(g.push("<think>a long plan</think>Answer"), "Answer");
+    assert_eq!((g.pending(), g.take_reasoning().as_str()), (0, ""));
 }
 
 /// Kimi K3's reply tokens: the opener at the start is dropped, the closers hold (the plan
@@ -1119,7 +1123,7 @@ fn held_and_thinking(n: usize) {
     }
     std::hint::black_box(code.finish());
     // Thinking tags quoted in code (text), blocks stripped and given out as reasoning.
-    let mut quoted = ContentGate::new(Thinking::Strip);
+    let mut quoted = ContentGate::new(Thinking::Strip).collecting_reasoning();
     quoted.push("<|open|>response<|sep|>");
     for _ in 0..n {
         for piece in [

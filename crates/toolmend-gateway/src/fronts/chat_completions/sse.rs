@@ -236,6 +236,10 @@ impl Transformer {
         if needed {
             self.tap = Some(Tap::default());
             self.move_reasoning = policy == ReasoningPolicy::Move;
+            if self.gate_content {
+                // The tap splits what the gate strips.
+                self.asm = std::mem::take(&mut self.asm).collecting_reasoning();
+            }
         }
         self
     }
