@@ -168,6 +168,18 @@ def test_leaked_thinking_and_a_fenced_call_are_cleaned():
     answered_once(out)
 
 
+def test_kimi_k3_reply_tokens_leave_the_content():
+    # The template's tokens around the reply are no prose (docs/formats.md, Kimi K3).
+    msg = AIMessage(
+        "<|open|>response<|sep|>Adding now.<|close|>response<|sep|>",
+        invalid_tool_calls=[invalid("add", '{"a": 1, "b": 2}', "c1")],
+    )
+    out = run(script(msg, AIMessage("3")), MendMiddleware())
+    assert RAN == [("add", {"a": 1, "b": 2})]
+    assert ais(out)[0].content == "Adding now."
+    answered_once(out)
+
+
 def test_a_call_written_into_the_text_is_run():
     msg = AIMessage('<think>hmm</think><tool_call>{"name": "add", "arguments": {"a": 2, "b": 2}}</tool_call>')
     out = run(script(msg, AIMessage("4")), MendMiddleware())

@@ -651,7 +651,11 @@ class Mender:
             parsed = 0
         kinds = {f["kind"] for f in plan.message_fixes}
         if ai is not None:
-            text_changed = "thinking_stripped" in kinds or "calls_moved_from_text" in kinds
+            # (`special_tokens_stripped` on the message: the template tokens that frame
+            # a reply, Kimi K3's, taken out of the content.)
+            text_changed = bool(
+                kinds & {"thinking_stripped", "calls_moved_from_text", "special_tokens_stripped"}
+            )
             plan.new_content = (
                 with_text(ai.content, out["content"] or "") if text_changed else ai.content
             )

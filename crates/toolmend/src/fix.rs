@@ -65,6 +65,11 @@ fix_kinds! {
     XmlParametersRead = "xml_parameters_read", Safe;
     /// A closing tag (`</parameter>`, `</function>`) was missing before the next tag.
     MissingCloseTag = "missing_close_tag", Safe;
+    /// A value whose closing tag never came ended in a drifted one (Qwen3-Coder's
+    /// `</parameter1>`, `</parameter_function>`, a bare `</parameter`): read as its end,
+    /// as the model servers read it; the detail names it. A reading was chosen (the text
+    /// could have been the value's), so the fix is not safe.
+    DriftedCloseTag = "drifted_close_tag", Unsafe;
     /// A pythonic call `f(a=1)` was read as arguments.
     PythonicCallRead = "pythonic_call_read", Safe;
     /// The arguments were a JSON string holding the JSON object.

@@ -12,32 +12,41 @@
 use toolmend::{message::strip_thinking, repair::markers};
 
 /// The reasoning blocks of `text` (joined by a newline, each trimmed) and the content
-/// without them (the core's [`strip_thinking`]); `None` when there is no thinking.
-/// The blocks are the ones `strip_thinking` removes: every tagged block and an unclosed
-/// opening block to the end (a bare closing tag goes alone; with
-/// `calls.template_opens_thinking` the front puts the opening tag back first,
-/// `toolmend::message::open_thinking`).
-pub(crate) fn split(text: &str) -> Option<(String, String)> {
-    let content = strip_thinking(text)?;
-    let find = |from: usize, closing: bool| {
-        markers::find_thinking(text, from, closing).map(|t| (t.at, t.len))
+/// without them; `None` when there is no thinking. The blocks are the ones the core
+/// strips (`markers::reasoning_spans`: every tagged block in prose and an unclosed opening
+/// block to the end; a bare closing tag goes alone; a tag quoted in Markdown code is
+/// text; with `calls.template_opens_thinking` the front puts the opening tag back first,
+/// `toolmend::message::open_thinking`). `calls`, the request's tool names: only those
+/// before where a call may begin (a pythonic call to one of them included), as the
+/// streaming gate strips them (a tag from there on is the call's text, or, with no call
+/// read, dropped with the rest of the content's reasoning but not moved); `None` (no
+/// tools): all of them, the content being the core's [`strip_thinking`].
+pub(crate) fn split(text: &str, calls: Option<&[&str]>) -> Option<(String, String)> {
+    let before_calls = calls.is_some();
+    let spans = match calls {
+        Some(names) => markers::reasoning_spans_named(text, names),
+        None => markers::reasoning_spans(text, false),
     };
-    let mut parts: Vec<&str> = Vec::new();
-    // (A bare closing tag before any opening one is dropped alone: no reasoning.)
-    let mut pos = 0;
-    while let Some((open_at, open_len)) = find(pos, false) {
-        let inner = open_at + open_len;
-        match find(inner, true) {
-            Some((close_at, close_len)) => {
-                parts.push(&text[inner..close_at]);
-                pos = close_at + close_len;
-            }
-            None => {
-                parts.push(&text[inner..]);
-                break;
-            }
-        }
+    if spans.is_empty() {
+        return None;
     }
+    let mut parts: Vec<&str> = Vec::new();
+    for &(from, to) in &spans {
+        let block = &text[from..to];
+        let Some(open) = markers::thinking_tag_at(block, 0).filter(|t| !t.closing) else {
+            continue; // a bare closing tag: no reasoning
+        };
+        let inner = match markers::find_thinking(block, open.len, true) {
+            Some(close) => &block[open.len..close.at],
+            None => &block[open.len..],
+        };
+        parts.push(inner);
+    }
+    let content = if before_calls {
+        String::new()
+    } else {
+        strip_thinking(text).unwrap_or_default()
+    };
     let reasoning: Vec<&str> = parts
         .iter()
         .map(|p| p.trim())
@@ -58,7 +67,9 @@ pub(crate) struct Parts {
 /// Follows a stream's content delta by delta and says which of it was reasoning, as it
 /// arrives (a tag split across deltas is kept back until it is whole: at most a tag's
 /// length). Where the core's gate runs (an answer with tools), the client's content is
-/// the gate's and only [`Parts::reasoning`] is used; without it, [`Parts::content`] is
+/// the gate's, the tap is given only the reasoning the gate stripped
+/// (`Assembler::take_reasoning`: no tag quoted in code or inside a held call) and only
+/// [`Parts::reasoning`] is used; without it, [`Parts::content`] is
 /// the text outside the blocks (whitespace right after a block that opens the answer
 /// trimmed, as `strip_thinking` trims it). A bare closing tag (the block opened in the
 /// prompt) drops the tag alone, as the gate does: what came before it already went out
@@ -82,33 +93,50 @@ pub(crate) struct Tap {
     /// block's end drops it, as the whole answer's blocks are trimmed); at most
     /// [`MAX_KEPT_WS`] bytes.
     ws: String,
+    /// Markdown code after the text emitted outside blocks: a tag quoted in code is text.
+    code: markers::Code,
 }
 
 /// Trailing whitespace of reasoning kept back at most.
 const MAX_KEPT_WS: usize = 1024;
 
+/// What the tap finds next in what it keeps.
+enum Next {
+    /// A thinking tag that counts (outside Markdown code, or the closing one of a block).
+    Tag(markers::ThinkingTag),
+    /// Backticks whose closing run may still come, at this byte: keep back from here.
+    Undecided(usize),
+    /// Nothing.
+    None,
+}
+
 impl Tap {
     pub(crate) fn push(&mut self, delta: &str) -> Parts {
         self.buf.push_str(delta);
+        self.run(false)
+    }
+
+    /// Splits what the tap keeps; `complete`: the stream has ended.
+    fn run(&mut self, complete: bool) -> Parts {
         let mut out = Parts::default();
         loop {
-            let closing = self.inside;
-            let open = (!closing).then(|| markers::find_thinking(&self.buf, 0, false));
-            let close = markers::find_thinking(&self.buf, 0, true);
-            // Outside a block: the first tag of either kind (a bare closing one is dropped).
-            let next = match (open.flatten(), close) {
-                (Some(o), Some(c)) => Some(if o.at <= c.at { o } else { c }),
-                (o, c) => o.or(c),
+            let tag = match self.next(complete) {
+                Next::Tag(tag) => tag,
+                Next::Undecided(at) => {
+                    self.take(at, complete, &mut out);
+                    return out;
+                }
+                Next::None => {
+                    let keep = if complete {
+                        0
+                    } else {
+                        markers::marker_prefix_len(&self.buf)
+                    };
+                    self.take(self.buf.len() - keep, complete, &mut out);
+                    return out;
+                }
             };
-            let Some(tag) = next else {
-                let keep = markers::marker_prefix_len(&self.buf);
-                let upto = self.buf.len() - keep;
-                let text: String = self.buf.drain(..upto).collect();
-                self.emit(&text, &mut out);
-                return out;
-            };
-            let text: String = self.buf.drain(..tag.at).collect();
-            self.emit(&text, &mut out);
+            self.take(tag.at, complete, &mut out);
             self.buf.drain(..tag.len);
             self.saw = true;
             if tag.closing {
@@ -127,6 +155,39 @@ impl Tap {
         }
     }
 
+    /// The next tag that counts: inside a block its closing tag; outside, the first tag
+    /// not quoted in Markdown code (`markers::Code`, as the core reads it), unless
+    /// backticks whose closing run may still come stand before it.
+    fn next(&self, complete: bool) -> Next {
+        if self.inside {
+            return markers::find_thinking(&self.buf, 0, true).map_or(Next::None, Next::Tag);
+        }
+        let mut code = self.code;
+        for (i, &c) in self.buf.as_bytes().iter().enumerate() {
+            if matches!(c, b'<' | b'[')
+                && !code.quotes_tag()
+                && let Some(t) = markers::thinking_tag_at(&self.buf, i)
+            {
+                return Next::Tag(t);
+            }
+            if code.step(&self.buf, i, complete) == markers::InCode::Undecided {
+                return Next::Undecided(i);
+            }
+        }
+        Next::None
+    }
+
+    /// Emits `buf[..upto]` (the text outside a block read through the code state).
+    fn take(&mut self, upto: usize, complete: bool, out: &mut Parts) {
+        if !self.inside {
+            for i in 0..upto {
+                self.code.step(&self.buf, i, complete);
+            }
+        }
+        let text: String = self.buf.drain(..upto).collect();
+        self.emit(&text, out);
+    }
+
     /// True once a thinking tag went by.
     pub(crate) fn saw_thinking(&self) -> bool {
         self.saw
@@ -134,8 +195,8 @@ impl Tap {
 
     /// The end of the stream: what was kept back (an unclosed block's rest is reasoning).
     pub(crate) fn finish(&mut self) -> Parts {
+        let mut out = self.run(true);
         let text = std::mem::take(&mut self.buf);
-        let mut out = Parts::default();
         self.emit(&text, &mut out);
         self.ws.clear();
         out
@@ -198,11 +259,20 @@ mod tests {
             ("Answer<think>never closed", "never closed", "Answer"),
             ("<think>a</think>mid[THINK]b[/THINK]end", "a\nb", "midend"),
         ] {
-            let (r, c) = split(text).unwrap();
+            let (r, c) = split(text, None).unwrap();
             assert_eq!((r.as_str(), c.as_str()), (reasoning, content), "{text}");
             assert_eq!(Some(c), strip_thinking(text));
         }
-        assert_eq!(split("I think so"), None);
+        assert_eq!(split("I think so", None), None);
+        // Quoted in code: text, no reasoning.
+        assert_eq!(split("Literal `<think>` and `</think>`.", None), None);
+        // From where a call begins the text is the call's.
+        let (r, _) = split(
+            "<think>a</think><tool_call>{\"x\": \"<think>b</think>\"}",
+            Some(&[]),
+        )
+        .unwrap();
+        assert_eq!(r, "a");
     }
 
     fn run(deltas: &[&str]) -> (String, String) {
@@ -215,6 +285,27 @@ mod tests {
         }
         let p = t.finish();
         (c + &p.content, r + &p.reasoning)
+    }
+
+    /// Without a gate (a request without tools) the tap splits as the whole answer splits
+    /// (`split(text, None)`), tags quoted in Markdown code kept as text, whatever the cut.
+    #[test]
+    fn a_stream_without_tools_splits_as_the_whole_answer() {
+        for text in [
+            "Literal `<think>` and `</think>`.<think>x</think> Done",
+            "<think>a</think>\n```\n</think>\n```\nok",
+            "Unclosed `<think>b</think> c",
+            "x ``<think>`` y",
+        ] {
+            let (r, c) = split(text, None).unwrap_or_else(|| (String::new(), text.to_owned()));
+            for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
+                assert_eq!(
+                    run(&[&text[..cut], &text[cut..]]),
+                    (c.clone(), r.clone()),
+                    "{text:?} cut {cut}"
+                );
+            }
+        }
     }
 
     #[test]

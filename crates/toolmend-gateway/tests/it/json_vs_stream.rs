@@ -5,7 +5,8 @@
 //! `<arg_key>`, Granite's `<|tool_call|>`, bare JSON; the 2026 families: Gemma 4's
 //! `<|tool_call>`, DeepSeek's DSML (V3.2 and V4), Kimi K3's `<|open|>tools`, Mistral v13's
 //! `[CALL_ID]`, Apertus, LongCat, suffixed Hunyuan, MiniCPM 5, GigaChat 3, dots, Nemotron's
-//! `<TOOLCALL>`, Phi-4-mini's `functools[`), each with and without thinking
+//! `<TOOLCALL>`, Phi-4-mini's `functools[`; thinking tags the model wrote as text, in an
+//! argument and quoted in code), each with and without thinking
 //! (a whole `<think>` block, and the bare `</think>` of templates that open the block in
 //! the prompt), each answer sent whole (JSON) and streamed in deltas of 1, 2, 3 and 7
 //! characters. Content, moved reasoning, calls (ids, names, arguments) and
@@ -66,6 +67,13 @@ fn answers() -> Vec<String> {
         format!("Example: `<tool_call>{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"literal\"}}}}</tool_call>`\n<tool_call>{{\"name\": \"get_weather\", \"arguments\": {WEATHER}}}</tool_call>"),
         format!("```xml\n<tool_call>{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"literal\"}}}}</tool_call>\n```\nSo:<tool_call>{{\"name\": \"get_weather\", \"arguments\": {WEATHER}}}</tool_call>"),
         "Mistral calls look so:\n~~~\n[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"literal\"}}]\n~~~\nI will not call one now.".to_owned(),
+        // Kimi K3's reply channel tokens are the template's, never content.
+        "<|open|>response<|sep|>Let me look.<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>".to_owned(),
+        "<|open|>response<|sep|>It is sunny.<|close|>response<|sep|><|close|>message<|sep|>".to_owned(),
+        // A thinking tag the model wrote as text: in an argument, quoted in code.
+        "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</think></｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>".to_owned(),
+        "Literal `<think>` and `</think>` in an explanation.".to_owned(),
+        r#"get_weather(city="Paris</think>", days=3)"#.to_owned(),
         "The weather in Paris is sunny.".to_owned(),
         "Use <tool_call> tags to call tools; I will not call one now.".to_owned(),
     ];

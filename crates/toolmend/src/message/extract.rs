@@ -429,39 +429,41 @@ fn pythonic_start(text: &str, name: &str) -> Option<usize> {
 /// `[THINK]` …; any ASCII case), an unclosed opening block to the end, and a bare
 /// closing tag (the tag alone: what came before it stays, as a stream that sent it can
 /// only leave it; a template that opens the block in the prompt is said with
-/// [`open_thinking`]). Returns `None` when there was nothing to remove.
+/// [`open_thinking`]). A tag in Markdown code (`` `<think>` `` in an explanation) is the
+/// model's text and stays ([`markers::reasoning_spans`]). Returns `None` when there was
+/// nothing to remove.
 pub fn strip_thinking(text: &str) -> Option<String> {
-    let find_tag = |from: usize, closing: bool| {
-        markers::find_thinking(text, from, closing).map(|t| (t.at, t.len))
-    };
-    let first_open = find_tag(0, false);
-    let first_close = find_tag(0, true);
-    if first_open.is_none() && first_close.is_none() {
+    remove(text, &markers::reasoning_spans(text, false))
+}
+
+/// [`strip_thinking`] in the prose before the first call only: from where a call may
+/// begin the text is the calls' own, so a reasoning tag in an argument (a heredoc that
+/// writes `</think>`) is kept (`markers::reasoning_spans` with `before_calls`). The
+/// calls of a text are read from this.
+pub fn strip_thinking_before_calls(text: &str) -> Option<String> {
+    remove(text, &markers::reasoning_spans(text, true))
+}
+
+/// [`strip_thinking_before_calls`] where a pythonic call to one of `names` begins the
+/// calls too (`markers::reasoning_spans_named`: where the streaming gate given those
+/// names holds it), so a tag in its arguments is kept.
+pub fn strip_thinking_before_calls_named(text: &str, names: &[&str]) -> Option<String> {
+    remove(text, &markers::reasoning_spans_named(text, names))
+}
+
+/// `text` without `spans` (in order), trimmed; `None` when there are none.
+fn remove(text: &str, spans: &[(usize, usize)]) -> Option<String> {
+    if spans.is_empty() {
         return None;
     }
     let mut out = String::with_capacity(text.len());
     let mut pos = 0;
-    let mut changed = false;
-    // Bare closing tags before the first opening one: the tags alone go.
-    let bare_end = first_open.map_or(text.len(), |(open_at, _)| open_at);
-    while let Some((close_at, close_len)) = find_tag(pos, true).filter(|(at, _)| *at < bare_end) {
-        out.push_str(&text[pos..close_at]);
-        pos = close_at + close_len;
-        changed = true;
-    }
-    while let Some((open_at, open_len)) = find_tag(pos, false) {
-        out.push_str(&text[pos..open_at]);
-        changed = true;
-        match find_tag(open_at + open_len, true) {
-            Some((close_at, close_len)) => pos = close_at + close_len,
-            None => {
-                pos = text.len();
-                break;
-            }
-        }
+    for &(from, to) in spans {
+        out.push_str(&text[pos..from]);
+        pos = to;
     }
     out.push_str(&text[pos..]);
-    changed.then(|| out.trim().to_owned())
+    Some(out.trim().to_owned())
 }
 
 /// The text as a model whose chat template opened a thinking block in the prompt wrote
@@ -542,6 +544,40 @@ mod tests {
         );
         assert_eq!(strip_thinking("I think so"), None);
         assert_eq!(strip_thinking("<thinker>x"), None);
+        // A later bare closing tag goes too, as the streaming gate drops it.
+        assert_eq!(
+            strip_thinking("<think>x</think>a</think>b").as_deref(),
+            Some("ab")
+        );
+    }
+
+    #[test]
+    fn a_thinking_tag_in_code_or_in_a_call_is_the_models_text() {
+        // Quoted in Markdown code (SGLang's DeepSeek V4 test): kept, and no block opens.
+        let quoted = "Literal `<think>` and `</think>` in an explanation.";
+        assert_eq!(strip_thinking(quoted), None);
+        assert_eq!(strip_thinking_before_calls(quoted), None);
+        assert_eq!(
+            strip_thinking("```\n</think>\n```\n<think>x</think>Answer").as_deref(),
+            Some("```\n</think>\n```\nAnswer")
+        );
+        // In a call's argument: kept for the readers; reasoning before the call goes.
+        let call = "<think>plan</think><tool_call>{\"name\": \"f\", \"arguments\": \
+                    {\"code\": \"x = '</think>'\"}}</tool_call>";
+        assert_eq!(
+            strip_thinking_before_calls(call).as_deref(),
+            Some(&call["<think>plan</think>".len()..])
+        );
+        let dsml = "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter \
+                    name=\"a\" string=\"true\">Notes.</think></｜DSML｜parameter>";
+        assert_eq!(strip_thinking_before_calls(dsml), None);
+        // A leading JSON call is the calls' from its start.
+        assert_eq!(strip_thinking_before_calls("{\"a\": \"<think>\"}"), None);
+        // A call the model only thought about is reasoning.
+        assert_eq!(
+            strip_thinking_before_calls("<think><tool_call>{}</tool_call></think>Hi").as_deref(),
+            Some("Hi")
+        );
     }
 
     #[test]

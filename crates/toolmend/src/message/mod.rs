@@ -38,6 +38,7 @@ mod plan;
 pub use extract::{
     TEMPLATE_THINKING_TAG, TextCall, calls_in_text, open_thinking, prose_before,
     prose_before_calls, read_calls_in_str, read_calls_in_text, strip_thinking,
+    strip_thinking_before_calls, strip_thinking_before_calls_named,
 };
 pub use ids::{IdAllocator, IdSet, MAX_ID_LEN, NoIds, TimeOrderedIds};
 pub use outcome::{CallOutcome, CallSource};

@@ -18,6 +18,7 @@ use crate::{
     Fix, FixKind, MendOptions,
     conversation::{AssistantMessage, Content, Message, ToolCall},
     mend::{self, MendedCall, Outcome},
+    repair::markers,
     schema::{Toolbox, ValidationContext},
 };
 
@@ -246,11 +247,15 @@ pub fn plan(
     let mut shape = Shape::default();
     let text = input.text.as_deref().filter(|t| !t.trim().is_empty());
     let stripped = match text {
-        Some(t) if opts.strip_thinking => extract::strip_thinking(t),
+        Some(t) if opts.strip_thinking => {
+            let names: Vec<&str> = tools.names().collect();
+            extract::strip_thinking_before_calls_named(t, &names)
+        }
         _ => None,
     };
     // Calls are read outside the reasoning: a call the model only thought about (inside
-    // a block, closed or not) is no call, as a stream's gate never holds it.
+    // a block, closed or not) is no call, as a stream's gate never holds it. From where
+    // calls begin the text is theirs: a tag in an argument stays.
     let read: Vec<TextCall> = match stripped.as_deref().or(text) {
         Some(t) if input.calls.is_empty() && opts.calls_in_text && !tools.is_empty() => {
             extract::read_calls_in_str(t, tools, &opts.mend.repair)
@@ -403,11 +408,27 @@ pub fn plan(
         }
     }
 
+    // With no call read the text is all prose: its reasoning goes wherever it stands.
+    let stripped = match text {
+        Some(t) if opts.strip_thinking && !shape.from_text => extract::strip_thinking(t),
+        _ => stripped,
+    };
     if stripped.is_some() {
         shape.message_fixes.push(thinking_stripped());
     }
+    // The tokens that frame a reply (Kimi K3's `<|open|>response<|sep|>` …) are the
+    // template's, not the prose's.
+    let base = stripped.as_deref().or(text).unwrap_or_default();
+    let unframed = markers::unframe_reply(base);
+    if unframed.is_some() {
+        shape.message_fixes.push(Fix::on(
+            FixKind::SpecialTokensStripped,
+            "",
+            "the chat-template tokens that frame the reply removed from the content",
+        ));
+    }
     if shape.from_text {
-        let base = stripped.as_deref().or(text).unwrap_or_default();
+        let base = unframed.unwrap_or(base);
         let names: Vec<&str> = text_calls.iter().map(|c| c.name.as_str()).collect();
         shape.content = Some(extract::prose_before(base, &names));
         shape.message_fixes.push(Fix::on(
@@ -415,6 +436,8 @@ pub fn plan(
             "",
             "the content keeps the prose before the first call",
         ));
+    } else if let Some(u) = unframed {
+        shape.content = Some((!u.is_empty()).then(|| u.to_owned()));
     } else if let Some(s) = stripped {
         shape.content = Some(Some(s));
     }

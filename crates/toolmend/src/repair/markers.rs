@@ -46,7 +46,9 @@ pub use super::envelope::{
     hermes::TOOL_CALL_TAGS,
     hunyuan::{HUNYUAN_CALL, HUNYUAN_CALLS},
     kimi::KIMI_ARGUMENT_BEGIN,
-    kimi3::{KIMI3_CALL, KIMI3_TOOLS},
+    kimi3::{
+        KIMI3_CALL, KIMI3_MESSAGE_CLOSE, KIMI3_RESPONSE_CLOSE, KIMI3_RESPONSE_OPEN, KIMI3_TOOLS,
+    },
     minicpm::MINICPM_FUNCTION,
     minimax::XML_INVOKE,
     mistral::MISTRAL_TOOL_CALLS,
@@ -63,6 +65,33 @@ pub const CALL_TOKENS: &[&str] =
 
 /// A code fence.
 pub const FENCE: &str = "```";
+
+/// A chat-template token that opens the reply (Kimi K3's `<|open|>response<|sep|>`, which
+/// its template normally writes in the prompt): at the start of a text (after whitespace
+/// or reasoning) it is no prose, and the plan and the streaming gate drop it.
+pub const REPLY_OPEN: &str = KIMI3_RESPONSE_OPEN;
+
+/// Chat-template tokens that end the reply (Kimi K3's `<|close|>response<|sep|>` and
+/// `<|close|>message<|sep|>`): call markers, so the content is the prose before them;
+/// at the end of a text with no call they are dropped.
+pub const REPLY_CLOSE: &[&str] = &[KIMI3_RESPONSE_CLOSE, KIMI3_MESSAGE_CLOSE];
+
+/// `text` without the tokens that frame a reply ([`REPLY_OPEN`] at its start, after
+/// whitespace; [`REPLY_CLOSE`] tokens at its end, before whitespace), trimmed; `None`
+/// when there are none.
+pub fn unframe_reply(text: &str) -> Option<&str> {
+    let mut t = text.trim();
+    let mut changed = false;
+    if let Some(rest) = t.strip_prefix(REPLY_OPEN) {
+        t = rest.trim_start();
+        changed = true;
+    }
+    while let Some(rest) = REPLY_CLOSE.iter().find_map(|c| t.strip_suffix(c)) {
+        t = rest.trim_end();
+        changed = true;
+    }
+    changed.then_some(t)
+}
 
 /// Every marker that begins a call wherever it stands in a text (outside Markdown code,
 /// [`prose_markers`]): the openers of
@@ -139,9 +168,12 @@ impl InCode {
 ///   backticks or tildes opens it; a line that starts with as many or more of the same
 ///   closes it; both lines are code. Unclosed, it runs to the end.
 /// - A code span: a run of backticks elsewhere, closed by the next run of exactly as
-///   many within [`MAX_SPAN`] bytes, before a blank line or a thinking tag; without one
-///   the backticks are text.
-/// - A thinking tag ends any code (a block of reasoning is not inside an answer's code).
+///   many within [`MAX_SPAN`] bytes, before a blank line; without one the backticks are
+///   text.
+/// - A thinking tag inside code is code (`` `<think>` `` quoted in an answer). One in
+///   prose opens (or closes) a reasoning block; inside a block, the next thinking tag
+///   ends it and any code opened in it (a span in a block is also closed only before
+///   that tag): reasoning is not inside an answer's code.
 /// - A run of more than [`MAX_SPAN`] backticks or tildes opens and closes nothing.
 ///
 /// The state after a text is all a reader of what follows needs (the streaming gate
@@ -163,6 +195,8 @@ pub struct Code {
     /// Inside a run of this character longer than [`MAX_SPAN`] (a stream may still be
     /// sending it): it opens and closes nothing.
     long_run: Option<u8>,
+    /// Inside a reasoning block opened in prose: its next thinking tag ends it.
+    thinking: bool,
 }
 
 impl Code {
@@ -211,11 +245,12 @@ impl Code {
                 self.skip_code = code;
                 return InCode::of(code);
             }
-            b'<' | b'[' => {
+            b'<' | b'[' if !inside || self.thinking => {
                 if let Some(t) = thinking_tag_at(text, i) {
                     *self = Code {
                         mid_line: true,
                         skip: t.len - 1,
+                        thinking: !t.closing,
                         ..Code::default()
                     };
                     return InCode::No;
@@ -255,7 +290,7 @@ impl Code {
         if c != b'`' {
             return Some(false);
         }
-        let closed = span_closes(text, i + n, n, complete)?;
+        let closed = span_closes(text, i + n, n, complete, self.thinking)?;
         if closed {
             self.span = Some(n);
         }
@@ -263,9 +298,116 @@ impl Code {
     }
 }
 
+impl Code {
+    /// True when a thinking tag at the next byte stands in code (quoted, not reasoning):
+    /// inside a fence or a span opened outside a reasoning block.
+    pub fn quotes_tag(&self) -> bool {
+        (self.fence.is_some() || self.span.is_some() || self.fence_line) && !self.thinking
+    }
+}
+
+/// The reasoning a model leaked into `text`, as byte ranges to remove, in order: each
+/// block of a [`THINKING_TAGS`] pair (an unclosed opening one to the end) and each bare
+/// closing tag (the tag alone), wherever it stands in prose. A tag in Markdown code
+/// ([`Code`]) is the model's text, quoted. With `before_calls`, only the prose before the
+/// first call counts: from where a call may begin (a [`CALL_MARKERS`] entry outside code,
+/// a fence or object [`opening`] one, a [`LEADING_MARKERS`] entry at the start or right
+/// after a block) the text is the calls' own, and a tag there (in an argument, say) is
+/// kept. The streaming gate strips the same (it holds from the same place). Linear in
+/// the text.
+pub fn reasoning_spans(text: &str, before_calls: bool) -> Vec<(usize, usize)> {
+    spans(text, before_calls, &[])
+}
+
+/// [`reasoning_spans`] before the calls, where a pythonic call `name(` to one of `names`
+/// (tool names, compared by [`name_key`]) begins the calls too, where the streaming gate
+/// holds it ([`crate::stream::ContentGate::with_call_names`]): at the start of the text
+/// or right after a block, at the start of a line, after `[`.
+pub fn reasoning_spans_named(text: &str, names: &[&str]) -> Vec<(usize, usize)> {
+    let keys: Vec<String> = names.iter().map(|n| name_key(n)).collect();
+    spans(text, true, &keys)
+}
+
+/// OpenAI's namespace for function names, dropped before names are compared.
+const NAME_PREFIX: &str = "functions.";
+
+/// A tool name as pythonic call names are compared: `functions.` dropped, ASCII letters
+/// and digits only, lowercase.
+pub fn name_key(name: &str) -> String {
+    name.strip_prefix(NAME_PREFIX)
+        .unwrap_or(name)
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// True when `rest` begins a pythonic call `name(` whose name's key is among `keys`.
+fn names_call(rest: &str, keys: &[String]) -> bool {
+    !keys.is_empty()
+        && leading_call(rest) == Leading::Call
+        && rest
+            .find('(')
+            .is_some_and(|e| keys.contains(&name_key(&rest[..e])))
+}
+
+fn spans(text: &str, before_calls: bool, keys: &[String]) -> Vec<(usize, usize)> {
+    let b = text.as_bytes();
+    let mut code = Code::default();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut at_start = true;
+    while i < b.len() {
+        if at_start && before_calls && !b[i].is_ascii_whitespace() {
+            at_start = false;
+            let rest = &text[i..];
+            if thinking_tag_at(text, i).is_none()
+                && (LEADING_MARKERS.iter().any(|m| rest.starts_with(m))
+                    && !fence_shows_marker(rest)
+                    || names_call(rest, keys))
+            {
+                break;
+            }
+        }
+        if matches!(b[i], b'<' | b'[')
+            && !code.quotes_tag()
+            && let Some(t) = thinking_tag_at(text, i)
+        {
+            // The block is not stepped through `code`: what follows it is read as if it
+            // were not there, as a reader of the stripped text (and the gate) reads it.
+            let end = if t.closing {
+                i + t.len
+            } else {
+                find_thinking(text, i + t.len, true).map_or(b.len(), |c| c.at + c.len)
+            };
+            out.push((i, end));
+            i = end;
+            at_start = true;
+            continue;
+        }
+        let prose = code.step(text, i, true) != InCode::Yes;
+        let after = || text[i + 1..].trim_start_matches([' ', '\t']);
+        let call = before_calls
+            && match b[i] {
+                b'`' => opening(&text[i..]) == Some(true),
+                b'{' => prose && opening(&text[i..]) == Some(true),
+                b'<' => prose && call_marker_at(text, i).is_some(),
+                b'[' => prose && (call_marker_at(text, i).is_some() || names_call(after(), keys)),
+                b'\n' => names_call(after(), keys),
+                _ => false,
+            };
+        if call {
+            break;
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Whether a run of exactly `n` backticks follows `from` within [`MAX_SPAN`] bytes, before
-/// a blank line or a thinking tag; `None` when the text ends first and more may follow.
-fn span_closes(text: &str, from: usize, n: usize, complete: bool) -> Option<bool> {
+/// a blank line (and, in a reasoning block, before a thinking tag: `in_block`); `None`
+/// when the text ends first and more may follow.
+fn span_closes(text: &str, from: usize, n: usize, complete: bool, in_block: bool) -> Option<bool> {
     let b = text.as_bytes();
     let end = b.len().min(from + MAX_SPAN);
     let mut j = from;
@@ -290,7 +432,7 @@ fn span_closes(text: &str, from: usize, n: usize, complete: bool) -> Option<bool
             b'\n' if blank => return Some(false),
             b'\n' => blank = true,
             b' ' | b'\t' | b'\r' => {}
-            b'<' | b'[' if thinking_tag_at(text, j).is_some() => return Some(false),
+            b'<' | b'[' if in_block && thinking_tag_at(text, j).is_some() => return Some(false),
             _ => blank = false,
         }
         j += 1;
@@ -548,6 +690,7 @@ pub fn may_start_marker(tail: &str) -> bool {
     !t.is_empty()
         && (CALL_MARKERS
             .iter()
+            .chain([&REPLY_OPEN])
             .any(|m| m.len() > t.len() && m.as_bytes().starts_with(t))
             || thinking_tags().any(|tag| {
                 tag.len() > t.len() && tag.as_bytes()[..t.len()].eq_ignore_ascii_case(t)
@@ -561,6 +704,7 @@ pub fn marker_prefix_len(text: &str) -> usize {
     let longest = CALL_MARKERS
         .iter()
         .copied()
+        .chain([REPLY_OPEN])
         .chain(thinking_tags())
         .map(str::len)
         .max()
@@ -649,6 +793,8 @@ mod tests {
             GEMMA4_CALL_START,
             KIMI3_TOOLS,
             KIMI3_CALL,
+            KIMI3_RESPONSE_CLOSE,
+            KIMI3_MESSAGE_CLOSE,
         ]
         .into_iter()
         .chain(DEEPSEEK_CALL_BEGIN)
@@ -722,6 +868,21 @@ mod tests {
         assert_eq!(code.step("a `b <tool_call>", 2, false), InCode::Undecided);
         assert_eq!(code.step("a ``", 2, false), InCode::Undecided);
         assert_eq!(code.step("a `b` c", 2, false), InCode::Yes);
+    }
+
+    #[test]
+    fn a_reply_is_unframed() {
+        assert_eq!(
+            unframe_reply(
+                " <|open|>response<|sep|>hi<|close|>response<|sep|><|close|>message<|sep|>\n"
+            ),
+            Some("hi")
+        );
+        assert_eq!(unframe_reply("Hello<|close|>message<|sep|>"), Some("Hello"));
+        assert_eq!(unframe_reply("Hello"), None);
+        // Only where it frames the reply.
+        assert_eq!(unframe_reply("a <|open|>response<|sep|> b"), None);
+        assert!(may_start_marker("<|open|>resp"));
     }
 
     #[test]

@@ -344,6 +344,26 @@ impl Assembler {
         self.check()
     }
 
+    /// The gate keeps the reasoning it strips for [`Self::take_reasoning`]
+    /// ([`super::ContentGate::collecting_reasoning`]).
+    #[must_use]
+    pub fn collecting_reasoning(mut self) -> Self {
+        self.gate = self.gate.collecting_reasoning();
+        self
+    }
+
+    /// The reasoning the gate stripped since the last call
+    /// ([`super::ContentGate::take_reasoning`]).
+    pub fn take_reasoning(&mut self) -> String {
+        self.gate.take_reasoning()
+    }
+
+    /// At the end of the stream, before [`Self::finish`]: the reasoning the gate stripped,
+    /// a block never closed included ([`super::ContentGate::flush_reasoning`]).
+    pub fn flush_reasoning(&mut self) -> String {
+        self.gate.flush_reasoning()
+    }
+
     /// Records the choice's `finish_reason` (`length`: cut off).
     pub fn set_finish_reason(&mut self, reason: &str) {
         self.cut_off |= reason == "length";

@@ -11,6 +11,9 @@
 //!   it. Backticks whose closing run may still come are kept back until it comes, a blank
 //!   line or a thinking tag comes, or [`markers::MAX_SPAN`] bytes pass; at the end a
 //!   marker after backticks never closed holds what is kept.
+//! - At the start of the text (after whitespace, or a stripped thinking block) a token
+//!   that opens the reply ([`markers::REPLY_OPEN`], Kimi K3's) is dropped, as the plan
+//!   drops it; the tokens that end it are markers.
 //! - At the start of the text (after whitespace, or right after a thinking block) a
 //!   leading marker ([`markers::LEADING_MARKERS`]: `{`, `[`, a fence) holds the rest.
 //! - Elsewhere, what the parser also reads after prose: a fence whose first line opens a
@@ -30,7 +33,9 @@
 //!   text like any other; with [`Thinking::Strip`] a block is withheld and dropped (an
 //!   unclosed one to the end), as the plan's `strip_thinking` drops it, and the text
 //!   around it is trimmed as that trims it. A bare closing tag cannot take back what was
-//!   already released: the tag alone is dropped.
+//!   already released: the tag alone is dropped. A tag shown in Markdown code is text,
+//!   and one after a hold is the held call's (an argument's text): neither is stripped
+//!   ([`markers::reasoning_spans`], the plan's rule).
 //!
 //! Nothing is lost or repeated: released + [`GateEnd::tail`] + [`GateEnd::held`] is the
 //! content (less the thinking stripped, and the whitespace that trimming drops). Linear in
@@ -82,9 +87,17 @@ pub struct ContentGate {
     in_thinking: bool,
     /// Bytes of that block searched for its closing tag already.
     scanned: usize,
+    /// Bytes of that block given out as reasoning already.
+    emitted: usize,
+    /// Reasoning stripped, not taken yet ([`Self::take_reasoning`]).
+    reasoning: String,
+    /// The stripped reasoning is kept for [`Self::take_reasoning`].
+    collect: bool,
     /// Whitespace before the block being withheld (it rejoins the text after it).
     before_block: String,
     stripped: bool,
+    /// A token that opens the reply ([`markers::REPLY_OPEN`]) was dropped.
+    unframed: bool,
     /// Some text other than whitespace was released.
     released_any: bool,
     /// Tool names (normalized) a pythonic call may name.
@@ -103,15 +116,9 @@ impl Default for ContentGate {
 /// OpenAI's namespace for function names, dropped before names are compared.
 const PREFIX: &str = "functions.";
 
-/// A tool name as names are compared: `functions.` dropped, ASCII letters and digits
-/// only, lowercase.
+/// A tool name as names are compared ([`markers::name_key`]).
 fn normalize(name: &str) -> String {
-    name.strip_prefix(PREFIX)
-        .unwrap_or(name)
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
+    markers::name_key(name)
 }
 
 /// The longest thinking tag: a closing tag split across deltas is searched for again
@@ -159,8 +166,12 @@ impl ContentGate {
             ws: 0,
             in_thinking: false,
             scanned: 0,
+            emitted: 0,
+            reasoning: String::new(),
+            collect: false,
             before_block: String::new(),
             stripped: false,
+            unframed: false,
             released_any: false,
             names: Vec::new(),
             code: Code::default(),
@@ -178,7 +189,36 @@ impl ContentGate {
 
     /// Bytes the gate keeps (not released): what a byte limit must count.
     pub fn pending(&self) -> usize {
-        self.buf.len() + self.before_block.len()
+        self.buf.len() + self.before_block.len() + self.reasoning.len()
+    }
+
+    /// Keeps the reasoning it strips for [`Self::take_reasoning`] (else it is dropped as
+    /// it goes, and nothing is kept for it).
+    #[must_use]
+    pub fn collecting_reasoning(mut self) -> Self {
+        self.collect = true;
+        self
+    }
+
+    /// The reasoning stripped since the last call ([`Thinking::Strip`]; with
+    /// [`Self::collecting_reasoning`]), as the model
+    /// wrote it, tags included: each block (an open one as far as it is known not to be
+    /// its closing tag) and each bare closing tag. A tag quoted in code, or inside a held
+    /// call, is none of it. A front that moves reasoning elsewhere splits this text, not
+    /// the raw content, so it moves what the gate took out.
+    pub fn take_reasoning(&mut self) -> String {
+        std::mem::take(&mut self.reasoning)
+    }
+
+    /// [`Self::take_reasoning`], and at the end of the stream the rest of a block never
+    /// closed (call it before [`Self::finish`]).
+    pub fn flush_reasoning(&mut self) -> String {
+        if self.collect && self.in_thinking && !self.held {
+            let rest = &self.buf[self.emitted.min(self.buf.len())..];
+            self.reasoning.push_str(rest);
+            self.emitted = self.buf.len();
+        }
+        self.take_reasoning()
     }
 
     /// True when something is kept back or held.
@@ -193,9 +233,15 @@ impl ContentGate {
 
     /// Takes a content delta; returns the text that may go to the client now.
     pub fn push(&mut self, delta: &str) -> String {
+        self.buf.push_str(delta);
+        self.advance(false)
+    }
+
+    /// Releases what the unreleased text allows; `complete`: the stream has ended (text
+    /// after backticks never closed is decided).
+    fn advance(&mut self, complete: bool) -> String {
         // Scanned from the start of what is not released: when nothing is held that is a
         // kept-back tail (bounded: whitespace, a marker's prefix, an undecided opening).
-        self.buf.push_str(delta);
         let mut out = String::new();
         loop {
             if self.held {
@@ -205,12 +251,27 @@ impl ContentGate {
                 let from = self.scanned.saturating_sub(longest_tag());
                 match markers::find_thinking(&self.buf, from, true) {
                     Some(t) => {
-                        self.buf.drain(..t.at + t.len);
+                        let end = t.at + t.len;
+                        if self.collect {
+                            self.reasoning.push_str(&self.buf[self.emitted..end]);
+                        }
+                        self.emitted = 0;
+                        self.buf.drain(..end);
                         self.after_block();
                         continue;
                     }
                     None => {
                         self.scanned = self.buf.len();
+                        // The block so far goes out as reasoning, less what may still
+                        // be the start of its closing tag.
+                        let mut safe = self.buf.len().saturating_sub(longest_tag() - 1);
+                        while !self.buf.is_char_boundary(safe) {
+                            safe -= 1;
+                        }
+                        if self.collect && safe > self.emitted {
+                            self.reasoning.push_str(&self.buf[self.emitted..safe]);
+                            self.emitted = safe;
+                        }
                         return out;
                     }
                 }
@@ -226,6 +287,15 @@ impl ContentGate {
                     return out; // only whitespace so far: held, so none of a call goes out
                 }
                 let rest = &self.buf[self.ws..];
+                if !self.released_any && rest.starts_with(markers::REPLY_OPEN) {
+                    // A template token that opens the reply is no prose (the plan drops
+                    // it from the content's start too); what follows is at the start.
+                    let upto = self.ws + markers::REPLY_OPEN.len();
+                    self.buf.drain(..upto);
+                    self.ws = 0;
+                    self.unframed = true;
+                    continue;
+                }
                 let tag = markers::thinking_tag_at(rest, 0).is_some()
                     || markers::call_marker_at(rest, 0).is_some();
                 if !tag {
@@ -247,43 +317,48 @@ impl ContentGate {
                     }
                 }
                 self.at_start = false;
-                if self.stripped && !self.released_any {
-                    // Text after stripped thinking: the plan trims its start.
+                if (self.stripped || self.unframed) && !self.released_any {
+                    // Text after stripped thinking or a dropped reply token: the plan
+                    // trims its start.
                     let ws = self.ws;
                     self.buf.drain(..ws);
                 }
                 self.ws = 0;
             }
-            match self.scan() {
+            match self.scan_from(0, self.code, complete) {
                 Scan::Marker(i) => {
                     // From the whitespace before it, and a `[` that opens the calls.
                     let from = ws_start(&self.buf, i).min(markers::hold_start(&self.buf, i));
-                    self.release(&mut out, from);
+                    self.release(&mut out, from, complete);
                     self.held = true;
                     return out;
                 }
                 Scan::Undecided(i) => {
                     let from = ws_start(&self.buf, i).min(markers::hold_start(&self.buf, i));
-                    self.release(&mut out, from);
+                    self.release(&mut out, from, complete);
                     return out;
                 }
                 Scan::Tag(i, tag) => {
                     match (self.thinking, tag.closing) {
                         (Thinking::Strip, closing) => {
                             let w = ws_start(&self.buf, i);
-                            self.release(&mut out, w);
+                            self.release(&mut out, w, complete);
                             self.before_block = self.buf.drain(..i - w).collect();
                             if closing {
                                 // A bare closing tag: only the tag can still be dropped.
-                                self.buf.drain(..tag.len);
+                                let t: String = self.buf.drain(..tag.len).collect();
+                                if self.collect {
+                                    self.reasoning.push_str(&t);
+                                }
                                 self.after_block();
                             } else {
                                 self.in_thinking = true;
                                 self.scanned = tag.len;
+                                self.emitted = 0;
                             }
                         }
                         (Thinking::Pass, closing) => {
-                            self.release(&mut out, i + tag.len);
+                            self.release(&mut out, i + tag.len, complete);
                             self.at_start = closing;
                         }
                     }
@@ -291,7 +366,7 @@ impl ContentGate {
                 Scan::None => {
                     let keep = markers::marker_prefix_len(&self.buf);
                     let end = ws_start(&self.buf, self.buf.len() - keep);
-                    self.release(&mut out, end);
+                    self.release(&mut out, end, complete);
                     return out;
                 }
             }
@@ -300,25 +375,30 @@ impl ContentGate {
 
     /// At the end of the stream: what is held, and the tail to release.
     pub fn finish(&mut self) -> GateEnd {
-        // Backticks the stream never closed were text: a marker after them (kept back
-        // while a closing run could still come) begins a call, and what is kept is held.
-        let marked = !self.held
-            && !self.in_thinking
-            && matches!(self.scan_from(0, self.code, true), Scan::Marker(_));
+        // Backticks the stream never closed were text: what was kept back after them is
+        // read again as complete (a thinking tag there is stripped; a marker begins a
+        // call, and what is kept from the backticks on is held, not released).
+        let mut kept = if self.held || self.in_thinking {
+            String::new()
+        } else {
+            self.advance(true)
+        };
         let buf = std::mem::take(&mut self.buf);
+        if !self.in_thinking {
+            // (An unclosed block runs to the end: all of it was thinking.)
+            kept.push_str(&buf);
+        }
         let mut end = GateEnd {
             held: None,
             tail: String::new(),
             thinking_stripped: self.stripped || self.in_thinking,
         };
-        if self.in_thinking {
-            // An unclosed block runs to the end: all of it was thinking.
-        } else if self.held || marked {
-            end.held = Some(buf);
+        if self.held {
+            end.held = Some(kept);
         } else {
-            end.tail = buf;
+            end.tail = kept;
         }
-        if end.thinking_stripped {
+        if end.thinking_stripped || self.unframed {
             // The plan trims what stripping leaves.
             let keep = end.tail.trim_end().len();
             end.tail.truncate(keep);
@@ -327,8 +407,10 @@ impl ContentGate {
             }
         }
         let names = std::mem::take(&mut self.names);
+        let collect = self.collect;
         *self = ContentGate::new(self.thinking);
         self.names = names;
+        self.collect = collect;
         end
     }
 
@@ -348,10 +430,11 @@ impl ContentGate {
         self.ws = 0;
     }
 
-    /// Releases `buf[..upto]`.
-    fn release(&mut self, out: &mut String, upto: usize) {
+    /// Releases `buf[..upto]` (`complete`: the stream has ended, so backticks at its end
+    /// are decided as the scan decided them).
+    fn release(&mut self, out: &mut String, upto: usize, complete: bool) {
         for i in 0..upto {
-            self.code.step(&self.buf, i, false);
+            self.code.step(&self.buf, i, complete);
         }
         let part = &self.buf[..upto];
         if !self.released_any && part.chars().any(|c| !c.is_whitespace()) {
@@ -362,11 +445,6 @@ impl ContentGate {
         self.ws = 0;
     }
 
-    /// The first marker, undecided opening or thinking tag of the unreleased text.
-    fn scan(&self) -> Scan {
-        self.scan_from(0, self.code, false)
-    }
-
     /// [`Self::scan`] from byte `from` of the unreleased text (a char boundary), `code`
     /// the Markdown code there; `complete`: the stream has ended.
     fn scan_from(&self, from: usize, mut code: Code, complete: bool) -> Scan {
@@ -375,12 +453,8 @@ impl ContentGate {
         for i in from..b.len() {
             let in_code = code.step(text, i, complete);
             match b[i] {
-                // A marker shown in code is prose; a thinking tag is one anywhere.
-                b'<' | b'[' if in_code == InCode::Yes => {
-                    if let Some(t) = markers::thinking_tag_at(text, i) {
-                        return Scan::Tag(i, t);
-                    }
-                }
+                // A marker or a thinking tag shown in code is prose (the model's text).
+                b'<' | b'[' if in_code == InCode::Yes => {}
                 b'<' | b'[' => {
                     if markers::call_marker_at(text, i).is_some() {
                         return Scan::Marker(i);

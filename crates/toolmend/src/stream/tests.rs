@@ -418,6 +418,90 @@ fn a_pythonic_call_after_prose_is_held_at_a_line_start_or_after_a_bracket() {
     );
 }
 
+/// What the gate strips is what it gives as reasoning (tags included), whatever the cut:
+/// not a tag quoted in code, not one inside a held call; an unclosed block at the end.
+#[test]
+fn the_gate_gives_the_reasoning_it_strips() {
+    for (text, want) in [
+        ("<think>a</think>Use `<think>` x", "<think>a</think>"),
+        (
+            "plan</think>Hi [THINK]b[/THINK]",
+            "</think>[THINK]b[/THINK]",
+        ),
+        ("Hi <tool_call>{\"a\": \"<think>c</think>\"}", ""),
+        ("Hi <thinking>never closed", "<thinking>never closed"),
+    ] {
+        for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
+            let mut g = ContentGate::new(Thinking::Strip).collecting_reasoning();
+            let mut got = String::new();
+            for d in [&text[..cut], &text[cut..]] {
+                g.push(d);
+                got.push_str(&g.take_reasoning());
+            }
+            got.push_str(&g.flush_reasoning());
+            g.finish();
+            assert_eq!(got, want, "{text:?} cut {cut}");
+        }
+    }
+    // Not asked for: nothing is kept for it.
+    let mut g = ContentGate::new(Thinking::Strip);
+    assert_eq!(g.push("<think>a long plan</think>Answer"), "Answer");
+    assert_eq!((g.pending(), g.take_reasoning().as_str()), (0, ""));
+}
+
+/// Kimi K3's reply tokens: the opener at the start is dropped, the closers hold (the plan
+/// leaves the prose before them), whatever the cut.
+#[test]
+fn kimi_k3_reply_tokens_never_go_out() {
+    for (text, released) in [
+        (
+            "<|open|>response<|sep|>hi there<|close|>response<|sep|><|close|>message<|sep|>",
+            "hi there",
+        ),
+        ("Hello<|close|>message<|sep|>", "Hello"),
+        (" <|open|>response<|sep|>\nHello! ", "Hello!"),
+    ] {
+        for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
+            for thinking in [Thinking::Pass, Thinking::Strip] {
+                let (out, held, _) = run_gate(thinking, &[&text[..cut], &text[cut..]]);
+                assert_eq!(out, released, "{text:?} cut {cut}");
+                assert!(
+                    held.is_none_or(|h| h.starts_with("<|close|>")),
+                    "{text:?} cut {cut}"
+                );
+            }
+        }
+    }
+    let (out, _, _) = run_gate(
+        Thinking::Strip,
+        &["<think>x</think><|open|>resp", "onse<|sep|>Hi"],
+    );
+    assert_eq!(out, "Hi");
+}
+
+/// A thinking tag inside a held call (an argument's text) is the call's: the gate strips
+/// the reasoning before the call and holds the call whole, tag included, as the plan
+/// reads it (`markers::reasoning_spans`), whatever the cut.
+#[test]
+fn a_thinking_tag_in_a_held_call_is_kept() {
+    let call = "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter \
+                name=\"code\" string=\"true\">x = \"\"\"Notes.</think>\"\"\"</｜DSML｜parameter>\n\
+                </｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+    let text = format!("<think>plan</think>Checking.\n{call}");
+    assert_eq!(
+        crate::message::strip_thinking_before_calls(&text).as_deref(),
+        Some(format!("Checking.\n{call}").as_str())
+    );
+    for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
+        let (out, held, stripped) = run_gate(Thinking::Strip, &[&text[..cut], &text[cut..]]);
+        assert_eq!(
+            (out.as_str(), held.as_deref(), stripped),
+            ("Checking.", Some(format!("\n{call}").as_str()), true),
+            "cut {cut}"
+        );
+    }
+}
+
 /// (Not whitespace at the very start when the thinking comes later: "  Answer<think>…"
 /// goes out as "  Answer", where `strip_thinking` trims it; the gate cannot know.)
 #[test]
@@ -429,6 +513,10 @@ fn stripping_leaves_what_strip_thinking_leaves() {
         "A <think>x</think> B",
         "Answer<THINKING>never closed",
         "[THINK]a[/THINK] b [THINK]c[/THINK] d",
+        // Quoted in code, a tag is text (it goes out); one in prose still goes.
+        "Literal `<think>` and `</think>`.<think>x</think>",
+        "`</think>` ends it.\n```\n<think>\n```\n<think>x</think> Done",
+        "Unclosed `<think>x</think> y",
     ] {
         let want = crate::message::strip_thinking(text).unwrap();
         for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
@@ -925,7 +1013,10 @@ proptest! {
         pieces in prop::collection::vec(0usize..64, 0..24),
         cuts in prop::collection::vec(0usize..4096, 0..12),
     ) {
+        // (Without Markdown code: a tag shown in code is the model's text and goes out;
+        // `stripping_leaves_what_strip_thinking_leaves` has such texts.)
         let (_, ds) = deltas(&pieces, &cuts);
+        let ds: Vec<String> = ds.iter().map(|d| d.replace(['`', '~'], "'")).collect();
         let refs: Vec<&str> = ds.iter().map(String::as_str).collect();
         let (out, _, _) = run_gate(Thinking::Strip, &refs);
         prop_assert!(!crate::repair::markers::has_thinking(&out), "{:?}", out);
@@ -1031,6 +1122,22 @@ fn held_and_thinking(n: usize) {
         }
     }
     std::hint::black_box(code.finish());
+    // Thinking tags quoted in code (text), blocks stripped and given out as reasoning.
+    let mut quoted = ContentGate::new(Thinking::Strip).collecting_reasoning();
+    quoted.push("<|open|>response<|sep|>");
+    for _ in 0..n {
+        for piece in [
+            "say `<think>` or `</th",
+            "ink>` ",
+            "<think>a b c ",
+            "d</think> x ",
+        ] {
+            quoted.push(piece);
+            std::hint::black_box(quoted.take_reasoning());
+        }
+    }
+    std::hint::black_box(quoted.flush_reasoning());
+    std::hint::black_box(quoted.finish());
     // One backtick a delta: a run longer than a span is looked for is decided.
     let mut ticks = ContentGate::new(Thinking::Pass);
     ticks.push("Look: ");

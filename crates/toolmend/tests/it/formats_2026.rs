@@ -695,6 +695,23 @@ fn the_2026_readers_stay_linear() {
         "`<tool_call>` ",
         "a ` b `` c ``` ",
         "`<｜DSML｜invoke ",
+        // Thinking tags quoted in code, in prose, bare, unclosed, in a call's argument.
+        "`<think>` and `</think>` ",
+        "<think>a</think>`</think>` ",
+        "```\n<think>\n```\n",
+        "` <think>x ",
+        "</think>x",
+        "<｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"a\" string=\"true\">x</think>",
+        // Qwen3-Coder's drifted closers.
+        "<function=get_weather><parameter=city>x</parameter1>\n",
+        "<function=get_weather><parameter=city>x</parameter\n",
+        // Gemma 4 strings whose opening delimiter was left out.
+        "<|tool_call>call:get_weather{city:Paris, France<|\"|>,days:2}<tool_call|>",
+        "<|tool_call>call:get_weather{city:[a,b<|\"|>, c d,",
+        "<|tool_call>call:get_weather{city:a, b, c",
+        // Kimi K3's reply channel tokens.
+        "<|open|>response<|sep|>x<|close|>response<|sep|>",
+        "x<|close|>message<|sep|>",
     ];
     let tools = tools();
     // Hunyuan calls each of another suffix, unclosed, read as one text.
@@ -717,6 +734,8 @@ fn the_2026_readers_stay_linear() {
             let _ = toolmend::repair(text, &RepairOptions::default());
             let _ = message::read_calls_in_str(text, &tools, &RepairOptions::default());
             let _ = message::prose_before_calls(text);
+            let _ = message::strip_thinking(text);
+            let _ = message::strip_thinking_before_calls(text);
         });
     }
 }
@@ -806,4 +825,180 @@ fn a_kimi_call_with_a_bare_counter_takes_the_one_tool_that_fits() {
     // No tool lists every key: no name is guessed, the text stays as written.
     let text = call(r#"{"city": "Tokyo", "zone": "UTC"}"#);
     check(&text, vec![], Some(&text));
+}
+
+/// A thinking tag the model wrote as text is kept (SGLang's DeepSeek V4 tests): in a call's
+/// argument (a heredoc that writes `</think>`) and quoted in Markdown code. Reasoning
+/// before the call still goes.
+#[test]
+fn a_thinking_tag_in_an_argument_or_in_code_is_kept() {
+    let code = "python3 <<'PY'\ntext = \"\"\"Notes.</think>\"\"\"\nprint(text)\nPY";
+    let call = format!(
+        "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter \
+         name=\"city\" string=\"true\">{code}</｜DSML｜parameter>\n</｜DSML｜invoke>\n\
+         </｜DSML｜tool_calls>"
+    );
+    for (text, content) in [
+        (call.clone(), None),
+        (format!("<think>plan</think>{call}"), None),
+        // A bare closing tag goes alone (what came before it is prose, as streamed).
+        (format!("Plan.</think>\n\n{call}"), Some("Plan.")),
+    ] {
+        check(
+            &text,
+            vec![ok("get_weather", json!({"city": code}))],
+            content,
+        );
+    }
+    let json_call = r#"<tool_call>{"name": "get_weather", "arguments": {"city": "<think>x</think>"}}</tool_call>"#;
+    check(
+        &format!("Checking.<think>hmm</think> {json_call}"),
+        vec![ok("get_weather", json!({"city": "<think>x</think>"}))],
+        Some("Checking."),
+    );
+    // A pythonic call to a known tool begins the calls too (where the gate holds it).
+    for text in [
+        r#"get_weather(city="Paris</think>")"#,
+        r#"<think>plan</think>get_weather(city="Paris</think>")"#,
+        r#"[get_weather(city="Paris</think>")]"#,
+    ] {
+        let (got, _) = plan(text);
+        assert_eq!(
+            got,
+            vec![ok("get_weather", json!({"city": "Paris</think>"}))],
+            "{text}"
+        );
+    }
+    let quoted = "Literal `<think>` and `</think>` in an explanation.";
+    check(quoted, vec![], Some(quoted));
+    check(
+        "<think>x</think>Use `<think>` tags.",
+        vec![],
+        Some("Use `<think>` tags."),
+    );
+}
+
+/// Kimi K3's reply channel tokens (vLLM's and SGLang's kimi_k3 tests) are the template's:
+/// `<|open|>response<|sep|>` before the prose and `<|close|>response<|sep|>` /
+/// `<|close|>message<|sep|>` after it never reach the content, with or without calls.
+#[test]
+fn kimi_k3_reply_tokens_stay_out_of_the_content() {
+    let call = "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>\
+                <|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|>\
+                <|close|>call<|sep|><|close|>tools<|sep|>";
+    check(
+        &format!("<|open|>response<|sep|>Hello!<|close|>response<|sep|>{call}"),
+        vec![ok("get_weather", json!({"city": "Paris"}))],
+        Some("Hello!"),
+    );
+    check("Hello<|close|>message<|sep|>", vec![], Some("Hello"));
+    check(
+        "<|open|>response<|sep|>hi there<|close|>response<|sep|><|close|>message<|sep|>",
+        vec![],
+        Some("hi there"),
+    );
+    check(
+        "<think>plan</think>\n<|open|>response<|sep|>\nhi<|close|>message<|sep|>",
+        vec![],
+        Some("hi"),
+    );
+    // Elsewhere in prose the token is text.
+    let quoted = "K3 writes <|open|>response<|sep|> first.";
+    check(quoted, vec![], Some(quoted));
+}
+
+/// Qwen3-Coder's drifted closers (SGLang's `test_qwen3_coder_detector.py`): a value whose
+/// `</parameter>` never came but that ends in `</parameter1>`, `</parameter_function>` or a
+/// bare `</parameter` ends there, recorded as `drifted_close_tag` (unsafe); one in the
+/// middle of a value is the value's text.
+#[test]
+fn a_drifted_qwen3_coder_closer_ends_its_value() {
+    for closer in ["</parameter1>", "</parameter_function>", "</parameter"] {
+        let text = format!(
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nShanghai\n{closer}\n\
+             <parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"
+        );
+        check(
+            &text,
+            vec![ok("get_weather", json!({"city": "Shanghai", "days": 3}))],
+            None,
+        );
+        let read = message::read_calls_in_str(&text, &tools(), &RepairOptions::default());
+        let fix = read[0]
+            .fixes
+            .iter()
+            .find(|f| f.kind == toolmend::FixKind::DriftedCloseTag)
+            .unwrap_or_else(|| panic!("{closer}: {read:?}"));
+        assert_eq!(fix.detail, closer);
+        assert_eq!(fix.safety(), toolmend::Safety::Unsafe);
+    }
+    // Before `</function>` too.
+    check(
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nLima\n</parameter2>\n</function>\n</tool_call>",
+        vec![ok("get_weather", json!({"city": "Lima"}))],
+        None,
+    );
+    // Not at the value's end: the value's own text.
+    check(
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nLima </parameter1> x\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+        vec![ok(
+            "get_weather",
+            json!({"city": "Lima </parameter1> x", "days": 3}),
+        )],
+        None,
+    );
+}
+
+/// Gemma 4 with a string's opening `<|"|>` left out (SGLang's
+/// `test_gemma4_detector_string_delimiters.py`): where only one reading exists the string
+/// runs to its closing delimiter (`unquoted_string`, unsafe); where another member or item
+/// may have begun in it, the call does not read (feedback), and no value keeps the
+/// delimiter.
+#[test]
+fn a_gemma4_string_missing_its_opening_delimiter() {
+    let call = |args: &str| format!("<|tool_call>call:get_weather{{{args}}}<tool_call|>");
+    for (args, want) in [
+        (
+            r#"city:weather in Tokyo<|"|>"#,
+            json!({"city": "weather in Tokyo"}),
+        ),
+        (
+            r#"city:Paris, France<|"|>,days:5"#,
+            json!({"city": "Paris, France", "days": 5}),
+        ),
+        (
+            r#"days:2,city:Lima<|"|>"#,
+            json!({"city": "Lima", "days": 2}),
+        ),
+    ] {
+        let text = call(args);
+        check(&text, vec![ok("get_weather", want)], None);
+        let read = message::read_calls_in_str(&text, &tools(), &RepairOptions::default());
+        assert!(
+            read[0]
+                .fixes
+                .iter()
+                .any(|f| f.kind == toolmend::FixKind::UnquotedString),
+            "{read:?}"
+        );
+    }
+    // In a list: an item after a delimited one (the merged-calls rule then makes one call
+    // per value, as for any list given for a string field).
+    check(
+        &call(r#"city:[<|"|>Oslo<|"|>,Rome<|"|>]"#),
+        vec![
+            ok("get_weather", json!({"city": "Oslo"})),
+            ok("get_weather", json!({"city": "Rome"})),
+        ],
+        None,
+    );
+    // Where another item or member may have begun before the delimiter: no value.
+    for args in [r#"city:[Oslo, Rome<|"|>]"#, r#"city:Note: a<|"|>"#] {
+        let (got, _) = plan(&call(args));
+        assert!(
+            got.iter().all(|(_, a, d)| *d != "executed"
+                && !a.as_ref().is_some_and(|a| a.to_string().contains("<|"))),
+            "{args}: {got:?}"
+        );
+    }
 }

@@ -323,7 +323,10 @@ pub(crate) fn reason_alone(
     if policy == ReasoningPolicy::Keep {
         return false;
     }
-    let Some((moved, content)) = message["content"].as_str().and_then(reasoning::split) else {
+    let Some((moved, content)) = message["content"]
+        .as_str()
+        .and_then(|t| reasoning::split(t, None))
+    else {
         return false;
     };
     message["content"] = json!(content);
@@ -360,7 +363,10 @@ pub(crate) fn write_choice(
                     <AssistantMessage as serde::Deserialize>::deserialize(&choice["message"])
                         .ok()
                         .and_then(|m| m.text());
-                text.and_then(|t| reasoning::split(&t)).map(|(r, _)| r)
+                // As the streaming gate strips it: before where calls begin.
+                let names: Vec<&str> = toolbox.names().collect();
+                text.and_then(|t| reasoning::split(&t, Some(&names)))
+                    .map(|(r, _)| r)
             }
             _ => None,
         };

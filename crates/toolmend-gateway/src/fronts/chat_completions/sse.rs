@@ -31,7 +31,11 @@ use crate::{
         wire,
     },
     metrics as m,
-    pipeline::{plan::plan_only, reasoning::Tap, report::Summary},
+    pipeline::{
+        plan::plan_only,
+        reasoning::{Parts, Tap},
+        report::Summary,
+    },
     server::error::GatewayError,
 };
 
@@ -232,6 +236,10 @@ impl Transformer {
         if needed {
             self.tap = Some(Tap::default());
             self.move_reasoning = policy == ReasoningPolicy::Move;
+            if self.gate_content {
+                // The tap splits what the gate strips.
+                self.asm = std::mem::take(&mut self.asm).collecting_reasoning();
+            }
         }
         self
     }
@@ -299,18 +307,23 @@ impl Transformer {
                     // The template opened the block: what follows is inside it.
                     self.open_thinking = false;
                     let tag = toolmend::message::TEMPLATE_THINKING_TAG;
-                    if let Some(tap) = self.tap.as_mut() {
-                        tap.push(tag);
-                    }
                     if self.gate_content {
                         self.asm.push_content(tag)?;
+                    } else if let Some(tap) = self.tap.as_mut() {
+                        tap.push(tag);
                     }
                 }
-                let parts = self.tap.as_mut().map(|t| t.push(&text));
-                let now = match (&parts, self.gate_content) {
-                    (_, true) => Some(self.asm.push_content(&text)?),
-                    (Some(p), false) => Some(p.content.clone()),
-                    (None, false) => None,
+                // With the gate, the tap splits the reasoning the gate stripped (a tag
+                // quoted in code or inside a held call is no reasoning); without it, the
+                // content itself.
+                let (parts, now) = if self.gate_content {
+                    let now = self.asm.push_content(&text)?;
+                    let stripped = self.asm.take_reasoning();
+                    (self.tap.as_mut().map(|t| t.push(&stripped)), Some(now))
+                } else {
+                    let parts = self.tap.as_mut().map(|t| t.push(&text));
+                    let now = parts.as_ref().map(|p| p.content.clone());
+                    (parts, now)
                 };
                 if let Some(now) = now {
                     if now.is_empty() && !text.is_empty() {
@@ -359,7 +372,14 @@ impl Transformer {
             }
             let mut released = released;
             if let Some(tap) = self.tap.as_mut() {
-                let rest = tap.finish();
+                let mut rest = if self.gate_content {
+                    tap.push(&self.asm.flush_reasoning())
+                } else {
+                    Parts::default()
+                };
+                let end = tap.finish();
+                rest.content.push_str(&end.content);
+                rest.reasoning.push_str(&end.reasoning);
                 if !self.gate_content {
                     released.push_str(&rest.content);
                 }

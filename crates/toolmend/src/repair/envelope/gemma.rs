@@ -61,11 +61,17 @@ impl Walk<'_> {
         let (name_start, name_end) = gemma_head(self.b, at).ok_or_else(|| fail(at))?;
         let name = self.raw[name_start..name_end].to_owned();
         let mut pos = name_end;
-        let value =
-            gemma_value(self.raw, &mut pos, 0, self.opts.max_depth).ok_or_else(|| fail(pos))?;
+        let mut opened = Vec::new();
+        let value = gemma_value(self.raw, &mut pos, 0, self.opts.max_depth, &mut opened)
+            .ok_or_else(|| fail(pos))?;
         self.out.envelope_call = true;
         self.pos = pos;
-        let fixes = vec![Fix::at(FixKind::PythonicCallRead, at).with_detail("gemma call:name{…}")];
+        let mut fixes =
+            vec![Fix::at(FixKind::PythonicCallRead, at).with_detail("gemma call:name{…}")];
+        fixes.extend(opened.into_iter().map(|(at, delim)| {
+            Fix::at(FixKind::UnquotedString, at)
+                .with_detail(format!("a string closed by {delim} it never opened"))
+        }));
         self.push(value, fixes, Some(name));
         Ok(())
     }
@@ -89,7 +95,50 @@ const STRING_DELIMITERS: [&str; 2] = ["<escape>", "<|\"|>"];
 /// string as it is), an object `{key:value,…}`, a list `[…]`, or a bare word (a number,
 /// `true`, `false`, `null`, else a string). `None` when it does not read (or nests deeper
 /// than `max`).
-pub(super) fn gemma_value(raw: &str, pos: &mut usize, depth: usize, max: usize) -> Option<Value> {
+///
+/// A string whose opening delimiter was left out (`query:weather in Tokyo<|"|>}`: SGLang's
+/// `test_gemma4_detector_string_delimiters.py`) is read up to its closing one where that
+/// is the one reading: the text before it holds no bracket, brace or colon, and (in a
+/// list) no comma, and in a list the item before it did not end as a bare word (whose
+/// start the string may have opened at): then no other member or item can have begun in
+/// it (`Paris, France<|"|>` is one value; `,key:` is member syntax). Its offset and
+/// delimiter are pushed on `opened` (an `unquoted_string` fix). Elsewhere (after a colon,
+/// a list's comma, or a bare item) it is no such reading: the value does not read, or
+/// the delimiter left after a bare word makes the call fail to read (feedback), never a
+/// value with the delimiter in it.
+pub(super) fn gemma_value(
+    raw: &str,
+    pos: &mut usize,
+    depth: usize,
+    max: usize,
+    opened: &mut Vec<(usize, &'static str)>,
+) -> Option<Value> {
+    gemma_value_in(raw, pos, depth, max, opened, Place::Member, &mut false)
+}
+
+/// Where a value stands, for a string whose opening delimiter was left out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// A member's value: the text before the delimiter holds no colon.
+    Member,
+    /// A list's first item, or one after an item that ended in a delimiter, a list or an
+    /// object: the text before the delimiter holds no comma.
+    Item,
+    /// A list item after a bare word: the delimiter may close a string opened before that
+    /// word, so no reading is chosen.
+    ItemAfterWord,
+}
+
+/// [`gemma_value`] at `place`; `word`: set when the value read was a bare word.
+fn gemma_value_in(
+    raw: &str,
+    pos: &mut usize,
+    depth: usize,
+    max: usize,
+    opened: &mut Vec<(usize, &'static str)>,
+    place: Place,
+    word: &mut bool,
+) -> Option<Value> {
     let b = raw.as_bytes();
     *pos = ws_after(b, *pos);
     if depth > max {
@@ -135,13 +184,14 @@ pub(super) fn gemma_value(raw: &str, pos: &mut usize, depth: usize, max: usize) 
                     .unwrap_or(key)
                     .to_owned();
                 *pos += key_len + 1;
-                let v = gemma_value(raw, pos, depth + 1, max)?;
+                let v = gemma_value_in(raw, pos, depth + 1, max, opened, Place::Member, word)?;
                 map.insert(key, v);
             }
         }
         b'[' => {
             *pos += 1;
             let mut list = Vec::new();
+            let mut after_word = false;
             loop {
                 *pos = ws_after(b, *pos);
                 match *b.get(*pos)? {
@@ -153,23 +203,76 @@ pub(super) fn gemma_value(raw: &str, pos: &mut usize, depth: usize, max: usize) 
                         *pos += 1;
                         continue;
                     }
-                    _ => list.push(gemma_value(raw, pos, depth + 1, max)?),
+                    _ => {
+                        let place = if after_word {
+                            Place::ItemAfterWord
+                        } else {
+                            Place::Item
+                        };
+                        after_word = false;
+                        let item = gemma_value_in(
+                            raw,
+                            pos,
+                            depth + 1,
+                            max,
+                            opened,
+                            place,
+                            &mut after_word,
+                        )?;
+                        list.push(item);
+                    }
                 }
             }
         }
         _ => {
+            if let Some((end, delim)) = orphan_close(raw, *pos, place != Place::Member) {
+                if place == Place::ItemAfterWord {
+                    return None;
+                }
+                let text = raw[*pos..end].to_owned();
+                opened.push((*pos, delim));
+                *pos = end + delim.len();
+                return Some(Value::String(text));
+            }
             let len = b[*pos..]
                 .iter()
                 .position(|&c| matches!(c, b',' | b'}' | b']'))
                 .unwrap_or(b.len() - *pos);
-            let word = raw[*pos..*pos + len].trim();
+            let text = raw[*pos..*pos + len].trim();
             *pos += len;
-            if word.is_empty() {
+            // A delimiter inside a bare word closes a string opened nowhere the reading
+            // could tell: no value keeps it.
+            if text.is_empty() || STRING_DELIMITERS.iter().any(|d| text.contains(d)) {
                 return None;
             }
-            Some(bare_word(word))
+            *word = true;
+            Some(bare_word(text))
         }
     }
+}
+
+/// The closing string delimiter that ends a value at `from` whose opening one was left
+/// out, when it is the one reading ([`gemma_value`]): the first delimiter before any of
+/// `{ } [ ] :` (and, `in_list`, `,`). Its offset and the delimiter. Linear in what it
+/// passes, which a bare word's reading passes too (up to a colon in an object: the next
+/// member's key, read next).
+fn orphan_close(raw: &str, from: usize, in_list: bool) -> Option<(usize, &'static str)> {
+    let b = raw.as_bytes();
+    let mut i = from;
+    while i < b.len() {
+        match b[i] {
+            b'{' | b'}' | b'[' | b']' | b':' => return None,
+            b',' if in_list => return None,
+            b'<' => {
+                if let Some(d) = STRING_DELIMITERS.iter().find(|d| raw[i..].starts_with(**d)) {
+                    return (i > from).then_some((i, *d));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// A bare word as a JSON literal when it is one (`5`, `-2.5`, `true`, `null`), else the

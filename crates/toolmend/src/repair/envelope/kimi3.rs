@@ -12,12 +12,22 @@ use crate::FixKind;
 pub const KIMI3_TOOLS: &str = "<|open|>tools<|sep|>";
 /// What opens one K3 call (`tool="f"` follows).
 pub const KIMI3_CALL: &str = "<|open|>call ";
-/// What ends K3's reply channel (its opener is in the prompt): a marker, so the prose
-/// before it is the content and the channel of calls after it is held back.
-const RESPONSE_CLOSE: &str = "<|close|>response<|sep|>";
+/// What ends K3's reply channel (its opener is normally in the prompt): a marker, so the
+/// prose before it is the content and the channel of calls after it is held back.
+pub const KIMI3_RESPONSE_CLOSE: &str = "<|close|>response<|sep|>";
+/// What opens K3's reply channel when the model writes it: a template token before the
+/// prose, not the prose's.
+pub const KIMI3_RESPONSE_OPEN: &str = "<|open|>response<|sep|>";
+/// What ends K3's message: a marker too (nothing of the reply follows it).
+pub const KIMI3_MESSAGE_CLOSE: &str = "<|close|>message<|sep|>";
 
 pub(super) const DIALECT: Dialect = Dialect {
-    markers: &[KIMI3_TOOLS, KIMI3_CALL, RESPONSE_CLOSE],
+    markers: &[
+        KIMI3_TOOLS,
+        KIMI3_CALL,
+        KIMI3_RESPONSE_CLOSE,
+        KIMI3_MESSAGE_CLOSE,
+    ],
     openers: &[KIMI3_CALL],
     read: Some(read),
     ..Dialect::NONE
@@ -25,10 +35,10 @@ pub(super) const DIALECT: Dialect = Dialect {
 
 /// Channel tokens that carry nothing of a call.
 const CHANNEL_TOKENS: &[&str] = &[
-    RESPONSE_CLOSE,
-    "<|open|>response<|sep|>",
+    KIMI3_RESPONSE_CLOSE,
+    KIMI3_RESPONSE_OPEN,
     "<|close|>tools<|sep|>",
-    "<|close|>message<|sep|>",
+    KIMI3_MESSAGE_CLOSE,
 ];
 
 const TAGS: TypedTags = TypedTags {

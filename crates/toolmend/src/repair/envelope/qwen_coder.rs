@@ -66,6 +66,21 @@ impl Walk<'_> {
                 .map_or(body.len(), |e| v_start + e);
             let (v_end, next) = match body[v_start..next_param].find("</parameter>") {
                 Some(e) => (v_start + e, v_start + e + "</parameter>".len()),
+                None if let Some(d) = drifted_close(&body[v_start..next_param]) => {
+                    // `</parameter1>`, `</parameter_function>`, a bare `</parameter`: the
+                    // closer the model meant, at the value's end (only whitespace before
+                    // the next tag), read as the value's end as the servers read it.
+                    let d_at = v_start + d;
+                    let closer = body[d_at..next_param].trim_end();
+                    fixes.push(
+                        Fix::at(FixKind::DriftedCloseTag, at + body_start + d_at)
+                            .with_detail(closer.to_owned()),
+                    );
+                    if next_param == body.len() && truncated_fn {
+                        truncated = true;
+                    }
+                    (d_at, next_param)
+                }
                 None => {
                     // Missing close tag: the value runs to the next parameter or the end.
                     if next_param == body.len() && truncated_fn {
@@ -108,5 +123,37 @@ impl Walk<'_> {
         self.out.envelope_call = true;
         self.push(Value::Object(args), fixes, Some(name));
         Ok(())
+    }
+}
+
+/// Where a drifted `</parameter` closer stands at the end of `value` (a value whose
+/// `</parameter>` never came): `</parameter`, then only ASCII letters, digits or `_`,
+/// an optional `>`, and whitespace to the end. `None` when the value does not end so.
+fn drifted_close(value: &str) -> Option<usize> {
+    const CLOSER: &str = "</parameter";
+    let t = value.trim_end();
+    let at = t.rfind(CLOSER)?;
+    let tail = &t[at + CLOSER.len()..];
+    let tail = tail.strip_suffix('>').unwrap_or(tail);
+    tail.bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'_')
+        .then_some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drifted_close;
+
+    #[test]
+    fn a_drifted_closer_is_found_only_at_the_value_end() {
+        assert_eq!(drifted_close("\nShanghai\n</parameter1>\n"), Some(10));
+        assert_eq!(
+            drifted_close("\nShanghai\n</parameter_function>\n"),
+            Some(10)
+        );
+        assert_eq!(drifted_close("\nShanghai\n</parameter\n"), Some(10));
+        assert_eq!(drifted_close("a </parameter1> b"), None);
+        assert_eq!(drifted_close("a </parameter-x>"), None);
+        assert_eq!(drifted_close("Shanghai"), None);
     }
 }
