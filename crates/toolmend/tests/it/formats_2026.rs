@@ -335,6 +335,13 @@ fn minicpm5_calls_are_read_and_typed_by_the_schema() {
         vec![ok("get_weather", json!({"city": "<parameter>Oslo"}))],
         None,
     );
+    // Every argument in one `properties` parameter, as Python's literal (vLLM's
+    // test_properties_wrapper): unwrapped, never moved whole into the one missing key.
+    check(
+        "<function name=\"get_weather\"><param name=\"properties\">{'city': 'Lyon', 'days': 2}</param></function>",
+        vec![ok("get_weather", json!({"city": "Lyon", "days": 2}))],
+        None,
+    );
     // A value in CDATA keeps its line breaks and markup.
     check(
         "<function name=\"write_file\"><param name=\"path\">a.html</param><param name=\"content\"><![CDATA[<p>\n</param>\n</p>]]></param></function>",

@@ -1576,6 +1576,46 @@ fn the_one_missing_required_key_takes_the_one_unknown_key_of_its_type() {
 }
 
 #[test]
+fn a_wrapper_given_as_python_literal_text_is_read_and_unwrapped() {
+    // MiniCPM 5 writes `<param name="properties">{'phone_number': '555'}</param>`: the
+    // wrapper's value arrives as text in Python's literal syntax, not JSON.
+    let t = tool(json!({"type": "object", "properties": {
+        "phone_number": {"type": "string"}}, "required": ["phone_number"]}));
+    let c = lax(
+        &t,
+        json!({"properties": "{'phone_number': '555-123-2002'}"}),
+    );
+    assert!(c.issues.is_empty(), "{:?}", c.issues);
+    assert_eq!(c.value, json!({"phone_number": "555-123-2002"}));
+    let f = fix_of(&c, FixKind::ArgumentsUnwrapped);
+    assert!(
+        f.detail.contains("its text read as arguments"),
+        "{}",
+        f.detail
+    );
+    assert!(
+        !c.fixes
+            .iter()
+            .any(|f| f.kind == FixKind::KeyRenamedByStructure)
+    );
+
+    // Text that holds no object of these arguments is not unwrapped, and a wrapper key is
+    // never the home structure gives a missing key: its text was no one argument's value.
+    for text in ["{'page': 2}", "call me at 555", "{'phone_number': '555"] {
+        let c = lax(&t, json!({"properties": text}));
+        assert_eq!(c.value, json!({"properties": text}), "{text}");
+        assert!(
+            issue_kinds(&c.issues).contains(&(IssueKind::MissingRequired, "/phone_number")),
+            "{text}: {:?}",
+            c.issues
+        );
+    }
+    // An ordinary key in the same place still takes the one missing key.
+    let c = lax(&t, json!({"telephone": "555-123-2002"}));
+    assert_eq!(c.value, json!({"phone_number": "555-123-2002"}));
+}
+
+#[test]
 fn two_homes_for_a_key_is_feedback_naming_both() {
     let closed = tool(json!({"type": "object", "properties": {
         "billing_street": {"type": "string"}, "delivery_street": {"type": "string"},

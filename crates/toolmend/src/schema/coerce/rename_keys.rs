@@ -69,6 +69,11 @@ impl<'t> Walker<'t> {
         // A key too short to name anything (`xyz`, `v`) is no evidence: the agent or the
         // corrector says what it meant.
         let named = |u: usize| keys[u].chars().filter(char::is_ascii_alphabetic).count() >= 4;
+        // A key arguments are wrapped in (`properties`, `params` …) holds arguments, never
+        // one argument's value: left beside a missing key, it was not unwrapped for a reason.
+        let wrapper = |u: usize| {
+            super::unwrap_arguments::WRAPPER_KEYS.contains(&keys[u].to_ascii_lowercase().as_str())
+        };
         let required = flat.required();
         let missing: Vec<usize> = (0..props.len())
             .filter(|&c| available[c] && required.contains(&props[c]))
@@ -77,6 +82,7 @@ impl<'t> Walker<'t> {
         // The value must fit as sent: a reading this weak takes no coercion on top.
         if let ([u], [c]) = (left.as_slice(), missing.as_slice())
             && named(*u)
+            && !wrapper(*u)
             && let nodes = flat.property(props[*c])
             && !nodes.is_empty()
             && nodes
