@@ -37,9 +37,9 @@ pub struct Gateway {
 /// A gateway that could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The HTTP client could not be built.
-    #[error("HTTP client: {0}")]
-    Client(#[from] reqwest::Error),
+    /// The upstream client could not be built (its key, its TLS stack).
+    #[error("upstream: {0}")]
+    Client(String),
     /// The correction model's client could not be built.
     #[error("correction model: {0}")]
     Correction(#[from] toolmend_openai::ClientError),
@@ -178,10 +178,10 @@ impl Gateway {
             store,
             fail: guard_config.fail,
         });
-        let upstream = Arc::new(Upstream::new(
-            &config.upstream,
-            config.limits.max_upstream_bytes,
-        )?);
+        let upstream = Arc::new(
+            Upstream::new(&config.upstream, config.limits.max_upstream_bytes)
+                .map_err(StartError::Client)?,
+        );
         let mut pipeline = Pipeline::new(&config)?;
         pipeline.guard = crate::pipeline::guard::GatewayGuard::new(&guard_config, store)
             .map_err(StartError::Guard)?;

@@ -87,14 +87,21 @@ impl SendError {
     fn is_timeout(&self) -> bool {
         let mut cause: Option<&(dyn std::error::Error + 'static)> = match self {
             SendError::Idle | SendError::Body(BodyError::Idle) => return true,
-            SendError::Reqwest(e) => return e.is_timeout(),
+            // reqwest's own timeouts (its read timeout on a body among them) are of a
+            // type of its own, not an `io::Error`.
+            SendError::Reqwest(e) | SendError::Body(BodyError::Reqwest(e)) => {
+                return e.is_timeout();
+            }
             SendError::Direct(e) => Some(e),
             SendError::Body(e) => Some(e),
         };
         while let Some(c) = cause {
-            if c.downcast_ref::<std::io::Error>()
+            let timed_out = c
+                .downcast_ref::<std::io::Error>()
                 .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
-            {
+                || c.downcast_ref::<hyper::Error>()
+                    .is_some_and(hyper::Error::is_timeout);
+            if timed_out {
                 return true;
             }
             cause = c.source();
@@ -130,8 +137,9 @@ impl SendError {
 #[derive(Debug)]
 pub(crate) struct Upstream {
     transport: Transport,
-    /// `upstream.api_key_env`'s value, read once at start.
-    api_key: Option<String>,
+    /// `upstream.api_key_env`'s value, read once at start: as a bearer credential and as
+    /// itself (`api-key`, `x-api-key`), checked to be header values then.
+    api_key: Option<Key>,
     /// The credentials of `upstream.base_url`'s userinfo, as a `Basic` header (they are
     /// not sent in the URL).
     userinfo: Option<HeaderValue>,
@@ -146,6 +154,24 @@ pub(crate) struct Upstream {
     /// The URIs of the paths the fronts post to, parsed once: a URL parsed per request
     /// (host, IDNA, path) cost about a tenth of the gateway's own CPU.
     uris: Vec<(&'static str, Uri)>,
+}
+
+/// The gateway's own key, as the headers that carry it.
+#[derive(Debug)]
+struct Key {
+    /// `Bearer {key}`.
+    bearer: HeaderValue,
+    /// The key itself.
+    raw: HeaderValue,
+}
+
+impl Key {
+    fn new(key: &str) -> Option<Key> {
+        Some(Key {
+            bearer: sensitive(HeaderValue::from_str(&format!("Bearer {key}")).ok()?),
+            raw: sensitive(HeaderValue::from_str(key).ok()?),
+        })
+    }
 }
 
 /// The upstream paths whose URLs are parsed once, at start.
@@ -163,7 +189,7 @@ const MAX_REDIRECTS: usize = 5;
 impl Upstream {
     /// The client for `config` (timeouts, redirect policy, `TCP_NODELAY`); the API key is
     /// read now from `api_key_env`.
-    pub(crate) fn new(config: &config::Upstream, max_bytes: usize) -> Result<Self, reqwest::Error> {
+    pub(crate) fn new(config: &config::Upstream, max_bytes: usize) -> Result<Self, String> {
         Self::with_proxies(config, max_bytes, &Matcher::from_env())
     }
 
@@ -172,7 +198,7 @@ impl Upstream {
         config: &config::Upstream,
         max_bytes: usize,
         proxies: &Matcher,
-    ) -> Result<Self, reqwest::Error> {
+    ) -> Result<Self, String> {
         let base = config.base_url.trim_end_matches('/');
         let parsed = reqwest::Url::parse(&config.base_url).ok();
         let uris = KNOWN_PATHS
@@ -186,7 +212,9 @@ impl Upstream {
         let plain = parsed.as_ref().is_some_and(|u| u.scheme() == "http");
         let transport = match proxied {
             None if plain => Transport::Direct(direct_client(config)),
-            proxy => Transport::Reqwest(reqwest_client(config, proxy.as_ref())?),
+            proxy => Transport::Reqwest(
+                reqwest_client(config, proxy.as_ref()).map_err(|e| without_url(&e))?,
+            ),
         };
         let userinfo = parsed.as_ref().and_then(|u| {
             if u.username().is_empty() && u.password().is_none() {
@@ -200,11 +228,21 @@ impl Upstream {
             .as_ref()
             .map(|u| config::redact_url(&format!("{}://{}", u.scheme(), authority_of(u))))
             .unwrap_or_default();
-        let api_key = config
+        let api_key = match config
             .api_key_env
             .as_deref()
             .and_then(|name| std::env::var(name).ok())
-            .filter(|k| !k.is_empty());
+            .filter(|k| !k.is_empty())
+        {
+            Some(key) => Some(Key::new(&key).ok_or_else(|| {
+                format!(
+                    "the value of {} (upstream.api_key_env) cannot be sent in an HTTP header \
+                     (a line break or a control character in it?): set it to the key alone",
+                    config.api_key_env.as_deref().unwrap_or_default()
+                )
+            })?),
+            None => None,
+        };
         #[cfg(feature = "otel")]
         let server = parsed
             .as_ref()
@@ -256,6 +294,8 @@ impl Upstream {
         *req.method_mut() = method;
         *req.uri_mut() = uri;
         let mut req = UpstreamRequest(req);
+        // What reqwest sent by default; some servers negotiate on it.
+        req.header(header::ACCEPT, HeaderValue::from_static("*/*"));
         if let Some(basic) = &self.userinfo {
             req.header(header::AUTHORIZATION, basic.clone());
         }
@@ -373,20 +413,21 @@ impl Upstream {
             let Some(to) = same_origin_target(&uri, &resp) else {
                 return Ok(resp.map(|b| b.map_err(BodyError::Direct).boxed_unsync()));
             };
-            // As browsers and reqwest do: 307 and 308 repeat the request; 301, 302 and
-            // 303 turn a POST into a GET without a body.
-            let keep = matches!(resp.status().as_u16(), 307 | 308);
+            // As the Fetch standard, browsers and reqwest do: 307 and 308 repeat the
+            // request; 303 turns it into a GET without a body (a HEAD stays), 301 and 302
+            // only a POST.
+            let keep = match resp.status().as_u16() {
+                307 | 308 => true,
+                303 => method == Method::HEAD,
+                _ => method != Method::POST,
+            };
             let mut next = http::Request::new(if keep { body } else { Bytes::new() });
             *next.uri_mut() = to;
             *next.headers_mut() = headers;
             if keep {
                 *next.method_mut() = method;
             } else {
-                *next.method_mut() = if method == Method::HEAD {
-                    Method::HEAD
-                } else {
-                    Method::GET
-                };
+                *next.method_mut() = Method::GET;
                 for h in [header::CONTENT_TYPE, header::CONTENT_LENGTH] {
                     next.headers_mut().remove(h);
                 }
@@ -402,15 +443,9 @@ impl Upstream {
         }
         match (&self.api_key, self.config.api_key_header) {
             (Some(key), ApiKeyHeader::Authorization) => {
-                if let Ok(v) = HeaderValue::from_str(&format!("Bearer {key}")) {
-                    req.header(header::AUTHORIZATION, sensitive(v));
-                }
+                req.header(header::AUTHORIZATION, key.bearer.clone());
             }
-            (Some(key), ApiKeyHeader::ApiKey) => {
-                if let Ok(v) = HeaderValue::from_str(key) {
-                    req.header("api-key", sensitive(v));
-                }
-            }
+            (Some(key), ApiKeyHeader::ApiKey) => req.header("api-key", key.raw.clone()),
             (None, _) => {
                 // The client's own credentials, in whichever header it sent them
                 // (`api-key`: Azure OpenAI and the servers that copy it).
@@ -443,7 +478,7 @@ impl Upstream {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         let key = match (&self.api_key, headers.get("x-api-key"), bearer) {
-            (Some(key), _, _) => HeaderValue::from_str(key).ok(),
+            (Some(key), _, _) => Some(key.raw.clone()),
             (None, Some(key), _) => Some(key.clone()),
             (None, None, Some(token)) => HeaderValue::from_str(token).ok(),
             (None, None, None) => None,
@@ -814,7 +849,8 @@ fn authority_of(u: &reqwest::Url) -> String {
 /// The `Location` of a redirect `resp` to `from`, when it is of the same origin (scheme,
 /// host, port): where `upstream.redirects = "same_origin"` follows it.
 fn same_origin_target<B>(from: &Uri, resp: &http::Response<B>) -> Option<Uri> {
-    if !resp.status().is_redirection() {
+    // The redirects (not 300, 304 or 305: no target to follow).
+    if !matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
         return None;
     }
     let location = resp.headers().get(header::LOCATION)?.to_str().ok()?;
@@ -853,11 +889,18 @@ fn sensitive(mut v: HeaderValue) -> HeaderValue {
     v
 }
 
-/// hyper's pooled client: `TCP_NODELAY`, the connect timeout, HTTP/1.1.
+/// hyper's pooled client: `TCP_NODELAY`, the connect timeout, keepalive, HTTP/1.1.
 fn direct_client(config: &config::Upstream) -> Client<HttpConnector, Full<Bytes>> {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.set_connect_timeout(Some(config::secs(config.connect_timeout_secs)));
+    // reqwest's defaults: a pooled connection to a host that went away fails within about
+    // 30 s (keepalive probes, unacknowledged data), not at the next timeout.
+    http.set_keepalive(Some(Duration::from_secs(15)));
+    http.set_keepalive_interval(Some(Duration::from_secs(15)));
+    http.set_keepalive_retries(Some(3));
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "fuchsia"))]
+    http.set_tcp_user_timeout(Some(Duration::from_secs(30)));
     Client::builder(hyper_util::rt::TokioExecutor::new())
         .timer(hyper_util::rt::TokioTimer::new())
         .pool_timer(hyper_util::rt::TokioTimer::new())
@@ -887,7 +930,8 @@ fn reqwest_client(
                         && to.host_str() == Some(host.as_str())
                         && to.port_or_known_default() == *port
                 });
-                if same && attempt.previous().len() < MAX_REDIRECTS {
+                // `previous` holds the first URL too: at most MAX_REDIRECTS followed.
+                if same && attempt.previous().len() <= MAX_REDIRECTS {
                     attempt.follow()
                 } else {
                     attempt.stop()
@@ -898,7 +942,11 @@ fn reqwest_client(
     let builder = match proxy {
         Some(proxy) => {
             let mut via = reqwest::Proxy::all(proxy.uri().to_string())?;
-            if let Some((user, password)) = proxy.raw_auth() {
+            // An HTTP proxy's credentials (`http://user:pass@proxy:3128`) come as a
+            // header; a SOCKS proxy's as the pair.
+            if let Some(basic) = proxy.basic_auth() {
+                via = via.custom_http_auth(basic.clone());
+            } else if let Some((user, password)) = proxy.raw_auth() {
                 via = via.basic_auth(user, password);
             }
             reqwest::Client::builder().proxy(via)
@@ -920,9 +968,96 @@ mod tests {
     use super::*;
 
     fn upstream_config(base_url: &str) -> config::Upstream {
-        crate::Config::from_toml_and_env(&format!("upstream.base_url = \"{base_url}\""), Vec::new())
-            .unwrap()
-            .upstream
+        config_with(base_url, "")
+    }
+
+    fn config_with(base_url: &str, extra: &str) -> config::Upstream {
+        crate::Config::from_toml_and_env(
+            &format!("upstream.base_url = \"{base_url}\"\n{extra}"),
+            Vec::new(),
+        )
+        .unwrap()
+        .upstream
+    }
+
+    /// A proxy on loopback that reads one request, reports its head, and answers `answer`
+    /// (then holds the connection open until the client lets go).
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the test's own proxy, not a tool"
+    )]
+    async fn proxy_answering(
+        answer: &'static str,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::sync::mpsc::UnboundedReceiver<String>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).await.unwrap() == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let len = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")?
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(0);
+            let mut body = vec![0u8; len];
+            s.read_exact(&mut body).await.unwrap();
+            let _ = tx.send(head);
+            s.write_all(answer.as_bytes()).await.unwrap();
+            let mut rest = [0u8; 64];
+            while matches!(s.read(&mut rest).await, Ok(n) if n > 0) {}
+        });
+        (addr, rx)
+    }
+
+    #[tokio::test]
+    async fn a_proxys_credentials_reach_it_and_a_stall_behind_it_is_a_timeout() {
+        // The head and part of a body, then nothing: reqwest's read timeout, a 504.
+        let (proxy, mut heads) = proxy_answering(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{",
+        )
+        .await;
+        let config = config_with(
+            "http://model.invalid:8000/v1",
+            "upstream.timeout_secs = 0.3",
+        );
+        let proxies = Matcher::builder()
+            .all(format!("http://proxy-user:pa%40ss@{proxy}"))
+            .build();
+        let up = Upstream::with_proxies(&config, 1 << 20, &proxies).unwrap();
+        assert!(matches!(up.transport, Transport::Reqwest(_)));
+        let req = up.post(
+            "/chat/completions",
+            &HeaderMap::new(),
+            &serde_json::json!({}),
+        );
+        let err = up.fetch(req).await.unwrap_err();
+        assert!(matches!(err, GatewayError::UpstreamTimeout), "{err:?}");
+        let head = heads.recv().await.unwrap().to_ascii_lowercase();
+        // base64("proxy-user:pa@ss")
+        assert!(
+            head.contains("proxy-authorization: basic chjvehktdxnlcjpwyubzcw=="),
+            "{head}"
+        );
+    }
+
+    #[test]
+    fn a_key_that_cannot_be_a_header_value_is_refused_at_start() {
+        assert!(Key::new("sk-proj-abc").is_some());
+        assert!(Key::new("sk-proj-abc\n").is_none());
+        assert!(Key::new("sk\u{7f}").is_none());
     }
 
     #[test]
