@@ -119,17 +119,7 @@ impl SendError {
             SendError::Direct(e) => e,
             SendError::Body(e) => e,
         };
-        let mut s = top.to_string();
-        let mut cause = top.source();
-        while let Some(c) = cause {
-            let text = c.to_string();
-            if !s.contains(&text) {
-                s.push_str(": ");
-                s.push_str(&text);
-            }
-            cause = c.source();
-        }
-        s
+        with_causes(top)
     }
 }
 
@@ -813,8 +803,17 @@ fn warn_status(status: u16, path: &str) {
 /// request for url (…)", the "connection refused" is in its sources), without the URL
 /// (it may carry a key in a query string).
 fn without_url(e: &reqwest::Error) -> String {
+    let mut s = with_causes(e);
+    if let Some(url) = e.url() {
+        s = s.replace(url.as_str(), "<upstream>");
+    }
+    s
+}
+
+/// An error's text, then each cause's that it does not already hold, joined by ": ".
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();
-    let mut cause = std::error::Error::source(e);
+    let mut cause = e.source();
     while let Some(c) = cause {
         let text = c.to_string();
         if !s.contains(&text) {
@@ -822,9 +821,6 @@ fn without_url(e: &reqwest::Error) -> String {
             s.push_str(&text);
         }
         cause = c.source();
-    }
-    if let Some(url) = e.url() {
-        s = s.replace(url.as_str(), "<upstream>");
     }
     s
 }
@@ -1083,39 +1079,12 @@ mod tests {
     }
 
     #[tokio::test]
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the test's own proxy, not a tool"
-    )]
     async fn an_upstream_behind_a_proxy_is_reached_through_it() {
-        // A proxy that answers itself and reports the request line it was sent.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let proxy = listener.local_addr().unwrap();
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let (mut s, _) = listener.accept().await.unwrap();
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).await.unwrap() == 1 {
-                head.push(byte[0]);
-            }
-            let head = String::from_utf8_lossy(&head).into_owned();
-            let len = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length: ")?
-                        .parse()
-                        .ok()
-                })
-                .unwrap_or(0);
-            let mut body = vec![0u8; len];
-            s.read_exact(&mut body).await.unwrap();
-            let _ = tx.send(head);
-            let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                          content-length: 10\r\nconnection: close\r\n\r\n{\"via\": 1}";
-            s.write_all(answer.as_bytes()).await.unwrap();
-        });
+        let (proxy, mut heads) = proxy_answering(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+             content-length: 10\r\nconnection: close\r\n\r\n{\"via\": 1}",
+        )
+        .await;
         let config = upstream_config("http://model.invalid:8000/v1");
         let proxies = Matcher::builder().all(format!("http://{proxy}")).build();
         let up = Upstream::with_proxies(&config, 1 << 20, &proxies).unwrap();
@@ -1126,7 +1095,7 @@ mod tests {
         );
         let body = up.fetch(req).await.unwrap();
         assert_eq!(&body[..], br#"{"via": 1}"#);
-        let head = rx.recv().await.unwrap();
+        let head = heads.recv().await.unwrap();
         assert!(
             head.starts_with("POST http://model.invalid:8000/v1/chat/completions HTTP/1.1"),
             "{head}"
