@@ -13,7 +13,7 @@
 #   LIMIT_MB       the bar (default 27; it was 25 until the Messages and Responses
 #                  upstreams and the scripted provider's two new APIs took it to 25.3,
 #                  26 until the gateway's own upstream client took it to 26.2: 0.37 MB
-#                  for 17-32 % less gateway CPU per request, docs/benchmarks.md §16)
+#                  for 12-34 % less gateway CPU per request, docs/benchmarks.md §16)
 set -euo pipefail
 # Paths given are read from where the script was called; the defaults from the repository.
 given=()
