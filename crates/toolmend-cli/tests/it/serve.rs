@@ -796,11 +796,7 @@ fn a_key_variable_that_is_not_set_stops_the_start_naming_it_and_its_key() {
     let gw = Gateway::start(&up.base_url(), &[("TOOLMEND_UPSTREAM__API_KEY_ENV", "")]);
     let resp = chat(gw.addr, &small_request(), PATIENCE).unwrap();
     assert_eq!(resp.status, 200);
-    assert!(
-        gw.stderr().contains("the client's own Authorization"),
-        "{}",
-        gw.stderr()
-    );
+    wait_for_message(&gw, "the client's own Authorization");
     let _ = std::fs::remove_dir_all(config.parent().unwrap());
 }
 
@@ -888,6 +884,17 @@ fn wait_for_log(gw: &Gateway, what: &str, done: impl Fn(&[Value]) -> bool) -> St
     }
 }
 
+/// The gateway's standard error once a line's message holds `needle` (see [`wait_for_log`]).
+fn wait_for_message(gw: &Gateway, needle: &str) -> String {
+    wait_for_log(gw, needle, |lines| {
+        lines.iter().any(|l| {
+            l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(needle))
+        })
+    })
+}
+
 #[test]
 fn an_upstream_without_v1_gets_it_and_the_log_says_so() {
     let up = Upstream::start();
@@ -900,7 +907,7 @@ fn an_upstream_without_v1_gets_it_and_the_log_says_so() {
     );
     let resp = chat(gw.addr, &small_request(), PATIENCE).unwrap();
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
-    let stderr = gw.stderr();
+    let stderr = wait_for_message(&gw, &format!("requests go to {bare}/v1"));
     assert!(
         log_lines(&stderr).iter().any(|l| l["level"] == "INFO"
             && l["fields"]["message"]
@@ -1226,9 +1233,12 @@ fn the_explicit_opt_in_starts_on_a_public_address() {
     let resp = chat(local, &small_request(), PATIENCE).unwrap();
     assert_eq!(resp.status, 200);
     // Said at start, at warn.
-    let stderr = gw.stderr();
+    let stderr = wait_for_message(&gw, "access.allow_unauthenticated = true");
     assert!(
-        stderr.contains("access.allow_unauthenticated = true"),
+        log_lines(&stderr).iter().any(|l| l["level"] == "WARN"
+            && l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("access.allow_unauthenticated = true"))),
         "{stderr}"
     );
     assert!(!stderr.contains("sk-provider-secret"), "{stderr}");
@@ -1271,8 +1281,7 @@ fn client_keys_on_a_public_address_admit_their_clients_only_and_metrics_go_to_th
     );
     let main = request(local, "GET", "/metrics", b"", PATIENCE).unwrap();
     assert_eq!(main.status, 404);
-    let stderr = gw.stderr();
-    assert!(stderr.contains("the keys of 1 client(s): ci;"), "{stderr}");
+    let stderr = wait_for_message(&gw, "the keys of 1 client(s): ci;");
     assert!(
         !stderr.contains("sk-test") && !stderr.contains("sk-provider-secret"),
         "{stderr}"
