@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Serialize, Serializer, ser::SerializeMap};
 use serde_json::{Map, Value, json};
 use toolmend::{
     Toolbox,
@@ -37,31 +38,6 @@ pub(crate) struct CallEntry {
     issues: Vec<(&'static str, String)>,
     /// Issues not listed.
     more_issues: usize,
-}
-
-impl CallEntry {
-    fn to_json(&self) -> Value {
-        let mut o = Map::new();
-        if self.choice > 0 {
-            o.insert("choice".into(), json!(self.choice));
-        }
-        o.insert("id".into(), json!(self.id));
-        o.insert("tool".into(), json!(self.tool));
-        o.insert("status".into(), json!(self.status));
-        o.insert("outcome".into(), json!(self.outcome.as_str()));
-        o.insert("source".into(), json!(self.source.as_str()));
-        o.insert("fixes".into(), json!(self.fixes));
-        let issues: Vec<Value> = self
-            .issues
-            .iter()
-            .map(|(kind, path)| json!({"kind": kind, "path": path}))
-            .collect();
-        o.insert("issues".into(), Value::Array(issues));
-        if self.more_issues > 0 {
-            o.insert("more_issues".into(), json!(self.more_issues));
-        }
-        Value::Object(o)
-    }
 }
 
 /// Counts for the `x-toolmend-*` headers and the metrics.
@@ -269,22 +245,121 @@ impl Summary {
     /// requests; the reasoning taken out of the content; what the request path did to the
     /// history; what the guard decided.
     pub(crate) fn account(&self, notes: &RequestNotes) -> Value {
-        let n = |k: &str| self.outcomes.get(k).copied().unwrap_or(0);
-        json!({
-            "calls": self.calls.iter().map(CallEntry::to_json).collect::<Vec<_>>(),
-            "counts": {
-                "valid": self.valid, "repaired": self.repaired,
-                "unresolved": self.unresolved.len(), "dropped": n("dropped"),
-                "flooded": n("flooded"), "from_text": self.from_text,
+        serde_json::to_value(self.account_view(notes, None)).unwrap_or(Value::Null)
+    }
+
+    /// The account as a serializer writes it, without a JSON tree in between (the JSON
+    /// answer's path splices it into the upstream's bytes); `round_trip`, the server-side
+    /// tools' account, as its last member.
+    pub(crate) fn account_view<'a>(
+        &'a self,
+        notes: &'a RequestNotes,
+        round_trip: Option<&'a Value>,
+    ) -> AccountView<'a> {
+        AccountView {
+            summary: self,
+            history: notes.history.as_deref(),
+            round_trip,
+        }
+    }
+}
+
+/// [`Summary::account`] written member by member, in the order a reader sees.
+pub(crate) struct AccountView<'a> {
+    summary: &'a Summary,
+    history: Option<&'a str>,
+    round_trip: Option<&'a Value>,
+}
+
+impl Serialize for AccountView<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let s = self.summary;
+        let n = |k: &str| s.outcomes.get(k).copied().unwrap_or(0);
+        let mut o = ser.serialize_map(None)?;
+        o.serialize_entry("calls", &s.calls)?;
+        o.serialize_entry(
+            "counts",
+            &Counts {
+                valid: s.valid,
+                repaired: s.repaired,
+                unresolved: s.unresolved.len(),
+                dropped: n("dropped"),
+                flooded: n("flooded"),
+                from_text: s.from_text,
             },
-            "fixes": self.fixes,
-            "re_asks": {"made": self.resolve.re_asks, "calls": self.resolve.re_asked,
-                "failed": self.resolve.failed.as_ref().map(ReAskFailure::to_json)},
-            "corrections": self.resolve.corrections,
-            "reasoning": self.reasoning,
-            "history": notes.history.as_deref().map(history_json),
-            "guard": (!self.guard.policy.is_empty()).then(|| self.guard.to_json()),
-        })
+        )?;
+        o.serialize_entry("fixes", &s.fixes)?;
+        o.serialize_entry(
+            "re_asks",
+            &ReAsks {
+                made: s.resolve.re_asks,
+                calls: &s.resolve.re_asked,
+                failed: s.resolve.failed.as_ref().map(ReAskFailure::to_json),
+            },
+        )?;
+        o.serialize_entry("corrections", &s.resolve.corrections)?;
+        o.serialize_entry("reasoning", &s.reasoning)?;
+        o.serialize_entry("history", &self.history.map(history_json))?;
+        o.serialize_entry(
+            "guard",
+            &(!s.guard.policy.is_empty()).then(|| s.guard.to_json()),
+        )?;
+        if let Some(trip) = self.round_trip {
+            o.serialize_entry("round_trip", trip)?;
+        }
+        o.end()
+    }
+}
+
+#[derive(Serialize)]
+struct Counts {
+    valid: usize,
+    repaired: usize,
+    unresolved: usize,
+    dropped: usize,
+    flooded: usize,
+    from_text: usize,
+}
+
+#[derive(Serialize)]
+struct ReAsks<'a> {
+    made: u32,
+    calls: &'a [String],
+    failed: Option<Value>,
+}
+
+impl Serialize for CallEntry {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        struct Issue<'a>(&'a (&'static str, String));
+        impl Serialize for Issue<'_> {
+            fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+                let mut o = ser.serialize_map(Some(2))?;
+                o.serialize_entry("kind", self.0.0)?;
+                o.serialize_entry("path", &self.0.1)?;
+                o.end()
+            }
+        }
+        struct Issues<'a>(&'a [(&'static str, String)]);
+        impl Serialize for Issues<'_> {
+            fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+                ser.collect_seq(self.0.iter().map(Issue))
+            }
+        }
+        let mut o = ser.serialize_map(None)?;
+        if self.choice > 0 {
+            o.serialize_entry("choice", &self.choice)?;
+        }
+        o.serialize_entry("id", &self.id)?;
+        o.serialize_entry("tool", &self.tool)?;
+        o.serialize_entry("status", self.status)?;
+        o.serialize_entry("outcome", self.outcome.as_str())?;
+        o.serialize_entry("source", self.source.as_str())?;
+        o.serialize_entry("fixes", &self.fixes)?;
+        o.serialize_entry("issues", &Issues(&self.issues))?;
+        if self.more_issues > 0 {
+            o.serialize_entry("more_issues", &self.more_issues)?;
+        }
+        o.end()
     }
 }
 
@@ -324,6 +399,72 @@ fn history_json(note: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use toolmend::message::{CallOutcome, CallSource};
+
+    use super::{CallEntry, Summary};
+    use crate::pipeline::request::RequestNotes;
+
+    /// The account is written member by member: the bytes a client reads, in this order.
+    #[test]
+    fn the_account_is_written_in_the_readers_order() {
+        let mut s = Summary {
+            valid: 1,
+            repaired: 1,
+            from_text: 1,
+            fixes: vec!["number_from_string".into()],
+            reasoning: Some("moved"),
+            ..Summary::default()
+        };
+        s.outcomes.insert("executed", 2);
+        s.calls.push(CallEntry {
+            choice: 0,
+            id: "c1".into(),
+            tool: "get_weather".into(),
+            status: "valid",
+            outcome: CallOutcome::Executed,
+            source: CallSource::ToolCalls,
+            fixes: vec![],
+            issues: vec![],
+            more_issues: 0,
+        });
+        s.calls.push(CallEntry {
+            choice: 1,
+            id: "c\"2".into(),
+            tool: "get_weather".into(),
+            status: "repaired",
+            outcome: CallOutcome::Executed,
+            source: CallSource::Text,
+            fixes: vec!["number_from_string"],
+            issues: vec![("type_mismatch", "/days".into())],
+            more_issues: 3,
+        });
+        let notes = RequestNotes {
+            history: Some("sanitized; actions=1; kinds=id_renamed".into()),
+            changed: false,
+        };
+        let trip = json!({"rounds": 1});
+        let written = serde_json::to_string(&s.account_view(&notes, Some(&trip))).unwrap();
+        assert_eq!(
+            written,
+            concat!(
+                r#"{"calls":[{"id":"c1","tool":"get_weather","status":"valid","#,
+                r#""outcome":"executed","source":"tool_calls","fixes":[],"issues":[]},"#,
+                r#"{"choice":1,"id":"c\"2","tool":"get_weather","status":"repaired","#,
+                r#""outcome":"executed","source":"text","fixes":["number_from_string"],"#,
+                r#""issues":[{"kind":"type_mismatch","path":"/days"}],"more_issues":3}],"#,
+                r#""counts":{"valid":1,"repaired":1,"unresolved":0,"dropped":0,"flooded":0,"#,
+                r#""from_text":1},"fixes":["number_from_string"],"#,
+                r#""re_asks":{"made":0,"calls":[],"failed":null},"corrections":0,"#,
+                r#""reasoning":"moved","#,
+                r#""history":{"sanitized":{"actions":1,"kinds":["id_renamed"]}},"#,
+                r#""guard":null,"round_trip":{"rounds":1}}"#
+            )
+        );
+        // The tree the other fronts extend is the same object.
+        let mut tree = s.account(&notes);
+        tree["round_trip"] = trip;
+        assert_eq!(serde_json::to_string(&tree).unwrap(), written);
+    }
 
     #[test]
     fn the_history_note_reads_as_json() {

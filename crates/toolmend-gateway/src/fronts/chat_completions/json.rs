@@ -49,8 +49,9 @@ pub(crate) struct Answer {
     pub(crate) history: Option<String>,
     /// The round trip's account, with server-side tools.
     pub(crate) round_trip: Option<Value>,
-    /// The `toolmend` object (`calls.account`), when on.
-    pub(crate) account: Option<Value>,
+    /// `calls.account` is on: the `toolmend` object is written from `summary`
+    /// ([`Answer::account`], or straight into the answer's bytes).
+    pub(crate) with_account: bool,
     /// The client's own body went upstream (`upstreams::Original`).
     pub(crate) passed_through: bool,
 }
@@ -63,22 +64,24 @@ pub(crate) async fn respond(
 ) -> Result<Response, GatewayError> {
     let mut a = answer(ex, unchanged).await?;
     // Only a chat completion (a `choices` list) gets it; other JSON passes as it came.
-    let account = a
-        .account
-        .take()
-        .filter(|_| a.response.get("choices").is_some_and(Value::is_array));
+    let with_account = a.with_account && a.response.get("choices").is_some_and(Value::is_array);
+    let notes = a.notes();
     // Nothing mended: the upstream's own bytes go out (no second serialization), the
-    // account added at their end.
-    let spliced = match &account {
-        Some(acc) if !a.changed && a.response.get(ACCOUNT_KEY).is_none() => splice(&a.raw, acc),
-        None if !a.changed => Some(a.raw.clone()),
+    // account written at their end.
+    let spliced = match with_account {
+        true if !a.changed && a.response.get(ACCOUNT_KEY).is_none() => splice(
+            &a.raw,
+            &a.summary.account_view(&notes, a.round_trip.as_ref()),
+        ),
+        false if !a.changed => Some(a.raw.clone()),
         _ => None,
     };
     let mut out = match spliced {
         Some(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
         None => {
-            if let Some(acc) = account {
-                a.response[ACCOUNT_KEY] = acc;
+            if with_account {
+                let account = a.summary.account_view(&notes, a.round_trip.as_ref());
+                a.response[ACCOUNT_KEY] = serde_json::to_value(account).unwrap_or(Value::Null);
             }
             axum::Json(a.response).into_response()
         }
@@ -88,12 +91,27 @@ pub(crate) async fn respond(
 }
 
 impl Answer {
-    /// The same counts as the headers, as JSON: the report at the end of a stream.
-    pub(crate) fn report(&self) -> Value {
-        let notes = crate::pipeline::request::RequestNotes {
+    /// The request path's note, as the report and the account read it.
+    fn notes(&self) -> crate::pipeline::request::RequestNotes {
+        crate::pipeline::request::RequestNotes {
             history: self.history.clone(),
             changed: false,
-        };
+        }
+    }
+
+    /// The `toolmend` object, when `calls.account` is on: the summary's account, the
+    /// round trip's as its last member.
+    pub(crate) fn account(&self) -> Option<Value> {
+        self.with_account.then(|| {
+            let notes = self.notes();
+            serde_json::to_value(self.summary.account_view(&notes, self.round_trip.as_ref()))
+                .unwrap_or(Value::Null)
+        })
+    }
+
+    /// The same counts as the headers, as JSON: the report at the end of a stream.
+    pub(crate) fn report(&self) -> Value {
+        let notes = self.notes();
         let mut report = self.summary.to_json(&notes);
         if let Some(trip) = &self.round_trip {
             report["round_trip"] = trip.clone();
@@ -107,7 +125,7 @@ pub(crate) const ACCOUNT_KEY: &str = "toolmend";
 
 /// `raw` (a JSON object) with `"toolmend": account` added as its last member, its other
 /// bytes as they came; `None` when `raw` does not end with the object's `}`.
-fn splice(raw: &Bytes, account: &Value) -> Option<Bytes> {
+fn splice(raw: &Bytes, account: &impl serde::Serialize) -> Option<Bytes> {
     let end = raw.iter().rposition(|b| !b.is_ascii_whitespace())?;
     if raw[end] != b'}' {
         return None;
@@ -226,14 +244,9 @@ pub(crate) async fn answer(
             upstream_time,
         );
         let mut headers = summary.headers(&ex.notes);
-        let mut account = gw.config.calls.account.then(|| summary.account(&ex.notes));
         let round_trip = trip.as_ref().map(|trip| {
             headers.push(trip.header());
-            let json = trip.to_json();
-            if let Some(a) = account.as_mut() {
-                a["round_trip"] = json.clone();
-            }
-            json
+            trip.to_json()
         });
         return Ok(Answer {
             raw,
@@ -243,7 +256,7 @@ pub(crate) async fn answer(
             summary,
             history: ex.notes.history.clone(),
             round_trip,
-            account,
+            with_account: gw.config.calls.account,
             passed_through,
         });
     }

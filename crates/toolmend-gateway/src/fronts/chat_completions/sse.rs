@@ -560,11 +560,9 @@ impl Transformer {
 /// the first byte.
 pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
     let report = answer.report();
+    let account = answer.account();
     let Answer {
-        response,
-        headers,
-        account,
-        ..
+        response, headers, ..
     } = answer;
     let mut t = Transformer::new(None, usize::MAX, usize::MAX);
     for key in [

@@ -124,9 +124,10 @@ async fn answer(
         ));
     }
     let mut message = convert::completion_to_message(&answer.response, &mut left_out);
+    let account = answer.account();
     let mut toolmend_headers = answer.headers;
     toolmend_headers.extend(translate::left_out_header(&left_out));
-    let account = answer.account.map(|mut a| {
+    let account = account.map(|mut a| {
         a["translation"] = translation(upstream, answer.passed_through, &left_out);
         a
     });

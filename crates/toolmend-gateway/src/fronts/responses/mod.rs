@@ -149,9 +149,10 @@ async fn answer(
         let json = kept::with_answer(history, &answer.response["choices"][0]["message"]);
         kept.keep(id, json).await;
     }
+    let account = answer.account();
     let mut toolmend_headers = answer.headers;
     toolmend_headers.extend(translate::left_out_header(&left_out));
-    if let Some(mut a) = answer.account {
+    if let Some(mut a) = account {
         a["translation"] = translation(upstream, answer.passed_through, &left_out);
         response[ACCOUNT_KEY] = a;
     }
