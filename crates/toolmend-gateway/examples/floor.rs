@@ -20,7 +20,9 @@
 //! (Not `mend` or `guard`: the floor forwards the broken arguments as they are, and the
 //! kind's check of the answer's bytes would fail it.)
 
-use std::{convert::Infallible, net::SocketAddr, process::ExitCode, time::Duration};
+use std::{
+    convert::Infallible, io::Write as _, net::SocketAddr, process::ExitCode, time::Duration,
+};
 
 use axum::{
     Router,
@@ -65,7 +67,7 @@ fn main() -> ExitCode {
             "--listen" => listen = args.next(),
             "--upstream" => upstream = args.next(),
             "-h" | "--help" => {
-                print!("{USAGE}");
+                let _ = write!(std::io::stdout(), "{USAGE}");
                 return ExitCode::SUCCESS;
             }
             other => {
@@ -125,7 +127,9 @@ async fn run(addr: SocketAddr, completions: String) -> ExitCode {
     let router = Router::new()
         .route("/v1/chat/completions", post(forward))
         .with_state(upstream);
-    println!("floor listening on http://{local}/v1");
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "floor listening on http://{local}/v1");
+    let _ = out.flush();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -133,6 +137,8 @@ async fn run(addr: SocketAddr, completions: String) -> ExitCode {
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
+        // A connection's task ends with its connection; the process ends with a signal.
+        #[allow(clippy::disallowed_methods)]
         tokio::spawn(async move {
             // The connection settings of the gateway's `server::listen::serve_one`.
             let mut builder = hyper::server::conn::http1::Builder::new();

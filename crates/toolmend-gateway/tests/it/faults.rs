@@ -1983,3 +1983,62 @@ async fn odd_upstream_answers_are_passed_on_never_a_dropped_connection() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_mended_answer_keeps_the_upstreams_other_bytes_only_its_choice_written_again() {
+    // Pretty-printed, an escaped letter, a float written `1.50`: bytes a tree would write
+    // otherwise. The call's `days` is a string: the choice is mended.
+    let head = "{\n  \"id\": \"chatcmpl-b\",\n  \"object\": \"chat.completion\",\n  \
+                \"created\": 1,\n  \"system_fingerprint\": \"fp_caf\\u00e9\",\n  \"choices\": [";
+    let choice = r#"{"index": 0, "message": {"role": "assistant", "content": null,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather",
+        "arguments": "{\"city\": \"Paris\", \"days\": \"3\"}"}}]}, "finish_reason": "tool_calls"}"#;
+    let tail = "],\n  \"usage\": {\"prompt_tokens\": 10, \"cost\": 1.50}\n}\n";
+    let one = format!("{head}{choice}{tail}");
+    // Two choices: the whole answer is read as a tree (each choice planned).
+    let two = format!(
+        "{head}{choice},{}{tail}",
+        choice.replace("\"index\": 0", "\"index\": 1")
+    );
+    let (url, _) = canned(vec![
+        ("application/json", one.clone()),
+        ("application/json", two),
+    ])
+    .await;
+    let gw = gateway(&url, "calls.account = false").await;
+
+    let text = post(gw, &request(ask(), false)).await.text().await.unwrap();
+    assert!(
+        text.starts_with(head),
+        "the head as the upstream wrote it: {text}"
+    );
+    assert!(
+        text.ends_with(tail),
+        "the tail as the upstream wrote it: {text}"
+    );
+    let body: Value = serde_json::from_str(&text).unwrap();
+    let args = &body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"];
+    let args: Value = serde_json::from_str(args.as_str().unwrap()).unwrap();
+    assert_eq!(
+        args,
+        json!({"city": "Paris", "days": 3}),
+        "the choice mended"
+    );
+    // The same answer read whole means the same JSON.
+    let mut expected: Value = serde_json::from_str(&one).unwrap();
+    expected["choices"][0] = body["choices"][0].clone();
+    assert_eq!(body, expected);
+
+    let text = post(gw, &request(ask(), false)).await.text().await.unwrap();
+    let body: Value = serde_json::from_str(&text).unwrap();
+    for i in 0..2 {
+        let args = &body["choices"][i]["message"]["tool_calls"][0]["function"]["arguments"];
+        let args: Value = serde_json::from_str(args.as_str().unwrap()).unwrap();
+        assert_eq!(
+            args,
+            json!({"city": "Paris", "days": 3}),
+            "choice {i}: {text}"
+        );
+    }
+    assert_eq!(body["system_fingerprint"], "fp_café");
+}

@@ -36,8 +36,11 @@ use crate::{
 pub(crate) struct Answer {
     /// The completion as the upstream sent it (what goes out when nothing changed).
     pub(crate) raw: Bytes,
-    /// The completion, mended.
-    pub(crate) response: Value,
+    /// The completion, mended; `None` when it was read without a tree (one choice that
+    /// needed nothing written: `raw` is the answer). [`Answer::take_response`] reads it.
+    response: Option<Value>,
+    /// Read without a tree, the completion had a `toolmend` member of its own.
+    raw_has_account: bool,
     /// True when `response` differs from `raw`.
     pub(crate) changed: bool,
     /// The `x-toolmend-*` headers.
@@ -64,12 +67,19 @@ pub(crate) async fn respond(
 ) -> Result<Response, GatewayError> {
     let mut a = answer(ex, unchanged).await?;
     // Only a chat completion (a `choices` list) gets it; other JSON passes as it came.
-    let with_account = a.with_account && a.response.get("choices").is_some_and(Value::is_array);
+    let with_account = a.with_account
+        && a.response
+            .as_ref()
+            .is_none_or(|r| r.get("choices").is_some_and(Value::is_array));
+    let has_account = a
+        .response
+        .as_ref()
+        .map_or(a.raw_has_account, |r| r.get(ACCOUNT_KEY).is_some());
     let notes = a.notes();
     // Nothing mended: the upstream's own bytes go out (no second serialization), the
     // account written at their end.
     let spliced = match with_account {
-        true if !a.changed && a.response.get(ACCOUNT_KEY).is_none() => splice(
+        true if !a.changed && !has_account => splice(
             &a.raw,
             &a.summary.account_view(&notes, a.round_trip.as_ref()),
         ),
@@ -79,11 +89,15 @@ pub(crate) async fn respond(
     let mut out = match spliced {
         Some(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
         None => {
-            if with_account {
-                let account = a.summary.account_view(&notes, a.round_trip.as_ref());
-                a.response[ACCOUNT_KEY] = serde_json::to_value(account).unwrap_or(Value::Null);
+            let account = with_account.then(|| {
+                let view = a.summary.account_view(&notes, a.round_trip.as_ref());
+                serde_json::to_value(view).unwrap_or(Value::Null)
+            });
+            let mut response = a.take_response()?;
+            if let Some(account) = account {
+                response[ACCOUNT_KEY] = account;
             }
-            axum::Json(a.response).into_response()
+            axum::Json(response).into_response()
         }
     };
     headers::set_headers(out.headers_mut(), a.headers);
@@ -91,6 +105,18 @@ pub(crate) async fn respond(
 }
 
 impl Answer {
+    /// The completion, mended, as a tree (read from `raw` when it was not built).
+    ///
+    /// # Errors
+    ///
+    /// `UpstreamInvalidJson` when `raw` is not JSON (never, once it was read as a view).
+    pub(crate) fn take_response(&mut self) -> Result<Value, GatewayError> {
+        match self.response.take() {
+            Some(r) => Ok(r),
+            None => read_completion(&self.raw),
+        }
+    }
+
     /// The request path's note, as the report and the account read it.
     fn notes(&self) -> crate::pipeline::request::RequestNotes {
         crate::pipeline::request::RequestNotes {
@@ -184,30 +210,45 @@ pub(crate) async fn answer(
         upstream_time += t.elapsed();
         // Where the server-side tools' call-initiation latency starts.
         let answered_at = Instant::now();
-        let (raw, mut response) = if api == UpstreamApi::ChatCompletions {
-            let response = serde_json::from_slice(&raw)
-                .map_err(|e| GatewayError::UpstreamInvalidJson(e.to_string()))?;
-            (raw, response)
-        } else {
-            // The upstream's answer read as a completion: that is what "as it came" is
-            // for the chat front from here on.
-            let response = upstreams::completion_from(api, &raw)?;
-            (Bytes::from(response.to_string()), response)
-        };
         let mut summary = Summary {
             guard: std::mem::take(&mut guard),
             resolve: std::mem::take(&mut tally),
             ..Summary::default()
         };
         let mut changed = false;
-        let mut first = plan_choices(
-            &ex,
-            &mut response,
-            &mut summary,
-            &mut upstream_time,
-            &mut changed,
-        )
-        .await?;
+        // One choice and no round trip: read without a tree first (one is built only
+        // when something is written back).
+        let viewed = if api == UpstreamApi::ChatCompletions
+            && trip.is_none()
+            && !gw.config.calls.opens_thinking()
+        {
+            plan_viewed(&ex, &raw, &mut summary, &mut upstream_time).await?
+        } else {
+            None
+        };
+        let (mut raw, mut response, mut first, viewed) = match viewed {
+            Some(mut v) => (raw, None, v.first.take(), Some(v)),
+            None => {
+                let (raw, mut response) = if api == UpstreamApi::ChatCompletions {
+                    let response = read_completion(&raw)?;
+                    (raw, response)
+                } else {
+                    // The upstream's answer read as a completion: that is what "as it
+                    // came" is for the chat front from here on.
+                    let response = upstreams::completion_from(api, &raw)?;
+                    (Bytes::from(response.to_string()), response)
+                };
+                let first = plan_choices(
+                    &ex,
+                    &mut response,
+                    &mut summary,
+                    &mut upstream_time,
+                    &mut changed,
+                )
+                .await?;
+                (raw, Some(response), first, None)
+            }
+        };
         if let (Some(trip), Some(toolbox)) = (trip.as_mut(), ex.toolbox.clone())
             && let Some(mended) = first.take()
         {
@@ -227,13 +268,29 @@ pub(crate) async fn answer(
         }
         if let (Some(mended), Some(toolbox)) = (&first, &ex.toolbox) {
             summary.choice = 0;
-            changed |= write_choice(
-                &mut response["choices"][0],
-                mended,
-                &mut summary,
-                toolbox,
-                &ex,
-            );
+            match (response.as_mut(), &viewed) {
+                (Some(tree), _) => {
+                    changed |=
+                        write_choice(&mut tree["choices"][0], mended, &mut summary, toolbox, &ex);
+                }
+                (None, Some(v)) if !writes(mended, v.finish_reason.as_deref()) => {
+                    count_choice(mended, &mut summary, toolbox, &ex);
+                }
+                // Read without a tree: only the choice is read as one, written and put
+                // back in the upstream's bytes where it stood.
+                (None, Some(v)) => {
+                    let mut choice = read_completion(&raw[v.choice.clone()])?;
+                    if write_choice(&mut choice, mended, &mut summary, toolbox, &ex) {
+                        raw = replace_span(&raw, v.choice.clone(), &choice)?;
+                    }
+                }
+                // (Not reached: an answer is read as a tree or as a view.)
+                (None, None) => {
+                    let tree = response.insert(read_completion(&raw)?);
+                    changed |=
+                        write_choice(&mut tree["choices"][0], mended, &mut summary, toolbox, &ex);
+                }
+            }
         }
         let tool_time = trip.as_ref().map_or(Duration::ZERO, |t| t.tool_time);
         m::request(
@@ -251,6 +308,7 @@ pub(crate) async fn answer(
         return Ok(Answer {
             raw,
             response,
+            raw_has_account: viewed.is_some_and(|v| v.has_account),
             changed,
             headers,
             summary,
@@ -352,6 +410,163 @@ pub(crate) fn reason_alone(
     true
 }
 
+/// Counts `mended`'s calls into `summary` and logs them: what every choice gets, written
+/// back or not.
+fn count_choice(mended: &Resolved, summary: &mut Summary, toolbox: &Toolbox, ex: &Exchange) {
+    summary.add(mended, toolbox, &ex.gw.pipeline.labels);
+    ex.log_calls(mended, toolbox);
+}
+
+/// True when [`write_choice`] would change a choice whose `finish_reason` is `finish`:
+/// the message was mended, or the client gets another `finish_reason`.
+fn writes(mended: &Resolved, finish: Option<&str>) -> bool {
+    let has_calls = mended
+        .message
+        .tool_calls
+        .as_ref()
+        .is_some_and(|c| !c.is_empty());
+    mended.changed
+        || wire::finish_reason(finish, has_calls, mended.calls.iter().any(|c| c.from_text))
+            .is_some_and(|f| finish != Some(f))
+}
+
+/// `raw` with the bytes at `span` replaced by `value`, written compact.
+fn replace_span(
+    raw: &Bytes,
+    span: std::ops::Range<usize>,
+    value: &Value,
+) -> Result<Bytes, GatewayError> {
+    let mut out = Vec::with_capacity(raw.len() + 256);
+    out.extend_from_slice(&raw[..span.start]);
+    serde_json::to_writer(&mut out, value)
+        .map_err(|e| GatewayError::UpstreamInvalidJson(e.to_string()))?;
+    out.extend_from_slice(&raw[span.end..]);
+    Ok(Bytes::from(out))
+}
+
+/// The upstream's completion (or a part of it) as a tree.
+fn read_completion(raw: &[u8]) -> Result<Value, GatewayError> {
+    serde_json::from_slice(raw).map_err(|e| GatewayError::UpstreamInvalidJson(e.to_string()))
+}
+
+/// A completion read without a tree: only what planning reads (each choice's message as
+/// its bytes, its `finish_reason`) and whether it has a `toolmend` member; every other
+/// member is skipped unread. A duplicated member fails the read: the tree decides then.
+#[derive(serde::Deserialize)]
+struct CompletionView<'a> {
+    #[serde(borrow)]
+    choices: Option<Vec<&'a serde_json::value::RawValue>>,
+    toolmend: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChoiceView<'a> {
+    #[serde(borrow)]
+    message: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    finish_reason: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// A message's text content, when it is a string (the reasoning policy reads it).
+#[derive(serde::Deserialize)]
+struct ContentView<'a> {
+    #[serde(borrow)]
+    content: Option<&'a serde_json::value::RawValue>,
+}
+
+/// What [`plan_viewed`] read and planned.
+struct Viewed {
+    /// Choice 0, planned, resolved and guarded (`None` without tools).
+    first: Option<Resolved>,
+    /// Where the choice's bytes are in the completion's.
+    choice: std::ops::Range<usize>,
+    finish_reason: Option<String>,
+    has_account: bool,
+}
+
+/// The answer planned without a tree, where that reads the same as [`plan_choices`]: a
+/// completion with exactly one choice whose message reads as an assistant message. `None`
+/// sends the answer the tree's way (more choices, no message, anything unusual, and
+/// without tools a reasoning policy that has something to move).
+async fn plan_viewed(
+    ex: &Exchange,
+    raw: &[u8],
+    summary: &mut Summary,
+    upstream_time: &mut Duration,
+) -> Result<Option<Viewed>, GatewayError> {
+    let Ok(view) = serde_json::from_slice::<CompletionView<'_>>(raw) else {
+        return Ok(None);
+    };
+    let has_account = view.toolmend.is_some();
+    let Some([choice]) = view.choices.as_deref() else {
+        return Ok(None);
+    };
+    // Its place in `raw` (the view borrows from it; anything else goes the tree's way).
+    let start = (choice.get().as_ptr() as usize).wrapping_sub(raw.as_ptr() as usize);
+    let span = start..start + choice.get().len();
+    if raw
+        .get(span.clone())
+        .is_none_or(|b| b != choice.get().as_bytes())
+    {
+        return Ok(None);
+    }
+    let Ok(choice) = serde_json::from_str::<ChoiceView<'_>>(choice.get()) else {
+        return Ok(None);
+    };
+    let Some(message) = choice.message else {
+        return Ok(None);
+    };
+    let finish_reason = choice.finish_reason.as_deref().map(str::to_owned);
+    let Some(toolbox) = &ex.toolbox else {
+        // Without tools only the reasoning policy applies: a text it would split goes the
+        // tree's way.
+        let calls = &ex.gw.config.calls;
+        if calls.mend && calls.reasoning_policy() != ReasoningPolicy::Keep {
+            let Ok(m) = serde_json::from_str::<ContentView<'_>>(message.get()) else {
+                return Ok(None);
+            };
+            if let Some(text) = m.content.filter(|c| c.get().starts_with('"')) {
+                let Ok(text) = serde_json::from_str::<std::borrow::Cow<'_, str>>(text.get()) else {
+                    return Ok(None);
+                };
+                if reasoning::split(&text, None).is_some() {
+                    return Ok(None);
+                }
+            }
+        }
+        return Ok(Some(Viewed {
+            first: None,
+            choice: span,
+            finish_reason,
+            has_account,
+        }));
+    };
+    let Ok(message) = serde_json::from_str::<AssistantMessage>(message.get()) else {
+        return Ok(None);
+    };
+    let cut_off = wire::cut_off(finish_reason.as_deref());
+    let (answered, took) = ex
+        .gw
+        .pipeline
+        .answer(
+            &message,
+            cut_off,
+            &ex.history,
+            toolbox,
+            ex.session(),
+            ex,
+            summary,
+        )
+        .await?;
+    *upstream_time += took;
+    Ok(Some(Viewed {
+        first: Some(answered),
+        choice: span,
+        finish_reason,
+        has_account,
+    }))
+}
+
 /// Writes `mended` into `choice` (its message where it changed, the `finish_reason` the
 /// client gets) and counts it. True when the choice changed.
 pub(crate) fn write_choice(
@@ -361,8 +576,7 @@ pub(crate) fn write_choice(
     toolbox: &Toolbox,
     ex: &Exchange,
 ) -> bool {
-    summary.add(mended, toolbox, &ex.gw.pipeline.labels);
-    ex.log_calls(mended, toolbox);
+    count_choice(mended, summary, toolbox, ex);
     let mut changed = false;
     if mended.changed {
         // The plan took reasoning out of the content: moved, it is what the core strips.

@@ -561,9 +561,12 @@ impl Transformer {
 pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
     let report = answer.report();
     let account = answer.account();
-    let Answer {
-        response, headers, ..
-    } = answer;
+    let mut answer = answer;
+    let response = match answer.take_response() {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let Answer { headers, .. } = answer;
     let mut t = Transformer::new(None, usize::MAX, usize::MAX);
     for key in [
         "id",

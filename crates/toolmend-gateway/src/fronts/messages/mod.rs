@@ -114,16 +114,18 @@ async fn answer(
         headers::set_headers(out.headers_mut(), translate::left_out_header(&left_out));
         return Ok(out);
     }
-    let answer = chat_completions::answer_whole(gw, headers, chat, request_id, original).await?;
+    let mut answer =
+        chat_completions::answer_whole(gw, headers, chat, request_id, original).await?;
+    let completion = answer.take_response()?;
     if answer.passed_through {
         left_out.clear();
     }
-    if !answer.response["choices"].is_array() {
+    if !completion["choices"].is_array() {
         return Err(GatewayError::UpstreamInvalidJson(
             "the upstream answer is not a chat completion (no 'choices')".to_owned(),
         ));
     }
-    let mut message = convert::completion_to_message(&answer.response, &mut left_out);
+    let mut message = convert::completion_to_message(&completion, &mut left_out);
     let account = answer.account();
     let mut toolmend_headers = answer.headers;
     toolmend_headers.extend(translate::left_out_header(&left_out));

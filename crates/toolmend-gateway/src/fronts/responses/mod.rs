@@ -134,19 +134,21 @@ async fn answer(
         headers::set_headers(out.headers_mut(), translate::left_out_header(&left_out));
         return Ok(out);
     }
-    let answer = chat_completions::answer_whole(gw, headers, chat, request_id, original).await?;
+    let mut answer =
+        chat_completions::answer_whole(gw, headers, chat, request_id, original).await?;
+    let completion = answer.take_response()?;
     if answer.passed_through {
         left_out.clear();
     }
-    if !answer.response["choices"].is_array() {
+    if !completion["choices"].is_array() {
         return Err(GatewayError::UpstreamInvalidJson(
             "the upstream answer is not a chat completion (no 'choices')".to_owned(),
         ));
     }
-    let mut response = convert::completion_to_response(&answer.response, &request);
+    let mut response = convert::completion_to_response(&completion, &request);
     response["id"] = json!(id);
     if let Some(history) = keep {
-        let json = kept::with_answer(history, &answer.response["choices"][0]["message"]);
+        let json = kept::with_answer(history, &completion["choices"][0]["message"]);
         kept.keep(id, json).await;
     }
     let account = answer.account();
