@@ -692,6 +692,40 @@ fn dsml_calls_are_read_each_value_by_its_string_flag() {
 }
 
 #[test]
+fn a_dsml_invoke_whose_body_is_a_json_object_takes_it_for_its_arguments() {
+    // No parameter tags, one JSON object between the invoke's tags: the arguments.
+    for block in ["tool_calls", "function_calls"] {
+        check(
+            &format!(
+                "Looking it up.\n<｜DSML｜{block}>\n<｜DSML｜invoke name=\"get_weather\">\n{{\"city\": \"Oslo\", \"days\": 2}}\n</｜DSML｜invoke>\n</｜DSML｜{block}>"
+            ),
+            vec![ok("get_weather", json!({"city": "Oslo", "days": 2}))],
+            Some("Looking it up."),
+        );
+    }
+    // Repaired as any JSON arguments (a trailing comma, single quotes).
+    check(
+        "<｜DSML｜tool_calls><｜DSML｜invoke name=\"get_time\">{'zone': 'CET',}</｜DSML｜invoke></｜DSML｜tool_calls>",
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        None,
+    );
+    // Not one object alone: nothing is taken from the body (the call gets feedback).
+    let (calls, _) = plan(
+        "<｜DSML｜tool_calls><｜DSML｜invoke name=\"get_time\">{\"zone\": \"CET\"} or UTC</｜DSML｜invoke></｜DSML｜tool_calls>",
+    );
+    assert_eq!(
+        calls,
+        vec![("get_time".to_owned(), Some(json!({})), "feedback")]
+    );
+    // Parameter tags beside an object: the tags are the arguments.
+    check(
+        "<｜DSML｜tool_calls><｜DSML｜invoke name=\"get_time\">{\"zone\": \"UTC\"}<｜DSML｜parameter name=\"zone\" string=\"true\">CET</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜tool_calls>",
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        None,
+    );
+}
+
+#[test]
 fn a_damaged_dsml_wrapper_before_the_real_block_is_no_content() {
     // DeepSeek V4 sometimes writes a broken wrapper before its real one (SGLang's
     // detector tests these): the call is read, and the content ends where the first DSML

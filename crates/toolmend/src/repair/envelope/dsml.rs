@@ -115,14 +115,53 @@ impl Walk<'_> {
             .map(|i| body_start + i);
         let body = &rest[body_start..close.unwrap_or(next)];
         let truncated_call = close.is_none() && next == rest.len();
+        self.out.envelope_call = true;
+        let end = at + body_start + body.len() + close.map_or(0, |_| t.invoke_close.len());
+        if let Some((args, fixes)) = self.json_body(t, body, at, at + body_start) {
+            self.pos = end;
+            self.push(args, fixes, name);
+            return Ok(());
+        }
         // Text values are typed by the tool's schema afterwards, as the servers' parsers
         // type them (a `string` property keeps the text as it is).
         let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, at).with_detail(t.what)];
         let args = self.read_typed_params(t, body, at + body_start, truncated_call, &mut fixes);
-        self.out.envelope_call = true;
-        self.pos = at + body_start + body.len() + close.map_or(0, |_| t.invoke_close.len());
+        self.pos = end;
         self.push(Value::Object(args), fixes, name);
         Ok(())
+    }
+
+    /// An invoke whose body is one JSON object and no parameter tag
+    /// (`<｜DSML｜invoke name="f">{"k": "v"}</｜DSML｜invoke>`): the object is the arguments,
+    /// read (and repaired, every fix kept) as any call's JSON arguments. `None` when the
+    /// body holds a parameter tag or is not one object alone.
+    fn json_body(
+        &self,
+        t: &TypedTags,
+        body: &str,
+        at: usize,
+        base: usize,
+    ) -> Option<(Value, Vec<Fix>)> {
+        let trimmed = body.trim_start();
+        if !trimmed.starts_with('{') || body.contains(t.param) {
+            return None;
+        }
+        let mut p = Parser::new(
+            trimmed,
+            base + body.len() - trimmed.len(),
+            self.opts.max_depth,
+        );
+        let v = p.parse_value(Ctx::Top, 0).ok()?;
+        p.skip_ws();
+        if !p.at_end() || !v.value.is_object() {
+            return None;
+        }
+        let mut fixes = vec![
+            Fix::at(FixKind::ToolCallTagUnwrapped, at)
+                .with_detail(format!("{}: a JSON body", t.what)),
+        ];
+        fixes.append(&mut p.fixes);
+        Some((v.value, fixes))
     }
 
     fn read_typed_params(
