@@ -197,6 +197,57 @@ fn qwen3_xml_parameters_are_typed_by_the_schema() {
 }
 
 #[test]
+fn an_xml_value_written_as_json_is_text_for_a_string_property() {
+    // Every key/value-tag dialect: `content` is a string (the JSON text as written, not an
+    // object refused by the schema), `meta` an object (the JSON read), `lines` an array.
+    let (content, meta, lines) = ("{\"key\": \"value\"}", "{\"mode\": \"0644\"}", "[1, 2]");
+    let texts = [
+        format!(
+            "<tool_calls><tool_call>write_file<tool_sep><arg_key>path</arg_key><arg_value>a.json</arg_value><arg_key>content</arg_key><arg_value>{content}</arg_value><arg_key>meta</arg_key><arg_value>{meta}</arg_value><arg_key>lines</arg_key><arg_value>{lines}</arg_value></tool_call></tool_calls>"
+        ),
+        format!(
+            "<tool_calls:6124c78e><tool_call:6124c78e>write_file<tool_sep:6124c78e><arg_key:6124c78e>path</arg_key:6124c78e><arg_value:6124c78e>a.json</arg_value:6124c78e><arg_key:6124c78e>content</arg_key:6124c78e><arg_value:6124c78e>{content}</arg_value:6124c78e><arg_key:6124c78e>meta</arg_key:6124c78e><arg_value:6124c78e>{meta}</arg_value:6124c78e><arg_key:6124c78e>lines</arg_key:6124c78e><arg_value:6124c78e>{lines}</arg_value:6124c78e></tool_call:6124c78e></tool_calls:6124c78e>"
+        ),
+        format!(
+            "<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>a.json</arg_value>\n<arg_key>content</arg_key>\n<arg_value>{content}</arg_value>\n<arg_key>meta</arg_key>\n<arg_value>{meta}</arg_value>\n<arg_key>lines</arg_key>\n<arg_value>{lines}</arg_value>\n</tool_call>"
+        ),
+        format!(
+            "<tool_call>\n<function=write_file>\n<parameter=path>\na.json\n</parameter>\n<parameter=content>\n{content}\n</parameter>\n<parameter=meta>\n{meta}\n</parameter>\n<parameter=lines>\n{lines}\n</parameter>\n</function>\n</tool_call>"
+        ),
+        format!(
+            "<minimax:tool_call>\n<invoke name=\"write_file\">\n<parameter name=\"path\">a.json</parameter>\n<parameter name=\"content\">{content}</parameter>\n<parameter name=\"meta\">{meta}</parameter>\n<parameter name=\"lines\">{lines}</parameter>\n</invoke>\n</minimax:tool_call>"
+        ),
+        format!(
+            "<function name=\"write_file\"><param name=\"path\">a.json</param><param name=\"content\">{content}</param><param name=\"meta\">{meta}</param><param name=\"lines\">{lines}</param></function>"
+        ),
+        format!(
+            "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"write_file\"><steptml:parameter name=\"path\">a.json</steptml:parameter><steptml:parameter name=\"content\">{content}</steptml:parameter><steptml:parameter name=\"meta\">{meta}</steptml:parameter><steptml:parameter name=\"lines\">{lines}</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>"
+        ),
+    ];
+    for text in &texts {
+        check(
+            text,
+            vec![ok(
+                "write_file",
+                json!({"path": "a.json", "content": content, "meta": {"mode": "0644"}, "lines": [1, 2]}),
+            )],
+            None,
+        );
+    }
+    // A key the schema does not type: JSON is read as such, other text kept.
+    let open = CompiledTool::compile("open", "", &json!({"type": "object"})).unwrap();
+    let tools = Toolbox::from_tools([open]).unwrap();
+    let (calls, _) = plan_with(
+        &tools,
+        "<tool_call>open\n<arg_key>opts</arg_key>\n<arg_value>{\"a\": [1]}</arg_value>\n<arg_key>name</arg_key>\n<arg_value>{not json</arg_value>\n</tool_call>",
+    );
+    assert_eq!(
+        calls,
+        vec![ok("open", json!({"opts": {"a": [1]}, "name": "{not json"}))]
+    );
+}
+
+#[test]
 fn harmony_calls_are_read_and_analysis_is_reasoning() {
     let text = "<|channel|>analysis<|message|>User wants weather. Maybe {\"city\": \"Nice\"}.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>";
     check(
