@@ -462,7 +462,8 @@ impl ContentGate {
                     if let Some(t) = markers::thinking_tag_at(text, i) {
                         return Scan::Tag(i, t);
                     }
-                    if markers::may_start_marker(&text[i..]) {
+                    if markers::may_start_marker(&text[i..]) || markers::dsml_token_pending(text, i)
+                    {
                         // The rest may still grow into a marker (`<|message_sep|>\n\nfunc`
                         // of GigaChat 3's): nothing after it is released before it is
                         // decided; a marker inside it holds from here.

@@ -806,6 +806,71 @@ fn a_damaged_dsml_wrapper_before_the_real_block_is_no_content() {
         let alone = format!("Checking files.\n\n{junk}done");
         check(&alone, vec![], Some(alone.as_str()));
     }
+    // Any other damaged DSML token right before the block (only whitespace between) is
+    // the model's broken opener too.
+    for junk in [
+        "<｜DSML｜ SugarPanel>\n",
+        "<｜DSML｜>\n\n",
+        "<｜DSML｜toolcalls> <｜DSML｜ x>\n",
+    ] {
+        for prose in ["", "Checking files.\n\n"] {
+            for text in [
+                format!("{prose}{junk}<｜DSML｜tool_calls>\n{call}\n</｜DSML｜tool_calls>"),
+                format!("{prose}{junk}{call}"),
+            ] {
+                check(
+                    &text,
+                    vec![ok("get_weather", json!({"city": "SF"}))],
+                    (!prose.is_empty()).then_some("Checking files."),
+                );
+            }
+        }
+    }
+    // The token's removal is recorded on the message.
+    let message = AssistantMessage {
+        content: Some(Some(Content::Text(format!(
+            "Checking files.\n\n<｜DSML｜ SugarPanel>\n{call}"
+        )))),
+        ..AssistantMessage::default()
+    };
+    let ctx = ValidationContext::new("", Phase::Initial);
+    let p = message::plan_assistant(
+        &message,
+        &[],
+        &[],
+        false,
+        &tools(),
+        &PlanOptions::default(),
+        &ctx,
+    );
+    assert!(
+        p.shape
+            .message_fixes
+            .iter()
+            .any(|f| f.kind == toolmend::FixKind::SpecialTokensStripped
+                && f.detail.contains("damaged DSML token")),
+        "{:?}",
+        p.shape.message_fixes
+    );
+    // A damaged token quoted, or with more prose after it on its line, is prose: the
+    // content keeps it whole, and the call after it is read.
+    for prose in [
+        "Example: '<｜DSML｜toolcalls>'",
+        "Example: \"<｜DSML｜tool_calls\"",
+        "Example: “<｜DSML｜toolcalls>”",
+        "Example: ‘<｜DSML｜function_calls’",
+        "The <｜DSML｜toolcalls> tag is a typo.",
+        "Example: '<｜DSML｜ SugarPanel>'",
+    ] {
+        let text = format!("{prose}\n<｜DSML｜tool_calls>\n{call}\n</｜DSML｜tool_calls>");
+        check(
+            &text,
+            vec![ok("get_weather", json!({"city": "SF"}))],
+            Some(prose),
+        );
+        let alone = format!("{prose}\n");
+        check(&alone, vec![], Some(alone.as_str()));
+    }
     // Prose that names the bare token keeps it, and the call in another format is read.
     let prose = "The template writes <｜DSML｜ before each tag. Let me search.";
     check(

@@ -17,18 +17,21 @@ use crate::{Fix, FixKind};
 pub const DSML_INVOKE: &str = "<｜DSML｜invoke";
 
 /// What opens a block of calls: V3.2's and V4's.
-const BLOCKS: [&str; 2] = ["<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"];
+pub const DSML_BLOCKS: [&str; 2] = ["<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"];
+
+/// What every DSML token begins with.
+pub const DSML_TOKEN: &str = "<｜DSML｜";
 
 /// The beginnings of a DSML wrapper, whole or damaged. A damaged wrapper the model wrote
 /// before its real block (`<｜DSML｜toolcalls>`, `<｜DSML｜tool_calls` cut before its `>`)
 /// is no prose: the content ends where it begins. A text with one and no call read stays
 /// as it was written. A bare `<｜DSML｜` (prose naming the token) is no marker.
-const DSML_WRAPPERS: [&str; 2] = ["<｜DSML｜tool", "<｜DSML｜function"];
+pub const DSML_WRAPPERS: [&str; 2] = ["<｜DSML｜tool", "<｜DSML｜function"];
 
 pub(super) const DIALECT: Dialect = Dialect {
     markers: &[
-        BLOCKS[0],
-        BLOCKS[1],
+        DSML_BLOCKS[0],
+        DSML_BLOCKS[1],
         DSML_INVOKE,
         DSML_WRAPPERS[0],
         DSML_WRAPPERS[1],
@@ -59,7 +62,7 @@ const TAGS: TypedTags = TypedTags {
 fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
     let at = w.pos;
     let rest = w.rest();
-    if let Some(block) = BLOCKS.iter().find(|b| rest.starts_with(*b)) {
+    if let Some(block) = DSML_BLOCKS.iter().find(|b| rest.starts_with(*b)) {
         w.out.envelope_call = true;
         w.global(FixKind::ToolCallTagUnwrapped, at);
         w.pos = at + block.len();
