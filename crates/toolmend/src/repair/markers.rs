@@ -40,7 +40,10 @@ pub use super::envelope::{
     dsml::{DSML_BLOCKS, DSML_INVOKE, DSML_TOKEN, DSML_WRAPPERS},
     functools::FUNCTOOLS,
     gemma::{GEMMA_CALL, GEMMA_CALL_START, TOOL_CODE_LANGS},
-    gemma4::GEMMA4_CALL_START,
+    gemma4::{
+        GEMMA4_CALL_START, GEMMA4_DEGRADED_START, GEMMA4_STRING, at_line_start, bare_call_at,
+        bare_call_read,
+    },
     gigachat::{GIGACHAT_CALL, GIGACHAT_ROLE},
     harmony::{HARMONY_CHANNEL, HARMONY_MESSAGE},
     hermes::TOOL_CALL_TAGS,
@@ -645,15 +648,32 @@ pub fn first_call_marker(text: &str) -> Option<usize> {
         return Some(start);
     }
     let mut code = Code::default();
+    // A Gemma 4 call without its opener is read once at most (the walk reads no other
+    // after one that does not read): only the first with the evidence counts.
+    let mut bare_seen = false;
     (0..b.len()).find(|&i| {
         let prose = code.step(text, i, true) != InCode::Yes;
         match b[i] {
             b'`' => opening(&text[i..]) == Some(true),
             b'{' => prose && opening(&text[i..]) == Some(true),
-            b'<' | b'[' => prose && prose_call_marker_at(text, i).is_some(),
+            b'<' if prose && prose_call_marker_at(text, i).is_some() => true,
+            b'<' | b'c' if prose && !bare_seen => {
+                let line = b[i] == b'c' && i > start && at_line_start(b, i);
+                (line || b[i] == b'<') && bare_call_at(text, i, line) == Some(true) && {
+                    bare_seen = true;
+                    gemma4_bare_call_reads(text, i)
+                }
+            }
+            b'[' => prose && prose_call_marker_at(text, i).is_some(),
             _ => false,
         }
     })
+}
+
+/// True when the Gemma 4 call without its opener at `at` ([`bare_call_at`]) reads whole
+/// (its braces close): the walk reads it as a call.
+fn gemma4_bare_call_reads(text: &str, at: usize) -> bool {
+    bare_call_read(text, at, super::RepairOptions::default().max_depth).is_some()
 }
 
 /// True when `rest` starts with a fence whose first line after its info string opens

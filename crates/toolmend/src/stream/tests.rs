@@ -833,6 +833,43 @@ fn a_damaged_dsml_token_before_the_block_is_held_and_a_quoted_one_goes_out() {
 }
 
 #[test]
+fn a_gemma4_call_without_its_opener_is_held_and_prose_about_one_goes_out() {
+    // Held from `<call>` or the line's `call:` once the body shows `<|"|>`, split
+    // anywhere; the prose before it goes out, as the plan keeps it.
+    for (prose, call) in [
+        ("Checking.", "\n<call>get_weather{city:<|\"|>Paris<|\"|>}"),
+        ("some prose", "\ncall:bash{command:<|\"|>make -j8<|\"|>}"),
+    ] {
+        let whole = format!("{prose}{call}");
+        assert_eq!(
+            crate::message::prose_before_calls(&whole).as_deref(),
+            Some(prose)
+        );
+        let cuts: Vec<usize> = (1..whole.len())
+            .filter(|&c| whole.is_char_boundary(c))
+            .collect();
+        for (k, &a) in cuts.iter().enumerate() {
+            for &b in cuts[k..].iter().step_by(5) {
+                let (out, held) = run(&[&whole[..a], &whole[a..b], &whole[b..]]);
+                assert_eq!(out, prose, "cut at {a}, {b}: {whole:?}");
+                assert_eq!(held.as_deref(), Some(call), "cut at {a}, {b}");
+            }
+        }
+    }
+    // Without the delimiter (its braces close first), or mid-line: prose, all of it.
+    for text in [
+        "some prose\ncall:get_weather{city:Paris} and more",
+        "The tag <call>get_weather{days:3} is shown here.",
+        "Gemma writes call:f{q:<|\"|>x<|\"|>} inline.",
+    ] {
+        for a in (1..text.len()).filter(|&a| text.is_char_boundary(a)) {
+            let (out, held) = run(&[&text[..a], &text[a..]]);
+            assert_eq!((out.as_str(), held), (text, None), "cut at {a}");
+        }
+    }
+}
+
+#[test]
 fn calls_that_open_only_a_text_are_held_there_and_prose_elsewhere() {
     // Issue 29: a bare `<invoke name=` (MiniMax writes it inside `<minimax:tool_call>`),
     // Phi-4-mini's `functools[` and GigaChat 3's role header begin a call only at the

@@ -556,6 +556,11 @@ fn family_readers_stay_linear() {
         "<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": ",
         "functools[{\"name\": \"get_time\", ",
         "text <invoke name=\"get_weather\"><parameter name=\"city\">",
+        "<call>get_weather{city:<|\"|>",
+        "prose\ncall:get_weather{city:<|\"|>x",
+        "prose\ncall:get_weather{days:{",
+        "<｜DSML｜ SugarPanel>\n",
+        "'<｜DSML｜toolcalls>'\n",
     ];
     let tools = tools();
     for unit in units {
@@ -563,6 +568,7 @@ fn family_readers_stay_linear() {
         crate::work::assert_linear(unit, small.as_str(), large.as_str(), |text| {
             let _ = repair(text, &RepairOptions::default());
             let _ = message::read_calls_in_str(text, &tools, &RepairOptions::default());
+            let _ = message::prose_before_calls(text);
         });
     }
 }
@@ -683,6 +689,60 @@ fn gemma4_calls_are_read() {
     // Prose about a call, without its token, is prose.
     let prose = "Gemma 4 writes call:get_weather{city:<|\"|>Paris<|\"|>} between its tokens.";
     check(prose, vec![], Some(prose));
+}
+
+#[test]
+fn a_gemma4_call_without_its_opener_is_read_by_its_string_delimiter() {
+    // `<|tool_call>` degraded into `<call>` (with or without `call:`), or missing before a
+    // `call:` at a line's start after prose: Gemma's `<|"|>`, a token only its calls emit,
+    // tells the call from prose about one.
+    let cases = [
+        ("<call>get_weather{city:<|\"|>Paris<|\"|>}", None),
+        (
+            "<call>call:get_weather{city:<|\"|>Paris<|\"|>,days:2}",
+            None,
+        ),
+        (
+            "Checking.\n<call>get_weather{city:<|\"|>Paris<|\"|>}",
+            Some("Checking."),
+        ),
+        (
+            "some prose\ncall:get_weather{city:<|\"|>Paris<|\"|>}",
+            Some("some prose"),
+        ),
+        (
+            "Let me look.\n\n  call:get_weather{days:2,city:<|\"|>Paris<|\"|>}",
+            Some("Let me look."),
+        ),
+    ];
+    for (text, content) in cases {
+        let args = if text.contains("days") {
+            json!({"city": "Paris", "days": 2})
+        } else {
+            json!({"city": "Paris"})
+        };
+        check(text, vec![ok("get_weather", args)], content);
+        let r = repair(text, &RepairOptions::default()).unwrap();
+        let f = r.calls[0]
+            .fixes
+            .iter()
+            .find(|f| f.kind == toolmend::FixKind::MissingCallOpener)
+            .unwrap_or_else(|| panic!("{text}: {:?}", r.calls[0].fixes));
+        assert_eq!(f.safety(), toolmend::Safety::Unsafe);
+    }
+    // Without the delimiter, mid-line, braces never closed, or an unknown tool: prose.
+    for text in [
+        "<call>get_weather{days:3}",
+        "some prose\ncall:get_weather{city:Paris}",
+        "Gemma writes call:get_weather{city:<|\"|>Paris<|\"|>}",
+        "some prose\ncall:get_weather{city:<|\"|>Paris<|\"|>",
+        "some prose\ncall:get_weather{city:<|\"|>Paris",
+        "some prose\ncall:no_such_tool{q:<|\"|>x<|\"|>}",
+        "<call>no_such_tool{q:<|\"|>x<|\"|>}",
+        "The <call> tag: <call>get_weather{city:<|\"|>Paris<|\"|>} and more prose.",
+    ] {
+        check(text, vec![], Some(text));
+    }
 }
 
 #[test]
