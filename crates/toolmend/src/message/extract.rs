@@ -309,10 +309,10 @@ fn type_xml_parameters(args: &mut Value, parameters: &Value) {
 /// (read strictly), else the text.
 fn untyped_xml_value(text: &str) -> Value {
     let t = text.trim();
-    if t.starts_with('{') || t.starts_with('[') {
-        if let Ok(v) = serde_json::from_str::<Value>(t) {
-            return v;
-        }
+    if (t.starts_with('{') || t.starts_with('['))
+        && let Ok(v) = serde_json::from_str::<Value>(t)
+    {
+        return v;
     }
     Value::String(text.to_owned())
 }
