@@ -478,6 +478,8 @@ pub fn prose_markers(text: &str) -> ProseMarkers {
 }
 
 /// The byte offsets where each call of a block begins ([`CALL_OPENERS`]), in order.
+/// A Gemma 4 call without its opener before the first of them starts a part at the
+/// text's start.
 /// An opener that is no call marker by itself (a bare `<invoke name=`) counts only at the
 /// start of the text or after a call marker: after prose it is prose. A marker shown in
 /// Markdown code before the first one outside it ([`prose_markers`]) begins no call.
@@ -498,6 +500,17 @@ pub fn call_openers(text: &str) -> Vec<usize> {
             out.push(i);
         }
         marked |= marker;
+    }
+    // A Gemma 4 call without its opener before the first opener ([`bare_call_at`]) is
+    // read with the text before it (its line start tells it: a segment of its own would
+    // start with it), not left out of every segment.
+    if let Some(&o) = out.first()
+        && o > start
+        && let Some(p) = first_call_marker(text)
+        && p < o
+        && bare_call_at(text, p, b[p] != b'<') == Some(true)
+    {
+        out.insert(0, 0);
     }
     out
 }

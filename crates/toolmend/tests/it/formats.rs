@@ -730,6 +730,15 @@ fn a_gemma4_call_without_its_opener_is_read_by_its_string_delimiter() {
             .unwrap_or_else(|| panic!("{text}: {:?}", r.calls[0].fixes));
         assert_eq!(f.safety(), toolmend::Safety::Unsafe);
     }
+    // Before a call with its opener: both are read (the prose before them kept).
+    check(
+        "prose\ncall:get_weather{city:<|\"|>Paris<|\"|>}\n<|tool_call>call:get_time{zone:<|\"|>CET<|\"|>}<tool_call|>",
+        vec![
+            ok("get_weather", json!({"city": "Paris"})),
+            ok("get_time", json!({"zone": "CET"})),
+        ],
+        Some("prose"),
+    );
     // Without the delimiter, mid-line, braces never closed, or an unknown tool: prose.
     for text in [
         "<call>get_weather{days:3}",
