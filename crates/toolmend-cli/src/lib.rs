@@ -41,7 +41,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// string_to_number, string_to_integer, string_to_boolean, csv_split,
 /// json_text_encoded, escapes_kept_literal, key_renamed, key_renamed_by_tokens,
 /// key_renamed_by_description, key_renamed_by_structure, date_normalized,
-/// merged_call_split, duplicate_key_conflict, tool_name_inferred, drifted_close_tag.
+/// merged_call_split, duplicate_key_conflict, tool_name_inferred, drifted_close_tag,
+/// missing_call_opener.
 /// `mend --strict` turns off every repair of the text and every coercion
 /// (tool_name_fixed stays); `mend --coerce NAME=false` one coercion; the libraries
 /// switch each coercion (Rust `Coercions`, Python `coerce=`), and so does the gateway,

@@ -70,6 +70,11 @@ fix_kinds! {
     /// as the model servers read it; the detail names it. A reading was chosen (the text
     /// could have been the value's), so the fix is not safe.
     DriftedCloseTag = "drifted_close_tag", Unsafe;
+    /// A Gemma 4 call written without its `<|tool_call>` token (degraded into `<call>`,
+    /// or a bare `call:f{…}` on a line after prose), read because its body uses Gemma's
+    /// string delimiter `<|"|>`, a token emitted only in calls; the detail says which. The
+    /// token that marks a call was not written, so the fix is not safe.
+    MissingCallOpener = "missing_call_opener", Unsafe;
     /// A pythonic call `f(a=1)` was read as arguments.
     PythonicCallRead = "pythonic_call_read", Safe;
     /// The arguments were a JSON string holding the JSON object.

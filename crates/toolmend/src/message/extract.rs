@@ -287,31 +287,49 @@ fn find_tool<'t>(name: &str, tools: &'t Toolbox) -> Option<&'t crate::schema::Co
     }
 }
 
-/// Types every string parameter of `args` by its property's schema (`parameters`).
+/// Types every string parameter of `args` by its property's schema (`parameters`). A
+/// parameter the schema does not type (no property, or no type) is an object or array
+/// when its text is one in JSON, else its text.
 fn type_xml_parameters(args: &mut Value, parameters: &Value) {
-    let (Some(map), Some(props)) = (
-        args.as_object_mut(),
-        parameters.get("properties").and_then(Value::as_object),
-    ) else {
+    let Some(map) = args.as_object_mut() else {
         return;
     };
+    let props = parameters.get("properties").and_then(Value::as_object);
     for (key, value) in map.iter_mut() {
-        if let (Value::String(text), Some(prop)) = (&*value, props.get(key)) {
-            *value = typed_xml_value(text, prop);
+        if let Value::String(text) = &*value {
+            *value = match props.and_then(|p| p.get(key)) {
+                Some(prop) => typed_xml_value(text, prop),
+                None => untyped_xml_value(text),
+            };
         }
     }
+}
+
+/// A parameter's text where no type is known: an object or array when it is one in JSON
+/// (read strictly), else the text.
+fn untyped_xml_value(text: &str) -> Value {
+    let t = text.trim();
+    if (t.starts_with('{') || t.starts_with('['))
+        && let Ok(v) = serde_json::from_str::<Value>(t)
+    {
+        return v;
+    }
+    Value::String(text.to_owned())
 }
 
 /// An XML-style parameter's text read by its property's schema: `null` for a type that
 /// allows null (or any type but string); numbers, booleans, arrays and objects as JSON for
 /// those types; strings as they are. A text that does not read as its type stays text
-/// (the schema step then reports it). Without a type (or with `string` among the types
-/// and nothing else that fits) the text stays a string.
+/// (the schema step then reports it). With `string` among the types the text stays a
+/// string, JSON or not; without a type an object or array in JSON is read as such.
 pub fn typed_xml_value(text: &str, property: &Value) -> Value {
     let types = schema_types(property);
     let allows = |t: &str| types.iter().any(|x| x == t);
     let t = text.trim();
-    if types.is_empty() || (allows("string") && !(allows("null") && t == "null")) {
+    if types.is_empty() {
+        return untyped_xml_value(text);
+    }
+    if allows("string") && !(allows("null") && t == "null") {
         return Value::String(text.to_owned());
     }
     if t.eq_ignore_ascii_case("null") || t.eq_ignore_ascii_case("none") {

@@ -436,6 +436,15 @@ pub fn plan(
             "",
             "the content keeps the prose before the first call",
         ));
+        if markers::first_call_marker(base)
+            .is_some_and(|at| markers::dsml_junk_start(base, at) < at)
+        {
+            shape.message_fixes.push(Fix::on(
+                FixKind::SpecialTokensStripped,
+                "",
+                "a damaged DSML token before the calls removed from the content",
+            ));
+        }
     } else if let Some(u) = unframed {
         shape.content = Some((!u.is_empty()).then(|| u.to_owned()));
     } else if let Some(s) = stripped {

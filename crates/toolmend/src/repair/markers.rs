@@ -37,10 +37,13 @@ use super::envelope::{Table, collect, count};
 pub use super::envelope::{
     apertus::APERTUS_PREFIX,
     deepseek::{DEEPSEEK_CALL_BEGIN, DEEPSEEK_SEP},
-    dsml::DSML_INVOKE,
+    dsml::{DSML_BLOCKS, DSML_INVOKE, DSML_TOKEN, DSML_WRAPPERS},
     functools::FUNCTOOLS,
     gemma::{GEMMA_CALL, GEMMA_CALL_START, TOOL_CODE_LANGS},
-    gemma4::GEMMA4_CALL_START,
+    gemma4::{
+        GEMMA4_CALL_START, GEMMA4_DEGRADED_START, GEMMA4_STRING, at_line_start, bare_call_at,
+        bare_call_read,
+    },
     gigachat::{GIGACHAT_CALL, GIGACHAT_ROLE},
     harmony::{HARMONY_CHANNEL, HARMONY_MESSAGE},
     hermes::TOOL_CALL_TAGS,
@@ -462,7 +465,7 @@ pub fn prose_markers(text: &str) -> ProseMarkers {
     let mut out = ProseMarkers::default();
     for (i, &c) in b.iter().enumerate() {
         let in_code = code.step(text, i, true);
-        if matches!(c, b'<' | b'[') && call_marker_at(text, i).is_some() {
+        if matches!(c, b'<' | b'[') && prose_call_marker_at(text, i).is_some() {
             if in_code == InCode::Yes {
                 out.quoted.get_or_insert(i);
             } else {
@@ -475,6 +478,8 @@ pub fn prose_markers(text: &str) -> ProseMarkers {
 }
 
 /// The byte offsets where each call of a block begins ([`CALL_OPENERS`]), in order.
+/// A Gemma 4 call without its opener before the first of them starts a part at the
+/// text's start.
 /// An opener that is no call marker by itself (a bare `<invoke name=`) counts only at the
 /// start of the text or after a call marker: after prose it is prose. A marker shown in
 /// Markdown code before the first one outside it ([`prose_markers`]) begins no call.
@@ -496,15 +501,27 @@ pub fn call_openers(text: &str) -> Vec<usize> {
         }
         marked |= marker;
     }
+    // A Gemma 4 call without its opener before the first opener ([`bare_call_at`]) is
+    // read with the text before it (its line start tells it: a segment of its own would
+    // start with it), not left out of every segment.
+    if let Some(&o) = out.first()
+        && o > start
+        && let Some(p) = first_call_marker(text)
+        && p < o
+        && bare_call_at(text, p, b[p] != b'<') == Some(true)
+    {
+        out.insert(0, 0);
+    }
     out
 }
 
 /// Where held text before a marker at `at` begins: the whitespace before it, and a `[`
-/// that opens a list of calls (`Sure! [{"name": …}]`) with its whitespace. The gate holds
-/// from here and the extractor cuts the prose here, so no lone `[` is left.
+/// that opens a list of calls (`Sure! [{"name": …}]`) with its whitespace, and damaged
+/// DSML tokens right before a DSML marker ([`dsml_junk_start`]). The gate holds from here
+/// and the extractor cuts the prose here, so no lone `[` is left.
 pub fn hold_start(text: &str, at: usize) -> usize {
     let b = text.as_bytes();
-    let mut i = at;
+    let mut i = dsml_junk_start(text, at);
     while i > 0 && b[i - 1].is_ascii_whitespace() {
         i -= 1;
     }
@@ -516,6 +533,95 @@ pub fn hold_start(text: &str, at: usize) -> usize {
         }
     }
     i
+}
+
+/// The call marker at byte `at` of `text` ([`call_marker_at`]) unless it is a damaged DSML
+/// wrapper that stands as prose ([`dsml_wrapper_is_prose`]).
+pub fn prose_call_marker_at(text: &str, at: usize) -> Option<&'static str> {
+    call_marker_at(text, at).filter(|_| !dsml_wrapper_is_prose(text, at))
+}
+
+/// How far a damaged DSML token is read (its `>` looked for), in bytes.
+const MAX_DSML_TOKEN: usize = 256;
+
+/// Quotes that open a quotation in prose (the backtick is Markdown code, [`Code`]).
+const OPENING_QUOTES: [char; 6] = ['\'', '"', '“', '‘', '«', '「'];
+
+/// True when the character before byte `at` opens a quotation.
+fn quoted_at(text: &str, at: usize) -> bool {
+    text[..at]
+        .chars()
+        .next_back()
+        .is_some_and(|c| OPENING_QUOTES.contains(&c))
+}
+
+/// True when a damaged DSML wrapper at `at` (`<｜DSML｜toolcalls>`, a [`DSML_WRAPPERS`]
+/// beginning that is no whole [`DSML_BLOCKS`] tag) is prose, not a model's broken opener:
+/// it stands in quotes (`Example: '<｜DSML｜toolcalls>'`), or its tag closes on its line
+/// and more text follows it there. A broken opener is the line's last thing (a tag
+/// closed, or text that never closes it: `<｜DSML｜tool_calls-ok Let's scan.`).
+pub fn dsml_wrapper_is_prose(text: &str, at: usize) -> bool {
+    let rest = &text[at..];
+    if !DSML_WRAPPERS.iter().any(|w| rest.starts_with(w))
+        || DSML_BLOCKS.iter().any(|b| rest.starts_with(b))
+    {
+        return false;
+    }
+    if quoted_at(text, at) {
+        return true;
+    }
+    let line = rest.split('\n').next().unwrap_or("");
+    line.find('>')
+        .is_some_and(|k| !line[k + 1..].trim().is_empty())
+}
+
+/// Where the damaged DSML tokens written right before a DSML marker at `at` begin (`at`
+/// when there are none): each a `<｜DSML｜…>` on one line (`<｜DSML｜ SugarPanel>`), not
+/// after an opening quote, with only whitespace between it and what follows. Such a token
+/// is the model's broken opener, no prose: the content ends before it. `text[at..]` may
+/// be a DSML token's beginning only (a stream's gate, which holds from the same place).
+pub fn dsml_junk_start(text: &str, at: usize) -> usize {
+    let rest = &text[at..];
+    if rest.is_empty() || !(rest.starts_with(DSML_TOKEN) || DSML_TOKEN.starts_with(rest)) {
+        return at;
+    }
+    let mut i = at;
+    loop {
+        let before = text[..i].trim_end_matches(|c: char| c.is_ascii_whitespace());
+        if !before.ends_with('>') {
+            return i;
+        }
+        let mut from = before.len().saturating_sub(MAX_DSML_TOKEN);
+        while !before.is_char_boundary(from) {
+            from += 1;
+        }
+        let Some(t) = before[from..].rfind(DSML_TOKEN).map(|t| from + t) else {
+            return i;
+        };
+        if before[t..].contains('\n') || quoted_at(text, t) {
+            return i;
+        }
+        i = t;
+    }
+}
+
+/// True while a DSML token at `at` that is no call marker (`<｜DSML｜ SugarPanel>`) may
+/// still be a broken opener ([`dsml_junk_start`]): its `>` has not come yet (within
+/// [`MAX_DSML_TOKEN`] bytes, on its line), or only whitespace has come after it. A stream's
+/// gate keeps it back until what follows decides.
+pub fn dsml_token_pending(text: &str, at: usize) -> bool {
+    let rest = &text[at..];
+    if !rest.starts_with(DSML_TOKEN) || quoted_at(text, at) {
+        return false;
+    }
+    match rest.find(['>', '\n']) {
+        None => rest.len() < MAX_DSML_TOKEN,
+        Some(k) if rest.as_bytes()[k] == b'>' => {
+            let after = &rest[k + 1..];
+            after.len() < MAX_DSML_TOKEN && after.bytes().all(|c| c.is_ascii_whitespace())
+        }
+        Some(_) => false,
+    }
 }
 
 /// The language named right after a code fence at the start of `rest` (```` ```json ````
@@ -555,15 +661,32 @@ pub fn first_call_marker(text: &str) -> Option<usize> {
         return Some(start);
     }
     let mut code = Code::default();
+    // A Gemma 4 call without its opener is read once at most (the walk reads no other
+    // after one that does not read): only the first with the evidence counts.
+    let mut bare_seen = false;
     (0..b.len()).find(|&i| {
         let prose = code.step(text, i, true) != InCode::Yes;
         match b[i] {
             b'`' => opening(&text[i..]) == Some(true),
             b'{' => prose && opening(&text[i..]) == Some(true),
-            b'<' | b'[' => prose && call_marker_at(text, i).is_some(),
+            b'<' if prose && prose_call_marker_at(text, i).is_some() => true,
+            b'<' | b'c' if prose && !bare_seen => {
+                let line = b[i] == b'c' && i > start && at_line_start(b, i);
+                (line || b[i] == b'<') && bare_call_at(text, i, line) == Some(true) && {
+                    bare_seen = true;
+                    gemma4_bare_call_reads(text, i)
+                }
+            }
+            b'[' => prose && prose_call_marker_at(text, i).is_some(),
             _ => false,
         }
     })
+}
+
+/// True when the Gemma 4 call without its opener at `at` ([`bare_call_at`]) reads whole
+/// (its braces close): the walk reads it as a call.
+fn gemma4_bare_call_reads(text: &str, at: usize) -> bool {
+    bare_call_read(text, at, super::RepairOptions::default().max_depth).is_some()
 }
 
 /// True when `rest` starts with a fence whose first line after its info string opens

@@ -97,6 +97,28 @@ const CHATTER: &[&str] = &[
     "function_name",
 ];
 
+/// Names that say a key holds no argument: a placeholder or a leftover (`"unknown":
+/// "ignored"`, `"extra": …`, `"foo": …`). With a leading `_` (`_note`, `_debug`) a key is
+/// private by the usual convention too. Such a key is never moved onto a missing key by
+/// the structure alone (it may still name a property outright).
+const PLACEHOLDERS: &[&str] = &[
+    "unknown",
+    "extra",
+    "other",
+    "misc",
+    "dummy",
+    "placeholder",
+    "unused",
+    "ignored",
+    "ignore",
+    "test",
+    "tmp",
+    "temp",
+    "foo",
+    "bar",
+    "baz",
+];
+
 const STOPWORDS: &[&str] = &[
     "a", "an", "the", "of", "for", "to", "in", "on", "at", "and", "or",
 ];
@@ -286,6 +308,8 @@ pub(crate) struct Key {
     synonyms: u32,
     /// `norm` is one of [`CHATTER`].
     chatter: bool,
+    /// `norm` is one of [`PLACEHOLDERS`], or the key starts with `_`.
+    placeholder: bool,
 }
 
 impl Key {
@@ -294,6 +318,7 @@ impl Key {
         let norm = tokens.join("_");
         let synonyms = synonym_groups(&norm);
         let chatter = CHATTER.contains(&norm.as_str());
+        let placeholder = key.starts_with('_') || PLACEHOLDERS.contains(&norm.as_str());
         let stems = tokens.iter().map(|t| stem(t)).collect();
         Key {
             tokens,
@@ -301,6 +326,7 @@ impl Key {
             norm,
             synonyms,
             chatter,
+            placeholder,
         }
     }
 
@@ -318,6 +344,12 @@ impl Key {
     /// property by anything but its exact name.
     pub(crate) fn is_chatter(&self) -> bool {
         self.chatter
+    }
+
+    /// True for a key whose name says it holds no argument ([`PLACEHOLDERS`], a leading
+    /// `_`): the structure alone never gives it a property.
+    pub(crate) fn is_placeholder(&self) -> bool {
+        self.placeholder
     }
 }
 

@@ -462,7 +462,16 @@ impl ContentGate {
                     if let Some(t) = markers::thinking_tag_at(text, i) {
                         return Scan::Tag(i, t);
                     }
-                    if markers::may_start_marker(&text[i..]) {
+                    // Gemma 4's `<|tool_call>` degraded into `<call>`: held once its body
+                    // shows Gemma's string delimiter, kept back until it does or cannot.
+                    let bare = markers::bare_call_at(text, i, false);
+                    if bare == Some(true) {
+                        return Scan::Marker(i);
+                    }
+                    if markers::may_start_marker(&text[i..])
+                        || markers::dsml_token_pending(text, i)
+                        || bare.is_none()
+                    {
                         // The rest may still grow into a marker (`<|message_sep|>\n\nfunc`
                         // of GigaChat 3's): nothing after it is released before it is
                         // decided; a marker inside it holds from here.
@@ -499,9 +508,19 @@ impl ContentGate {
                     None => return Scan::Undecided(i),
                 },
                 b'~' if in_code == InCode::Undecided => return Scan::Undecided(i),
-                b'\n' if !self.names.is_empty() => {
+                b'\n' => {
                     let rest = text[i + 1..].trim_start_matches([' ', '\t']);
                     let at = b.len() - rest.len();
+                    // A bare Gemma 4 `call:f{…}` at a line's start, with the evidence
+                    // [`markers::bare_call_at`] asks for.
+                    match markers::bare_call_at(text, at, true) {
+                        Some(true) => return Scan::Marker(at),
+                        None => return Scan::Undecided(at),
+                        Some(false) => {}
+                    }
+                    if self.names.is_empty() {
+                        continue;
+                    }
                     match self.pythonic(rest) {
                         Leading::Call => return Scan::Marker(at),
                         Leading::Maybe if !rest.is_empty() && rest.len() < MAX_UNDECIDED => {

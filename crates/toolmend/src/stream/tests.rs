@@ -789,6 +789,87 @@ fn a_call_shown_in_markdown_code_goes_out_as_prose_and_the_call_after_it_is_held
 }
 
 #[test]
+fn a_damaged_dsml_token_before_the_block_is_held_and_a_quoted_one_goes_out() {
+    // The gate keeps a damaged DSML token back until what follows it decides: the block
+    // (held with it, as the plan cuts the content before it) or anything else (prose).
+    let call = "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">SF</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+    for junk in ["<｜DSML｜ SugarPanel>\n", "<｜DSML｜toolcalls>\n\n"] {
+        let whole = format!("Checking files.\n\n{junk}{call}");
+        assert_eq!(
+            crate::message::prose_before_calls(&whole).as_deref(),
+            Some("Checking files.")
+        );
+        let cuts: Vec<usize> = (1..whole.len())
+            .filter(|&c| whole.is_char_boundary(c))
+            .collect();
+        for (k, &a) in cuts.iter().enumerate() {
+            for &b in cuts[k..].iter().step_by(11) {
+                let (out, held) = run(&[&whole[..a], &whole[a..b], &whole[b..]]);
+                assert_eq!(out, "Checking files.", "cut at {a}, {b}: {whole:?}");
+                assert!(held.is_some(), "cut at {a}, {b}");
+            }
+        }
+        // Followed by prose, a token that is no marker is prose: all of it goes out (a
+        // damaged wrapper, a marker, is held: the plan gives the content back).
+        let prose = format!("Checking files.\n\n{junk}done");
+        let (out, held) = run(&[&prose]);
+        if junk.starts_with("<｜DSML｜ ") {
+            assert_eq!((out.as_str(), held), (prose.as_str(), None));
+        } else {
+            assert_eq!(out, "Checking files.");
+        }
+    }
+    // A quoted token: what goes out is never more than the plan's content, which keeps it.
+    for quote in ["Example: '<｜DSML｜toolcalls>'", "Example: “<｜DSML｜ x>”"] {
+        let whole = format!("{quote}\n{call}");
+        let content = crate::message::prose_before_calls(&whole).unwrap();
+        assert_eq!(content, quote);
+        for a in (1..whole.len()).filter(|&a| whole.is_char_boundary(a)) {
+            let (out, held) = run(&[&whole[..a], &whole[a..]]);
+            assert!(content.starts_with(&out), "cut at {a}: {out:?}");
+            assert!(held.is_some(), "cut at {a}");
+        }
+    }
+}
+
+#[test]
+fn a_gemma4_call_without_its_opener_is_held_and_prose_about_one_goes_out() {
+    // Held from `<call>` or the line's `call:` once the body shows `<|"|>`, split
+    // anywhere; the prose before it goes out, as the plan keeps it.
+    for (prose, call) in [
+        ("Checking.", "\n<call>get_weather{city:<|\"|>Paris<|\"|>}"),
+        ("some prose", "\ncall:bash{command:<|\"|>make -j8<|\"|>}"),
+    ] {
+        let whole = format!("{prose}{call}");
+        assert_eq!(
+            crate::message::prose_before_calls(&whole).as_deref(),
+            Some(prose)
+        );
+        let cuts: Vec<usize> = (1..whole.len())
+            .filter(|&c| whole.is_char_boundary(c))
+            .collect();
+        for (k, &a) in cuts.iter().enumerate() {
+            for &b in cuts[k..].iter().step_by(5) {
+                let (out, held) = run(&[&whole[..a], &whole[a..b], &whole[b..]]);
+                assert_eq!(out, prose, "cut at {a}, {b}: {whole:?}");
+                assert_eq!(held.as_deref(), Some(call), "cut at {a}, {b}");
+            }
+        }
+    }
+    // Without the delimiter (its braces close first), or mid-line: prose, all of it.
+    for text in [
+        "some prose\ncall:get_weather{city:Paris} and more",
+        "The tag <call>get_weather{days:3} is shown here.",
+        "Gemma writes call:f{q:<|\"|>x<|\"|>} inline.",
+    ] {
+        for a in (1..text.len()).filter(|&a| text.is_char_boundary(a)) {
+            let (out, held) = run(&[&text[..a], &text[a..]]);
+            assert_eq!((out.as_str(), held), (text, None), "cut at {a}");
+        }
+    }
+}
+
+#[test]
 fn calls_that_open_only_a_text_are_held_there_and_prose_elsewhere() {
     // Issue 29: a bare `<invoke name=` (MiniMax writes it inside `<minimax:tool_call>`),
     // Phi-4-mini's `functools[` and GigaChat 3's role header begin a call only at the

@@ -197,6 +197,57 @@ fn qwen3_xml_parameters_are_typed_by_the_schema() {
 }
 
 #[test]
+fn an_xml_value_written_as_json_is_text_for_a_string_property() {
+    // Every key/value-tag dialect: `content` is a string (the JSON text as written, not an
+    // object refused by the schema), `meta` an object (the JSON read), `lines` an array.
+    let (content, meta, lines) = ("{\"key\": \"value\"}", "{\"mode\": \"0644\"}", "[1, 2]");
+    let texts = [
+        format!(
+            "<tool_calls><tool_call>write_file<tool_sep><arg_key>path</arg_key><arg_value>a.json</arg_value><arg_key>content</arg_key><arg_value>{content}</arg_value><arg_key>meta</arg_key><arg_value>{meta}</arg_value><arg_key>lines</arg_key><arg_value>{lines}</arg_value></tool_call></tool_calls>"
+        ),
+        format!(
+            "<tool_calls:6124c78e><tool_call:6124c78e>write_file<tool_sep:6124c78e><arg_key:6124c78e>path</arg_key:6124c78e><arg_value:6124c78e>a.json</arg_value:6124c78e><arg_key:6124c78e>content</arg_key:6124c78e><arg_value:6124c78e>{content}</arg_value:6124c78e><arg_key:6124c78e>meta</arg_key:6124c78e><arg_value:6124c78e>{meta}</arg_value:6124c78e><arg_key:6124c78e>lines</arg_key:6124c78e><arg_value:6124c78e>{lines}</arg_value:6124c78e></tool_call:6124c78e></tool_calls:6124c78e>"
+        ),
+        format!(
+            "<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>a.json</arg_value>\n<arg_key>content</arg_key>\n<arg_value>{content}</arg_value>\n<arg_key>meta</arg_key>\n<arg_value>{meta}</arg_value>\n<arg_key>lines</arg_key>\n<arg_value>{lines}</arg_value>\n</tool_call>"
+        ),
+        format!(
+            "<tool_call>\n<function=write_file>\n<parameter=path>\na.json\n</parameter>\n<parameter=content>\n{content}\n</parameter>\n<parameter=meta>\n{meta}\n</parameter>\n<parameter=lines>\n{lines}\n</parameter>\n</function>\n</tool_call>"
+        ),
+        format!(
+            "<minimax:tool_call>\n<invoke name=\"write_file\">\n<parameter name=\"path\">a.json</parameter>\n<parameter name=\"content\">{content}</parameter>\n<parameter name=\"meta\">{meta}</parameter>\n<parameter name=\"lines\">{lines}</parameter>\n</invoke>\n</minimax:tool_call>"
+        ),
+        format!(
+            "<function name=\"write_file\"><param name=\"path\">a.json</param><param name=\"content\">{content}</param><param name=\"meta\">{meta}</param><param name=\"lines\">{lines}</param></function>"
+        ),
+        format!(
+            "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"write_file\"><steptml:parameter name=\"path\">a.json</steptml:parameter><steptml:parameter name=\"content\">{content}</steptml:parameter><steptml:parameter name=\"meta\">{meta}</steptml:parameter><steptml:parameter name=\"lines\">{lines}</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>"
+        ),
+    ];
+    for text in &texts {
+        check(
+            text,
+            vec![ok(
+                "write_file",
+                json!({"path": "a.json", "content": content, "meta": {"mode": "0644"}, "lines": [1, 2]}),
+            )],
+            None,
+        );
+    }
+    // A key the schema does not type: JSON is read as such, other text kept.
+    let open = CompiledTool::compile("open", "", &json!({"type": "object"})).unwrap();
+    let tools = Toolbox::from_tools([open]).unwrap();
+    let (calls, _) = plan_with(
+        &tools,
+        "<tool_call>open\n<arg_key>opts</arg_key>\n<arg_value>{\"a\": [1]}</arg_value>\n<arg_key>name</arg_key>\n<arg_value>{not json</arg_value>\n</tool_call>",
+    );
+    assert_eq!(
+        calls,
+        vec![ok("open", json!({"opts": {"a": [1]}, "name": "{not json"}))]
+    );
+}
+
+#[test]
 fn harmony_calls_are_read_and_analysis_is_reasoning() {
     let text = "<|channel|>analysis<|message|>User wants weather. Maybe {\"city\": \"Nice\"}.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>";
     check(
@@ -505,6 +556,11 @@ fn family_readers_stay_linear() {
         "<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": ",
         "functools[{\"name\": \"get_time\", ",
         "text <invoke name=\"get_weather\"><parameter name=\"city\">",
+        "<call>get_weather{city:<|\"|>",
+        "prose\ncall:get_weather{city:<|\"|>x",
+        "prose\ncall:get_weather{days:{",
+        "<｜DSML｜ SugarPanel>\n",
+        "'<｜DSML｜toolcalls>'\n",
     ];
     let tools = tools();
     for unit in units {
@@ -512,6 +568,7 @@ fn family_readers_stay_linear() {
         crate::work::assert_linear(unit, small.as_str(), large.as_str(), |text| {
             let _ = repair(text, &RepairOptions::default());
             let _ = message::read_calls_in_str(text, &tools, &RepairOptions::default());
+            let _ = message::prose_before_calls(text);
         });
     }
 }
@@ -635,6 +692,69 @@ fn gemma4_calls_are_read() {
 }
 
 #[test]
+fn a_gemma4_call_without_its_opener_is_read_by_its_string_delimiter() {
+    // `<|tool_call>` degraded into `<call>` (with or without `call:`), or missing before a
+    // `call:` at a line's start after prose: Gemma's `<|"|>`, a token only its calls emit,
+    // tells the call from prose about one.
+    let cases = [
+        ("<call>get_weather{city:<|\"|>Paris<|\"|>}", None),
+        (
+            "<call>call:get_weather{city:<|\"|>Paris<|\"|>,days:2}",
+            None,
+        ),
+        (
+            "Checking.\n<call>get_weather{city:<|\"|>Paris<|\"|>}",
+            Some("Checking."),
+        ),
+        (
+            "some prose\ncall:get_weather{city:<|\"|>Paris<|\"|>}",
+            Some("some prose"),
+        ),
+        (
+            "Let me look.\n\n  call:get_weather{days:2,city:<|\"|>Paris<|\"|>}",
+            Some("Let me look."),
+        ),
+    ];
+    for (text, content) in cases {
+        let args = if text.contains("days") {
+            json!({"city": "Paris", "days": 2})
+        } else {
+            json!({"city": "Paris"})
+        };
+        check(text, vec![ok("get_weather", args)], content);
+        let r = repair(text, &RepairOptions::default()).unwrap();
+        let f = r.calls[0]
+            .fixes
+            .iter()
+            .find(|f| f.kind == toolmend::FixKind::MissingCallOpener)
+            .unwrap_or_else(|| panic!("{text}: {:?}", r.calls[0].fixes));
+        assert_eq!(f.safety(), toolmend::Safety::Unsafe);
+    }
+    // Before a call with its opener: both are read (the prose before them kept).
+    check(
+        "prose\ncall:get_weather{city:<|\"|>Paris<|\"|>}\n<|tool_call>call:get_time{zone:<|\"|>CET<|\"|>}<tool_call|>",
+        vec![
+            ok("get_weather", json!({"city": "Paris"})),
+            ok("get_time", json!({"zone": "CET"})),
+        ],
+        Some("prose"),
+    );
+    // Without the delimiter, mid-line, braces never closed, or an unknown tool: prose.
+    for text in [
+        "<call>get_weather{days:3}",
+        "some prose\ncall:get_weather{city:Paris}",
+        "Gemma writes call:get_weather{city:<|\"|>Paris<|\"|>}",
+        "some prose\ncall:get_weather{city:<|\"|>Paris<|\"|>",
+        "some prose\ncall:get_weather{city:<|\"|>Paris",
+        "some prose\ncall:no_such_tool{q:<|\"|>x<|\"|>}",
+        "<call>no_such_tool{q:<|\"|>x<|\"|>}",
+        "The <call> tag: <call>get_weather{city:<|\"|>Paris<|\"|>} and more prose.",
+    ] {
+        check(text, vec![], Some(text));
+    }
+}
+
+#[test]
 fn dsml_calls_are_read_each_value_by_its_string_flag() {
     // V3.2: prose before, a string and a JSON value.
     check(
@@ -692,6 +812,40 @@ fn dsml_calls_are_read_each_value_by_its_string_flag() {
 }
 
 #[test]
+fn a_dsml_invoke_whose_body_is_a_json_object_takes_it_for_its_arguments() {
+    // No parameter tags, one JSON object between the invoke's tags: the arguments.
+    for block in ["tool_calls", "function_calls"] {
+        check(
+            &format!(
+                "Looking it up.\n<｜DSML｜{block}>\n<｜DSML｜invoke name=\"get_weather\">\n{{\"city\": \"Oslo\", \"days\": 2}}\n</｜DSML｜invoke>\n</｜DSML｜{block}>"
+            ),
+            vec![ok("get_weather", json!({"city": "Oslo", "days": 2}))],
+            Some("Looking it up."),
+        );
+    }
+    // Repaired as any JSON arguments (a trailing comma, single quotes).
+    check(
+        "<｜DSML｜tool_calls><｜DSML｜invoke name=\"get_time\">{'zone': 'CET',}</｜DSML｜invoke></｜DSML｜tool_calls>",
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        None,
+    );
+    // Not one object alone: nothing is taken from the body (the call gets feedback).
+    let (calls, _) = plan(
+        "<｜DSML｜tool_calls><｜DSML｜invoke name=\"get_time\">{\"zone\": \"CET\"} or UTC</｜DSML｜invoke></｜DSML｜tool_calls>",
+    );
+    assert_eq!(
+        calls,
+        vec![("get_time".to_owned(), Some(json!({})), "feedback")]
+    );
+    // Parameter tags beside an object: the tags are the arguments.
+    check(
+        "<｜DSML｜tool_calls><｜DSML｜invoke name=\"get_time\">{\"zone\": \"UTC\"}<｜DSML｜parameter name=\"zone\" string=\"true\">CET</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜tool_calls>",
+        vec![ok("get_time", json!({"zone": "CET"}))],
+        None,
+    );
+}
+
+#[test]
 fn a_damaged_dsml_wrapper_before_the_real_block_is_no_content() {
     // DeepSeek V4 sometimes writes a broken wrapper before its real one (SGLang's
     // detector tests these): the call is read, and the content ends where the first DSML
@@ -719,6 +873,71 @@ fn a_damaged_dsml_wrapper_before_the_real_block_is_no_content() {
         }
         // A damaged token and no call: the text as it was written.
         let alone = format!("Checking files.\n\n{junk}done");
+        check(&alone, vec![], Some(alone.as_str()));
+    }
+    // Any other damaged DSML token right before the block (only whitespace between) is
+    // the model's broken opener too.
+    for junk in [
+        "<｜DSML｜ SugarPanel>\n",
+        "<｜DSML｜>\n\n",
+        "<｜DSML｜toolcalls> <｜DSML｜ x>\n",
+    ] {
+        for prose in ["", "Checking files.\n\n"] {
+            for text in [
+                format!("{prose}{junk}<｜DSML｜tool_calls>\n{call}\n</｜DSML｜tool_calls>"),
+                format!("{prose}{junk}{call}"),
+            ] {
+                check(
+                    &text,
+                    vec![ok("get_weather", json!({"city": "SF"}))],
+                    (!prose.is_empty()).then_some("Checking files."),
+                );
+            }
+        }
+    }
+    // The token's removal is recorded on the message.
+    let message = AssistantMessage {
+        content: Some(Some(Content::Text(format!(
+            "Checking files.\n\n<｜DSML｜ SugarPanel>\n{call}"
+        )))),
+        ..AssistantMessage::default()
+    };
+    let ctx = ValidationContext::new("", Phase::Initial);
+    let p = message::plan_assistant(
+        &message,
+        &[],
+        &[],
+        false,
+        &tools(),
+        &PlanOptions::default(),
+        &ctx,
+    );
+    assert!(
+        p.shape
+            .message_fixes
+            .iter()
+            .any(|f| f.kind == toolmend::FixKind::SpecialTokensStripped
+                && f.detail.contains("damaged DSML token")),
+        "{:?}",
+        p.shape.message_fixes
+    );
+    // A damaged token quoted, or with more prose after it on its line, is prose: the
+    // content keeps it whole, and the call after it is read.
+    for prose in [
+        "Example: '<｜DSML｜toolcalls>'",
+        "Example: \"<｜DSML｜tool_calls\"",
+        "Example: “<｜DSML｜toolcalls>”",
+        "Example: ‘<｜DSML｜function_calls’",
+        "The <｜DSML｜toolcalls> tag is a typo.",
+        "Example: '<｜DSML｜ SugarPanel>'",
+    ] {
+        let text = format!("{prose}\n<｜DSML｜tool_calls>\n{call}\n</｜DSML｜tool_calls>");
+        check(
+            &text,
+            vec![ok("get_weather", json!({"city": "SF"}))],
+            Some(prose),
+        );
+        let alone = format!("{prose}\n");
         check(&alone, vec![], Some(alone.as_str()));
     }
     // Prose that names the bare token keeps it, and the call in another format is read.

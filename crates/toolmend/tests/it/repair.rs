@@ -427,10 +427,11 @@ fn qwen3_xml_parameters() {
     let raw = "<tool_call>\n<function=book>\n<parameter=title>\nDune\n</parameter>\n<parameter=copies>\n2\n</parameter>\n<parameter=meta>\n{\"shelf\": \"A1\"}\n</parameter>\n</function>\n</tool_call>";
     let r = ok(raw);
     assert_eq!(r.calls[0].name.as_deref(), Some("book"));
-    // Values stay text; the schema step types them.
+    // Values stay text, JSON ones too; the schema step types them (a string property
+    // keeps JSON text as written).
     assert_eq!(
         r.calls[0].arguments,
-        json!({"title": "Dune", "copies": "2", "meta": {"shelf": "A1"}})
+        json!({"title": "Dune", "copies": "2", "meta": "{\"shelf\": \"A1\"}"})
     );
 }
 

@@ -1573,6 +1573,31 @@ fn the_one_missing_required_key_takes_the_one_unknown_key_of_its_type() {
             .iter()
             .any(|f| f.kind == FixKind::KeyRenamedByStructure)
     );
+
+    // Nor for a key whose name says it holds no argument (a placeholder, a leftover, a
+    // private `_` key): the required key stays missing, the key stays unknown.
+    for key in [
+        "unknown",
+        "extra",
+        "Placeholder",
+        "unused",
+        "ignored",
+        "_scratch",
+    ] {
+        let c = lax(&parcel(), json!({key: "PX-10"}));
+        assert_eq!(c.value, json!({key: "PX-10"}), "{key}");
+        assert!(
+            issue_kinds(&c.issues).contains(&(IssueKind::MissingRequired, "/parcel_ref")),
+            "{key}: {:?}",
+            c.issues
+        );
+        assert!(
+            !c.fixes
+                .iter()
+                .any(|f| f.kind == FixKind::KeyRenamedByStructure),
+            "{key}"
+        );
+    }
 }
 
 #[test]

@@ -17,18 +17,21 @@ use crate::{Fix, FixKind};
 pub const DSML_INVOKE: &str = "<｜DSML｜invoke";
 
 /// What opens a block of calls: V3.2's and V4's.
-const BLOCKS: [&str; 2] = ["<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"];
+pub const DSML_BLOCKS: [&str; 2] = ["<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"];
+
+/// What every DSML token begins with.
+pub const DSML_TOKEN: &str = "<｜DSML｜";
 
 /// The beginnings of a DSML wrapper, whole or damaged. A damaged wrapper the model wrote
 /// before its real block (`<｜DSML｜toolcalls>`, `<｜DSML｜tool_calls` cut before its `>`)
 /// is no prose: the content ends where it begins. A text with one and no call read stays
 /// as it was written. A bare `<｜DSML｜` (prose naming the token) is no marker.
-const DSML_WRAPPERS: [&str; 2] = ["<｜DSML｜tool", "<｜DSML｜function"];
+pub const DSML_WRAPPERS: [&str; 2] = ["<｜DSML｜tool", "<｜DSML｜function"];
 
 pub(super) const DIALECT: Dialect = Dialect {
     markers: &[
-        BLOCKS[0],
-        BLOCKS[1],
+        DSML_BLOCKS[0],
+        DSML_BLOCKS[1],
         DSML_INVOKE,
         DSML_WRAPPERS[0],
         DSML_WRAPPERS[1],
@@ -59,7 +62,7 @@ const TAGS: TypedTags = TypedTags {
 fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
     let at = w.pos;
     let rest = w.rest();
-    if let Some(block) = BLOCKS.iter().find(|b| rest.starts_with(*b)) {
+    if let Some(block) = DSML_BLOCKS.iter().find(|b| rest.starts_with(*b)) {
         w.out.envelope_call = true;
         w.global(FixKind::ToolCallTagUnwrapped, at);
         w.pos = at + block.len();
@@ -115,14 +118,53 @@ impl Walk<'_> {
             .map(|i| body_start + i);
         let body = &rest[body_start..close.unwrap_or(next)];
         let truncated_call = close.is_none() && next == rest.len();
+        self.out.envelope_call = true;
+        let end = at + body_start + body.len() + close.map_or(0, |_| t.invoke_close.len());
+        if let Some((args, fixes)) = self.json_body(t, body, at, at + body_start) {
+            self.pos = end;
+            self.push(args, fixes, name);
+            return Ok(());
+        }
         // Text values are typed by the tool's schema afterwards, as the servers' parsers
         // type them (a `string` property keeps the text as it is).
         let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, at).with_detail(t.what)];
         let args = self.read_typed_params(t, body, at + body_start, truncated_call, &mut fixes);
-        self.out.envelope_call = true;
-        self.pos = at + body_start + body.len() + close.map_or(0, |_| t.invoke_close.len());
+        self.pos = end;
         self.push(Value::Object(args), fixes, name);
         Ok(())
+    }
+
+    /// An invoke whose body is one JSON object and no parameter tag
+    /// (`<｜DSML｜invoke name="f">{"k": "v"}</｜DSML｜invoke>`): the object is the arguments,
+    /// read (and repaired, every fix kept) as any call's JSON arguments. `None` when the
+    /// body holds a parameter tag or is not one object alone.
+    fn json_body(
+        &self,
+        t: &TypedTags,
+        body: &str,
+        at: usize,
+        base: usize,
+    ) -> Option<(Value, Vec<Fix>)> {
+        let trimmed = body.trim_start();
+        if !trimmed.starts_with('{') || body.contains(t.param) {
+            return None;
+        }
+        let mut p = Parser::new(
+            trimmed,
+            base + body.len() - trimmed.len(),
+            self.opts.max_depth,
+        );
+        let v = p.parse_value(Ctx::Top, 0).ok()?;
+        p.skip_ws();
+        if !p.at_end() || !v.value.is_object() {
+            return None;
+        }
+        let mut fixes = vec![
+            Fix::at(FixKind::ToolCallTagUnwrapped, at)
+                .with_detail(format!("{}: a JSON body", t.what)),
+        ];
+        fixes.append(&mut p.fixes);
+        Some((v.value, fixes))
     }
 
     fn read_typed_params(

@@ -53,12 +53,19 @@ impl Walk<'_> {
     /// Gemma / FunctionGemma: `call:name{key:<escape>text<escape>,n:5,list:[…],obj:{…}}`
     /// (Gemma 4 writes `<|"|>` for `<escape>`).
     pub(super) fn read_gemma(&mut self, at: usize) -> Result<(), ParseError> {
-        let fail = |offset: usize| ParseError {
-            fatal: false,
-            offset,
-            reason: "expected a Gemma call `call:name{key:value,…}`".to_owned(),
-        };
-        let (name_start, name_end) = gemma_head(self.b, at).ok_or_else(|| fail(at))?;
+        let head = gemma_head(self.b, at).ok_or_else(|| gemma_fail(at))?;
+        self.read_gemma_named(at, head, None)
+    }
+
+    /// A Gemma call at `at` whose name is `name_start..name_end` (its `{` at the end);
+    /// `extra`: a fix the call's envelope took.
+    pub(super) fn read_gemma_named(
+        &mut self,
+        at: usize,
+        (name_start, name_end): (usize, usize),
+        extra: Option<Fix>,
+    ) -> Result<(), ParseError> {
+        let fail = gemma_fail;
         let name = self.raw[name_start..name_end].to_owned();
         let mut pos = name_end;
         let mut opened = Vec::new();
@@ -66,14 +73,22 @@ impl Walk<'_> {
             .ok_or_else(|| fail(pos))?;
         self.out.envelope_call = true;
         self.pos = pos;
-        let mut fixes =
-            vec![Fix::at(FixKind::PythonicCallRead, at).with_detail("gemma call:name{…}")];
+        let mut fixes: Vec<Fix> = extra.into_iter().collect();
+        fixes.push(Fix::at(FixKind::PythonicCallRead, at).with_detail("gemma call:name{…}"));
         fixes.extend(opened.into_iter().map(|(at, delim)| {
             Fix::at(FixKind::UnquotedString, at)
                 .with_detail(format!("a string closed by {delim} it never opened"))
         }));
         self.push(value, fixes, Some(name));
         Ok(())
+    }
+}
+
+fn gemma_fail(offset: usize) -> ParseError {
+    ParseError {
+        fatal: false,
+        offset,
+        reason: "expected a Gemma call `call:name{key:value,…}`".to_owned(),
     }
 }
 

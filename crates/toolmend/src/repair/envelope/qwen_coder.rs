@@ -102,7 +102,7 @@ impl Walk<'_> {
                 .strip_prefix('\n')
                 .unwrap_or(&body[v_start..v_end]);
             let raw_value = raw_value.strip_suffix('\n').unwrap_or(raw_value);
-            let value = self.xml_value(raw_value, at + body_start + v_start);
+            let value = Self::xml_value(raw_value);
             if let Some(first) = args.get(&key) {
                 let kind = Fix::duplicate_key(first, &value);
                 fixes.push(Fix::at(kind, at + body_start + p_at).with_detail(key.clone()));

@@ -4,10 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{
-    super::parser::{Ctx, Parser},
-    Walk, prefix, unquote,
-};
+use super::{Walk, prefix, unquote};
 use crate::{Fix, FixKind};
 
 /// The tags of one XML-style parameter dialect (borrowed: Hunyuan's carry a suffix read
@@ -127,7 +124,7 @@ impl Walk<'_> {
                     );
                     Value::String(text.to_owned())
                 }
-                None => self.xml_value(raw, base + v_start),
+                None => Self::xml_value(raw),
             };
             if let Some(first) = args.get(&key) {
                 let kind = Fix::duplicate_key(first, &value);
@@ -142,19 +139,10 @@ impl Walk<'_> {
         args
     }
 
-    /// A parameter's text: JSON when it is an object or array; otherwise the text
-    /// itself, which the schema step types (`"5"` -> `5` for an integer).
-    pub(super) fn xml_value(&self, text: &str, base: usize) -> Value {
-        let t = text.trim();
-        if t.starts_with('{') || t.starts_with('[') {
-            let mut p = Parser::new(t, base, self.opts.max_depth);
-            if let Ok(v) = p.parse_value(Ctx::Top, 1) {
-                p.skip_ws();
-                if p.at_end() && !v.truncated && p.fixes.is_empty() {
-                    return v.value;
-                }
-            }
-        }
+    /// A parameter's text, as it stands: the extractor, which knows the tool, reads it by
+    /// its property's type (`message::extract::typed_xml_value`: `"5"` -> `5` for an
+    /// integer, `{…}` -> an object for an object, the text itself for a string).
+    pub(super) fn xml_value(text: &str) -> Value {
         Value::String(text.to_owned())
     }
 }

@@ -66,6 +66,9 @@ impl<'t> Walker<'t> {
             .filter(|u| !renames.iter().any(|(r, _, _)| r == u))
             .filter(|&u| !Key::new(keys[u]).is_chatter())
             .collect();
+        // A key whose name says it holds no argument (`unknown`, `extra`, `_debug`) is
+        // no evidence either: its value is not the missing key's.
+        let placeholder = |u: usize| Key::new(keys[u]).is_placeholder();
         // A key too short to name anything (`xyz`, `v`) is no evidence: the agent or the
         // corrector says what it meant.
         let named = |u: usize| keys[u].chars().filter(char::is_ascii_alphabetic).count() >= 4;
@@ -83,6 +86,7 @@ impl<'t> Walker<'t> {
         if let ([u], [c]) = (left.as_slice(), missing.as_slice())
             && named(*u)
             && !wrapper(*u)
+            && !placeholder(*u)
             && let nodes = flat.property(props[*c])
             && !nodes.is_empty()
             && nodes
