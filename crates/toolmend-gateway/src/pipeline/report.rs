@@ -227,14 +227,24 @@ impl Summary {
 
     /// The same counts as JSON (the report at the end of a stream).
     pub(crate) fn to_json(&self, notes: &RequestNotes) -> Value {
-        json!({
-            "valid": self.valid, "repaired": self.repaired, "unresolved": self.unresolved,
-            "fixes": self.fixes, "from_text": self.from_text, "history": notes.history,
-            "outcomes": self.outcomes, "sources": self.sources,
-            "re_asks": self.resolve.re_asks,
-            "re_ask_failed": self.resolve.failed.as_ref().map(ReAskFailure::to_json),
-            "guard": (!self.guard.policy.is_empty()).then(|| self.guard.to_json()),
-        })
+        serde_json::to_value(self.report(notes)).unwrap_or(Value::Null)
+    }
+
+    /// The report as a serializer writes it (no JSON tree in between).
+    pub(crate) fn report<'a>(&'a self, notes: &'a RequestNotes) -> Report<'a> {
+        Report {
+            valid: self.valid,
+            repaired: self.repaired,
+            unresolved: &self.unresolved,
+            fixes: &self.fixes,
+            from_text: self.from_text,
+            history: notes.history.as_deref(),
+            outcomes: &self.outcomes,
+            sources: &self.sources,
+            re_asks: self.resolve.re_asks,
+            re_ask_failed: self.resolve.failed.as_ref().map(ReAskFailure::to_json),
+            guard: (!self.guard.policy.is_empty()).then(|| self.guard.to_json()),
+        }
     }
 
     /// The account: the `toolmend` object of the completion (and of a stream's last
@@ -243,14 +253,9 @@ impl Summary {
     /// counts; every fix kind; the re-asks made (each an upstream call the client never
     /// saw), the calls they asked about and the one that failed; the correction model's
     /// requests; the reasoning taken out of the content; what the request path did to the
-    /// history; what the guard decided.
-    pub(crate) fn account(&self, notes: &RequestNotes) -> Value {
-        serde_json::to_value(self.account_view(notes, None)).unwrap_or(Value::Null)
-    }
-
-    /// The account as a serializer writes it, without a JSON tree in between (the JSON
-    /// answer's path splices it into the upstream's bytes); `round_trip`, the server-side
-    /// tools' account, as its last member.
+    /// history; what the guard decided; `round_trip`, the server-side tools' account, as
+    /// its last member. Written by a serializer, without a JSON tree in between (the JSON
+    /// answer's path and a stream's last chunk write it after the upstream's members).
     pub(crate) fn account_view<'a>(
         &'a self,
         notes: &'a RequestNotes,
@@ -262,6 +267,22 @@ impl Summary {
             round_trip,
         }
     }
+}
+
+/// [`Summary::to_json`], the report at the end of a stream, member by member.
+#[derive(Serialize)]
+pub(crate) struct Report<'a> {
+    valid: usize,
+    repaired: usize,
+    unresolved: &'a [String],
+    fixes: &'a [String],
+    from_text: usize,
+    history: Option<&'a str>,
+    outcomes: &'a BTreeMap<&'static str, usize>,
+    sources: &'a BTreeMap<&'static str, usize>,
+    re_asks: u32,
+    re_ask_failed: Option<Value>,
+    guard: Option<Value>,
 }
 
 /// [`Summary::account`] written member by member, in the order a reader sees.
@@ -460,10 +481,16 @@ mod tests {
                 r#""guard":null,"round_trip":{"rounds":1}}"#
             )
         );
-        // The tree the other fronts extend is the same object.
-        let mut tree = s.account(&notes);
-        tree["round_trip"] = trip;
-        assert_eq!(serde_json::to_string(&tree).unwrap(), written);
+        // The report at a stream's end, in its order.
+        assert_eq!(
+            serde_json::to_string(&s.report(&notes)).unwrap(),
+            concat!(
+                r#"{"valid":1,"repaired":1,"unresolved":[],"fixes":["number_from_string"],"#,
+                r#""from_text":1,"history":"sanitized; actions=1; kinds=id_renamed","#,
+                r#""outcomes":{"executed":2},"sources":{},"re_asks":0,"re_ask_failed":null,"#,
+                r#""guard":null}"#
+            )
+        );
     }
 
     #[test]

@@ -618,6 +618,25 @@ pub(crate) fn replay(answer: Answer, include_usage: bool) -> Response {
     out
 }
 
+/// The event of `chunk` (an object without `key`) with `key: value` as its last member.
+fn frame_with(chunk: &Value, key: &str, value: &impl serde::Serialize) -> Bytes {
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(b"data: ");
+    let _ = serde_json::to_writer(&mut out, chunk);
+    if out.last() == Some(&b'}') {
+        out.pop();
+        if out.last() != Some(&b'{') {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut out, key);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut out, value);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
 fn frame(v: &Value) -> Bytes {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(b"data: ");
@@ -625,6 +644,32 @@ fn frame(v: &Value) -> Bytes {
     let _ = serde_json::to_writer(&mut out, v);
     out.extend_from_slice(b"\n\n");
     Bytes::from(out)
+}
+
+/// The member names a chunk forwarded as it came may hold at most once each.
+const VERBATIM_KEYS: &[&str] = &[
+    "\"choices\"",
+    "\"delta\"",
+    "\"content\"",
+    "\"tool_calls\"",
+    "\"reasoning_content\"",
+];
+
+/// True when no string of `keys` (each a quoted name) occurs twice in `data`: one pass
+/// over its quotes, not one search per key.
+fn at_most_once(data: &str, keys: &[&str]) -> bool {
+    let mut seen = 0u32;
+    for (at, _) in data.match_indices('"') {
+        let rest = &data[at..];
+        if let Some(k) = keys.iter().position(|k| rest.starts_with(k)) {
+            let bit = 1u32 << k;
+            if seen & bit != 0 {
+                return false;
+            }
+            seen |= bit;
+        }
+    }
+    true
 }
 
 /// A chunk's event as the upstream sent it: its `data` (one line of JSON) unchanged.
@@ -727,13 +772,8 @@ impl Driver {
         // A key written twice (serde keeps the last) would reach a client that reads the
         // first: never verbatim then. Counting the names is enough (a quote inside a
         // string is escaped), at the price of re-encoding a rare chunk that did not need it.
-        let once = |key: &str| data.matches(key).nth(1).is_none();
         let verbatim = !data.contains(['\n', '\r'])
-            && once("\"choices\"")
-            && once("\"delta\"")
-            && once("\"content\"")
-            && once("\"tool_calls\"")
-            && once("\"reasoning_content\"")
+            && at_most_once(&data, VERBATIM_KEYS)
             && chunk
                 .get("choices")
                 .and_then(Value::as_array)
@@ -934,13 +974,24 @@ impl Driver {
 
     fn end(&mut self) {
         if let Some(mut last) = self.last.take() {
-            last[ACCOUNT_KEY] = self.summary.account(&self.ex.notes);
-            self.queue.push_back(frame(&last));
+            let account = self.summary.account_view(&self.ex.notes, None);
+            match last.as_object() {
+                // The account written straight after the chunk's last member.
+                Some(o) if !o.contains_key(ACCOUNT_KEY) => {
+                    self.queue
+                        .push_back(frame_with(&last, ACCOUNT_KEY, &account));
+                }
+                _ => {
+                    last[ACCOUNT_KEY] = serde_json::to_value(account).unwrap_or(Value::Null);
+                    self.queue.push_back(frame(&last));
+                }
+            }
         }
-        let stats = self.summary.to_json(&self.ex.notes);
         // An SSE comment: clients ignore it; people and tests can read it.
-        self.queue
-            .push_back(Bytes::from(format!(": toolmend {stats}\n\n")));
+        let mut stats = b": toolmend ".to_vec();
+        let _ = serde_json::to_writer(&mut stats, &self.summary.report(&self.ex.notes));
+        stats.extend_from_slice(b"\n\n");
+        self.queue.push_back(Bytes::from(stats));
         self.queue
             .push_back(Bytes::from_static(b"data: [DONE]\n\n"));
         m::request("ok", self.ex.started.elapsed(), std::time::Duration::ZERO);
@@ -1068,7 +1119,37 @@ mod tests {
 
     use toolmend::stream::Thinking;
 
-    use super::{Step, Transformer};
+    use super::{Step, Transformer, VERBATIM_KEYS, at_most_once, frame_with};
+
+    #[test]
+    fn a_chunk_naming_a_key_twice_is_never_forwarded_verbatim() {
+        let one = r#"{"choices":[{"index":0,"delta":{"content":"a \"content\" b"}}]}"#;
+        assert!(at_most_once(one, VERBATIM_KEYS));
+        let reasoning = r#"{"choices":[{"delta":{"reasoning_content":"x","content":"y"}}]}"#;
+        assert!(
+            at_most_once(reasoning, VERBATIM_KEYS),
+            "two names, each once"
+        );
+        for twice in [
+            r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+            r#"{"choices":[],"choices":[{"delta":{}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":null},"delta":{"content":"x"}}]}"#,
+        ] {
+            assert!(!at_most_once(twice, VERBATIM_KEYS), "{twice}");
+        }
+    }
+
+    #[test]
+    fn the_last_chunk_gains_its_account_as_its_last_member() {
+        let frame = |v: serde_json::Value| {
+            String::from_utf8(frame_with(&v, "toolmend", &json!({"calls": []})).to_vec()).unwrap()
+        };
+        assert_eq!(
+            frame(json!({"id": "x", "choices": []})),
+            "data: {\"id\":\"x\",\"choices\":[],\"toolmend\":{\"calls\":[]}}\n\n"
+        );
+        assert_eq!(frame(json!({})), "data: {\"toolmend\":{\"calls\":[]}}\n\n");
+    }
 
     #[test]
     fn only_a_chunk_left_as_it_came_is_forwarded_verbatim() {
