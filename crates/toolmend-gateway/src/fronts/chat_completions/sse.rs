@@ -656,17 +656,26 @@ const VERBATIM_KEYS: &[&str] = &[
 ];
 
 /// True when no string of `keys` (each a quoted name) occurs twice in `data`: one pass
-/// over its quotes, not one search per key.
+/// over its bytes, a key compared only where a quote is followed by its first letter.
 fn at_most_once(data: &str, keys: &[&str]) -> bool {
+    let bytes = data.as_bytes();
     let mut seen = 0u32;
-    for (at, _) in data.match_indices('"') {
-        let rest = &data[at..];
-        if let Some(k) = keys.iter().position(|k| rest.starts_with(k)) {
-            let bit = 1u32 << k;
-            if seen & bit != 0 {
-                return false;
+    let mut i = 0;
+    while let Some(off) = bytes[i..].iter().position(|&b| b == b'"') {
+        let at = i + off;
+        i = at + 1;
+        let Some(&first) = bytes.get(i) else {
+            break;
+        };
+        for (k, key) in keys.iter().enumerate() {
+            let key = key.as_bytes();
+            if key.get(1) == Some(&first) && bytes[at..].starts_with(key) {
+                let bit = 1u32 << k;
+                if seen & bit != 0 {
+                    return false;
+                }
+                seen |= bit;
             }
-            seen |= bit;
         }
     }
     true
