@@ -261,7 +261,122 @@ impl Transformer {
         Value::Object(c)
     }
 
-    fn on_chunk(&mut self, mut chunk: Value) -> Result<Step, StreamError> {
+    /// A text delta through the gate and the tap: what of it goes out now, and the
+    /// reasoning split off. `None` when neither runs (the text goes out as it came).
+    fn content_step(&mut self, text: &str) -> Result<Option<ContentStep>, StreamError> {
+        if !(self.gate_content || self.tap.is_some()) {
+            return Ok(None);
+        }
+        if self.open_thinking && !text.is_empty() {
+            // The template opened the block: what follows is inside it.
+            self.open_thinking = false;
+            let tag = toolmend::message::TEMPLATE_THINKING_TAG;
+            if self.gate_content {
+                self.asm.push_content(tag)?;
+            } else if let Some(tap) = self.tap.as_mut() {
+                tap.push(tag);
+            }
+        }
+        // With the gate, the tap splits the reasoning the gate stripped (a tag quoted in
+        // code or inside a held call is no reasoning); without it, the content itself.
+        let (parts, now) = if self.gate_content {
+            let now = self.asm.push_content(text)?;
+            let stripped = self.asm.take_reasoning();
+            (self.tap.as_mut().map(|t| t.push(&stripped)), Some(now))
+        } else {
+            let parts = self.tap.as_mut().map(|t| t.push(text));
+            let now = parts.as_ref().map(|p| p.content.clone());
+            (parts, now)
+        };
+        Ok(Some(ContentStep { now, parts }))
+    }
+
+    /// True when `step` leaves a delta whose content was `text` as it came.
+    fn keeps(&self, text: &str, step: &ContentStep) -> bool {
+        step.now.as_deref().is_none_or(|now| now == text)
+            && !(self.move_reasoning
+                && step.parts.as_ref().is_some_and(|p| !p.reasoning.is_empty()))
+    }
+
+    /// Writes `step` into `delta` (whose content was `text`). True when it changed.
+    fn apply_content(&self, delta: &mut Map<String, Value>, text: &str, step: ContentStep) -> bool {
+        let mut changed = false;
+        if let Some(now) = step.now {
+            if now.is_empty() && !text.is_empty() {
+                changed = true;
+                delta.remove("content");
+            } else if now != text {
+                changed = true;
+                delta.insert("content".to_owned(), Value::String(now));
+            }
+        }
+        if let Some(p) = step.parts.filter(|_| self.move_reasoning) {
+            changed |= !p.reasoning.is_empty();
+            let mut d = Value::Object(std::mem::take(delta));
+            wire::put_reasoning(&mut d, &p.reasoning);
+            if let Value::Object(o) = d {
+                *delta = o;
+            }
+        }
+        changed
+    }
+
+    /// A chunk that is only choice 0's text, read without a tree: `Some(None)` when it
+    /// goes out as it came (its content through the gate and the tap unchanged);
+    /// `Some(Some(step))` when the gate or the tap changed it (the step taken: the chunk
+    /// is then read as a tree and [`on_chunk_with`](Self::on_chunk_with) writes it);
+    /// `None` for any other chunk (nothing done: [`on_chunk`](Self::on_chunk) reads it).
+    fn on_text_chunk(&mut self, data: &str) -> Option<Result<Option<ContentStep>, StreamError>> {
+        // The first chunk's members are kept for the chunks the gateway writes.
+        if self.meta.is_empty() {
+            return None;
+        }
+        // Objects only: serde would read a struct from an array too.
+        let object = |raw: &str| raw.trim_start().starts_with('{');
+        if !object(data) {
+            return None;
+        }
+        let view = serde_json::from_str::<TextChunk<'_>>(data).ok()?;
+        if view.error {
+            return None;
+        }
+        let [choice] = view.choices.as_slice() else {
+            return None;
+        };
+        if !object(choice.get()) {
+            return None;
+        }
+        let choice = serde_json::from_str::<TextChoice<'_>>(choice.get()).ok()?;
+        if choice.index.unwrap_or(0) != 0
+            || choice.finish_reason.is_some()
+            || !object(choice.delta.get())
+        {
+            return None;
+        }
+        let delta = serde_json::from_str::<TextDelta<'_>>(choice.delta.get()).ok()?;
+        if delta.tool_calls {
+            return None;
+        }
+        let text = delta.content.as_deref()?;
+        Some(match self.content_step(text) {
+            Ok(Some(step)) if !self.keeps(text, &step) => Ok(Some(step)),
+            Ok(_) => Ok(None),
+            Err(e) => Err(e),
+        })
+    }
+
+    #[cfg(test)]
+    fn on_chunk(&mut self, chunk: Value) -> Result<Step, StreamError> {
+        self.on_chunk_with(chunk, None)
+    }
+
+    /// [`on_chunk`](Self::on_chunk), choice 0's content step already taken
+    /// (`taken`: [`on_text_chunk`](Self::on_text_chunk) ran the gate on it).
+    fn on_chunk_with(
+        &mut self,
+        mut chunk: Value,
+        taken: Option<ContentStep>,
+    ) -> Result<Step, StreamError> {
         // Some servers put `usage` in the chunk that finishes: it must survive.
         let usage = chunk.get("usage").filter(|u| !u.is_null()).cloned();
         if self.meta.is_empty()
@@ -300,47 +415,13 @@ impl Transformer {
                 .get("content")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            if let Some(text) = text
-                && (self.gate_content || self.tap.is_some())
-            {
-                if self.open_thinking && !text.is_empty() {
-                    // The template opened the block: what follows is inside it.
-                    self.open_thinking = false;
-                    let tag = toolmend::message::TEMPLATE_THINKING_TAG;
-                    if self.gate_content {
-                        self.asm.push_content(tag)?;
-                    } else if let Some(tap) = self.tap.as_mut() {
-                        tap.push(tag);
-                    }
-                }
-                // With the gate, the tap splits the reasoning the gate stripped (a tag
-                // quoted in code or inside a held call is no reasoning); without it, the
-                // content itself.
-                let (parts, now) = if self.gate_content {
-                    let now = self.asm.push_content(&text)?;
-                    let stripped = self.asm.take_reasoning();
-                    (self.tap.as_mut().map(|t| t.push(&stripped)), Some(now))
-                } else {
-                    let parts = self.tap.as_mut().map(|t| t.push(&text));
-                    let now = parts.as_ref().map(|p| p.content.clone());
-                    (parts, now)
+            if let Some(text) = text {
+                let step = match taken {
+                    Some(step) => Some(step),
+                    None => self.content_step(&text)?,
                 };
-                if let Some(now) = now {
-                    if now.is_empty() && !text.is_empty() {
-                        changed = true;
-                        delta.remove("content");
-                    } else if now != text {
-                        changed = true;
-                        delta.insert("content".to_owned(), Value::String(now));
-                    }
-                }
-                if let Some(p) = parts.filter(|_| self.move_reasoning) {
-                    changed |= !p.reasoning.is_empty();
-                    let mut d = Value::Object(std::mem::take(delta));
-                    wire::put_reasoning(&mut d, &p.reasoning);
-                    if let Value::Object(o) = d {
-                        *delta = o;
-                    }
+                if let Some(step) = step {
+                    changed |= self.apply_content(delta, &text, step);
                 }
             }
         }
@@ -646,6 +727,48 @@ fn frame(v: &Value) -> Bytes {
     Bytes::from(out)
 }
 
+/// What the gate and the tap made of a text delta ([`Transformer::content_step`]).
+struct ContentStep {
+    /// What of the text goes out now (`None`: the gate does not run, the tap decides).
+    now: Option<String>,
+    /// The tap's split (`None` without a tap).
+    parts: Option<Parts>,
+}
+
+/// A chunk read for [`Transformer::on_text_chunk`]: only what decides whether it is
+/// choice 0's text alone; other members are skipped unread. A member given twice fails
+/// the read (the tree decides then).
+#[derive(serde::Deserialize)]
+struct TextChunk<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<&'a serde_json::value::RawValue>,
+    /// An `error` member, whatever its value.
+    #[serde(default, deserialize_with = "present")]
+    error: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct TextChoice<'a> {
+    index: Option<u64>,
+    #[serde(borrow)]
+    delta: &'a serde_json::value::RawValue,
+    finish_reason: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextDelta<'a> {
+    #[serde(borrow)]
+    content: Option<std::borrow::Cow<'a, str>>,
+    /// A `tool_calls` member, whatever its value (`null` too: it is taken out).
+    #[serde(default, deserialize_with = "present")]
+    tool_calls: bool,
+}
+
+/// True for any value: the member is there.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    <serde::de::IgnoredAny as serde::Deserialize>::deserialize(d).map(|_| true)
+}
+
 /// The member names a chunk forwarded as it came may hold at most once each.
 const VERBATIM_KEYS: &[&str] = &[
     "\"choices\"",
@@ -764,6 +887,30 @@ impl Driver {
             self.end();
             return false;
         }
+        // Forwarded as it came only when nothing below changes it: choice 0 alone (the
+        // others are taken out of the chunk), its data on one line (an event's `data`
+        // over several lines is one JSON text that goes out as one line).
+        // A key written twice (serde keeps the last) would reach a client that reads the
+        // first: never verbatim then. Counting the names is enough (a quote inside a
+        // string is escaped), at the price of re-encoding a rare chunk that did not need it.
+        let one_line = !data.contains(['\n', '\r']) && at_most_once(&data, VERBATIM_KEYS);
+        // Choice 0's text alone, the common chunk: read without a tree, and sent as it
+        // came when the gate and the tap leave it so.
+        let mut taken = None;
+        if one_line && !self.finished {
+            match self.t.on_text_chunk(&data) {
+                Some(Ok(None)) => {
+                    self.queue.push_back(raw_frame(&data));
+                    return true;
+                }
+                Some(Ok(Some(step))) => taken = Some(step),
+                Some(Err(e)) => {
+                    self.too_large(e);
+                    return false;
+                }
+                None => {}
+            }
+        }
         let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
             m::upstream_error("stream");
             self.fail("the upstream sent a stream chunk that is not JSON");
@@ -775,14 +922,7 @@ impl Driver {
             return true;
         }
         let mut chunk = chunk;
-        // Forwarded as it came only when nothing below changes it: choice 0 alone (the
-        // others are taken out of the chunk), its data on one line (an event's `data`
-        // over several lines is one JSON text that goes out as one line).
-        // A key written twice (serde keeps the last) would reach a client that reads the
-        // first: never verbatim then. Counting the names is enough (a quote inside a
-        // string is escaped), at the price of re-encoding a rare chunk that did not need it.
-        let verbatim = !data.contains(['\n', '\r'])
-            && at_most_once(&data, VERBATIM_KEYS)
+        let verbatim = one_line
             && chunk
                 .get("choices")
                 .and_then(Value::as_array)
@@ -801,23 +941,11 @@ impl Driver {
         let step = match if silent {
             Ok(Step::Emit(Vec::new()))
         } else {
-            self.t.on_chunk(chunk)
+            self.t.on_chunk_with(chunk, taken)
         } {
             Ok(step) => step,
             Err(e) => {
-                m::upstream_error("too_large");
-                let what = match e {
-                    StreamError::TooLarge { limit } => format!(
-                        "more than limits.max_upstream_bytes ({limit} bytes) of content and \
-                         tool calls"
-                    ),
-                    StreamError::TooManyCalls { limit } => {
-                        format!("more than limits.max_calls_per_message ({limit}) tool calls")
-                    }
-                };
-                self.fail_with(GatewayError::UpstreamTooLarge(format!(
-                    "the upstream stream held {what}; it was not read further"
-                )));
+                self.too_large(e);
                 return false;
             }
         };
@@ -1007,6 +1135,23 @@ impl Driver {
         self.done = true;
     }
 
+    /// Ends the stream on a bound of choice 0's buffer (`limits.max_upstream_bytes`,
+    /// `limits.max_calls_per_message`).
+    fn too_large(&mut self, e: StreamError) {
+        m::upstream_error("too_large");
+        let what = match e {
+            StreamError::TooLarge { limit } => format!(
+                "more than limits.max_upstream_bytes ({limit} bytes) of content and tool calls"
+            ),
+            StreamError::TooManyCalls { limit } => {
+                format!("more than limits.max_calls_per_message ({limit}) tool calls")
+            }
+        };
+        self.fail_with(GatewayError::UpstreamTooLarge(format!(
+            "the upstream stream held {what}; it was not read further"
+        )));
+    }
+
     fn fail(&mut self, message: &str) {
         self.fail_with(GatewayError::UpstreamStream(message.to_owned()));
     }
@@ -1129,6 +1274,110 @@ mod tests {
     use toolmend::stream::Thinking;
 
     use super::{Step, Transformer, VERBATIM_KEYS, at_most_once, frame_with};
+
+    /// What a step sends, to compare two transformers: the chunks, or the finish's parts.
+    fn sent(step: Step) -> String {
+        match step {
+            Step::Emit(chunks) => format!("emit {chunks:?}"),
+            Step::Forward(chunk) => format!("forward {chunk}"),
+            Step::Finish(f) => format!(
+                "finish {:?} held={:?} tail={:?} finish={} stripped={} reasoning={:?}",
+                f.message, f.held_text, f.tail, f.finish, f.thinking_stripped, f.reasoning
+            ),
+        }
+    }
+
+    /// A chunk as the text path takes it: read without a tree first, a tree only where
+    /// the gate or the tap changed it or the chunk is not choice 0's text alone.
+    fn by_text_path(t: &mut Transformer, chunk: serde_json::Value) -> Step {
+        match t.on_text_chunk(&chunk.to_string()) {
+            Some(Ok(None)) => Step::Forward(chunk),
+            Some(Ok(Some(step))) => t.on_chunk_with(chunk, Some(step)).unwrap(),
+            Some(Err(e)) => panic!("{e}"),
+            None => t.on_chunk(chunk).unwrap(),
+        }
+    }
+
+    #[test]
+    fn text_chunks_read_without_a_tree_send_what_the_tree_sends() {
+        use crate::config::ReasoningPolicy;
+        let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+            json!({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        };
+        let texts = [
+            "<think>The user wants Paris.</think>It is sunny.",
+            "Checking. <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>",
+            "Use `<think>` in code: ```\n<tool_call>\n``` and then nothing.",
+            "Plain text, é and \"quotes\", nothing held.",
+        ];
+        let gates = [None, Some(Thinking::Strip), Some(Thinking::Pass)];
+        let policies = [
+            ReasoningPolicy::Keep,
+            ReasoningPolicy::Move,
+            ReasoningPolicy::Drop,
+        ];
+        for text in texts {
+            for cut in 1..text.len() {
+                if !text.is_char_boundary(cut) {
+                    continue;
+                }
+                for gate in gates {
+                    for policy in policies {
+                        let make = || {
+                            Transformer::new(gate, usize::MAX, usize::MAX).with_reasoning(policy)
+                        };
+                        let (mut tree, mut text_path) = (make(), make());
+                        let mut chunks = vec![chunk(
+                            json!({"role": "assistant", "content": ""}),
+                            json!(null),
+                        )];
+                        chunks.push(chunk(json!({"content": &text[..cut]}), json!(null)));
+                        chunks.push(chunk(json!({"content": &text[cut..]}), json!(null)));
+                        chunks.push(chunk(json!({}), json!("stop")));
+                        for (i, c) in chunks.into_iter().enumerate() {
+                            let a = sent(tree.on_chunk(c.clone()).unwrap());
+                            let b = sent(by_text_path(&mut text_path, c));
+                            assert_eq!(
+                                a, b,
+                                "{text:?} cut at {cut}, {gate:?}, {policy:?}, chunk {i}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_choice_zeros_text_alone_is_read_without_a_tree() {
+        let mut t = Transformer::new(Some(Thinking::Strip), usize::MAX, usize::MAX);
+        let first = json!({"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]});
+        assert!(
+            t.on_text_chunk(&first.to_string()).is_none(),
+            "the first chunk's members are kept"
+        );
+        t.on_chunk(first).unwrap();
+        let text =
+            r#"{"id":"x","choices":[{"index":0,"delta":{"content":"Hi."},"finish_reason":null}]}"#;
+        assert!(
+            matches!(t.on_text_chunk(text), Some(Ok(None))),
+            "sent as it came"
+        );
+        for other in [
+            r#"{"id":"x","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}"#,
+            r#"{"id":"x","choices":[{"index":0,"delta":{"content":"a","tool_calls":null}}]}"#,
+            r#"{"id":"x","choices":[{"index":1,"delta":{"content":"a"}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"content":"a"}},{"index":1,"delta":{}}]}"#,
+            r#"{"id":"x","choices":[{"index":0,"delta":["a"]}]}"#,
+            r#"{"id":"x","choices":[[0,{"content":"a"}]]}"#,
+            r#"{"id":"x","error":null,"choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"content":null}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+        ] {
+            assert!(t.on_text_chunk(other).is_none(), "{other}");
+        }
+    }
 
     #[test]
     fn a_chunk_naming_a_key_twice_is_never_forwarded_verbatim() {
