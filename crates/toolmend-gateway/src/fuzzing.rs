@@ -82,18 +82,21 @@ pub async fn respond_stream(
 ) -> (u16, Bytes) {
     let history: Vec<Message> =
         serde_json::from_value(request["messages"].clone()).unwrap_or_default();
-    let resp = sse::respond(Exchange {
-        gw,
-        headers: HeaderMap::new(),
-        request,
-        history,
-        toolbox,
-        notes: Default::default(),
-        started: Instant::now(),
-        session: None,
-        request_id: "fuzz".to_owned(),
-        original: None,
-    })
+    let resp = sse::respond(
+        Exchange {
+            gw,
+            headers: HeaderMap::new(),
+            request: crate::fronts::chat_completions::body::Request::whole(request),
+            history,
+            toolbox,
+            notes: Default::default(),
+            started: Instant::now(),
+            session: None,
+            request_id: "fuzz".to_owned(),
+            original: None,
+        },
+        None,
+    )
     .await;
     let status = resp.status().as_u16();
     let body = axum::body::to_bytes(resp.into_body(), usize::MAX)

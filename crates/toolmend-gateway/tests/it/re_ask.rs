@@ -139,7 +139,12 @@ async fn a_re_ask_the_upstream_refuses_is_reported_and_its_call_stays_flagged() 
         assert_eq!(account["counts"]["unresolved"], 1);
         // Never the upstream's body: it may name an account or quote the request.
         assert!(!body.to_string().contains("org-secret-123"), "{body}");
-        assert_eq!(r.provider.requests().len(), 2, "one re-ask, refused");
+        let asked = r.provider.requests();
+        assert_eq!(asked.len(), 2, "one re-ask, refused");
+        // The re-ask carries the client's tools and history (read from the client's
+        // bytes on the way in: never left out of the body the upstream gets).
+        assert_eq!(asked[1]["tools"], tools(), "the re-ask's tools");
+        assert_eq!(asked[1]["messages"][0], request(false)["messages"][0]);
     }
 }
 

@@ -26,8 +26,9 @@ pub(crate) struct Exchange {
     pub(crate) gw: Arc<Gateway>,
     /// The client's headers (auth and tracing go upstream).
     pub(crate) headers: HeaderMap,
-    /// The body as it goes upstream.
-    pub(crate) request: Value,
+    /// The body as it goes upstream (its history and tools may still be the client's
+    /// bytes: [`Request`](super::body::Request) says how to read it).
+    pub(crate) request: super::body::Request,
     /// Its messages, decoded: the history the answer is planned against.
     pub(crate) history: Vec<Message>,
     /// The request's compiled tools, when the answer is mended.
@@ -52,7 +53,7 @@ impl Exchange {
             return;
         };
         let session = self.session().map(|(s, _)| s.to_owned()).or_else(|| {
-            crate::fronts::session_hints(&self.headers, &self.request)
+            crate::fronts::session_hints(&self.headers, self.request.partial())
                 .named()
                 .map(crate::pipeline::guard::client_scoped)
         });
@@ -61,7 +62,7 @@ impl Exchange {
             super::FRONT,
             session,
             client.as_deref(),
-            self.request.get("model").and_then(Value::as_str),
+            self.request.partial().get("model").and_then(Value::as_str),
             &self.request_id,
             resolved,
             toolbox,
@@ -80,7 +81,7 @@ impl ReAsk for Exchange {
         #[cfg(feature = "otel")]
         let span = crate::telemetry::re_ask_span(request.round, request.calls.len());
         let asking = async move {
-            let body = wire::re_ask_body(&self.request, &request.calls, &request.results);
+            let body = wire::re_ask_body(&self.request.full(), &request.calls, &request.results);
             let api = self.gw.upstream.api();
             let body = upstreams::request_for(api, &body).unwrap_or(body);
             let req = self

@@ -189,7 +189,9 @@ pub(crate) async fn answer(
         let outgoing = if api == UpstreamApi::ChatCompletions {
             match unchanged.take() {
                 Some(body) => gw.upstream.post_bytes(wire::PATH, &ex.headers, body),
-                None => gw.upstream.post(wire::PATH, &ex.headers, &ex.request),
+                None => gw
+                    .upstream
+                    .post(wire::PATH, &ex.headers, &ex.request.full()),
             }
         } else {
             // The first round's request goes as the client sent it when it can.
@@ -197,7 +199,8 @@ pub(crate) async fn answer(
                 Some(original) => original.body,
                 // Written from the request where it stands: no copy of it.
                 None => {
-                    upstreams::request_for(api, &ex.request).unwrap_or_else(|| ex.request.clone())
+                    let request = ex.request.full();
+                    upstreams::request_for(api, &request).unwrap_or_else(|| request.into_owned())
                 }
             };
             gw.upstream.post(upstreams::path(api), &ex.headers, &body)
@@ -258,7 +261,7 @@ pub(crate) async fn answer(
             {
                 Round::Final(mended) => first = Some(*mended),
                 Round::Again(history) => {
-                    wire::next_round(&mut ex.request, &history);
+                    wire::next_round(ex.request.tree_mut(), &history);
                     ex.history = history;
                     guard = summary.guard;
                     tally = summary.resolve;

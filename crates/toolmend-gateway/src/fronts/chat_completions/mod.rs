@@ -5,6 +5,7 @@
 //! stream is read round by round as JSON and its final answer written as SSE
 //! ([`sse::replay`]).
 
+pub(crate) mod body;
 pub(crate) mod exchange;
 pub(crate) mod json;
 pub(crate) mod sse;
@@ -25,6 +26,7 @@ use axum::{
 };
 use serde_json::Value;
 
+use self::body::Request;
 use self::exchange::Exchange;
 use crate::{
     config::UpstreamApi,
@@ -67,19 +69,18 @@ async fn chat_inner(
     request_id: &str,
 ) -> Result<Response, GatewayError> {
     let started = Instant::now();
-    let request = http::json_object(&body)?;
-    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
-    let speaks_chat = gw.upstream.api() == UpstreamApi::ChatCompletions;
+    // Its history and tools are read from their bytes: a request that goes up as it came
+    // never has them as trees.
+    let request = Request::read(&body)?;
+    let stream = request.partial().get("stream").and_then(Value::as_bool) == Some(true);
     let prepared = exchange(gw, headers, request, started, request_id, stream, None)?;
-    let unchanged =
-        (speaks_chat && !prepared.exchange.notes.changed && !prepared.injected && !prepared.replay)
-            .then_some(body);
+    let unchanged = prepared.as_it_came.then_some(body);
     if prepared.replay {
         let answer = json::answer(prepared.exchange, None).await?;
         return Ok(sse::replay(answer, prepared.include_usage));
     }
     if stream {
-        return Ok(sse::respond(prepared.exchange).await);
+        return Ok(sse::respond(prepared.exchange, unchanged).await);
     }
     json::respond(prepared.exchange, unchanged).await
 }
@@ -87,8 +88,9 @@ async fn chat_inner(
 /// A chat-completions request made ready: its exchange, and how it is to be answered.
 struct Prepared {
     exchange: Exchange,
-    /// The server-side tools' definitions were added to the request.
-    injected: bool,
+    /// The client's body goes upstream as it came: the upstream speaks its API and
+    /// nothing changed it (the history, server-side tools, a stream read whole).
+    as_it_came: bool,
     /// A stream read whole (the round trip) and written as SSE at the end.
     replay: bool,
     /// The client asked for the usage chunk (`stream_options.include_usage`).
@@ -102,13 +104,13 @@ struct Prepared {
 fn exchange(
     gw: Arc<Gateway>,
     headers: HeaderMap,
-    mut request: Value,
+    mut request: Request,
     started: Instant,
     request_id: &str,
     stream: bool,
     original: Option<Original>,
 ) -> Result<Prepared, GatewayError> {
-    let (history, notes) = wire::prepare(&gw.pipeline, &mut request)?;
+    let (history, notes) = wire::prepare_request(&gw.pipeline, &mut request)?;
     // The round trip: the server-side tools' definitions go upstream (the client does not
     // know them), and a stream is read whole, round by round, then written as SSE.
     let round_trip = gw
@@ -117,20 +119,33 @@ fn exchange(
         .as_ref()
         .filter(|s| s.any_server_side());
     let injected = match round_trip {
-        Some(st) if gw.config.round_trip.inject => wire::inject_tools(&mut request, st),
+        Some(st) if gw.config.round_trip.inject => wire::inject_tools(request.tree_mut(), st),
         _ => false,
     };
-    let toolbox = match request.get("tools").filter(|t| t.is_array()) {
-        Some(tools) if gw.config.calls.mend => Some(
-            wire::toolbox(&gw.pipeline.tools, tools)
-                .map_err(|e| GatewayError::invalid("invalid_tools", e.to_string()))?,
-        ),
-        _ => None,
+    let toolbox = if gw.config.calls.mend {
+        let compiled = match request.deferred("tools") {
+            Some(bytes) => Some(wire::toolbox_of_bytes(&gw.pipeline.tools, bytes)),
+            None => request
+                .partial()
+                .get("tools")
+                .filter(|t| t.is_array())
+                .map(|tools| wire::toolbox(&gw.pipeline.tools, tools)),
+        };
+        compiled
+            .transpose()
+            .map_err(|e| GatewayError::invalid("invalid_tools", e.to_string()))?
+    } else {
+        None
     };
     // An upstream of another API is asked whole and its answer written as SSE.
     let api = gw.upstream.api();
     let replay = stream && (round_trip.is_some() || api != UpstreamApi::ChatCompletions);
-    let include_usage = replay && wire::unstream(&mut request);
+    let include_usage = replay && wire::unstream(request.tree_mut());
+    let as_it_came = api == UpstreamApi::ChatCompletions && !notes.changed && !injected && !replay;
+    if !as_it_came {
+        // It will be written: its members read into the tree now, once.
+        request.tree_mut();
+    }
     let original = original
         .filter(|o| o.api == api && !notes.changed && !injected)
         .map(|mut o| {
@@ -143,7 +158,7 @@ fn exchange(
         .pipeline
         .guard
         .as_ref()
-        .and_then(|g| g.session(&crate::fronts::session_hints(&headers, &request)));
+        .and_then(|g| g.session(&crate::fronts::session_hints(&headers, request.partial())));
     let exchange = Exchange {
         gw,
         headers,
@@ -158,7 +173,7 @@ fn exchange(
     };
     Ok(Prepared {
         exchange,
-        injected,
+        as_it_came,
         replay,
         include_usage,
     })
@@ -177,7 +192,15 @@ pub(crate) async fn answer_whole(
 ) -> Result<json::Answer, GatewayError> {
     let started = Instant::now();
     wire::unstream(&mut request);
-    let prepared = exchange(gw, headers, request, started, request_id, false, original)?;
+    let prepared = exchange(
+        gw,
+        headers,
+        Request::whole(request),
+        started,
+        request_id,
+        false,
+        original,
+    )?;
     json::answer(prepared.exchange, None).await
 }
 
@@ -195,7 +218,15 @@ pub(crate) async fn answer_streamed(
     let started = Instant::now();
     request["stream"] = serde_json::json!(true);
     request["stream_options"] = serde_json::json!({"include_usage": true});
-    let prepared = exchange(gw, headers, request, started, request_id, true, original)?;
+    let prepared = exchange(
+        gw,
+        headers,
+        Request::whole(request),
+        started,
+        request_id,
+        true,
+        original,
+    )?;
     if prepared.replay {
         let answer = json::answer(prepared.exchange, None).await?;
         let passed_through = answer.passed_through;
@@ -205,7 +236,7 @@ pub(crate) async fn answer_streamed(
         });
     }
     Ok(Streamed {
-        response: sse::respond(prepared.exchange).await,
+        response: sse::respond(prepared.exchange, None).await,
         passed_through: false,
     })
 }

@@ -1181,10 +1181,17 @@ impl Driver {
     }
 }
 
-/// The streaming answer to `ex`.
-pub(crate) async fn respond(ex: Exchange) -> Response {
+/// The streaming answer to `ex`. `unchanged`: the client's body when the request path
+/// changed nothing in it (sent as it came, no second serialization).
+pub(crate) async fn respond(ex: Exchange, unchanged: Option<Bytes>) -> Response {
     let deadline = ex.gw.upstream.deadline();
-    let req = ex.gw.upstream.post(wire::PATH, &ex.headers, &ex.request);
+    let req = match unchanged {
+        Some(body) => ex.gw.upstream.post_bytes(wire::PATH, &ex.headers, body),
+        None => ex
+            .gw
+            .upstream
+            .post(wire::PATH, &ex.headers, &ex.request.full()),
+    };
     let resp = match ex.gw.upstream.send(req, deadline).await {
         Ok(r) => r,
         Err(e) => return e.into_response(),

@@ -48,6 +48,27 @@ pub(crate) fn prepare(
     Ok((messages, notes))
 }
 
+/// [`prepare`] on a request whose `messages` may be left as the client's bytes: read typed
+/// from them (no tree), rewritten into the body only when the request path changed them.
+/// A history that does not read so goes [`prepare`]'s way, with its errors.
+pub(crate) fn prepare_request(
+    pipeline: &Pipeline,
+    request: &mut super::body::Request,
+) -> Result<(Vec<Message>, RequestNotes), GatewayError> {
+    let typed = request
+        .deferred("messages")
+        .map(serde_json::from_slice::<Vec<Message>>);
+    let Some(Ok(messages)) = typed else {
+        return prepare(pipeline, request.tree_mut());
+    };
+    pipeline.check_message_count(messages.len())?;
+    let (messages, notes) = pipeline.prepare(messages)?;
+    if notes.changed {
+        request.tree_mut()["messages"] = serde_json::to_value(&messages).unwrap_or(Value::Null);
+    }
+    Ok((messages, notes))
+}
+
 /// The re-ask request: `request` with the model's invalid `calls` and one tool message
 /// of feedback per call appended, not streamed, one choice.
 pub(crate) fn re_ask_body(
@@ -195,6 +216,53 @@ pub(crate) fn toolbox(
     })
 }
 
+/// [`toolbox`] for `tools` left as the client's bytes (a JSON array): the cache keyed by
+/// those bytes, the tree read only on a miss.
+pub(crate) fn toolbox_of_bytes(
+    cache: &ToolCache,
+    bytes: &[u8],
+) -> Result<std::sync::Arc<toolmend::Toolbox>, ToolsError> {
+    let count = count_elements(bytes);
+    cache.get(bytes, count, |limit| {
+        let tools: Value = serde_json::from_slice(bytes).map_err(|e| ToolsError(e.to_string()))?;
+        let list = tools.as_array().map_or(&[][..], Vec::as_slice);
+        compile(&tools, list, limit)
+    })
+}
+
+/// The number of elements of the JSON array `bytes` (valid JSON): its commas at depth 1,
+/// outside strings.
+fn count_elements(bytes: &[u8]) -> usize {
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    let (mut commas, mut any) = (0usize, false);
+    for &b in bytes {
+        if in_str {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_str = true;
+                any |= depth == 1;
+            }
+            b'[' | b'{' => {
+                any |= depth == 1;
+                depth += 1;
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' if depth == 1 => commas += 1,
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            _ => any |= depth == 1,
+        }
+    }
+    if any { commas + 1 } else { 0 }
+}
+
 /// The front's conversion of `tools` on a cache miss (each definition at most `limit`
 /// bytes serialized).
 fn compile(tools: &Value, list: &[Value], limit: usize) -> Result<Vec<Tool>, ToolsError> {
@@ -243,4 +311,40 @@ pub(crate) fn inject_tools(request: &mut Value, server: &ServerTools) -> bool {
     );
     obj.insert("tools".to_owned(), Value::Array(tools));
     true
+}
+
+#[cfg(test)]
+mod count_tests {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "[\\[\\]{},\"\\\\a-z ]{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map("[a-z,\\[]{1,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The elements counted from the bytes are the array's, whatever they hold.
+        #[test]
+        fn elements_counted_from_bytes(items in prop::collection::vec(json(), 0..6), pretty in any::<bool>()) {
+            let array = Value::from(items.clone());
+            let text = if pretty {
+                serde_json::to_string_pretty(&array).unwrap()
+            } else {
+                serde_json::to_string(&array).unwrap()
+            };
+            prop_assert_eq!(super::count_elements(text.as_bytes()), items.len());
+        }
+    }
 }
