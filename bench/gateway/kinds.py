@@ -29,6 +29,8 @@ Kinds (bench/gateway/request.json's conversation and tool):
   stream-calls  `tools`, `stream: true`; a call with valid arguments
   guard         `valid` with the guard on, in memory (a global limit no run reaches,
                 the repeat rule)
+  history       `valid` after 30 earlier rounds of an agent loop (a call and its
+                result each, about 40 KB of history)
 
 With --instructions: instructions per request instead of seconds, each gateway under
 valgrind's callgrind (user-space instructions, counted: the same figure however loaded
@@ -84,6 +86,27 @@ def body(tools, stream):
     return b
 
 
+def agent_history(turns=30):
+    """`valid`'s request after `turns` earlier rounds of an agent loop: each an assistant
+    call and its tool result (about 40 KB of history, an agent's request at its 30th
+    step)."""
+    b = body(True, False)
+    messages = list(b["messages"])
+    for i in range(turns):
+        cid = f"call_{i:03d}"
+        messages.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": cid, "type": "function", "function": {
+                "name": "get_weather", "arguments": json.dumps({"city": f"City {i}", "days": 3})}}]})
+        forecast = [{"day": d, "high_c": 20 + d, "low_c": 10 + d, "sky": "partly cloudy",
+                     "wind_kmh": 12 + d, "note": "Light breeze in the afternoon, \"mild\"."}
+                    for d in range(1, 8)]
+        messages.append({"role": "tool", "tool_call_id": cid,
+                         "content": json.dumps({"city": f"City {i}", "forecast": forecast})})
+    messages.append({"role": "user", "content": "And Paris?"})
+    b["messages"] = messages
+    return b
+
+
 # name: (request body, scripted answer, bytes every answer through a gateway holds,
 #        bytes a direct answer holds, gateway environment)
 KINDS = {
@@ -93,6 +116,7 @@ KINDS = {
     "stream": (body(False, True), TEXT, "[DONE]", "[DONE]", {}),
     "stream-calls": (body(True, True), VALID_CALL, "get_weather", "get_weather", {}),
     "guard": (body(True, False), VALID_CALL, '\\"days\\":3', '\\"days\\":3', GUARD_ENV),
+    "history": (agent_history(), VALID_CALL, '\\"days\\":3', '\\"days\\":3', {}),
 }
 
 
