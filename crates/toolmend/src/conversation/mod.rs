@@ -24,7 +24,11 @@ pub use call::Call;
 pub type Extra = Map<String, Value>;
 
 /// A message, by role.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Read by role: when `role` is the object's first member (as every SDK writes it), the
+/// rest is read straight into the role's struct; otherwise the object is read whole
+/// first, then by its tag ([`Tagged`], serde's internally tagged reading).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
 pub enum Message {
     /// `system`: instructions.
@@ -41,7 +45,103 @@ pub enum Message {
     Function(FunctionMessage),
 }
 
+/// The roles, as an unknown one's error names them.
+const ROLES: &[&str] = &[
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
+/// [`Message`] read by serde's internally tagged reading (the whole object buffered, then
+/// read by its tag): the way of a message whose `role` is not its first member.
+#[derive(Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Tagged {
+    System(TextMessage),
+    Developer(TextMessage),
+    User(TextMessage),
+    Assistant(AssistantMessage),
+    Tool(ToolMessage),
+    Function(FunctionMessage),
+}
+
+impl From<Tagged> for Message {
+    fn from(t: Tagged) -> Self {
+        match t {
+            Tagged::System(m) => Message::System(m),
+            Tagged::Developer(m) => Message::Developer(m),
+            Tagged::User(m) => Message::User(m),
+            Tagged::Assistant(m) => Message::Assistant(m),
+            Tagged::Tool(m) => Message::Tool(m),
+            Tagged::Function(m) => Message::Function(m),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(MessageVisitor)
+    }
+}
+
+struct MessageVisitor;
+
+impl<'de> serde::de::Visitor<'de> for MessageVisitor {
+    type Value = Message;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a message: an object with a role")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+        use serde::de::{Error, value::MapAccessDeserializer};
+        let first: Option<std::borrow::Cow<'de, str>> = map.next_key()?;
+        if first.as_deref() == Some("role") {
+            let role: std::borrow::Cow<'de, str> = map.next_value()?;
+            let rest = MapAccessDeserializer::new(map);
+            let message = match role.as_ref() {
+                "system" => Message::System(TextMessage::deserialize(rest)?),
+                "developer" => Message::Developer(TextMessage::deserialize(rest)?),
+                "user" => Message::User(TextMessage::deserialize(rest)?),
+                "assistant" => Message::Assistant(AssistantMessage::deserialize(rest)?),
+                "tool" => Message::Tool(ToolMessage::deserialize(rest)?),
+                "function" => Message::Function(FunctionMessage::deserialize(rest)?),
+                other => return Err(A::Error::unknown_variant(other, ROLES)),
+            };
+            // A second `role` would have landed among the fields not modelled.
+            if message.extra().contains_key("role") {
+                return Err(A::Error::duplicate_field("role"));
+            }
+            return Ok(message);
+        }
+        // The tag elsewhere: the object read whole, then by its tag.
+        let mut whole = Map::new();
+        if let Some(key) = first {
+            whole.insert(key.into_owned(), map.next_value()?);
+            while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                whole.insert(key, value);
+            }
+        }
+        Tagged::deserialize(Value::Object(whole))
+            .map(Message::from)
+            .map_err(A::Error::custom)
+    }
+}
+
 impl Message {
+    /// The fields of the message not modelled here.
+    fn extra(&self) -> &Extra {
+        match self {
+            Message::System(m) | Message::Developer(m) | Message::User(m) => &m.extra,
+            Message::Assistant(m) => &m.extra,
+            Message::Tool(m) => &m.extra,
+            Message::Function(m) => &m.extra,
+        }
+    }
+
     /// The role's name.
     pub fn role(&self) -> &'static str {
         match self {
@@ -254,6 +354,85 @@ impl Tool {
             parameters: Some(parameters),
             strict: None,
             extra: Extra::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+    use serde_json::{Value, json};
+
+    use super::{Message, Tagged};
+
+    /// The fast reading (the role first) and the tagged one give the same message, from
+    /// a tree and from text.
+    #[test]
+    fn a_message_reads_the_same_whatever_the_place_of_its_role() {
+        let messages = [
+            json!({"role": "system", "content": "Be brief."}),
+            json!({"role": "developer", "content": [{"type": "text", "text": "x"}], "name": "d"}),
+            json!({"role": "user", "content": "Hi", "name": "u", "x-extra": {"a": [1, 2]}}),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1",
+                "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}],
+                "reasoning_content": "think", "refusal": null}),
+            json!({"role": "assistant", "content": "text only"}),
+            json!({"role": "assistant"}),
+            json!({"role": "tool", "tool_call_id": "c1", "content": "{\"ok\": true}"}),
+            json!({"role": "function", "name": "f", "content": "r"}),
+        ];
+        for m in messages {
+            let Value::Object(map) = &m else {
+                unreachable!()
+            };
+            // The same object with its role last: the tagged way.
+            let mut last: serde_json::Map<String, Value> = map
+                .iter()
+                .filter(|(k, _)| *k != "role")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            last.insert("role".into(), map["role"].clone());
+            let tagged = Message::from(Tagged::deserialize(&m).unwrap());
+            let fast = Message::deserialize(&m).unwrap();
+            let from_text: Message = serde_json::from_str(&m.to_string()).unwrap();
+            let role_last: Message = serde_json::from_value(Value::Object(last.clone())).unwrap();
+            let role_last_text: Message =
+                serde_json::from_str(&Value::Object(last).to_string()).unwrap();
+            for got in [&fast, &from_text, &role_last, &role_last_text] {
+                assert_eq!(got, &tagged, "{m}");
+            }
+            assert_eq!(
+                serde_json::to_value(&fast).unwrap(),
+                serde_json::to_value(&tagged).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn a_message_without_a_known_role_once_is_refused() {
+        for (text, says) in [
+            (
+                r#"{"role": "robot", "content": "x"}"#,
+                "unknown variant `robot`",
+            ),
+            (
+                r#"{"content": "x", "role": "robot"}"#,
+                "unknown variant `robot`",
+            ),
+            (
+                r#"{"role": "user", "content": "x", "role": "user"}"#,
+                "duplicate field `role`",
+            ),
+            (r#"{"content": "x"}"#, "missing field `role`"),
+            (r#"{}"#, "missing field `role`"),
+            (r#"{"role": "user"}"#, "missing field `content`"),
+            (r#"{"role": 5, "content": "x"}"#, "invalid type"),
+            (r#""user""#, "invalid type"),
+        ] {
+            let err = serde_json::from_str::<Message>(text)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{text}: {err}");
         }
     }
 }
