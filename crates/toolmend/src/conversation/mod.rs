@@ -239,13 +239,45 @@ pub struct FunctionMessage {
 }
 
 /// Message content: a string, or a list of parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Read by what the value is (a string or an array), without buffering it first as
+/// serde's untagged reading does: a long tool result is read once.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Content {
     /// Plain text.
     Text(String),
     /// Content parts (`text`, `image_url`, `input_audio`, `file`, `refusal` …).
     Parts(Vec<ContentPart>),
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ContentVisitor)
+    }
+}
+
+struct ContentVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ContentVisitor {
+    type Value = Content;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string or a list of content parts")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Content, E> {
+        Ok(Content::Text(v.to_owned()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Content, E> {
+        Ok(Content::Text(v))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Content, A::Error> {
+        Vec::<ContentPart>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+            .map(Content::Parts)
+    }
 }
 
 impl Content {
@@ -405,6 +437,35 @@ mod tests {
                 serde_json::to_value(&fast).unwrap(),
                 serde_json::to_value(&tagged).unwrap()
             );
+        }
+    }
+
+    /// Content is a string or parts, read as serde's untagged reading read it.
+    #[test]
+    fn content_reads_a_string_or_parts_and_nothing_else() {
+        use super::Content;
+        let text: Content = serde_json::from_str(r#""a \"quoted\" text""#).unwrap();
+        assert_eq!(text, Content::Text("a \"quoted\" text".into()));
+        let parts: Content = serde_json::from_value(json!([{"type": "text", "text": "hi"},
+            {"type": "image_url", "image_url": {"url": "u"}}]))
+        .unwrap();
+        let Content::Parts(p) = &parts else {
+            panic!("{parts:?}")
+        };
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].extra["image_url"]["url"], "u");
+        assert_eq!(
+            serde_json::from_str::<Content>("[]").unwrap(),
+            Content::Parts(Vec::new())
+        );
+        for bad in [
+            "5",
+            "null",
+            "{\"type\": \"text\"}",
+            "[5]",
+            "[{\"text\": \"no type\"}]",
+        ] {
+            assert!(serde_json::from_str::<Content>(bad).is_err(), "{bad}");
         }
     }
 
