@@ -27,7 +27,7 @@ pub type Extra = Map<String, Value>;
 ///
 /// Read by role: when `role` is the object's first member (as every SDK writes it), the
 /// rest is read straight into the role's struct; otherwise the object is read whole
-/// first, then by its tag ([`Tagged`], serde's internally tagged reading).
+/// first, then by its tag (serde's internally tagged reading).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
 pub enum Message {

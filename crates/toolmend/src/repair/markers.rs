@@ -607,7 +607,7 @@ pub fn dsml_junk_start(text: &str, at: usize) -> usize {
 
 /// True while a DSML token at `at` that is no call marker (`<｜DSML｜ SugarPanel>`) may
 /// still be a broken opener ([`dsml_junk_start`]): its `>` has not come yet (within
-/// [`MAX_DSML_TOKEN`] bytes, on its line), or only whitespace has come after it. A stream's
+/// `MAX_DSML_TOKEN` (256) bytes, on its line), or only whitespace has come after it. A stream's
 /// gate keeps it back until what follows decides.
 pub fn dsml_token_pending(text: &str, at: usize) -> bool {
     let rest = &text[at..];

@@ -41,7 +41,7 @@ pub(super) const DIALECT: Dialect = Dialect {
 /// Whether a Gemma 4 call without its full opener begins at `at` of `text`: `<call>`
 /// (then `call:` or not) or, `line` set, a bare `call:`, then a tool name and `{` whose
 /// body reaches Gemma 4's string delimiter ([`GEMMA4_STRING`]) before its braces close,
-/// within [`MAX_EVIDENCE`] bytes. That token is emitted only in calls: it tells a call
+/// within `MAX_EVIDENCE` (256) bytes. That token is emitted only in calls: it tells a call
 /// from prose about one. `None` while the text so far cannot tell (a stream's gate keeps
 /// it back). Before the first delimiter a Gemma body holds no string, so its braces are
 /// counted as they stand.
