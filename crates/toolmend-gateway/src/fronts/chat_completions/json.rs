@@ -368,21 +368,7 @@ async fn plan_choices(
             *changed |= write_choice(choice, &planned, summary, toolbox, ex);
             continue;
         }
-        let (answered, took) = pipeline
-            .answer(
-                &message,
-                cut_off,
-                &ex.history,
-                toolbox,
-                ex.session(),
-                ex,
-                summary,
-            )
-            .await?;
-        // Re-asks are time upstream, corrections time at the correction model (the
-        // checks themselves are ours).
-        *upstream_time += took;
-        first = Some(answered);
+        first = Some(answer_first(ex, &message, cut_off, toolbox, summary, upstream_time).await?);
     }
     Ok(first)
 }
@@ -477,6 +463,34 @@ struct ContentView<'a> {
     content: Option<&'a serde_json::value::RawValue>,
 }
 
+/// Choice 0 through the pipeline: planned, resolved and guarded. Re-asks are time
+/// upstream, corrections time at the correction model (added to `upstream_time`; the
+/// checks themselves are ours).
+async fn answer_first(
+    ex: &Exchange,
+    message: &AssistantMessage,
+    cut_off: bool,
+    toolbox: &Toolbox,
+    summary: &mut Summary,
+    upstream_time: &mut Duration,
+) -> Result<Resolved, GatewayError> {
+    let (answered, took) = ex
+        .gw
+        .pipeline
+        .answer(
+            message,
+            cut_off,
+            &ex.history,
+            toolbox,
+            ex.session(),
+            ex,
+            summary,
+        )
+        .await?;
+    *upstream_time += took;
+    Ok(answered)
+}
+
 /// What [`plan_viewed`] read and planned.
 struct Viewed {
     /// Choice 0, planned, resolved and guarded (`None` without tools).
@@ -548,20 +562,7 @@ async fn plan_viewed(
         return Ok(None);
     };
     let cut_off = wire::cut_off(finish_reason.as_deref());
-    let (answered, took) = ex
-        .gw
-        .pipeline
-        .answer(
-            &message,
-            cut_off,
-            &ex.history,
-            toolbox,
-            ex.session(),
-            ex,
-            summary,
-        )
-        .await?;
-    *upstream_time += took;
+    let answered = answer_first(ex, &message, cut_off, toolbox, summary, upstream_time).await?;
     Ok(Some(Viewed {
         first: Some(answered),
         choice: span,
