@@ -2042,3 +2042,71 @@ async fn a_mended_answer_keeps_the_upstreams_other_bytes_only_its_choice_written
     }
     assert_eq!(body["system_fingerprint"], "fp_café");
 }
+
+#[tokio::test]
+async fn an_answer_of_an_unusual_shape_passes_as_it_came_and_a_null_account_is_replaced() {
+    // A JSON array at the top, and a choice that is an array: no completion to mend.
+    let array_top =
+        r#"[[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],null]"#;
+    let array_choice = r#"{"choices":[[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\",}"}}]},"stop"]]}"#;
+    // The upstream's own `toolmend: null`: replaced by the account, never a second key.
+    let null_account = completion(&json!({"role": "assistant", "content": "hi"}), "stop").replacen(
+        '{',
+        r#"{"toolmend":null,"#,
+        1,
+    );
+    let (url, _) = canned(vec![
+        ("application/json", array_top.to_owned()),
+        ("application/json", array_choice.to_owned()),
+        ("application/json", null_account),
+    ])
+    .await;
+    let gw = gateway(&url, "").await;
+    let resp = post(gw, &request(ask(), false)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), array_top, "as it came");
+    // A `choices` list: the account joins it, the choice that is no object stays as it is.
+    let resp = post(gw, &request(ask(), false)).await;
+    assert_eq!(resp.status(), 200);
+    let text = resp.text().await.unwrap();
+    assert!(
+        text.starts_with(&array_choice[..array_choice.len() - 1]),
+        "{text}"
+    );
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["toolmend"]["calls"], json!([]), "{text}");
+    let text = post(gw, &request(ask(), false)).await.text().await.unwrap();
+    assert_eq!(text.matches("\"toolmend\":").count(), 1, "{text}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert!(body["toolmend"]["counts"].is_object(), "{text}");
+}
+
+#[tokio::test]
+async fn tools_or_messages_that_do_not_read_get_the_bodys_invalid_json() {
+    let (url, seen) = canned(vec![(
+        "application/json",
+        completion(&json!({"role": "assistant", "content": "hi"}), "stop"),
+    )])
+    .await;
+    for extra in ["", "calls.mend = false"] {
+        let gw = gateway(&url, extra).await;
+        // A lone surrogate: the skip that finds a member's end lets it pass, a reading
+        // does not.
+        for body in [
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","description":"\ud800"}}]}"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"\ud800"}]}"#,
+        ] {
+            let resp = within(
+                http()
+                    .post(format!("http://{gw}/v1/chat/completions"))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send(),
+            )
+            .await
+            .unwrap();
+            error_of(resp, 400, "invalid_json").await;
+        }
+    }
+    assert!(seen.all().is_empty(), "nothing went upstream");
+}

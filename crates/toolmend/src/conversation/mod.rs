@@ -117,11 +117,15 @@ impl<'de> serde::de::Visitor<'de> for MessageVisitor {
             }
             return Ok(message);
         }
-        // The tag elsewhere: the object read whole, then by its tag.
+        // The tag elsewhere: the object read whole, then by its tag. A member given twice
+        // is refused, as the tagged reading refuses it.
         let mut whole = Map::new();
         if let Some(key) = first {
             whole.insert(key.into_owned(), map.next_value()?);
             while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                if whole.contains_key(&key) {
+                    return Err(A::Error::custom(format_args!("duplicate field `{key}`")));
+                }
                 whole.insert(key, value);
             }
         }
@@ -272,6 +276,13 @@ impl<'de> serde::de::Visitor<'de> for ContentVisitor {
 
     fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Content, E> {
         Ok(Content::Text(v))
+    }
+
+    /// UTF-8 bytes (a Python `bytes`) are text, as a `String` takes them.
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Content, E> {
+        std::str::from_utf8(v)
+            .map(|s| Content::Text(s.to_owned()))
+            .map_err(|_| E::invalid_value(serde::de::Unexpected::Bytes(v), &self))
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Content, A::Error> {
@@ -483,6 +494,18 @@ mod tests {
             (
                 r#"{"role": "user", "content": "x", "role": "user"}"#,
                 "duplicate field `role`",
+            ),
+            (
+                r#"{"content": "x", "role": "user", "role": "assistant"}"#,
+                "duplicate field `role`",
+            ),
+            (
+                r#"{"content": "a", "content": "b", "role": "user"}"#,
+                "duplicate field `content`",
+            ),
+            (
+                r#"{"role": "user", "content": "a", "content": "b"}"#,
+                "duplicate field `content`",
             ),
             (r#"{"content": "x"}"#, "missing field `role`"),
             (r#"{}"#, "missing field `role`"),

@@ -92,34 +92,60 @@ impl Request {
     }
 
     /// The whole body as a tree (the deferred members read into a copy when there are any).
-    pub(crate) fn full(&self) -> Cow<'_, Value> {
+    ///
+    /// # Errors
+    ///
+    /// The body's `invalid_json` when a deferred member does not read (the skip that
+    /// found its end checks less than a reading: a lone surrogate, nesting past 128).
+    pub(crate) fn full(&self) -> Result<Cow<'_, Value>, GatewayError> {
         if self.deferred.is_empty() {
-            return Cow::Borrowed(&self.tree);
+            return Ok(Cow::Borrowed(&self.tree));
         }
         let mut whole = self.clone();
-        whole.read_deferred();
-        Cow::Owned(whole.tree)
+        whole.read_deferred()?;
+        Ok(Cow::Owned(whole.tree))
     }
 
     /// The whole body as a tree to change (the deferred members read into it first).
-    pub(crate) fn tree_mut(&mut self) -> &mut Value {
-        self.read_deferred();
-        &mut self.tree
+    ///
+    /// # Errors
+    ///
+    /// As [`full`](Self::full).
+    pub(crate) fn tree_mut(&mut self) -> Result<&mut Value, GatewayError> {
+        self.read_deferred()?;
+        Ok(&mut self.tree)
     }
 
-    /// Reads the deferred members into the tree, each at its place.
-    fn read_deferred(&mut self) {
+    /// The error the body gets when it does not read as JSON: the whole read's.
+    pub(crate) fn invalid_json(&self) -> GatewayError {
+        match http::json_object(&self.body) {
+            Err(e) => e,
+            Ok(_) => GatewayError::invalid("invalid_json", "the body is not JSON"),
+        }
+    }
+
+    /// Reads the deferred members into the tree, each at its place; the body's error
+    /// when one does not read (the tree is then left as it was).
+    fn read_deferred(&mut self) -> Result<(), GatewayError> {
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
+        let mut values = Vec::with_capacity(self.deferred.len());
+        for m in &self.deferred {
+            match serde_json::from_slice::<Value>(&self.body[m.span.clone()]) {
+                Ok(v) => values.push(v),
+                Err(_) => return Err(self.invalid_json()),
+            }
+        }
         let members = std::mem::take(&mut self.deferred);
-        let Value::Object(map) = &mut self.tree else {
-            return;
-        };
-        for m in members {
-            // Validated JSON when it was deferred: it reads.
-            let value = serde_json::from_slice(&self.body[m.span]).unwrap_or(Value::Null);
-            let at = m.index.min(map.len());
-            map.shift_insert(at, m.key.to_owned(), value);
+        if let Value::Object(map) = &mut self.tree {
+            for (m, value) in members.into_iter().zip(values) {
+                let at = m.index.min(map.len());
+                map.shift_insert(at, m.key.to_owned(), value);
+            }
         }
         self.body = Bytes::new();
+        Ok(())
     }
 }
 
@@ -179,13 +205,13 @@ mod tests {
             let whole: Value = serde_json::from_str(body).unwrap();
             let r = Request::read(&bytes).unwrap();
             assert_eq!(
-                serde_json::to_string(&*r.full()).unwrap(),
+                serde_json::to_string(&*r.full().unwrap()).unwrap(),
                 serde_json::to_string(&whole).unwrap(),
                 "{body}"
             );
             let mut r = Request::read(&bytes).unwrap();
             assert_eq!(
-                serde_json::to_string(r.tree_mut()).unwrap(),
+                serde_json::to_string(r.tree_mut().unwrap()).unwrap(),
                 serde_json::to_string(&whole).unwrap(),
                 "{body}"
             );
@@ -211,6 +237,27 @@ mod tests {
                 "{body}"
             );
             assert_eq!(r.partial(), &whole, "{body}");
+        }
+    }
+
+    /// The skip that finds a member's end checks less than a reading: a member that does
+    /// not read gets the body's own error when it is read, never a `null` in its place.
+    #[test]
+    fn a_deferred_member_that_does_not_read_gets_the_bodys_error() {
+        let deep = format!("[{}{}]", "[".repeat(200), "]".repeat(200));
+        for body in [
+            r#"{"messages":[],"tools":[{"description":"\ud800"}]}"#.to_owned(),
+            format!(r#"{{"messages":[],"tools":{deep}}}"#),
+        ] {
+            let bytes = Bytes::from(body.clone());
+            let whole = crate::server::http::json_object(&bytes)
+                .unwrap_err()
+                .to_string();
+            let mut r = Request::read(&bytes).unwrap();
+            assert!(r.deferred("tools").is_some(), "{body}");
+            assert_eq!(r.full().unwrap_err().to_string(), whole);
+            assert_eq!(r.tree_mut().unwrap_err().to_string(), whole);
+            assert_eq!(r.invalid_json().to_string(), whole);
         }
     }
 

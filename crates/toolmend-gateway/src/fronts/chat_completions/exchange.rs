@@ -81,7 +81,8 @@ impl ReAsk for Exchange {
         #[cfg(feature = "otel")]
         let span = crate::telemetry::re_ask_span(request.round, request.calls.len());
         let asking = async move {
-            let body = wire::re_ask_body(&self.request.full(), &request.calls, &request.results);
+            let full = self.request.full().map_err(|e| re_ask_failure(&e))?;
+            let body = wire::re_ask_body(&full, &request.calls, &request.results);
             let api = self.gw.upstream.api();
             let body = upstreams::request_for(api, &body).unwrap_or(body);
             let req = self

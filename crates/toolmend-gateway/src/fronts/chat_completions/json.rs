@@ -191,7 +191,7 @@ pub(crate) async fn answer(
                 Some(body) => gw.upstream.post_bytes(wire::PATH, &ex.headers, body),
                 None => gw
                     .upstream
-                    .post(wire::PATH, &ex.headers, &ex.request.full()),
+                    .post(wire::PATH, &ex.headers, &*ex.request.full()?),
             }
         } else {
             // The first round's request goes as the client sent it when it can.
@@ -199,7 +199,7 @@ pub(crate) async fn answer(
                 Some(original) => original.body,
                 // Written from the request where it stands: no copy of it.
                 None => {
-                    let request = ex.request.full();
+                    let request = ex.request.full()?;
                     upstreams::request_for(api, &request).unwrap_or_else(|| request.into_owned())
                 }
             };
@@ -261,7 +261,7 @@ pub(crate) async fn answer(
             {
                 Round::Final(mended) => first = Some(*mended),
                 Round::Again(history) => {
-                    wire::next_round(ex.request.tree_mut(), &history);
+                    wire::next_round(ex.request.tree_mut()?, &history);
                     ex.history = history;
                     guard = summary.guard;
                     tally = summary.resolve;
@@ -445,7 +445,19 @@ fn read_completion(raw: &[u8]) -> Result<Value, GatewayError> {
 struct CompletionView<'a> {
     #[serde(borrow)]
     choices: Option<Vec<&'a serde_json::value::RawValue>>,
-    toolmend: Option<serde::de::IgnoredAny>,
+    /// A `toolmend` member, whatever its value (`null` too: the tree would replace it).
+    #[serde(default, deserialize_with = "present")]
+    toolmend: bool,
+}
+
+/// True for any value: the member is there.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    <serde::de::IgnoredAny as serde::Deserialize>::deserialize(d).map(|_| true)
+}
+
+/// True when `text` (JSON) is an object: serde reads a struct from an array too.
+fn is_object(text: &[u8]) -> bool {
+    text.trim_ascii_start().first() == Some(&b'{')
 }
 
 #[derive(serde::Deserialize)]
@@ -511,19 +523,23 @@ async fn plan_viewed(
     summary: &mut Summary,
     upstream_time: &mut Duration,
 ) -> Result<Option<Viewed>, GatewayError> {
+    if !is_object(raw) {
+        return Ok(None);
+    }
     let Ok(view) = serde_json::from_slice::<CompletionView<'_>>(raw) else {
         return Ok(None);
     };
-    let has_account = view.toolmend.is_some();
+    let has_account = view.toolmend;
     let Some([choice]) = view.choices.as_deref() else {
         return Ok(None);
     };
     // Its place in `raw` (the view borrows from it; anything else goes the tree's way).
     let start = (choice.get().as_ptr() as usize).wrapping_sub(raw.as_ptr() as usize);
     let span = start..start + choice.get().len();
-    if raw
-        .get(span.clone())
-        .is_none_or(|b| b != choice.get().as_bytes())
+    if !is_object(choice.get().as_bytes())
+        || raw
+            .get(span.clone())
+            .is_none_or(|b| b != choice.get().as_bytes())
     {
         return Ok(None);
     }

@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use self::body::Request;
 use self::exchange::Exchange;
+use crate::pipeline::tools::ToolsError;
 use crate::{
     config::UpstreamApi,
     server::{error::GatewayError, http},
@@ -119,32 +120,38 @@ fn exchange(
         .as_ref()
         .filter(|s| s.any_server_side());
     let injected = match round_trip {
-        Some(st) if gw.config.round_trip.inject => wire::inject_tools(request.tree_mut(), st),
+        Some(st) if gw.config.round_trip.inject => wire::inject_tools(request.tree_mut()?, st),
         _ => false,
     };
+    let invalid_tools = |e: ToolsError| GatewayError::invalid("invalid_tools", e.to_string());
     let toolbox = if gw.config.calls.mend {
-        let compiled = match request.deferred("tools") {
-            Some(bytes) => Some(wire::toolbox_of_bytes(&gw.pipeline.tools, bytes)),
+        match request.deferred("tools") {
+            Some(bytes) => match wire::toolbox_of_bytes(&gw.pipeline.tools, bytes) {
+                Ok(toolbox) => Some(toolbox),
+                Err(Some(e)) => return Err(invalid_tools(e)),
+                Err(None) => return Err(request.invalid_json()),
+            },
             None => request
                 .partial()
                 .get("tools")
                 .filter(|t| t.is_array())
-                .map(|tools| wire::toolbox(&gw.pipeline.tools, tools)),
-        };
-        compiled
-            .transpose()
-            .map_err(|e| GatewayError::invalid("invalid_tools", e.to_string()))?
+                .map(|tools| wire::toolbox(&gw.pipeline.tools, tools))
+                .transpose()
+                .map_err(invalid_tools)?,
+        }
     } else {
+        // Unread, the tools would go upstream unchecked: read, as the whole body was.
+        request.tree_mut()?;
         None
     };
     // An upstream of another API is asked whole and its answer written as SSE.
     let api = gw.upstream.api();
     let replay = stream && (round_trip.is_some() || api != UpstreamApi::ChatCompletions);
-    let include_usage = replay && wire::unstream(request.tree_mut());
+    let include_usage = replay && wire::unstream(request.tree_mut()?);
     let as_it_came = api == UpstreamApi::ChatCompletions && !notes.changed && !injected && !replay;
     if !as_it_came {
         // It will be written: its members read into the tree now, once.
-        request.tree_mut();
+        request.tree_mut()?;
     }
     let original = original
         .filter(|o| o.api == api && !notes.changed && !injected)

@@ -1187,10 +1187,10 @@ pub(crate) async fn respond(ex: Exchange, unchanged: Option<Bytes>) -> Response 
     let deadline = ex.gw.upstream.deadline();
     let req = match unchanged {
         Some(body) => ex.gw.upstream.post_bytes(wire::PATH, &ex.headers, body),
-        None => ex
-            .gw
-            .upstream
-            .post(wire::PATH, &ex.headers, &ex.request.full()),
+        None => match ex.request.full() {
+            Ok(request) => ex.gw.upstream.post(wire::PATH, &ex.headers, &request),
+            Err(e) => return e.into_response(),
+        },
     };
     let resp = match ex.gw.upstream.send(req, deadline).await {
         Ok(r) => r,

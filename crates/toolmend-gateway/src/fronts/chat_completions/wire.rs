@@ -59,12 +59,12 @@ pub(crate) fn prepare_request(
         .deferred("messages")
         .map(serde_json::from_slice::<Vec<Message>>);
     let Some(Ok(messages)) = typed else {
-        return prepare(pipeline, request.tree_mut());
+        return prepare(pipeline, request.tree_mut()?);
     };
     pipeline.check_message_count(messages.len())?;
     let (messages, notes) = pipeline.prepare(messages)?;
     if notes.changed {
-        request.tree_mut()["messages"] = serde_json::to_value(&messages).unwrap_or(Value::Null);
+        request.tree_mut()?["messages"] = serde_json::to_value(&messages).unwrap_or(Value::Null);
     }
     Ok((messages, notes))
 }
@@ -217,17 +217,23 @@ pub(crate) fn toolbox(
 }
 
 /// [`toolbox`] for `tools` left as the client's bytes (a JSON array): the cache keyed by
-/// those bytes, the tree read only on a miss.
+/// those bytes, the tree read only on a miss. `Err(None)`: the bytes do not read as JSON
+/// (the skip that found their end checks less than a reading): the body's error is due.
 pub(crate) fn toolbox_of_bytes(
     cache: &ToolCache,
     bytes: &[u8],
-) -> Result<std::sync::Arc<toolmend::Toolbox>, ToolsError> {
+) -> Result<std::sync::Arc<toolmend::Toolbox>, Option<ToolsError>> {
     let count = count_elements(bytes);
-    cache.get(bytes, count, |limit| {
-        let tools: Value = serde_json::from_slice(bytes).map_err(|e| ToolsError(e.to_string()))?;
+    let mut not_json = false;
+    let compiled = cache.get(bytes, count, |limit| {
+        let tools: Value = serde_json::from_slice(bytes).map_err(|e| {
+            not_json = true;
+            ToolsError(e.to_string())
+        })?;
         let list = tools.as_array().map_or(&[][..], Vec::as_slice);
         compile(&tools, list, limit)
-    })
+    });
+    compiled.map_err(|e| (!not_json).then_some(e))
 }
 
 /// The number of elements of the JSON array `bytes` (valid JSON): its commas at depth 1,
