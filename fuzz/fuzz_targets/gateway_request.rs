@@ -23,7 +23,7 @@ use toolmend::{
 };
 use toolmend_gateway::{
     Config, Gateway,
-    fuzzing::{prepare, tools},
+    fuzzing::{prepare, prepare_bytes, tools},
     plan::MendConfig,
 };
 
@@ -78,6 +78,26 @@ static MEND: LazyLock<MendConfig> = LazyLock::new(|| MendConfig {
 });
 
 fuzz_target!(|data: &[u8]| {
+    // The chat front reads the client's bytes with `messages` and `tools` left as bytes:
+    // the same refusal, or the same body and notes, as the whole read and `prepare`.
+    for (policy, gw) in GATEWAYS.iter() {
+        let whole = match serde_json::from_slice::<Value>(data) {
+            Ok(mut body @ Value::Object(_)) => prepare(gw, &mut body).map(|n| (body, n)),
+            _ => Err(400),
+        };
+        match (whole, prepare_bytes(gw, data)) {
+            (Ok((a, na)), Ok((b, nb))) => {
+                assert_eq!(a, b, "{policy:?}: the bytes' reading wrote another body");
+                assert_eq!(
+                    (na.changed, na.history),
+                    (nb.changed, nb.history),
+                    "{policy:?}"
+                );
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b, "{policy:?}: another refusal"),
+            (a, b) => panic!("{policy:?}: the whole read gave {a:?}, the bytes' {b:?}"),
+        }
+    }
     // `chat_inner`: anything but a JSON object is refused before `prepare`.
     let Ok(body @ Value::Object(_)) = serde_json::from_slice::<Value>(data) else {
         return;

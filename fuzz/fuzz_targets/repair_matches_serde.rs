@@ -41,9 +41,10 @@ fuzz_target!(|text: &str| {
         "repair changed valid JSON: {text:?}"
     );
     assert!(
-        call.fixes
-            .iter()
-            .all(|f| matches!(f.kind, FixKind::DuplicateKey | FixKind::DuplicateKeyConflict)),
+        call.fixes.iter().all(|f| matches!(
+            f.kind,
+            FixKind::DuplicateKey | FixKind::DuplicateKeyConflict
+        )),
         "fixes on valid JSON: {:?} for {text:?}",
         call.fixes
     );

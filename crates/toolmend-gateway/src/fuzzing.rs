@@ -61,6 +61,30 @@ pub fn prepare(gw: &crate::Gateway, body: &mut Value) -> Result<Prepared, u16> {
         .map_err(|e| e.status().as_u16())
 }
 
+/// [`prepare`] as the chat front runs it on the client's bytes: the body read with its
+/// `messages` and `tools` left as bytes (`body::Request`), the history read typed from
+/// them, then the whole body as it would be written. `Err` is the HTTP status of the
+/// answer the client would get (a body that is no JSON object included).
+///
+/// # Errors
+///
+/// The status code of the refusal.
+pub fn prepare_bytes(gw: &crate::Gateway, body: &[u8]) -> Result<(Value, Prepared), u16> {
+    let status = |e: crate::server::error::GatewayError| e.status().as_u16();
+    let mut request =
+        crate::fronts::chat_completions::body::Request::read(&Bytes::copy_from_slice(body))
+            .map_err(status)?;
+    let (_, notes) = wire::prepare_request(&gw.pipeline, &mut request).map_err(status)?;
+    let whole = request.full().map_err(status)?.into_owned();
+    Ok((
+        whole,
+        Prepared {
+            history: notes.history,
+            changed: notes.changed,
+        },
+    ))
+}
+
 /// The request's `tools` compiled through the gateway's `ToolCache` (its limits included).
 ///
 /// # Errors
