@@ -446,18 +446,8 @@ struct CompletionView<'a> {
     #[serde(borrow)]
     choices: Option<Vec<&'a serde_json::value::RawValue>>,
     /// A `toolmend` member, whatever its value (`null` too: the tree would replace it).
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "wire::present")]
     toolmend: bool,
-}
-
-/// True for any value: the member is there.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    <serde::de::IgnoredAny as serde::Deserialize>::deserialize(d).map(|_| true)
-}
-
-/// True when `text` (JSON) is an object: serde reads a struct from an array too.
-fn is_object(text: &[u8]) -> bool {
-    text.trim_ascii_start().first() == Some(&b'{')
 }
 
 #[derive(serde::Deserialize)]
@@ -523,7 +513,7 @@ async fn plan_viewed(
     summary: &mut Summary,
     upstream_time: &mut Duration,
 ) -> Result<Option<Viewed>, GatewayError> {
-    if !is_object(raw) {
+    if !wire::is_object(raw) {
         return Ok(None);
     }
     let Ok(view) = serde_json::from_slice::<CompletionView<'_>>(raw) else {
@@ -536,7 +526,7 @@ async fn plan_viewed(
     // Its place in `raw` (the view borrows from it; anything else goes the tree's way).
     let start = (choice.get().as_ptr() as usize).wrapping_sub(raw.as_ptr() as usize);
     let span = start..start + choice.get().len();
-    if !is_object(choice.get().as_bytes())
+    if !wire::is_object(choice.get().as_bytes())
         || raw
             .get(span.clone())
             .is_none_or(|b| b != choice.get().as_bytes())

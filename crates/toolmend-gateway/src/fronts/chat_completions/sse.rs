@@ -332,7 +332,7 @@ impl Transformer {
             return None;
         }
         // Objects only: serde would read a struct from an array too.
-        let object = |raw: &str| raw.trim_start().starts_with('{');
+        let object = |raw: &str| wire::is_object(raw.as_bytes());
         if !object(data) {
             return None;
         }
@@ -743,7 +743,7 @@ struct TextChunk<'a> {
     #[serde(borrow, default)]
     choices: Vec<&'a serde_json::value::RawValue>,
     /// An `error` member, whatever its value.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "wire::present")]
     error: bool,
 }
 
@@ -760,13 +760,8 @@ struct TextDelta<'a> {
     #[serde(borrow)]
     content: Option<std::borrow::Cow<'a, str>>,
     /// A `tool_calls` member, whatever its value (`null` too: it is taken out).
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "wire::present")]
     tool_calls: bool,
-}
-
-/// True for any value: the member is there.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    <serde::de::IgnoredAny as serde::Deserialize>::deserialize(d).map(|_| true)
 }
 
 /// The member names a chunk forwarded as it came may hold at most once each.

@@ -48,6 +48,16 @@ pub(crate) fn prepare(
     Ok((messages, notes))
 }
 
+/// True for any value: the member is there.
+pub(crate) fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    <serde::de::IgnoredAny as serde::Deserialize>::deserialize(d).map(|_| true)
+}
+
+/// True when `text` (JSON) is an object: serde reads a struct from an array too.
+pub(crate) fn is_object(text: &[u8]) -> bool {
+    text.trim_ascii_start().first() == Some(&b'{')
+}
+
 /// [`prepare`] on a request whose `messages` may be left as the client's bytes: read typed
 /// from them (no tree), rewritten into the body only when the request path changed them.
 /// A history that does not read so goes [`prepare`]'s way, with its errors.
