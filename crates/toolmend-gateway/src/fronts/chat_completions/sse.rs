@@ -321,12 +321,10 @@ impl Transformer {
         changed
     }
 
-    /// A chunk that is only choice 0's text, read without a tree: `Some(None)` when it
-    /// goes out as it came (its content through the gate and the tap unchanged);
-    /// `Some(Some(step))` when the gate or the tap changed it (the step taken: the chunk
-    /// is then read as a tree and [`on_chunk_with`](Self::on_chunk_with) writes it);
-    /// `None` for any other chunk (nothing done: [`on_chunk`](Self::on_chunk) reads it).
-    fn on_text_chunk(&mut self, data: &str) -> Option<Result<Option<ContentStep>, StreamError>> {
+    /// A chunk that is only choice 0's text, or only choice 0's tool-call fragments, read
+    /// without a tree (see [`Viewed`]); `None` for any other chunk (nothing done:
+    /// [`on_chunk`](Self::on_chunk) reads it).
+    fn on_text_chunk(&mut self, data: &str) -> Option<Result<Viewed, StreamError>> {
         // The first chunk's members are kept for the chunks the gateway writes.
         if self.meta.is_empty() {
             return None;
@@ -355,14 +353,54 @@ impl Transformer {
         }
         let delta = serde_json::from_str::<TextDelta<'_>>(choice.delta.get()).ok()?;
         if delta.tool_calls {
-            return None;
+            // Sent nowhere only when the tree would drop the whole chunk: nothing but the
+            // fragments in the delta, no `logprobs` beside it, no `usage` in the chunk.
+            if view.usage.is_some() || choice.logprobs.is_some() {
+                return None;
+            }
+            return self.on_calls_delta(choice.delta.get());
         }
         let text = delta.content.as_deref()?;
         Some(match self.content_step(text) {
-            Ok(Some(step)) if !self.keeps(text, &step) => Ok(Some(step)),
-            Ok(_) => Ok(None),
+            Ok(Some(step)) if !self.keeps(text, &step) => Ok(Viewed::Changed(step)),
+            Ok(_) => Ok(Viewed::AsItCame),
             Err(e) => Err(e),
         })
+    }
+
+    /// Choice 0's delta holding tool-call fragments and nothing else: every fragment read
+    /// typed first (any that does not read so, or a fragment or `function` that is not an
+    /// object, leaves the chunk to the tree, nothing taken), then each taken in order.
+    fn on_calls_delta(&mut self, delta: &str) -> Option<Result<Viewed, StreamError>> {
+        let delta = serde_json::from_str::<CallsDelta<'_>>(delta).ok()?;
+        let mut parts = Vec::with_capacity(delta.tool_calls.len());
+        for raw in &delta.tool_calls {
+            if !wire::is_object(raw.get().as_bytes()) {
+                return None;
+            }
+            let part = serde_json::from_str::<CallPart<'_>>(raw.get()).ok()?;
+            let function = match part.function {
+                Some(f) if !wire::is_object(f.get().as_bytes()) => return None,
+                Some(f) => Some(serde_json::from_str::<CallFunction<'_>>(f.get()).ok()?),
+                None => None,
+            };
+            parts.push((part.index, part.id, function));
+        }
+        for (index, id, function) in &parts {
+            let (name, arguments) = function.as_ref().map_or((None, None), |f| {
+                (f.name.as_deref(), f.arguments.as_deref())
+            });
+            let call = CallDelta {
+                index: *index,
+                id: id.as_deref(),
+                name,
+                arguments,
+            };
+            if let Err(e) = self.asm.push_call(call) {
+                return Some(Err(e));
+            }
+        }
+        Some(Ok(Viewed::Taken))
     }
 
     #[cfg(test)]
@@ -735,9 +773,22 @@ struct ContentStep {
     parts: Option<Parts>,
 }
 
+/// What [`Transformer::on_text_chunk`] made of a chunk it read without a tree.
+enum Viewed {
+    /// Choice 0's text, through the gate and the tap unchanged: the chunk goes out as it
+    /// came.
+    AsItCame,
+    /// Choice 0's text, changed by the gate or the tap: the step is taken, the chunk is
+    /// then read as a tree and [`Transformer::on_chunk_with`] writes it.
+    Changed(ContentStep),
+    /// Choice 0's tool-call fragments alone, taken into the assembler: nothing goes out
+    /// (the tree would drop the emptied chunk).
+    Taken,
+}
+
 /// A chunk read for [`Transformer::on_text_chunk`]: only what decides whether it is
-/// choice 0's text alone; other members are skipped unread. A member given twice fails
-/// the read (the tree decides then).
+/// choice 0's text or tool-call fragments alone; other members are skipped unread. A
+/// member given twice fails the read (the tree decides then).
 #[derive(serde::Deserialize)]
 struct TextChunk<'a> {
     #[serde(borrow, default)]
@@ -745,6 +796,8 @@ struct TextChunk<'a> {
     /// An `error` member, whatever its value.
     #[serde(default, deserialize_with = "wire::present")]
     error: bool,
+    /// `usage` when not `null`.
+    usage: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(serde::Deserialize)]
@@ -753,6 +806,36 @@ struct TextChoice<'a> {
     #[serde(borrow)]
     delta: &'a serde_json::value::RawValue,
     finish_reason: Option<serde::de::IgnoredAny>,
+    /// `logprobs` when not `null`.
+    logprobs: Option<serde::de::IgnoredAny>,
+}
+
+/// A delta that holds `tool_calls` (an array) and no other member.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallsDelta<'a> {
+    #[serde(borrow)]
+    tool_calls: Vec<&'a serde_json::value::RawValue>,
+}
+
+/// One `tool_calls` fragment, typed as [`CallDelta::from_value`] reads it from a tree; a
+/// member of another type fails the read (the tree decides then, where it counts as
+/// absent).
+#[derive(serde::Deserialize)]
+struct CallPart<'a> {
+    index: Option<u64>,
+    #[serde(borrow)]
+    id: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    function: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct CallFunction<'a> {
+    #[serde(borrow)]
+    name: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    arguments: Option<std::borrow::Cow<'a, str>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -894,11 +977,12 @@ impl Driver {
         let mut taken = None;
         if one_line && !self.finished {
             match self.t.on_text_chunk(&data) {
-                Some(Ok(None)) => {
+                Some(Ok(Viewed::AsItCame)) => {
                     self.queue.push_back(raw_frame(&data));
                     return true;
                 }
-                Some(Ok(Some(step))) => taken = Some(step),
+                Some(Ok(Viewed::Taken)) => return true,
+                Some(Ok(Viewed::Changed(step))) => taken = Some(step),
                 Some(Err(e)) => {
                     self.too_large(e);
                     return false;
@@ -1275,7 +1359,7 @@ mod tests {
 
     use toolmend::stream::Thinking;
 
-    use super::{Step, Transformer, VERBATIM_KEYS, at_most_once, frame_with};
+    use super::{Step, Transformer, VERBATIM_KEYS, Viewed, at_most_once, frame_with};
 
     /// What a step sends, to compare two transformers: the chunks, or the finish's parts.
     fn sent(step: Step) -> String {
@@ -1293,8 +1377,9 @@ mod tests {
     /// the gate or the tap changed it or the chunk is not choice 0's text alone.
     fn by_text_path(t: &mut Transformer, chunk: serde_json::Value) -> Step {
         match t.on_text_chunk(&chunk.to_string()) {
-            Some(Ok(None)) => Step::Forward(chunk),
-            Some(Ok(Some(step))) => t.on_chunk_with(chunk, Some(step)).unwrap(),
+            Some(Ok(Viewed::AsItCame)) => Step::Forward(chunk),
+            Some(Ok(Viewed::Taken)) => Step::Emit(vec![]),
+            Some(Ok(Viewed::Changed(step))) => t.on_chunk_with(chunk, Some(step)).unwrap(),
             Some(Err(e)) => panic!("{e}"),
             None => t.on_chunk(chunk).unwrap(),
         }
@@ -1363,7 +1448,7 @@ mod tests {
         let text =
             r#"{"id":"x","choices":[{"index":0,"delta":{"content":"Hi."},"finish_reason":null}]}"#;
         assert!(
-            matches!(t.on_text_chunk(text), Some(Ok(None))),
+            matches!(t.on_text_chunk(text), Some(Ok(Viewed::AsItCame))),
             "sent as it came"
         );
         for other in [
@@ -1378,6 +1463,105 @@ mod tests {
             r#"{"id":"x","choices":[{"delta":{"content":"a","content":"b"}}]}"#,
         ] {
             assert!(t.on_text_chunk(other).is_none(), "{other}");
+        }
+    }
+
+    #[test]
+    fn tool_call_chunks_read_without_a_tree_assemble_what_the_tree_assembles() {
+        let chunk = |choice: serde_json::Value| {
+            json!({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [choice]})
+        };
+        let part = |index: serde_json::Value,
+                    id: serde_json::Value,
+                    name: serde_json::Value,
+                    args: &str| {
+            json!({"index": index, "id": id, "type": "function",
+                "function": {"name": name, "arguments": args}})
+        };
+        let args = r#"{"city": "Z\u00fcrich \"old town\"", "days": 3, "note": "é\n"}"#;
+        // Each stream: its chunks after the first (the role), the finish chunk last.
+        let mut streams: Vec<Vec<serde_json::Value>> = Vec::new();
+        for cut in 1..args.len() {
+            if !args.is_char_boundary(cut) {
+                continue;
+            }
+            streams.push(vec![
+                chunk(json!({"index": 0, "delta": {"tool_calls": [part(json!(0), json!("call_1"), json!("get_weather"), "")]}})),
+                chunk(json!({"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": &args[..cut]}}]}, "finish_reason": null})),
+                chunk(json!({"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": &args[cut..]}}]}, "logprobs": null})),
+            ]);
+        }
+        // Parallel calls in one chunk, a name in pieces, and chunks the tree must read.
+        streams.push(vec![
+            chunk(json!({"delta": {"tool_calls": [
+                part(json!(0), json!("a"), json!("get_"), "{\"city\":"),
+                part(json!(1), json!("b"), json!("get_weather"), "{}")]}})),
+            chunk(json!({"delta": {"tool_calls": [{"index": 0, "function": {"name": "weather", "arguments": "\"Oslo\"}"}}]}})),
+        ]);
+        for odd in [
+            json!({"delta": {"role": "assistant", "tool_calls": [part(json!(0), json!("c"), json!("get_weather"), "{}")]}}),
+            json!({"delta": {"tool_calls": [part(json!(0), json!("c"), json!("get_weather"), "{}")]}, "logprobs": {"content": []}}),
+            json!({"delta": {"tool_calls": [part(json!("0"), json!(7), json!(["n"]), "{}")]}}),
+            json!({"delta": {"tool_calls": [{"index": 0, "function": null}, {"index": 0, "function": ["f", "{}"]}]}}),
+            json!({"delta": {"tool_calls": [[0, "c", {"name": "f"}]]}}),
+            json!({"delta": {"tool_calls": [], "content": null}}),
+            json!({"delta": {"tool_calls": null}}),
+        ] {
+            streams.push(vec![chunk(odd)]);
+        }
+        let mut with_usage = chunk(
+            json!({"delta": {"tool_calls": [part(json!(0), json!("u"), json!("get_weather"), "{}")]}}),
+        );
+        with_usage["usage"] =
+            json!({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2});
+        streams.push(vec![with_usage]);
+        for (n, stream) in streams.into_iter().enumerate() {
+            let make = || Transformer::new(Some(Thinking::Strip), usize::MAX, usize::MAX);
+            let (mut tree, mut view) = (make(), make());
+            let mut chunks = vec![chunk(
+                json!({"index": 0, "delta": {"role": "assistant", "content": null}}),
+            )];
+            chunks.extend(stream);
+            chunks.push(chunk(
+                json!({"index": 0, "delta": {}, "finish_reason": "tool_calls"}),
+            ));
+            for (i, c) in chunks.into_iter().enumerate() {
+                let a = sent(tree.on_chunk(c.clone()).unwrap());
+                let b = sent(by_text_path(&mut view, c));
+                assert_eq!(a, b, "stream {n}, chunk {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_choice_zeros_tool_call_fragments_alone_are_taken_without_a_tree() {
+        let mut t = Transformer::new(None, usize::MAX, usize::MAX);
+        t.on_chunk(json!({"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}))
+            .unwrap();
+        for taken in [
+            r#"{"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]},"finish_reason":null,"logprobs":null}],"usage":null}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[]}}]}"#,
+        ] {
+            assert!(
+                matches!(t.on_text_chunk(taken), Some(Ok(Viewed::Taken))),
+                "{taken}"
+            );
+        }
+        for tree in [
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0}]},"finish_reason":"tool_calls"}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0}]},"logprobs":{"content":[]}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0}]}}],"usage":{"total_tokens":1}}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0}],"role":"assistant"}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0}],"content":"a"}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0,"index":1}]}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0,"function":"f"}]}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0}]}},{"index":1,"delta":{}}]}"#,
+            r#"{"id":"x","choices":[{"index":1,"delta":{"tool_calls":[{"index":0}]}}]}"#,
+        ] {
+            assert!(t.on_text_chunk(tree).is_none(), "{tree}");
         }
     }
 
