@@ -861,11 +861,8 @@ const VERBATIM_KEYS: &[&str] = &[
 fn at_most_once(data: &str, keys: &[&str]) -> bool {
     let bytes = data.as_bytes();
     let mut seen = 0u32;
-    let mut i = 0;
-    while let Some(off) = bytes[i..].iter().position(|&b| b == b'"') {
-        let at = i + off;
-        i = at + 1;
-        let Some(&first) = bytes.get(i) else {
+    for at in memchr::memchr_iter(b'"', bytes) {
+        let Some(&first) = bytes.get(at + 1) else {
             break;
         };
         for (k, key) in keys.iter().enumerate() {
@@ -1562,6 +1559,26 @@ mod tests {
             r#"{"id":"x","choices":[{"index":1,"delta":{"tool_calls":[{"index":0}]}}]}"#,
         ] {
             assert!(t.on_text_chunk(tree).is_none(), "{tree}");
+        }
+    }
+
+    use proptest::prelude::Strategy as _;
+
+    proptest::proptest! {
+        /// The one-pass check says what counting each name's occurrences says.
+        #[test]
+        fn the_duplicate_name_check_counts_as_a_search_would(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(VERBATIM_KEYS.to_vec()).prop_map(str::to_owned),
+                    "[\"a-z:{}\\[\\], ]{0,12}",
+                ],
+                0..12,
+            )
+        ) {
+            let data = parts.concat();
+            let counted = VERBATIM_KEYS.iter().all(|k| data.matches(k).count() <= 1);
+            proptest::prop_assert_eq!(at_most_once(&data, VERBATIM_KEYS), counted, "{}", data);
         }
     }
 
