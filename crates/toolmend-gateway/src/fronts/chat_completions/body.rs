@@ -10,6 +10,7 @@ use std::{borrow::Cow, fmt, ops::Range};
 use axum::body::Bytes;
 use serde::de::{self, MapAccess, Visitor};
 use serde_json::{Map, Value, value::RawValue};
+use toolmend::conversation::Message;
 
 use crate::server::{error::GatewayError, http};
 
@@ -22,8 +23,11 @@ struct Member {
     key: &'static str,
     /// Its place among the body's members.
     index: usize,
-    /// Where its value is in the body.
-    span: Range<usize>,
+    /// Where its value starts in the body.
+    start: usize,
+    /// Where it ends, when the read found it (a history read typed leaves it to
+    /// [`value_end`], on the rare path that needs its bytes).
+    end: Option<usize>,
 }
 
 /// A chat request's body: a tree, and the members not yet read into it.
@@ -34,6 +38,8 @@ pub(crate) struct Request {
     body: Bytes,
     /// In the order of their places.
     deferred: Vec<Member>,
+    /// `messages` read typed in the body's one pass, until the request path takes it.
+    history: Option<Vec<Message>>,
 }
 
 impl Request {
@@ -43,46 +49,89 @@ impl Request {
             tree,
             body: Bytes::new(),
             deferred: Vec::new(),
+            history: None,
         }
     }
 
     /// The client's body, its `messages` (an array) and `tools` (an array) left as bytes.
     /// A body of any other shape (a member given twice, not an object, not JSON) is read
     /// whole, by [`http::json_object`], with its errors.
+    ///
+    /// `messages` whose key is written without escapes is read typed in the same pass
+    /// ([`take_history`](Self::take_history)); its end in the body is found only when
+    /// its bytes are asked for. A history that does not read typed fails this read (the
+    /// whole read then, whose tree the request path reads with its errors).
     pub(crate) fn read(body: &Bytes) -> Result<Self, GatewayError> {
         let mut de = serde_json::Deserializer::from_slice(body);
-        let read = de::Deserializer::deserialize_map(&mut de, Top).and_then(|r| {
+        let read = de::Deserializer::deserialize_map(&mut de, Top { body }).and_then(|r| {
             de.end()?;
             Ok(r)
         });
-        let Ok((map, members)) = read else {
+        let Ok(Read {
+            map,
+            members,
+            history,
+        }) = read
+        else {
             return http::json_object(body).map(Self::whole);
         };
         let base = body.as_ptr() as usize;
         let mut deferred = Vec::with_capacity(members.len());
-        for (key, index, raw) in members {
-            let text = raw.get();
+        for (key, index, text) in members {
+            let Some(text) = text else {
+                // The history read typed: its start is known, and it is an array.
+                let Some((start, _)) = &history else {
+                    return http::json_object(body).map(Self::whole);
+                };
+                deferred.push(Member {
+                    key,
+                    index,
+                    start: *start,
+                    end: None,
+                });
+                continue;
+            };
+            let text = text.get();
             let start = (text.as_ptr() as usize).wrapping_sub(base);
             let span = start..start + text.len();
             // Only what was borrowed from the body, and only an array.
             if body.get(span.clone()) != Some(text.as_bytes()) || !text.starts_with('[') {
                 return http::json_object(body).map(Self::whole);
             }
-            deferred.push(Member { key, index, span });
+            deferred.push(Member {
+                key,
+                index,
+                start,
+                end: Some(span.end),
+            });
         }
         Ok(Request {
             tree: Value::Object(map),
             body: body.clone(),
             deferred,
+            history: history.map(|(_, messages)| messages),
         })
+    }
+
+    /// The history read typed with the body, once (`None` when it was not, or was taken).
+    pub(crate) fn take_history(&mut self) -> Option<Vec<Message>> {
+        self.history.take()
     }
 
     /// The bytes of the deferred member `key`, when it is deferred.
     pub(crate) fn deferred(&self, key: &str) -> Option<&[u8]> {
-        self.deferred
-            .iter()
-            .find(|m| m.key == key)
-            .map(|m| &self.body[m.span.clone()])
+        let m = self.deferred.iter().find(|m| m.key == key)?;
+        self.span(m).map(|span| &self.body[span])
+    }
+
+    /// Where `m`'s value is in the body (`None` only for bytes that are no JSON value,
+    /// which a member read typed never is).
+    fn span(&self, m: &Member) -> Option<Range<usize>> {
+        let end = match m.end {
+            Some(end) => end,
+            None => value_end(&self.body, m.start)?,
+        };
+        Some(m.start..end)
     }
 
     /// The tree without the deferred members: for the members never deferred (`model`,
@@ -132,9 +181,12 @@ impl Request {
         }
         let mut values = Vec::with_capacity(self.deferred.len());
         for m in &self.deferred {
-            match serde_json::from_slice::<Value>(&self.body[m.span.clone()]) {
-                Ok(v) => values.push(v),
-                Err(_) => return Err(self.invalid_json()),
+            let read = self
+                .span(m)
+                .and_then(|span| serde_json::from_slice::<Value>(&self.body[span]).ok());
+            match read {
+                Some(v) => values.push(v),
+                None => return Err(self.invalid_json()),
             }
         }
         let members = std::mem::take(&mut self.deferred);
@@ -149,16 +201,55 @@ impl Request {
     }
 }
 
+/// The end of the JSON array or object that starts at `start` in `bytes` (valid JSON):
+/// its brackets counted outside strings, each string skipped to its closing quote.
+fn value_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = start;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'"' => {
+                // To the first quote that no backslash escapes.
+                let mut j = i + 1;
+                loop {
+                    j += memchr::memchr2(b'"', b'\\', bytes.get(j..)?)?;
+                    if bytes[j] == b'"' {
+                        break;
+                    }
+                    j += 2;
+                }
+                i = j;
+            }
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// The top-level object: each member a tree but the deferred ones, kept as their text
-/// with their place. A deferred member given twice fails the read (the tree's way then).
-struct Top;
+/// with their place (`messages` read typed instead, when its key is the body's own
+/// bytes). A deferred member given twice fails the read (the tree's way then).
+struct Top<'b> {
+    body: &'b [u8],
+}
 
-type Read<'de> = (
-    Map<String, Value>,
-    Vec<(&'static str, usize, &'de RawValue)>,
-);
+/// What [`Top`] read: the tree, the deferred members (their text, `None` for the history
+/// read typed) with their places, and the history with where it starts.
+struct Read<'de> {
+    map: Map<String, Value>,
+    members: Vec<(&'static str, usize, Option<&'de RawValue>)>,
+    history: Option<(usize, Vec<Message>)>,
+}
 
-impl<'de> Visitor<'de> for Top {
+impl<'de> Visitor<'de> for Top<'_> {
     type Value = Read<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -167,20 +258,91 @@ impl<'de> Visitor<'de> for Top {
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
         let mut map = Map::new();
-        let mut deferred: Vec<(&'static str, usize, &'de RawValue)> = Vec::new();
-        while let Some(key) = access.next_key::<Cow<'de, str>>()? {
-            if let Some(name) = DEFERRED.iter().find(|d| **d == key) {
-                if deferred.iter().any(|(k, ..)| k == name) {
-                    return Err(de::Error::custom("a deferred member given twice"));
-                }
-                let raw: &'de RawValue = access.next_value()?;
-                deferred.push((name, map.len() + deferred.len(), raw));
-            } else {
+        let mut members: Vec<(&'static str, usize, Option<&'de RawValue>)> = Vec::new();
+        let mut history = None;
+        while let Some(Key(key)) = access.next_key::<Key<'de>>()? {
+            let Some(name) = DEFERRED.iter().find(|d| **d == key) else {
                 let value: Value = access.next_value()?;
                 map.insert(key.into_owned(), value);
+                continue;
+            };
+            if members.iter().any(|(k, ..)| k == name) {
+                return Err(de::Error::custom("a deferred member given twice"));
+            }
+            let place = map.len() + members.len();
+            let start = match &key {
+                Cow::Borrowed(k) if *name == "messages" => self.value_after(k),
+                _ => None,
+            };
+            if let Some(start) = start {
+                let messages: Vec<Message> = access.next_value()?;
+                history = Some((start, messages));
+                members.push((name, place, None));
+            } else {
+                members.push((name, place, Some(access.next_value()?)));
             }
         }
-        Ok((map, deferred))
+        Ok(Read {
+            map,
+            members,
+            history,
+        })
+    }
+}
+
+/// A member's name, borrowed from the body when it holds no escape (serde's own `Cow`
+/// reading always copies).
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+impl Top<'_> {
+    /// Where the array after the key `key` (borrowed from the body) starts: past its
+    /// closing quote, the colon and whitespace. `None` when `key` is not the body's own
+    /// bytes or no `[` follows.
+    fn value_after(&self, key: &str) -> Option<usize> {
+        let base = self.body.as_ptr() as usize;
+        let at = (key.as_ptr() as usize).checked_sub(base)?;
+        if self.body.get(at..at + key.len())? != key.as_bytes() {
+            return None;
+        }
+        let mut i = at + key.len();
+        if self.body.get(i) != Some(&b'"') {
+            return None;
+        }
+        i += 1;
+        let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+        while self.body.get(i).is_some_and(ws) {
+            i += 1;
+        }
+        if self.body.get(i) != Some(&b':') {
+            return None;
+        }
+        i += 1;
+        while self.body.get(i).is_some_and(ws) {
+            i += 1;
+        }
+        (self.body.get(i) == Some(&b'[')).then_some(i)
     }
 }
 
@@ -218,11 +380,94 @@ mod tests {
         }
     }
 
+    /// The history is read typed with the body when its key is the body's own bytes, and
+    /// its bytes are still found where they are; a key written with an escape leaves it
+    /// to be read from its bytes.
+    #[test]
+    fn the_history_is_read_typed_in_the_bodys_one_pass() {
+        let history = r#"[ {"role": "user", "content": "a \"]\" \\"}, {"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"x\": [1]}"}}]} ]"#;
+        for (body, typed) in [
+            (
+                format!(
+                    r#"{{"model":"m","messages" :
+  {history},"tools":[]}}"#
+                ),
+                true,
+            ),
+            (format!(r#"{{"m\u0065ssages":{history}}}"#), false),
+        ] {
+            let bytes = Bytes::from(body.clone());
+            let mut r = Request::read(&bytes).unwrap();
+            assert_eq!(r.deferred("messages"), Some(history.as_bytes()), "{body}");
+            let expected: Vec<toolmend::conversation::Message> =
+                serde_json::from_str(history).unwrap();
+            match r.take_history() {
+                Some(read) => {
+                    assert!(typed, "{body}");
+                    assert_eq!(
+                        serde_json::to_value(&read).unwrap(),
+                        serde_json::to_value(&expected).unwrap()
+                    );
+                }
+                None => assert!(!typed, "{body}"),
+            }
+            assert!(r.take_history().is_none(), "taken once");
+            let whole: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(*r.full().unwrap(), whole, "{body}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The end found by counting brackets outside strings is the value's, whatever
+        /// its strings hold and whatever follows it.
+        #[test]
+        fn a_values_end_is_found_from_its_bytes(
+            items in proptest::collection::vec(json(), 0..6),
+            pretty in proptest::prelude::any::<bool>(),
+            lead in "[ a-z\\[\"]{0,4}",
+            tail in "[ ,}\\]\"]{0,4}",
+        ) {
+            let array = Value::from(items);
+            let text = if pretty {
+                serde_json::to_string_pretty(&array).unwrap()
+            } else {
+                serde_json::to_string(&array).unwrap()
+            };
+            let bytes = format!("{lead}{text}{tail}");
+            proptest::prop_assert_eq!(
+                super::value_end(bytes.as_bytes(), lead.len()),
+                Some(lead.len() + text.len())
+            );
+        }
+    }
+
+    fn json() -> impl proptest::prelude::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "[\\[\\]{},\"\\\\a-z é]{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map("[a-z,\\[\"]{1,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
     #[test]
     fn only_arrays_given_once_are_deferred() {
-        let r =
-            Request::read(&Bytes::from(r#"{"messages":[{"role":"user"}],"tools":[]}"#)).unwrap();
-        assert_eq!(r.deferred("messages"), Some(&br#"[{"role":"user"}]"#[..]));
+        let r = Request::read(&Bytes::from(
+            r#"{"messages":[{"role":"user","content":"hi"}],"tools":[]}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            r.deferred("messages"),
+            Some(&br#"[{"role":"user","content":"hi"}]"#[..])
+        );
         assert_eq!(r.deferred("tools"), Some(&b"[]"[..]));
         assert!(r.partial().get("tools").is_none());
         for body in [

@@ -65,9 +65,12 @@ pub(crate) fn prepare_request(
     pipeline: &Pipeline,
     request: &mut super::body::Request,
 ) -> Result<(Vec<Message>, RequestNotes), GatewayError> {
-    let typed = request
-        .deferred("messages")
-        .map(serde_json::from_slice::<Vec<Message>>);
+    let typed = match request.take_history() {
+        Some(messages) => Some(Ok(messages)),
+        None => request
+            .deferred("messages")
+            .map(serde_json::from_slice::<Vec<Message>>),
+    };
     let Some(Ok(messages)) = typed else {
         return prepare(pipeline, request.tree_mut()?);
     };
