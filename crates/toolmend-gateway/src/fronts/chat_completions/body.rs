@@ -417,6 +417,89 @@ mod tests {
         }
     }
 
+    /// A history that does not read typed sends the body the whole read's way: the
+    /// request path then refuses it as it refuses a history read from a tree, and a body
+    /// the whole read refuses (nesting past serde_json's 128 levels, counted from the
+    /// body's top) is refused with the whole read's error, wherever its depth is.
+    #[test]
+    fn a_history_that_does_not_read_typed_gets_the_whole_reads_answer() {
+        let gw = crate::Gateway::new(
+            crate::Config::from_toml_and_env(
+                "upstream.base_url = \"http://127.0.0.1:9/v1\"\n",
+                std::iter::empty(),
+            )
+            .unwrap(),
+            None,
+        )
+        .unwrap();
+        let code = |body: &str| {
+            let mut r = match Request::read(&Bytes::from(body.to_owned())) {
+                Ok(r) => r,
+                Err(e) => return e.body()["error"]["code"].clone(),
+            };
+            match super::super::wire::prepare_request(&gw.pipeline, &mut r) {
+                Ok(_) => serde_json::json!("ok"),
+                Err(e) => e.body()["error"]["code"].clone(),
+            }
+        };
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let deep_history = |n: usize| {
+            format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":"hi","x":{}}}]}}"#,
+                nested(n)
+            )
+        };
+        for (body, expected) in [
+            (
+                r#"{"messages":[{"role":"bogus"}]}"#.to_owned(),
+                "invalid_messages",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"\ud800"}]}"#.to_owned(),
+                "invalid_json",
+            ),
+            (deep_history(124), "ok"),
+            (deep_history(125), "invalid_json"),
+        ] {
+            let whole = crate::server::http::json_object(&Bytes::from(body.clone()))
+                .err()
+                .map(|e| e.body()["error"]["code"].clone());
+            assert_eq!(code(&body), expected, "{body:.80}");
+            if expected == "invalid_json" {
+                assert_eq!(
+                    whole,
+                    Some(serde_json::json!("invalid_json")),
+                    "the whole read's"
+                );
+            }
+        }
+    }
+
+    /// Strings that end in escapes, `\u` escapes of quotes and backslashes: the end is
+    /// still the value's.
+    #[test]
+    fn a_values_end_passes_every_escape() {
+        for value in [
+            r#"["a\\", "\"", "\\\"]", "\u0022]", "\u005c", "\\\\"]"#,
+            r#"[{"k\"}": "]\\\\"}, [], {}]"#,
+            r#"["é\u00e9\\\\"]"#,
+        ] {
+            let _: Value = serde_json::from_str(value).unwrap();
+            let bytes = format!(r#"{value}, "x": [1]}}"#);
+            assert_eq!(
+                super::value_end(bytes.as_bytes(), 0),
+                Some(value.len()),
+                "{value}"
+            );
+        }
+        assert_eq!(
+            super::value_end(br#"["a\"#, 0),
+            None,
+            "cut off: no end, no panic"
+        );
+        assert_eq!(super::value_end(b"[[]", 0), None);
+    }
+
     proptest::proptest! {
         /// The end found by counting brackets outside strings is the value's, whatever
         /// its strings hold and whatever follows it.
