@@ -505,7 +505,7 @@ mod tests {
         /// its strings hold and whatever follows it.
         #[test]
         fn a_values_end_is_found_from_its_bytes(
-            items in proptest::collection::vec(json(), 0..6),
+            items in proptest::collection::vec(super::super::wire::count_tests::json(), 0..6),
             pretty in proptest::prelude::any::<bool>(),
             lead in "[ a-z\\[\"]{0,4}",
             tail in "[ ,}\\]\"]{0,4}",
@@ -522,23 +522,6 @@ mod tests {
                 Some(lead.len() + text.len())
             );
         }
-    }
-
-    fn json() -> impl proptest::prelude::Strategy<Value = Value> {
-        use proptest::prelude::*;
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            "[\\[\\]{},\"\\\\a-z é]{0,8}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(3, 24, 4, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-                prop::collection::btree_map("[a-z,\\[\"]{1,3}", inner, 0..4)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
     }
 
     #[test]

@@ -333,21 +333,23 @@ pub(crate) fn inject_tools(request: &mut Value, server: &ServerTools) -> bool {
 }
 
 #[cfg(test)]
-mod count_tests {
+pub(crate) mod count_tests {
     use proptest::prelude::*;
     use serde_json::Value;
 
-    fn json() -> impl Strategy<Value = Value> {
+    /// Any JSON value, its strings and keys full of what a byte scanner could mistake for
+    /// structure (brackets, commas, quotes, backslashes) and a multi-byte letter.
+    pub(crate) fn json() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::from),
             any::<i64>().prop_map(Value::from),
-            "[\\[\\]{},\"\\\\a-z ]{0,8}".prop_map(Value::from),
+            "[\\[\\]{},\"\\\\a-z é]{0,8}".prop_map(Value::from),
         ];
         leaf.prop_recursive(3, 24, 4, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-                prop::collection::btree_map("[a-z,\\[]{1,3}", inner, 0..4)
+                prop::collection::btree_map("[a-z,\\[\"]{1,3}", inner, 0..4)
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
