@@ -1365,6 +1365,9 @@ struct Escapes {
     raw_newline: bool,
     /// The first `\b` `\f` `\n` `\r` `\t`.
     lookalike_at: Option<usize>,
+    /// A `\n`: the string may have been escaped for JSON's control characters (its line
+    /// breaks) if not for its backslashes.
+    newline_escape: bool,
 }
 
 impl Escapes {
@@ -1374,6 +1377,7 @@ impl Escapes {
             Escape::Invalid => self.invalid = true,
             Escape::Lookalike => {
                 self.lookalike_at.get_or_insert(i);
+                self.newline_escape |= b[i + 1] == b'n';
             }
             Escape::Json => {}
         }
@@ -1387,12 +1391,18 @@ impl Escapes {
 ///   invalid escape in the string and two backslashes, `Queue\src\runtime`): yes;
 /// - `\b` or `\f` beside an invalid escape (a regex's `\b\d+\b`): yes (a backspace or a
 ///   form feed is never what code means);
-/// - otherwise no: `\n` in `import re\nprint(r'\d')` is the line break JSON says.
+/// - `\t` or `\r` beside an invalid escape in a string with no `\n`: yes (one line, no
+///   sign that its control characters were escaped: `awk '/\tERR\[/'` is the regex);
+/// - otherwise no: `\n` in `import re\nprint(r'\d')` is the line break JSON says, and a
+///   `\t` after it the indentation.
 fn kept_as_written(b: &[u8], i: usize, seen: &Escapes, path: &mut PathCache) -> bool {
     if seen.raw_newline {
         return true;
     }
-    if seen.invalid && matches!(b[i + 1], b'b' | b'f') {
+    if seen.invalid
+        && (matches!(b[i + 1], b'b' | b'f')
+            || (!seen.newline_escape && matches!(b[i + 1], b't' | b'r')))
+    {
         return true;
     }
     let (start, drive, backslashes) = path.at(b, i);

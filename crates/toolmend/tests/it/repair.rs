@@ -219,6 +219,19 @@ fn escapes_are_read_one_way_within_a_string() {
     let (v, kinds) = one(r#"{"a": "x\ty\nz", "b": "D:\Users\u"}"#);
     assert_eq!(v, json!({"a": "x\ty\nz", "b": "D:\\Users\\u"}));
     assert!(!kinds.contains(&FixKind::EscapesKeptLiteral), "{kinds:?}");
+    // One line with an invalid escape and no `\n`: nothing shows that its control
+    // characters were escaped, so `\t` and `\r` are as written, like `\b`.
+    assert_fixed(
+        r#"{"cmd": "awk '/\tWARN\[/' x.log", "re": "\r?\d+"}"#,
+        json!({"cmd": "awk '/\\tWARN\\[/' x.log", "re": "\\r?\\d+"}),
+        FixKind::EscapesKeptLiteral,
+    );
+    // With a `\n` (line breaks escaped), a `\t` beside `\d` is JSON's: indentation.
+    let (v, _) = one(r#"{"c": "func f() {\n\tre := regexp.MustCompile(`\d+`)\n}"}"#);
+    assert_eq!(
+        v,
+        json!({"c": "func f() {\n\tre := regexp.MustCompile(`\\d+`)\n}"})
+    );
     // Unicode escapes, a surrogate pair included, read the same either way.
     let (v, _) = one(r#"{"p": "C:\Users\new \u00e9\ud83d\ude00"}"#);
     assert_eq!(v, json!({"p": "C:\\Users\\new é😀"}));
