@@ -766,7 +766,15 @@ fn check_call(
         issues: checked.issues,
         outcome,
     };
-    if opts.refuse_lossy {
+    // Quotes that read two ways are refused even where cut-off calls are accepted, as a
+    // top-level string's are ([`read_by_keys`]): nothing was cut, so there is no prefix to
+    // salvage, only a guess.
+    if opts.refuse_lossy
+        || call
+            .fixes
+            .iter()
+            .any(|f| f.kind == FixKind::InnerQuotesAmbiguous)
+    {
         refuse_lossy(&mut call);
     }
     call
@@ -813,7 +821,9 @@ pub fn refuse_lossy(call: &mut MendedCall) {
     };
     if matches!(
         fix.kind,
-        FixKind::UnquotedTextAmbiguous | FixKind::TripleQuotedAmbiguous
+        FixKind::UnquotedTextAmbiguous
+            | FixKind::TripleQuotedAmbiguous
+            | FixKind::InnerQuotesAmbiguous
     ) {
         // Nothing was cut: the text reads more than one way.
         let at = fix

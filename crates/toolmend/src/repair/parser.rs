@@ -617,6 +617,8 @@ impl<'a> Parser<'a> {
         let mut run = self.pos; // start of the pending run of plain bytes
         // What the string's escapes show, so that they are read one way within it.
         let mut seen = Escapes::default();
+        // The quotes kept inside this string (each followed by what cannot follow a value).
+        let mut kept_quotes = 0usize;
         loop {
             // Fast scan to the next interesting byte (one table lookup per byte).
             self.pos += self.b[self.pos..]
@@ -668,9 +670,17 @@ impl<'a> Parser<'a> {
                             out.push_str(&self.src[run..here]);
                             self.pos = here + 1;
                             self.escapes_as_written(&mut out, start, here, &seen);
+                            if kept_quotes % 2 == 1 && self.clean_boundary(here + 1, ctx) {
+                                // An odd number of quotes kept inside, and the one that
+                                // closes leaves a clean parse: it may be the last of them,
+                                // its own closing quote missing (`"echo "done", "b"`:
+                                // `echo "done` or `echo "done"`).
+                                self.fix(FixKind::InnerQuotesAmbiguous, here);
+                            }
                             return Ok((out, false));
                         }
                         if q == Quote::Double {
+                            kept_quotes += 1;
                             self.fix(FixKind::InnerQuoteEscaped, here);
                         }
                     }
@@ -891,6 +901,19 @@ impl<'a> Parser<'a> {
         match self.b.get(at + 1) {
             None | Some(b'}' | b']') => true,
             Some(b':') => ctx == Ctx::ObjectKey,
+            _ => false,
+        }
+    }
+
+    /// Is what follows a string closed just before `after` the clean continuation of a
+    /// member's value or an array's element (its own container's closer, or a `,` and the
+    /// next key or element)? Not a bracket of the other kind, not a missing comma.
+    fn clean_boundary(&self, after: usize, ctx: Ctx) -> bool {
+        let i = self.ws_from(after);
+        match (ctx, self.b.get(i)) {
+            (Ctx::ObjectValue, Some(b'}')) | (Ctx::Array, Some(b']')) => true,
+            (Ctx::ObjectValue, Some(b',')) => self.key_at(self.ws_from(i + 1)),
+            (Ctx::Array, Some(b',')) => self.value_start_at(self.ws_from(i + 1)),
             _ => false,
         }
     }

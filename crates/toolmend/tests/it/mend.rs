@@ -1034,6 +1034,70 @@ fn a_quote_that_may_close_its_string_or_belong_to_it_is_refused() {
     );
 }
 
+/// A tool whose argv is an array of strings, and whose edits are objects in an array.
+fn argv_and_edits() -> CompiledTool {
+    CompiledTool::compile(
+        "run_edits",
+        "Run a program, then apply edits.",
+        &json!({"type": "object", "properties": {
+            "argv": {"type": "array", "items": {"type": "string"}},
+            "edits": {"type": "array", "items": {"type": "object", "properties": {
+                "find": {"type": "string"}, "put": {"type": "string"}},
+                "required": ["find", "put"], "additionalProperties": false}}},
+            "additionalProperties": false}),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_quote_that_may_close_a_nested_string_or_belong_to_it_is_refused() {
+    // Inside an array or a nested object the tool's keys cannot cut the text, but the
+    // same doubt holds: an odd number of quotes kept inside, then one that closes at a
+    // boundary, reads as the string ending there or as its own last quote (the closer
+    // missing). Refused, even where cut-off calls are accepted: nothing was cut.
+    let accepting = MendOptions {
+        refuse_lossy: false,
+        ..MendOptions::default()
+    };
+    for raw in [
+        r#"{"argv": ["sh", "-c", "printf "x", "y"]}"#,
+        r#"{"argv": ["sh", "-c", "echo "ok"]}"#,
+        r#"{"edits": [{"find": "v = "1", "put": "v = 2"}]}"#,
+        r#"{"edits": [{"find": "a", "put": "say "hi"}]}"#,
+    ] {
+        for opts in [MendOptions::default(), accepting.clone()] {
+            let m = mend_call(raw, &argv_and_edits(), &opts);
+            assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");
+            assert_eq!(
+                m.calls[0].outcome,
+                Outcome::Feedback,
+                "{raw}: {:?}",
+                m.calls[0]
+            );
+            assert!(
+                kinds(&m.calls[0]).contains(&FixKind::InnerQuotesAmbiguous),
+                "{raw}: {:?}",
+                m.calls[0]
+            );
+        }
+    }
+    // Balanced quotes, each followed by what cannot follow a value, read whole.
+    for (raw, want) in [
+        (
+            r#"{"argv": ["sh", "-c", "grep -n "x y" f | wc -l"]}"#,
+            json!({"argv": ["sh", "-c", "grep -n \"x y\" f | wc -l"]}),
+        ),
+        (
+            r#"{"edits": [{"find": "f("a")", "put": "f("b")"}]}"#,
+            json!({"edits": [{"find": "f(\"a\")", "put": "f(\"b\")"}]}),
+        ),
+    ] {
+        let m = mend_call(raw, &argv_and_edits(), &accepting);
+        assert_eq!(m.calls[0].arguments.as_ref(), Some(&want), "{raw}");
+        assert_eq!(m.calls[0].outcome, Outcome::Repaired, "{raw}");
+    }
+}
+
 #[test]
 fn glued_objects_are_not_read_as_one_string() {
     let raw = "{\"path\": \"a\", \"content\": \"x\"}\n{\"path\": \"b\", \"content\": \"y\", \"create_dirs\": true}";
