@@ -332,6 +332,29 @@ fn braces_missing_extra_and_mismatched() {
         json!({"a": [1, 2]}),
         FixKind::MismatchedBracket,
     );
+    // After a quote, a closer of the wrong kind is read as the right one where the text
+    // ends a container there, not where code goes on after it (`env["X"])`): then the
+    // quote and the bracket are the string's.
+    assert_fixed(
+        r#"{"a": "x"]"#,
+        json!({"a": "x"}),
+        FixKind::MismatchedBracket,
+    );
+    assert_fixed(
+        r#"{"a": ["x"}"#,
+        json!({"a": ["x"]}),
+        FixKind::MismatchedBracket,
+    );
+    assert_fixed(
+        r#"{"e": [{"a": "v = env["X"])", "b": 1}]}"#,
+        json!({"e": [{"a": "v = env[\"X\"])", "b": 1}]}),
+        FixKind::InnerQuoteEscaped,
+    );
+    assert_fixed(
+        r#"{"e": ["m = {"k"}.pop()", "z"]}"#,
+        json!({"e": ["m = {\"k\"}.pop()", "z"]}),
+        FixKind::InnerQuoteEscaped,
+    );
 }
 
 #[test]
