@@ -259,8 +259,10 @@ impl<'a> Parser<'a> {
                 }
                 j += if self.b[j] == b'\\' { 2 } else { 1 };
             }
-            // The text ends inside the key: still a key (cut off).
-            j >= self.b.len()
+            // The text ends inside the key: still a key (cut off), unless what follows the
+            // quote holds closing brackets (`"}]}`): a key cut off does not hold the
+            // closers of its own containers; they close them, after a quote of the value.
+            j >= self.b.len() && !self.b[i + n..].iter().any(|c| matches!(c, b'}' | b']'))
         } else {
             let j = self.key_token_end(i, limit);
             if j == i {

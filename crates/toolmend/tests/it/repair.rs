@@ -350,6 +350,18 @@ fn braces_missing_extra_and_mismatched() {
         json!({"e": [{"a": "v = env[\"X\"])", "b": 1}]}),
         FixKind::InnerQuoteEscaped,
     );
+    // A quote, then one more and the closers to the end: the string's last quote and its
+    // closer, not a comma missing before a key cut off (a key holds no closers of its own).
+    let (v, kinds, lossy) = kinds_and_lossy(r#"{"e": [{"a": "x", "b": "say "hi""}]}"#);
+    assert_eq!(v, json!({"e": [{"a": "x", "b": "say \"hi\""}]}));
+    assert!(
+        !lossy && kinds.contains(&FixKind::InnerQuoteEscaped),
+        "{kinds:?}"
+    );
+    // A key cut off is still one.
+    let (v, _, lossy) = kinds_and_lossy(r#"{"a": "x" "b"#);
+    assert_eq!(v, json!({"a": "x"}));
+    assert!(lossy);
     assert_fixed(
         r#"{"e": ["m = {"k"}.pop()", "z"]}"#,
         json!({"e": ["m = {\"k\"}.pop()", "z"]}),
