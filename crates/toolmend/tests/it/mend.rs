@@ -941,6 +941,35 @@ fn an_object_for_a_string_field_meant_for_json_text_becomes_that_text() {
         let m = mend_named("write_file", raw, &tools, &opts);
         assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{raw}");
     }
+    // A file named beside it whose extension is another format's (Markdown, Python, YAML,
+    // TOML): a structure for its content is no JSON text, and stays an issue. A JSON
+    // family name, a dotfile without an extension, or no name at all says nothing.
+    for raw in [
+        r#"{"path": "docs/a.md", "content": {"title": "x"}}"#,
+        r#"{"path": "src\app.py", "content": {"code": "print(1)"}}"#,
+        r#"{"path": "ci.yaml", "content": {"on": "push"}}"#,
+        r#"{"path": "Cargo.toml", "content": {"package": {"name": "x"}}}"#,
+    ] {
+        let m = mend_named("write_file", raw, &tools, &opts);
+        assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{raw}");
+    }
+    for (raw, want) in [
+        (
+            r#"{"path": "tsconfig.jsonc", "content": {"a": 1}}"#,
+            json!({"path": "tsconfig.jsonc", "content": "{\"a\":1}"}),
+        ),
+        (
+            r#"{"path": ".prettierrc", "content": {"semi": false}}"#,
+            json!({"path": ".prettierrc", "content": "{\"semi\":false}"}),
+        ),
+        (
+            r#"{"path": "out", "content": [1, 2]}"#,
+            json!({"path": "out", "content": "[1,2]"}),
+        ),
+    ] {
+        let m = mend_named("write_file", raw, &tools, &opts);
+        assert_eq!(m.calls[0].arguments.as_ref(), Some(&want), "{raw}");
+    }
     // The switch off (json_strings): feedback.
     let mut strict = MendOptions::default();
     strict.coercions.json_strings = false;
