@@ -559,6 +559,11 @@ fn merged_parts(
         return None;
     }
     let key = key.replace("~1", "/").replace("~0", "~");
+    // A document's field (a file's content, code) given a list: the text in pieces, its
+    // lines, not one call per piece (each would write a line as the whole file).
+    if tool.holds_document(&key) {
+        return None;
+    }
     let items = args.get(&key)?.as_array()?;
     if items.len() < 2
         || items.len() > MAX_SPLIT

@@ -446,6 +446,30 @@ fn a_list_is_not_split_when_an_element_alone_is_not_a_valid_call() {
 }
 
 #[test]
+fn a_list_for_a_field_that_holds_a_document_is_not_split() {
+    // A file's content, code, a body given as a list of strings: the text in pieces (its
+    // lines), never one call per piece (each writing one line as the whole file).
+    let tool = CompiledTool::compile(
+        "save",
+        "Save a file.",
+        &json!({"type": "object", "properties": {
+            "path": {"type": "string"},
+            "content": {"type": "string"},
+            "note": {"type": "string", "description": "The file's body text"}},
+            "required": ["path"], "additionalProperties": false}),
+    )
+    .unwrap();
+    for raw in [
+        r##"{"path": "a.md", "content": ["# Title", "", "- one"]}"##,
+        r#"{"path": "a.py", "note": ["import os", "print(1)"]}"#,
+    ] {
+        let m = mend_call(raw, &tool, &splitting());
+        assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");
+        assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{raw}");
+    }
+}
+
+#[test]
 fn a_list_of_objects_for_an_object_field_is_not_split() {
     // Only a scalar field is split: each element here would be valid alone, but a list of
     // filters for one filter is not read as several calls.

@@ -22,6 +22,13 @@ const TEXT_DESCRIPTIONS: &[&str] = &[
     "json", "content", "contents", "body", "file", "payload", "document",
 ];
 
+/// Does the field `key` (its description `description`) say it holds text or a document
+/// (a file's content, a body, code), by a word of its name or of its description?
+pub(crate) fn holds_document(key: &str, description: Option<&str>) -> bool {
+    words(key).any(|w| TEXT_NAMES.contains(&w.as_str()))
+        || description.is_some_and(|d| words(d).any(|w| TEXT_DESCRIPTIONS.contains(&w.as_str())))
+}
+
 /// The JSON text of `value` when the string field `key` (schema `flat`) is meant to hold it.
 pub(super) fn encoded(value: &Value, key: &str, flat: &Flat<'_>) -> Option<(FixKind, Value)> {
     if !matches!(value, Value::Object(_) | Value::Array(_))
@@ -34,11 +41,7 @@ pub(super) fn encoded(value: &Value, key: &str, flat: &Flat<'_>) -> Option<(FixK
     let json_media = flat
         .content_media_type()
         .is_some_and(|t| t.ends_with("json"));
-    let named = words(key).any(|w| TEXT_NAMES.contains(&w.as_str()));
-    let described = flat
-        .description()
-        .is_some_and(|d| words(d).any(|w| TEXT_DESCRIPTIONS.contains(&w.as_str())));
-    (json_media || named || described)
+    (json_media || holds_document(key, flat.description()))
         .then(|| (FixKind::JsonTextEncoded, Value::String(value.to_string())))
 }
 

@@ -16,7 +16,7 @@ mod dates;
 mod drop_unknown_keys;
 mod enum_case;
 mod json_strings;
-mod json_text;
+pub(crate) mod json_text;
 mod null_omitted;
 mod numeric_strings;
 mod rename_keys;
