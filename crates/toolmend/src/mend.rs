@@ -771,14 +771,19 @@ fn check_call(
         issues: checked.issues,
         outcome,
     };
-    // Quotes that read two ways are refused even where cut-off calls are accepted, as a
-    // top-level string's are ([`read_by_keys`]): nothing was cut, so there is no prefix to
-    // salvage, only a guess.
+    // A text that reads more than one way (quotes that may close a string or be its own,
+    // an unquoted value or a triple-quoted string whose end is a guess) is refused even
+    // where cut-off calls are accepted, as a top-level string's quotes are
+    // ([`read_by_keys`]): nothing was cut, so there is no prefix to salvage, only a guess.
     if opts.refuse_lossy
-        || call
-            .fixes
-            .iter()
-            .any(|f| f.kind == FixKind::InnerQuotesAmbiguous)
+        || call.fixes.iter().any(|f| {
+            matches!(
+                f.kind,
+                FixKind::InnerQuotesAmbiguous
+                    | FixKind::UnquotedTextAmbiguous
+                    | FixKind::TripleQuotedAmbiguous
+            )
+        })
     {
         refuse_lossy(&mut call);
     }

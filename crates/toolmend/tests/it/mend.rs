@@ -1087,6 +1087,30 @@ fn a_quote_that_may_close_its_string_or_belong_to_it_is_refused() {
     );
 }
 
+#[test]
+fn a_text_that_reads_more_than_one_way_is_refused_even_where_cut_off_calls_are_accepted() {
+    // An unquoted value whose end is a guess, a triple-quoted string whose end is a guess:
+    // nothing was cut, so accepting cut-off calls does not make either reading the answer.
+    let accepting = MendOptions {
+        refuse_lossy: false,
+        ..MendOptions::default()
+    };
+    for raw in [
+        r#"{"command": echo a } b, "timeout": 1}"#,
+        r#"{"command": `ls -la`}"#,
+        r#"{"command": """a""""", "timeout": 1}"#,
+    ] {
+        let m = mend_call(raw, &bash(), &accepting);
+        assert_eq!(m.calls.len(), 1, "{raw}");
+        assert_eq!(
+            m.calls[0].outcome,
+            Outcome::Feedback,
+            "{raw}: {:?}",
+            m.calls[0]
+        );
+    }
+}
+
 /// A tool whose argv is an array of strings, and whose edits are objects in an array.
 fn argv_and_edits() -> CompiledTool {
     CompiledTool::compile(
