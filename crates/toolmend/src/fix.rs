@@ -177,6 +177,10 @@ fix_kinds! {
     /// follow a value (`"""print("""hi""")"""`: a triple quote inside it). The value read
     /// may not be the one the model wrote.
     TripleQuotedAmbiguous = "triple_quoted_ambiguous", Lossy;
+    /// A string that kept an odd number of unescaped double quotes inside it, closed by
+    /// the next one: that quote may be the last of its own (`"echo "done"`) with the
+    /// closing quote missing, or close it (`echo "done`). It cannot be told which.
+    InnerQuotesAmbiguous = "inner_quotes_ambiguous", Lossy;
     /// A value without quotes ran past commas or line breaks; it was read as one string up
     /// to the next key or closing bracket (no continuation could be a member).
     UnquotedTextJoined = "unquoted_text_joined", Unsafe;

@@ -559,6 +559,11 @@ fn merged_parts(
         return None;
     }
     let key = key.replace("~1", "/").replace("~0", "~");
+    // A document's field (a file's content, code) given a list: the text in pieces, its
+    // lines, not one call per piece (each would write a line as the whole file).
+    if tool.holds_document(&key) {
+        return None;
+    }
     let items = args.get(&key)?.as_array()?;
     if items.len() < 2
         || items.len() > MAX_SPLIT
@@ -766,7 +771,20 @@ fn check_call(
         issues: checked.issues,
         outcome,
     };
-    if opts.refuse_lossy {
+    // A text that reads more than one way (quotes that may close a string or be its own,
+    // an unquoted value or a triple-quoted string whose end is a guess) is refused even
+    // where cut-off calls are accepted, as a top-level string's quotes are
+    // ([`read_by_keys`]): nothing was cut, so there is no prefix to salvage, only a guess.
+    if opts.refuse_lossy
+        || call.fixes.iter().any(|f| {
+            matches!(
+                f.kind,
+                FixKind::InnerQuotesAmbiguous
+                    | FixKind::UnquotedTextAmbiguous
+                    | FixKind::TripleQuotedAmbiguous
+            )
+        })
+    {
         refuse_lossy(&mut call);
     }
     call
@@ -813,7 +831,9 @@ pub fn refuse_lossy(call: &mut MendedCall) {
     };
     if matches!(
         fix.kind,
-        FixKind::UnquotedTextAmbiguous | FixKind::TripleQuotedAmbiguous
+        FixKind::UnquotedTextAmbiguous
+            | FixKind::TripleQuotedAmbiguous
+            | FixKind::InnerQuotesAmbiguous
     ) {
         // Nothing was cut: the text reads more than one way.
         let at = fix

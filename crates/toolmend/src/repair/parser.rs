@@ -259,8 +259,10 @@ impl<'a> Parser<'a> {
                 }
                 j += if self.b[j] == b'\\' { 2 } else { 1 };
             }
-            // The text ends inside the key: still a key (cut off).
-            j >= self.b.len()
+            // The text ends inside the key: still a key (cut off), unless what follows the
+            // quote holds closing brackets (`"}]}`): a key cut off does not hold the
+            // closers of its own containers; they close them, after a quote of the value.
+            j >= self.b.len() && !self.b[i + n..].iter().any(|c| matches!(c, b'}' | b']'))
         } else {
             let j = self.key_token_end(i, limit);
             if j == i {
@@ -617,6 +619,8 @@ impl<'a> Parser<'a> {
         let mut run = self.pos; // start of the pending run of plain bytes
         // What the string's escapes show, so that they are read one way within it.
         let mut seen = Escapes::default();
+        // The quotes kept inside this string (each followed by what cannot follow a value).
+        let mut kept_quotes = 0usize;
         loop {
             // Fast scan to the next interesting byte (one table lookup per byte).
             self.pos += self.b[self.pos..]
@@ -668,9 +672,17 @@ impl<'a> Parser<'a> {
                             out.push_str(&self.src[run..here]);
                             self.pos = here + 1;
                             self.escapes_as_written(&mut out, start, here, &seen);
+                            if kept_quotes % 2 == 1 && self.clean_boundary(here + 1, ctx) {
+                                // An odd number of quotes kept inside, and the one that
+                                // closes leaves a clean parse: it may be the last of them,
+                                // its own closing quote missing (`"echo "done", "b"`:
+                                // `echo "done` or `echo "done"`).
+                                self.fix(FixKind::InnerQuotesAmbiguous, here);
+                            }
                             return Ok((out, false));
                         }
                         if q == Quote::Double {
+                            kept_quotes += 1;
                             self.fix(FixKind::InnerQuoteEscaped, here);
                         }
                     }
@@ -889,8 +901,51 @@ impl<'a> Parser<'a> {
     /// A `,` is not enough: `"She said "yes", and left"` needs the lookahead.
     fn strictly_closes(&self, at: usize, ctx: Ctx) -> bool {
         match self.b.get(at + 1) {
-            None | Some(b'}' | b']') => true,
+            None => true,
+            Some(&c @ (b'}' | b']')) => !self.other_closer(at + 1, c, ctx),
             Some(b':') => ctx == Ctx::ObjectKey,
+            _ => false,
+        }
+    }
+
+    /// Is the bracket `c` at `i`, after a quote, of the other kind than the container the
+    /// string is in (`]` in an object's value, `}` in an array), with text after it that
+    /// does not end a container either (`env["X"])`, `{ "k": "v" },\n});`)? Then it is
+    /// code inside the string, not a mismatched closer: a closer of the wrong kind is
+    /// read as the right one only where the text plainly ends there (`{"a": "x"]`, or a
+    /// comma and the next member or element).
+    fn other_closer(&self, i: usize, c: u8, ctx: Ctx) -> bool {
+        let other = match ctx {
+            Ctx::ObjectValue => c == b']',
+            Ctx::Array => c == b'}',
+            _ => false,
+        };
+        if !other {
+            return false;
+        }
+        let j = self.ws_from(i + 1);
+        let ends = match self.b.get(j) {
+            None | Some(b'}' | b']') => true,
+            // A comma, then the next member or element (`"x"}, "b"`), not more code
+            // (`"web" },\n});`).
+            Some(b',') => {
+                let k = self.ws_from(j + 1);
+                k >= self.b.len() || self.key_at(k) || self.value_start_at(k)
+            }
+            _ => false,
+        };
+        !ends
+    }
+
+    /// Is what follows a string closed just before `after` the clean continuation of a
+    /// member's value or an array's element (its own container's closer, or a `,` and the
+    /// next key or element)? Not a bracket of the other kind, not a missing comma.
+    fn clean_boundary(&self, after: usize, ctx: Ctx) -> bool {
+        let i = self.ws_from(after);
+        match (ctx, self.b.get(i)) {
+            (Ctx::ObjectValue, Some(b'}')) | (Ctx::Array, Some(b']')) => true,
+            (Ctx::ObjectValue, Some(b',')) => self.key_at(self.ws_from(i + 1)),
+            (Ctx::Array, Some(b',')) => self.value_start_at(self.ws_from(i + 1)),
             _ => false,
         }
     }
@@ -904,7 +959,7 @@ impl<'a> Parser<'a> {
         match ctx {
             Ctx::ObjectKey => c == b':' || (i > after && self.key_at(i)),
             Ctx::ObjectValue => match c {
-                b'}' | b']' => true,
+                b'}' | b']' => !self.other_closer(i, c, ctx),
                 b',' => {
                     let j = self.ws_from(i + 1);
                     j >= self.b.len() || matches!(self.b[j], b'}' | b']') || self.key_at(j)
@@ -913,7 +968,7 @@ impl<'a> Parser<'a> {
                 _ => self.key_at(i) && (i > after || self.quote_at(i).is_some()),
             },
             Ctx::Array => match c {
-                b']' | b'}' => true,
+                b']' | b'}' => !self.other_closer(i, c, ctx),
                 b',' => {
                     let j = self.ws_from(i + 1);
                     j >= self.b.len() || matches!(self.b[j], b']') || self.value_start_at(j)
@@ -1365,6 +1420,9 @@ struct Escapes {
     raw_newline: bool,
     /// The first `\b` `\f` `\n` `\r` `\t`.
     lookalike_at: Option<usize>,
+    /// A `\n`: the string may have been escaped for JSON's control characters (its line
+    /// breaks) if not for its backslashes.
+    newline_escape: bool,
 }
 
 impl Escapes {
@@ -1374,6 +1432,7 @@ impl Escapes {
             Escape::Invalid => self.invalid = true,
             Escape::Lookalike => {
                 self.lookalike_at.get_or_insert(i);
+                self.newline_escape |= b[i + 1] == b'n';
             }
             Escape::Json => {}
         }
@@ -1387,15 +1446,21 @@ impl Escapes {
 ///   invalid escape in the string and two backslashes, `Queue\src\runtime`): yes;
 /// - `\b` or `\f` beside an invalid escape (a regex's `\b\d+\b`): yes (a backspace or a
 ///   form feed is never what code means);
-/// - otherwise no: `\n` in `import re\nprint(r'\d')` is the line break JSON says.
+/// - `\t` or `\r` beside an invalid escape in a string with no `\n`: yes (one line, no
+///   sign that its control characters were escaped: `awk '/\tERR\[/'` is the regex);
+/// - otherwise no: `\n` in `import re\nprint(r'\d')` is the line break JSON says, and a
+///   `\t` after it the indentation.
 fn kept_as_written(b: &[u8], i: usize, seen: &Escapes, path: &mut PathCache) -> bool {
     if seen.raw_newline {
         return true;
     }
-    if seen.invalid && matches!(b[i + 1], b'b' | b'f') {
+    if seen.invalid
+        && (matches!(b[i + 1], b'b' | b'f')
+            || (!seen.newline_escape && matches!(b[i + 1], b't' | b'r')))
+    {
         return true;
     }
-    let (start, drive, backslashes) = path.at(b, i);
+    let (start, drive, backslashes) = path.at(b, i, seen.invalid);
     if !(drive || (seen.invalid && backslashes >= 2)) {
         return false;
     }
@@ -1431,8 +1496,10 @@ impl PathCache {
     }
 
     /// The run around `i`: where it starts, whether it is a drive path, its backslashes
-    /// (none when it is no path).
-    fn at(&mut self, b: &[u8], i: usize) -> (usize, bool, usize) {
+    /// (none when it is no path). With an invalid escape in the string (`invalid`), a
+    /// run that a single space separates from a drive path's directory continues it
+    /// (`C:\Program Files\nodejs`: a directory's name may hold spaces).
+    fn at(&mut self, b: &[u8], i: usize, invalid: bool) -> (usize, bool, usize) {
         if let Some((start, end, drive, n)) = self.run
             && (start..end).contains(&i)
         {
@@ -1455,11 +1522,33 @@ impl PathCache {
         let breaks = run
             .windows(3)
             .any(|w| w[0] == b'\\' && matches!(w[1], b'n' | b'r' | b't') && w[2] == b'\\');
-        let drive = !breaks
-            && run.len() >= 3
-            && run[0].is_ascii_uppercase()
-            && run[1] == b':'
-            && run[2] == b'\\';
+        let starts_drive =
+            |r: &[u8]| r.len() >= 3 && r[0].is_ascii_uppercase() && r[1] == b':' && r[2] == b'\\';
+        let mut drive = !breaks && starts_drive(run);
+        if !breaks && !drive && invalid && run.contains(&b'\\') {
+            // Back over single spaces, through directories' names (a file's, with a `.`,
+            // ends a path), to a drive: at most three.
+            let mut s = start;
+            for _ in 0..3 {
+                if s < 2 || b[s - 1] != b' ' || !path_char(b[s - 2]) {
+                    break;
+                }
+                let mut p = s - 1;
+                while p > 0 && s - p < Self::REACH && path_char(b[p - 1]) {
+                    p -= 1;
+                }
+                let prev = &b[p..s - 1];
+                let last = prev.rsplit(|&c| c == b'\\').next().unwrap_or_default();
+                if last.contains(&b'.') {
+                    break;
+                }
+                if starts_drive(prev) {
+                    drive = true;
+                    break;
+                }
+                s = p;
+            }
+        }
         let n = if breaks {
             0
         } else {

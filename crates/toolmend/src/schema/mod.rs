@@ -354,6 +354,19 @@ impl CompiledTool {
         self.draft
     }
 
+    /// Does the top-level string property `key` hold text or a document (a file's
+    /// content, a body, code), by its name or description? A list of strings given for it
+    /// is that text in pieces (its lines), not one value per call.
+    pub(crate) fn holds_document(&self, key: &str) -> bool {
+        let description = self
+            .parameters()
+            .get("properties")
+            .and_then(|p| p.get(key))
+            .and_then(|s| s.get("description"))
+            .and_then(Value::as_str);
+        coerce::json_text::holds_document(key, description)
+    }
+
     /// The top-level property names the schema lists, in schema order.
     pub fn property_names(&self) -> Vec<&str> {
         compile::flatten(&self.schema, compile::Node::root(&self.schema)).property_names()

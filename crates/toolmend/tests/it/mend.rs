@@ -446,6 +446,30 @@ fn a_list_is_not_split_when_an_element_alone_is_not_a_valid_call() {
 }
 
 #[test]
+fn a_list_for_a_field_that_holds_a_document_is_not_split() {
+    // A file's content, code, a body given as a list of strings: the text in pieces (its
+    // lines), never one call per piece (each writing one line as the whole file).
+    let tool = CompiledTool::compile(
+        "save",
+        "Save a file.",
+        &json!({"type": "object", "properties": {
+            "path": {"type": "string"},
+            "content": {"type": "string"},
+            "note": {"type": "string", "description": "The file's body text"}},
+            "required": ["path"], "additionalProperties": false}),
+    )
+    .unwrap();
+    for raw in [
+        r##"{"path": "a.md", "content": ["# Title", "", "- one"]}"##,
+        r#"{"path": "a.py", "note": ["import os", "print(1)"]}"#,
+    ] {
+        let m = mend_call(raw, &tool, &splitting());
+        assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");
+        assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{raw}");
+    }
+}
+
+#[test]
 fn a_list_of_objects_for_an_object_field_is_not_split() {
     // Only a scalar field is split: each element here would be valid alone, but a list of
     // filters for one filter is not read as several calls.
@@ -941,6 +965,35 @@ fn an_object_for_a_string_field_meant_for_json_text_becomes_that_text() {
         let m = mend_named("write_file", raw, &tools, &opts);
         assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{raw}");
     }
+    // A file named beside it whose extension is another format's (Markdown, Python, YAML,
+    // TOML): a structure for its content is no JSON text, and stays an issue. A JSON
+    // family name, a dotfile without an extension, or no name at all says nothing.
+    for raw in [
+        r#"{"path": "docs/a.md", "content": {"title": "x"}}"#,
+        r#"{"path": "src\app.py", "content": {"code": "print(1)"}}"#,
+        r#"{"path": "ci.yaml", "content": {"on": "push"}}"#,
+        r#"{"path": "Cargo.toml", "content": {"package": {"name": "x"}}}"#,
+    ] {
+        let m = mend_named("write_file", raw, &tools, &opts);
+        assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{raw}");
+    }
+    for (raw, want) in [
+        (
+            r#"{"path": "tsconfig.jsonc", "content": {"a": 1}}"#,
+            json!({"path": "tsconfig.jsonc", "content": "{\"a\":1}"}),
+        ),
+        (
+            r#"{"path": ".prettierrc", "content": {"semi": false}}"#,
+            json!({"path": ".prettierrc", "content": "{\"semi\":false}"}),
+        ),
+        (
+            r#"{"path": "out", "content": [1, 2]}"#,
+            json!({"path": "out", "content": "[1,2]"}),
+        ),
+    ] {
+        let m = mend_named("write_file", raw, &tools, &opts);
+        assert_eq!(m.calls[0].arguments.as_ref(), Some(&want), "{raw}");
+    }
     // The switch off (json_strings): feedback.
     let mut strict = MendOptions::default();
     strict.coercions.json_strings = false;
@@ -1032,6 +1085,94 @@ fn a_quote_that_may_close_its_string_or_belong_to_it_is_refused() {
         m.calls[0].arguments.as_ref().unwrap(),
         &json!({"command": "echo \"it's \"done\"\" && ls", "timeout": 5})
     );
+}
+
+#[test]
+fn a_text_that_reads_more_than_one_way_is_refused_even_where_cut_off_calls_are_accepted() {
+    // An unquoted value whose end is a guess, a triple-quoted string whose end is a guess:
+    // nothing was cut, so accepting cut-off calls does not make either reading the answer.
+    let accepting = MendOptions {
+        refuse_lossy: false,
+        ..MendOptions::default()
+    };
+    for raw in [
+        r#"{"command": echo a } b, "timeout": 1}"#,
+        r#"{"command": `ls -la`}"#,
+        r#"{"command": """a""""", "timeout": 1}"#,
+    ] {
+        let m = mend_call(raw, &bash(), &accepting);
+        assert_eq!(m.calls.len(), 1, "{raw}");
+        assert_eq!(
+            m.calls[0].outcome,
+            Outcome::Feedback,
+            "{raw}: {:?}",
+            m.calls[0]
+        );
+    }
+}
+
+/// A tool whose argv is an array of strings, and whose edits are objects in an array.
+fn argv_and_edits() -> CompiledTool {
+    CompiledTool::compile(
+        "run_edits",
+        "Run a program, then apply edits.",
+        &json!({"type": "object", "properties": {
+            "argv": {"type": "array", "items": {"type": "string"}},
+            "edits": {"type": "array", "items": {"type": "object", "properties": {
+                "find": {"type": "string"}, "put": {"type": "string"}},
+                "required": ["find", "put"], "additionalProperties": false}}},
+            "additionalProperties": false}),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_quote_that_may_close_a_nested_string_or_belong_to_it_is_refused() {
+    // Inside an array or a nested object the tool's keys cannot cut the text, but the
+    // same doubt holds: an odd number of quotes kept inside, then one that closes at a
+    // boundary, reads as the string ending there or as its own last quote (the closer
+    // missing). Refused, even where cut-off calls are accepted: nothing was cut.
+    let accepting = MendOptions {
+        refuse_lossy: false,
+        ..MendOptions::default()
+    };
+    for raw in [
+        r#"{"argv": ["sh", "-c", "printf "x", "y"]}"#,
+        r#"{"argv": ["sh", "-c", "echo "ok"]}"#,
+        r#"{"edits": [{"find": "v = "1", "put": "v = 2"}]}"#,
+        r#"{"edits": [{"find": "a", "put": "say "hi"}]}"#,
+    ] {
+        for opts in [MendOptions::default(), accepting.clone()] {
+            let m = mend_call(raw, &argv_and_edits(), &opts);
+            assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");
+            assert_eq!(
+                m.calls[0].outcome,
+                Outcome::Feedback,
+                "{raw}: {:?}",
+                m.calls[0]
+            );
+            assert!(
+                kinds(&m.calls[0]).contains(&FixKind::InnerQuotesAmbiguous),
+                "{raw}: {:?}",
+                m.calls[0]
+            );
+        }
+    }
+    // Balanced quotes, each followed by what cannot follow a value, read whole.
+    for (raw, want) in [
+        (
+            r#"{"argv": ["sh", "-c", "grep -n "x y" f | wc -l"]}"#,
+            json!({"argv": ["sh", "-c", "grep -n \"x y\" f | wc -l"]}),
+        ),
+        (
+            r#"{"edits": [{"find": "f("a")", "put": "f("b")"}]}"#,
+            json!({"edits": [{"find": "f(\"a\")", "put": "f(\"b\")"}]}),
+        ),
+    ] {
+        let m = mend_call(raw, &argv_and_edits(), &accepting);
+        assert_eq!(m.calls[0].arguments.as_ref(), Some(&want), "{raw}");
+        assert_eq!(m.calls[0].outcome, Outcome::Repaired, "{raw}");
+    }
 }
 
 #[test]

@@ -219,6 +219,28 @@ fn escapes_are_read_one_way_within_a_string() {
     let (v, kinds) = one(r#"{"a": "x\ty\nz", "b": "D:\Users\u"}"#);
     assert_eq!(v, json!({"a": "x\ty\nz", "b": "D:\\Users\\u"}));
     assert!(!kinds.contains(&FixKind::EscapesKeptLiteral), "{kinds:?}");
+    // One line with an invalid escape and no `\n`: nothing shows that its control
+    // characters were escaped, so `\t` and `\r` are as written, like `\b`.
+    assert_fixed(
+        r#"{"cmd": "awk '/\tWARN\[/' x.log", "re": "\r?\d+"}"#,
+        json!({"cmd": "awk '/\\tWARN\\[/' x.log", "re": "\\r?\\d+"}),
+        FixKind::EscapesKeptLiteral,
+    );
+    // With a `\n` (line breaks escaped), a `\t` beside `\d` is JSON's: indentation.
+    let (v, _) = one(r#"{"c": "func f() {\n\tre := regexp.MustCompile(`\d+`)\n}"}"#);
+    assert_eq!(
+        v,
+        json!({"c": "func f() {\n\tre := regexp.MustCompile(`\\d+`)\n}"})
+    );
+    // A drive path's directories may hold spaces: `\n` after one is the path's too.
+    assert_fixed(
+        r#"{"cmd": "cd C:\Program Files\nodejs && dir", "p": "D:\Apps\Big Co\Tool Kit\new"}"#,
+        json!({"cmd": "cd C:\\Program Files\\nodejs && dir", "p": "D:\\Apps\\Big Co\\Tool Kit\\new"}),
+        FixKind::EscapesKeptLiteral,
+    );
+    // A file's name ends the path: the word after the space is not in it.
+    let (v, _) = one(r#"{"c": "type C:\logs\app.log done\nnext"}"#);
+    assert_eq!(v, json!({"c": "type C:\\logs\\app.log done\nnext"}));
     // Unicode escapes, a surrogate pair included, read the same either way.
     let (v, _) = one(r#"{"p": "C:\Users\new \u00e9\ud83d\ude00"}"#);
     assert_eq!(v, json!({"p": "C:\\Users\\new é😀"}));
@@ -318,6 +340,53 @@ fn braces_missing_extra_and_mismatched() {
         r#"{"a": [1, 2}"#,
         json!({"a": [1, 2]}),
         FixKind::MismatchedBracket,
+    );
+    // After a quote, a closer of the wrong kind is read as the right one where the text
+    // ends a container there, not where code goes on after it (`env["X"])`): then the
+    // quote and the bracket are the string's.
+    assert_fixed(
+        r#"{"a": "x"]"#,
+        json!({"a": "x"}),
+        FixKind::MismatchedBracket,
+    );
+    assert_fixed(
+        r#"{"a": ["x"}"#,
+        json!({"a": ["x"]}),
+        FixKind::MismatchedBracket,
+    );
+    assert_fixed(
+        r#"{"e": [{"a": "v = env["X"])", "b": 1}]}"#,
+        json!({"e": [{"a": "v = env[\"X\"])", "b": 1}]}),
+        FixKind::InnerQuoteEscaped,
+    );
+    // A quote, then one more and the closers to the end: the string's last quote and its
+    // closer, not a comma missing before a key cut off (a key holds no closers of its own).
+    let (v, kinds, lossy) = kinds_and_lossy(r#"{"e": [{"a": "x", "b": "say "hi""}]}"#);
+    assert_eq!(v, json!({"e": [{"a": "x", "b": "say \"hi\""}]}));
+    assert!(
+        !lossy && kinds.contains(&FixKind::InnerQuoteEscaped),
+        "{kinds:?}"
+    );
+    // A key cut off is still one.
+    let (v, _, lossy) = kinds_and_lossy(r#"{"a": "x" "b"#);
+    assert_eq!(v, json!({"a": "x"}));
+    assert!(lossy);
+    // Code whose closer of the other kind is followed by a comma and more code, not by
+    // the next element.
+    assert_fixed(
+        "{\"argv\": [\"sh\", \"x = [{ \"k\": \"v\" },\n]\"]}",
+        json!({"argv": ["sh", "x = [{ \"k\": \"v\" },\n]"]}),
+        FixKind::InnerQuoteEscaped,
+    );
+    assert_fixed(
+        r#"{"a": ["x"}, "b": 1}"#,
+        json!({"a": ["x"], "b": 1}),
+        FixKind::MismatchedBracket,
+    );
+    assert_fixed(
+        r#"{"e": ["m = {"k"}.pop()", "z"]}"#,
+        json!({"e": ["m = {\"k\"}.pop()", "z"]}),
+        FixKind::InnerQuoteEscaped,
     );
 }
 

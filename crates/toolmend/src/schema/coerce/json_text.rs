@@ -22,6 +22,13 @@ const TEXT_DESCRIPTIONS: &[&str] = &[
     "json", "content", "contents", "body", "file", "payload", "document",
 ];
 
+/// Does the field `key` (its description `description`) say it holds text or a document
+/// (a file's content, a body, code), by a word of its name or of its description?
+pub(crate) fn holds_document(key: &str, description: Option<&str>) -> bool {
+    words(key).any(|w| TEXT_NAMES.contains(&w.as_str()))
+        || description.is_some_and(|d| words(d).any(|w| TEXT_DESCRIPTIONS.contains(&w.as_str())))
+}
+
 /// The JSON text of `value` when the string field `key` (schema `flat`) is meant to hold it.
 pub(super) fn encoded(value: &Value, key: &str, flat: &Flat<'_>) -> Option<(FixKind, Value)> {
     if !matches!(value, Value::Object(_) | Value::Array(_))
@@ -34,12 +41,38 @@ pub(super) fn encoded(value: &Value, key: &str, flat: &Flat<'_>) -> Option<(FixK
     let json_media = flat
         .content_media_type()
         .is_some_and(|t| t.ends_with("json"));
-    let named = words(key).any(|w| TEXT_NAMES.contains(&w.as_str()));
-    let described = flat
-        .description()
-        .is_some_and(|d| words(d).any(|w| TEXT_DESCRIPTIONS.contains(&w.as_str())));
-    (json_media || named || described)
+    (json_media || holds_document(key, flat.description()))
         .then(|| (FixKind::JsonTextEncoded, Value::String(value.to_string())))
+}
+
+/// Does a member of `map` name a file (a key with `path` or `file` among its words, a
+/// one-line string value) whose extension says its format is not JSON (`notes.md`,
+/// `app.py`, `ci.yaml`)? Then a structure given for its content is no JSON text: the
+/// model meant that format's text, which is not for toolmend to write. A JSON family
+/// extension (`.json`, `.jsonc`, `.geojson`, `.ipynb`), a dotfile without one
+/// (`.prettierrc`) or no extension says nothing.
+pub(super) fn names_non_json_file(map: &serde_json::Map<String, Value>) -> bool {
+    map.iter().any(|(k, v)| {
+        let Some(s) = v.as_str() else {
+            return false;
+        };
+        if s.len() > 1024 || s.contains(char::is_whitespace) {
+            return false;
+        }
+        if !words(k).any(|w| matches!(w.as_str(), "path" | "file" | "filename" | "filepath")) {
+            return false;
+        }
+        let name = s.rsplit(['/', '\\']).next().unwrap_or_default();
+        let Some(dot) = name.rfind('.').filter(|&d| d > 0) else {
+            return false;
+        };
+        let ext = name[dot + 1..].to_ascii_lowercase();
+        !ext.is_empty()
+            && ext.len() <= 16
+            && ext.chars().all(|c| c.is_ascii_alphanumeric())
+            && !ext.contains("json")
+            && ext != "ipynb"
+    })
 }
 
 /// The lowercase words of a name (`new_source`, `fileText`, `request-body`) or a sentence.

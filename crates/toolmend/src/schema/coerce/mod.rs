@@ -16,7 +16,7 @@ mod dates;
 mod drop_unknown_keys;
 mod enum_case;
 mod json_strings;
-mod json_text;
+pub(crate) mod json_text;
 mod null_omitted;
 mod numeric_strings;
 mod rename_keys;
@@ -190,6 +190,9 @@ pub(crate) struct Walker<'t> {
     steps: Rc<Cell<usize>>,
     /// Coerce the value itself only, not its members (used to test whether a value fits).
     shallow: bool,
+    /// The members of the object being walked name a file whose format is not JSON (a
+    /// sibling path's extension): its content is no JSON text.
+    non_json_file: bool,
 }
 
 impl<'t> Walker<'t> {
@@ -203,6 +206,7 @@ impl<'t> Walker<'t> {
             hops: 0,
             steps: Rc::new(Cell::new(MAX_STEPS)),
             shallow: false,
+            non_json_file: false,
         }
     }
 
@@ -216,6 +220,7 @@ impl<'t> Walker<'t> {
             hops: self.hops + 1,
             steps: Rc::clone(&self.steps),
             shallow: self.shallow,
+            non_json_file: self.non_json_file,
         }
     }
 
@@ -369,7 +374,9 @@ impl<'t> Walker<'t> {
                 }
             }
             Value::Object(_) if types & ARR != 0 && o.wrap_in_array => self.wrapped(flat, value),
-            Value::Object(_) | Value::Array(_) if types & STR != 0 && o.json_strings => {
+            Value::Object(_) | Value::Array(_)
+                if types & STR != 0 && o.json_strings && !self.non_json_file =>
+            {
                 json_text::encoded(value, last_key(path), flat)
             }
             Value::Object(_) | Value::Array(_) | Value::Null => None,
@@ -482,6 +489,7 @@ impl<'t> Walker<'t> {
         }
 
         let additional = flat.additional();
+        let outer = std::mem::replace(&mut self.non_json_file, json_text::names_non_json_file(map));
         for (k, v) in map.iter_mut() {
             let len = path.len();
             path.push('/');
@@ -495,6 +503,7 @@ impl<'t> Walker<'t> {
             }
             path.truncate(len);
         }
+        self.non_json_file = outer;
     }
 
     /// True when `value` fits (or can be coerced to fit) every one of `nodes`, judged by
