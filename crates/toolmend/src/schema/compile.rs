@@ -285,7 +285,7 @@ pub(crate) enum Additional<'s> {
 
 /// The keywords the walk reads, picked out of a schema object in one pass (cheaper than a
 /// hashed lookup per keyword per visit).
-const KEYWORDS: [&str; 17] = [
+const KEYWORDS: [&str; 18] = [
     "type",
     "enum",
     "const",
@@ -303,6 +303,7 @@ const KEYWORDS: [&str; 17] = [
     "oneOf",
     "$ref",
     "allOf",
+    "contentMediaType",
 ];
 
 /// A schema object's keywords (see [`KEYWORDS`]).
@@ -333,6 +334,7 @@ fn keyword_index(keyword: &str) -> Option<usize> {
         "oneOf" => 14,
         "$ref" => 15,
         "allOf" => 16,
+        "contentMediaType" => 17,
         _ => return None,
     })
 }

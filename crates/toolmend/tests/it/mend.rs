@@ -467,6 +467,23 @@ fn a_list_for_a_field_that_holds_a_document_is_not_split() {
         assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");
         assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{raw}");
     }
+    // A file's name is no document: "Path of the file to read" given two paths is two
+    // reads.
+    let read = CompiledTool::compile(
+        "read_file",
+        "Read a file.",
+        &json!({"type": "object", "properties": {
+            "path": {"type": "string", "description": "Path of the file to read"}},
+            "required": ["path"], "additionalProperties": false}),
+    )
+    .unwrap();
+    let m = mend_call(r#"{"path": ["a.py", "b.py"]}"#, &read, &splitting());
+    let paths: Vec<_> = m.calls.iter().map(|c| c.arguments.clone()).collect();
+    assert_eq!(
+        paths,
+        [Some(json!({"path": "a.py"})), Some(json!({"path": "b.py"}))],
+        "{m:?}"
+    );
 }
 
 #[test]
@@ -994,6 +1011,29 @@ fn an_object_for_a_string_field_meant_for_json_text_becomes_that_text() {
         let m = mend_named("write_file", raw, &tools, &opts);
         assert_eq!(m.calls[0].arguments.as_ref(), Some(&want), "{raw}");
     }
+    // A list of strings is names or the text in pieces, not JSON text: feedback (the
+    // merged-call split takes no document field), unless the schema declares JSON.
+    let m = mend_named(
+        "write_file",
+        r##"{"path": "out", "content": ["# Title", "- one"]}"##,
+        &tools,
+        &opts,
+    );
+    assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{m:?}");
+    let declared = Toolbox::from_tools([CompiledTool::compile(
+        "post",
+        "",
+        &json!({"type": "object", "properties": {
+            "body": {"type": "string", "contentMediaType": "application/json"}}}),
+    )
+    .unwrap()])
+    .unwrap();
+    let m = mend_named("post", r#"{"body": ["a", "b"]}"#, &declared, &opts);
+    assert_eq!(
+        m.calls[0].arguments.as_ref(),
+        Some(&json!({"body": "[\"a\",\"b\"]"})),
+        "{m:?}"
+    );
     // The switch off (json_strings): feedback.
     let mut strict = MendOptions::default();
     strict.coercions.json_strings = false;

@@ -17,10 +17,9 @@ const TEXT_NAMES: &[&str] = &[
     "document", "doc", "config", "template", "script", "snippet", "raw", "value", "markdown",
     "yaml", "manifest", "spec", "input", "output",
 ];
-/// Words of a description that do so.
-const TEXT_DESCRIPTIONS: &[&str] = &[
-    "json", "content", "contents", "body", "file", "payload", "document",
-];
+/// Words of a description that do so. Not "file": "Path of the file to read" describes
+/// a name, and a list of names given to it is one call per name, never JSON text.
+const TEXT_DESCRIPTIONS: &[&str] = &["json", "content", "contents", "body", "payload", "document"];
 
 /// Does the field `key` (its description `description`) say it holds text or a document
 /// (a file's content, a body, code), by a word of its name or of its description?
@@ -41,6 +40,15 @@ pub(super) fn encoded(value: &Value, key: &str, flat: &Flat<'_>) -> Option<(FixK
     let json_media = flat
         .content_media_type()
         .is_some_and(|t| t.ends_with("json"));
+    // A list of strings reads two more ways than as JSON text: names, one call per name
+    // (a merged call), or the text in pieces with no word of how they join (feedback).
+    // Only a declared JSON media type takes it as JSON text.
+    let strings = value
+        .as_array()
+        .is_some_and(|items| !items.is_empty() && items.iter().all(Value::is_string));
+    if strings && !json_media {
+        return None;
+    }
     (json_media || holds_document(key, flat.description()))
         .then(|| (FixKind::JsonTextEncoded, Value::String(value.to_string())))
 }
