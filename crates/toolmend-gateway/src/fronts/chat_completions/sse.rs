@@ -965,12 +965,11 @@ impl Driver {
         // Forwarded as it came only when nothing below changes it: choice 0 alone (the
         // others are taken out of the chunk), its data on one line (an event's `data`
         // over several lines is one JSON text that goes out as one line).
-        // A key written twice (serde keeps the last) would reach a client that reads the
-        // first: never verbatim then. Counting the names is enough (a quote inside a
-        // string is escaped), at the price of re-encoding a rare chunk that did not need it.
-        let one_line = !data.contains(['\n', '\r']) && at_most_once(&data, VERBATIM_KEYS);
+        let one_line = !data.contains(['\n', '\r']);
         // Choice 0's text alone, the common chunk: read without a tree, and sent as it
-        // came when the gate and the tap leave it so.
+        // came when the gate and the tap leave it so. A member it reads given twice fails
+        // that read (serde's derive refuses a field twice), so what it forwards names
+        // each once.
         let mut taken = None;
         if one_line && !self.finished {
             match self.t.on_text_chunk(&data) {
@@ -998,7 +997,11 @@ impl Driver {
             return true;
         }
         let mut chunk = chunk;
+        // A key written twice (the tree keeps the last) would reach a client that reads
+        // the first: never verbatim then. Counting the names is enough (a quote inside a
+        // string is escaped), at the price of re-encoding a rare chunk that did not need it.
         let verbatim = one_line
+            && at_most_once(&data, VERBATIM_KEYS)
             && chunk
                 .get("choices")
                 .and_then(Value::as_array)
@@ -1458,6 +1461,12 @@ mod tests {
             r#"{"id":"x","error":null,"choices":[{"delta":{"content":"a"}}]}"#,
             r#"{"id":"x","choices":[{"delta":{"content":null}}]}"#,
             r#"{"id":"x","choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+            // Whatever it reads named twice: never forwarded as it came (a client reads
+            // the first, the tree the last).
+            r#"{"id":"x","choices":[],"choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"content":"a"},"delta":{"content":"b"}}]}"#,
+            r#"{"id":"x","choices":[{"index":0,"index":0,"delta":{"content":"a"}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"content":"a","tool_calls":[],"tool_calls":[]}}]}"#,
         ] {
             assert!(t.on_text_chunk(other).is_none(), "{other}");
         }
