@@ -910,31 +910,20 @@ impl<'a> Parser<'a> {
 
     /// Is the bracket `c` at `i`, after a quote, of the other kind than the container the
     /// string is in (`]` in an object's value, `}` in an array), with text after it that
-    /// does not end a container either (`env["X"])`, `{ "k": "v" },\n});`)? Then it is
-    /// code inside the string, not a mismatched closer: a closer of the wrong kind is
-    /// read as the right one only where the text plainly ends there (`{"a": "x"]`, or a
-    /// comma and the next member or element).
+    /// does not end a container either (`env["X"])`)? Then it is code inside the string,
+    /// not a mismatched closer: a closer of the wrong kind is read as the right one only
+    /// where the text plainly ends there (`{"a": "x"]`).
     fn other_closer(&self, i: usize, c: u8, ctx: Ctx) -> bool {
         let other = match ctx {
             Ctx::ObjectValue => c == b']',
             Ctx::Array => c == b'}',
             _ => false,
         };
-        if !other {
-            return false;
-        }
-        let j = self.ws_from(i + 1);
-        let ends = match self.b.get(j) {
-            None | Some(b'}' | b']') => true,
-            // A comma, then the next member or element (`"x"}, "b"`), not more code
-            // (`"web" },\n});`).
-            Some(b',') => {
-                let k = self.ws_from(j + 1);
-                k >= self.b.len() || self.key_at(k) || self.value_start_at(k)
-            }
-            _ => false,
-        };
-        !ends
+        other
+            && !matches!(
+                self.b.get(self.ws_from(i + 1)),
+                None | Some(b'}' | b']' | b',')
+            )
     }
 
     /// Is what follows a string closed just before `after` the clean continuation of a
