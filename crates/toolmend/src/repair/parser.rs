@@ -901,29 +901,10 @@ impl<'a> Parser<'a> {
     /// A `,` is not enough: `"She said "yes", and left"` needs the lookahead.
     fn strictly_closes(&self, at: usize, ctx: Ctx) -> bool {
         match self.b.get(at + 1) {
-            None => true,
-            Some(&c @ (b'}' | b']')) => !self.other_closer(at + 1, c, ctx),
+            None | Some(b'}' | b']') => true,
             Some(b':') => ctx == Ctx::ObjectKey,
             _ => false,
         }
-    }
-
-    /// Is the bracket `c` at `i`, after a quote, of the other kind than the container the
-    /// string is in (`]` in an object's value, `}` in an array), with text after it that
-    /// does not end a container either (`env["X"])`)? Then it is code inside the string,
-    /// not a mismatched closer: a closer of the wrong kind is read as the right one only
-    /// where the text plainly ends there (`{"a": "x"]`).
-    fn other_closer(&self, i: usize, c: u8, ctx: Ctx) -> bool {
-        let other = match ctx {
-            Ctx::ObjectValue => c == b']',
-            Ctx::Array => c == b'}',
-            _ => false,
-        };
-        other
-            && !matches!(
-                self.b.get(self.ws_from(i + 1)),
-                None | Some(b'}' | b']' | b',')
-            )
     }
 
     /// Is what follows a string closed just before `after` the clean continuation of a
@@ -948,7 +929,7 @@ impl<'a> Parser<'a> {
         match ctx {
             Ctx::ObjectKey => c == b':' || (i > after && self.key_at(i)),
             Ctx::ObjectValue => match c {
-                b'}' | b']' => !self.other_closer(i, c, ctx),
+                b'}' | b']' => true,
                 b',' => {
                     let j = self.ws_from(i + 1);
                     j >= self.b.len() || matches!(self.b[j], b'}' | b']') || self.key_at(j)
@@ -957,7 +938,7 @@ impl<'a> Parser<'a> {
                 _ => self.key_at(i) && (i > after || self.quote_at(i).is_some()),
             },
             Ctx::Array => match c {
-                b']' | b'}' => !self.other_closer(i, c, ctx),
+                b']' | b'}' => true,
                 b',' => {
                     let j = self.ws_from(i + 1);
                     j >= self.b.len() || matches!(self.b[j], b']') || self.value_start_at(j)
