@@ -1430,7 +1430,7 @@ fn kept_as_written(b: &[u8], i: usize, seen: &Escapes, path: &mut PathCache) -> 
     {
         return true;
     }
-    let (start, drive, backslashes) = path.at(b, i, seen.invalid);
+    let (start, drive, backslashes) = path.at(b, i);
     if !(drive || (seen.invalid && backslashes >= 2)) {
         return false;
     }
@@ -1466,10 +1466,8 @@ impl PathCache {
     }
 
     /// The run around `i`: where it starts, whether it is a drive path, its backslashes
-    /// (none when it is no path). With an invalid escape in the string (`invalid`), a
-    /// run that a single space separates from a drive path's directory continues it
-    /// (`C:\Program Files\nodejs`: a directory's name may hold spaces).
-    fn at(&mut self, b: &[u8], i: usize, invalid: bool) -> (usize, bool, usize) {
+    /// (none when it is no path).
+    fn at(&mut self, b: &[u8], i: usize) -> (usize, bool, usize) {
         if let Some((start, end, drive, n)) = self.run
             && (start..end).contains(&i)
         {
@@ -1492,33 +1490,11 @@ impl PathCache {
         let breaks = run
             .windows(3)
             .any(|w| w[0] == b'\\' && matches!(w[1], b'n' | b'r' | b't') && w[2] == b'\\');
-        let starts_drive =
-            |r: &[u8]| r.len() >= 3 && r[0].is_ascii_uppercase() && r[1] == b':' && r[2] == b'\\';
-        let mut drive = !breaks && starts_drive(run);
-        if !breaks && !drive && invalid && run.contains(&b'\\') {
-            // Back over single spaces, through directories' names (a file's, with a `.`,
-            // ends a path), to a drive: at most three.
-            let mut s = start;
-            for _ in 0..3 {
-                if s < 2 || b[s - 1] != b' ' || !path_char(b[s - 2]) {
-                    break;
-                }
-                let mut p = s - 1;
-                while p > 0 && s - p < Self::REACH && path_char(b[p - 1]) {
-                    p -= 1;
-                }
-                let prev = &b[p..s - 1];
-                let last = prev.rsplit(|&c| c == b'\\').next().unwrap_or_default();
-                if last.contains(&b'.') {
-                    break;
-                }
-                if starts_drive(prev) {
-                    drive = true;
-                    break;
-                }
-                s = p;
-            }
-        }
+        let drive = !breaks
+            && run.len() >= 3
+            && run[0].is_ascii_uppercase()
+            && run[1] == b':'
+            && run[2] == b'\\';
         let n = if breaks {
             0
         } else {
