@@ -1310,3 +1310,52 @@ fn a_reading_in_doubt_is_refused_as_ambiguous_not_as_cut_off() {
         );
     }
 }
+
+/// A closer of the wrong kind after a call's last value, then the next call glued on: two
+/// calls, each as written. And a drive path followed by a switch or a word, then `\n`: the
+/// line break the model escaped, not a folder name. (Both were wrong values under rules
+/// tried and taken back: a closer ending a string only where a container ends there, and
+/// a drive path's names running through spaces.)
+#[test]
+fn glued_calls_after_a_wrong_closer_and_a_line_break_after_a_path_read_as_written() {
+    let shell = CompiledTool::compile(
+        "run_shell",
+        "Run a shell command.",
+        &json!({"type": "object", "properties": {
+            "command": {"type": "string"}, "timeout": {"type": "integer"}},
+            "required": ["command"], "additionalProperties": false}),
+    )
+    .unwrap();
+    let commands = |raw: &str| -> Vec<Option<serde_json::Value>> {
+        mend_call(raw, &shell, &MendOptions::default())
+            .calls
+            .into_iter()
+            .map(|c| c.arguments)
+            .collect()
+    };
+    for raw in [
+        "{\"command\":\"npm test\"]\n{\"command\":\"npm run lint\"}",
+        "{\"command\":\"npm test\"]{\"command\":\"npm run lint\"}",
+    ] {
+        assert_eq!(
+            commands(raw),
+            [
+                Some(json!({"command": "npm test"})),
+                Some(json!({"command": "npm run lint"}))
+            ],
+            "{raw}"
+        );
+    }
+    for (raw, want) in [
+        (
+            r#"{"command":"Get-ChildItem C:\Temp\logs -Recurse\nWrite-Host done"}"#,
+            "Get-ChildItem C:\\Temp\\logs -Recurse\nWrite-Host done",
+        ),
+        (
+            r#"{"command":"copy C:\build\out dist\nrmdir C:\build\tmp"}"#,
+            "copy C:\\build\\out dist\nrmdir C:\\build\\tmp",
+        ),
+    ] {
+        assert_eq!(commands(raw), [Some(json!({"command": want}))], "{raw}");
+    }
+}
