@@ -150,7 +150,13 @@ impl Request {
         if self.deferred.is_empty() {
             return Ok(Cow::Borrowed(&self.tree));
         }
-        let mut whole = self.clone();
+        // The tree and the places, never the typed history (the tree reads it anew).
+        let mut whole = Request {
+            tree: self.tree.clone(),
+            body: self.body.clone(),
+            deferred: self.deferred.clone(),
+            history: None,
+        };
         whole.read_deferred()?;
         Ok(Cow::Owned(whole.tree))
     }
