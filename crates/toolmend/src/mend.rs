@@ -495,6 +495,7 @@ fn check_call_split(
     let prior = c.fixes.clone();
     let mut call = check_call(c, tool, opts, ctx);
     let Some((key, parts)) = merged_parts(&call, tool, opts, ctx) else {
+        explain_command_words(&mut call);
         return vec![call];
     };
     let n = parts.len();
@@ -583,6 +584,11 @@ fn merged_parts(
             return None;
         }
     }
+    // The words of one command line (`["bash", "-lc", "ls -la"]`): an option cannot stand
+    // alone as a value, so the list is one value in pieces, not several calls.
+    if items.iter().any(is_option_word) {
+        return None;
+    }
     let mut parts = Vec::with_capacity(items.len());
     for item in items {
         let mut one = args.clone();
@@ -603,6 +609,50 @@ fn merged_parts(
         parts.push(part);
     }
     Some((key, parts))
+}
+
+/// A command-line option standing alone: `-l`, `-lc`, `--force`, `--out=x` (not `-5` or
+/// `-`, which can be values).
+fn is_option_word(v: &Value) -> bool {
+    let Some(s) = v.as_str() else { return false };
+    let rest = s.strip_prefix("--").or_else(|| s.strip_prefix('-'));
+    rest.and_then(|r| r.chars().next())
+        .is_some_and(|c| c.is_ascii_alphabetic())
+        && !s.contains(char::is_whitespace)
+}
+
+/// A top-level list of words with an option among them, given where the tool takes one
+/// string (`{"command": ["bash", "-lc", "ls -la"]}`), is one command line in pieces: the
+/// feedback says so, rather than leaving the model to guess between one call and several.
+fn explain_command_words(call: &mut MendedCall) {
+    let Some(args) = call.arguments.as_ref().and_then(Value::as_object) else {
+        return;
+    };
+    for issue in call.issues.iter_mut() {
+        if issue.kind != IssueKind::WrongType {
+            continue;
+        }
+        let Some(key) = issue.path.strip_prefix('/').filter(|k| !k.contains('/')) else {
+            continue;
+        };
+        let key = key.replace("~1", "/").replace("~0", "~");
+        let Some(items) = args.get(&key).and_then(Value::as_array) else {
+            continue;
+        };
+        if items.len() < 2 || !items.iter().all(Value::is_string) {
+            continue;
+        }
+        let Some(option) = items.iter().find(|v| is_option_word(v)) else {
+            continue;
+        };
+        issue.message = format!(
+            "{key} holds the words of one command line ({} is an option), where the tool takes it as one string",
+            option
+        );
+        issue.suggestion = Some(format!(
+            "send {key} as one string, quoted as a shell would read it"
+        ));
+    }
 }
 
 /// The values a first call sent that a corrected or re-asked answer no longer carries:

@@ -446,6 +446,51 @@ fn a_list_is_not_split_when_an_element_alone_is_not_a_valid_call() {
 }
 
 #[test]
+fn a_command_line_in_words_is_not_split_and_the_feedback_says_so() {
+    // `["bash", "-lc", "ls -la"]` for a string `command`: an option (`-lc`) cannot stand
+    // alone as a value, so these are one command's words, not three commands. Splitting ran
+    // `bash`, then `-lc`. Without an option the list is alternatives and is split.
+    let tool = CompiledTool::compile(
+        "Bash",
+        "Executes a given bash command.",
+        &json!({"type": "object", "properties": {
+            "command": {"type": "string", "description": "The command to execute"},
+            "description": {"type": "string"}},
+            "required": ["command"], "additionalProperties": false}),
+    )
+    .unwrap();
+    for (raw, option) in [
+        (r#"{"command": ["bash", "-lc", "ls -la"], "description": "List"}"#, "-lc"),
+        (r#"{"command": ["git", "push", "--force"]}"#, "--force"),
+        (r#"{"command": ["rg", "--glob=*.rs", "TODO"]}"#, "--glob=*.rs"),
+    ] {
+        let m = mend_call(raw, &tool, &splitting());
+        assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");
+        let c = &m.calls[0];
+        assert_eq!(c.outcome, Outcome::Feedback, "{raw}");
+        assert!(!kinds(c).contains(&FixKind::MergedCallSplit), "{raw}");
+        let issue = c.issues.iter().find(|i| i.path == "/command").unwrap();
+        assert!(
+            issue.message.contains("one command line") && issue.message.contains(option),
+            "{}",
+            issue.message
+        );
+        assert!(issue.suggestion.as_deref().unwrap().contains("one string"));
+    }
+    // Values that begin with a dash but are no options (`-5`, `-`, a phrase) do not stop a
+    // split of alternatives.
+    for raw in [
+        r#"{"command": ["npm test", "npm run lint"]}"#,
+        r#"{"command": ["-5", "7"]}"#,
+        r#"{"command": ["- item", "cat"]}"#,
+    ] {
+        let m = mend_call(raw, &tool, &splitting());
+        assert_eq!(m.calls.len(), 2, "{raw}: {m:?}");
+        assert!(m.is_runnable(), "{raw}");
+    }
+}
+
+#[test]
 fn a_list_for_a_field_that_holds_a_document_is_not_split() {
     // A file's content, code, a body given as a list of strings: the text in pieces (its
     // lines), never one call per piece (each writing one line as the whole file).
