@@ -460,9 +460,15 @@ fn a_command_line_in_words_is_not_split_and_the_feedback_says_so() {
     )
     .unwrap();
     for (raw, option) in [
-        (r#"{"command": ["bash", "-lc", "ls -la"], "description": "List"}"#, "-lc"),
+        (
+            r#"{"command": ["bash", "-lc", "ls -la"], "description": "List"}"#,
+            "-lc",
+        ),
         (r#"{"command": ["git", "push", "--force"]}"#, "--force"),
-        (r#"{"command": ["rg", "--glob=*.rs", "TODO"]}"#, "--glob=*.rs"),
+        (
+            r#"{"command": ["rg", "--glob=*.rs", "TODO"]}"#,
+            "--glob=*.rs",
+        ),
     ] {
         let m = mend_call(raw, &tool, &splitting());
         assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");

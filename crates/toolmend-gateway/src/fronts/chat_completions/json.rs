@@ -205,10 +205,14 @@ pub(crate) async fn answer(
             };
             gw.upstream.post(upstreams::path(api), &ex.headers, &body)
         };
+        // The upstream call and the rounds are boxed: inlined, their futures made this
+        // one (and every future around it, up to axum's handler) kilobytes larger, and
+        // each of those is moved a few times per request.
+        let fetch = Box::pin(gw.upstream.fetch(outgoing));
         let raw = match trip.as_mut() {
             // A later round: within what is left of round_trip.max_secs.
-            Some(trip) if trip.rounds > 0 => trip.bounded(gw.upstream.fetch(outgoing)).await?,
-            _ => gw.upstream.fetch(outgoing).await?,
+            Some(trip) if trip.rounds > 0 => trip.bounded(fetch).await?,
+            _ => fetch.await?,
         };
         upstream_time += t.elapsed();
         // Where the server-side tools' call-initiation latency starts.
@@ -255,9 +259,7 @@ pub(crate) async fn answer(
         if let (Some(trip), Some(toolbox)) = (trip.as_mut(), ex.toolbox.clone())
             && let Some(mended) = first.take()
         {
-            match pipeline
-                .round(trip, &ex.history, &toolbox, mended, answered_at)
-                .await?
+            match Box::pin(pipeline.round(trip, &ex.history, &toolbox, mended, answered_at)).await?
             {
                 Round::Final(mended) => first = Some(*mended),
                 Round::Again(history) => {
@@ -476,19 +478,17 @@ async fn answer_first(
     summary: &mut Summary,
     upstream_time: &mut Duration,
 ) -> Result<Resolved, GatewayError> {
-    let (answered, took) = ex
-        .gw
-        .pipeline
-        .answer(
-            message,
-            cut_off,
-            &ex.history,
-            toolbox,
-            ex.session(),
-            ex,
-            summary,
-        )
-        .await?;
+    // Boxed for the same reason as the upstream call in [`answer`].
+    let (answered, took) = Box::pin(ex.gw.pipeline.answer(
+        message,
+        cut_off,
+        &ex.history,
+        toolbox,
+        ex.session(),
+        ex,
+        summary,
+    ))
+    .await?;
     *upstream_time += took;
     Ok(answered)
 }

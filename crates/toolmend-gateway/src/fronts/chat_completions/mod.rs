@@ -76,14 +76,16 @@ async fn chat_inner(
     let stream = request.partial().get("stream").and_then(Value::as_bool) == Some(true);
     let prepared = exchange(gw, headers, request, started, request_id, stream, None)?;
     let unchanged = prepared.as_it_came.then_some(body);
+    // Boxed: the answer's future is kilobytes, and inlined it would be moved again with
+    // every future around this one, up to axum's handler (a few times per request).
     if prepared.replay {
-        let answer = json::answer(prepared.exchange, None).await?;
+        let answer = Box::pin(json::answer(prepared.exchange, None)).await?;
         return Ok(sse::replay(answer, prepared.include_usage));
     }
     if stream {
         return Ok(sse::respond(prepared.exchange, unchanged).await);
     }
-    json::respond(prepared.exchange, unchanged).await
+    Box::pin(json::respond(prepared.exchange, unchanged)).await
 }
 
 /// A chat-completions request made ready: its exchange, and how it is to be answered.
@@ -208,7 +210,8 @@ pub(crate) async fn answer_whole(
         false,
         original,
     )?;
-    json::answer(prepared.exchange, None).await
+    // Boxed, as in [`chat_inner`].
+    Box::pin(json::answer(prepared.exchange, None)).await
 }
 
 /// The streamed mended answer to a chat-completions `request` that a translating front
@@ -235,7 +238,7 @@ pub(crate) async fn answer_streamed(
         original,
     )?;
     if prepared.replay {
-        let answer = json::answer(prepared.exchange, None).await?;
+        let answer = Box::pin(json::answer(prepared.exchange, None)).await?;
         let passed_through = answer.passed_through;
         return Ok(Streamed {
             response: sse::replay(answer, true),

@@ -1271,7 +1271,7 @@ pub(crate) async fn respond(ex: Exchange, unchanged: Option<Bytes>) -> Response 
             Err(e) => return e.into_response(),
         },
     };
-    let resp = match ex.gw.upstream.send(req, deadline).await {
+    let resp = match Box::pin(ex.gw.upstream.send(req, deadline)).await {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
