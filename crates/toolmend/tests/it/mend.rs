@@ -506,13 +506,15 @@ fn a_list_for_a_field_that_holds_a_document_is_not_split() {
         &json!({"type": "object", "properties": {
             "path": {"type": "string"},
             "content": {"type": "string"},
-            "note": {"type": "string", "description": "The file's body text"}},
+            "note": {"type": "string", "description": "The file's body text"},
+            "lines": {"type": "string", "description": "Lines to write to the file"}},
             "required": ["path"], "additionalProperties": false}),
     )
     .unwrap();
     for raw in [
         r##"{"path": "a.md", "content": ["# Title", "", "- one"]}"##,
         r#"{"path": "a.py", "note": ["import os", "print(1)"]}"#,
+        r#"{"path": "a.txt", "lines": ["first", "second"]}"#,
     ] {
         let m = mend_call(raw, &tool, &splitting());
         assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");

@@ -15,7 +15,7 @@ use crate::FixKind;
 const TEXT_NAMES: &[&str] = &[
     "content", "contents", "body", "text", "json", "payload", "data", "source", "code", "file",
     "document", "doc", "config", "template", "script", "snippet", "raw", "value", "markdown",
-    "yaml", "manifest", "spec", "input", "output",
+    "yaml", "manifest", "spec", "input", "output", "lines",
 ];
 /// Words of a description that do so. Not "file": "Path of the file to read" describes
 /// a name, and a list of names given to it is one call per name, never JSON text.
