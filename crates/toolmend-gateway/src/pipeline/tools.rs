@@ -21,8 +21,14 @@ pub struct ToolCache {
     inner: Mutex<Lru>,
 }
 
-/// The compiled sets and their insertion order (oldest first).
-type Lru = (HashMap<Box<[u8]>, Arc<Toolbox>>, VecDeque<Box<[u8]>>);
+/// The compiled sets and their insertion order (oldest first). The keys are the client's
+/// bytes, hashed with foldhash (seeded per process): SipHash cost a few thousand
+/// instructions per request on an agent's tools, and the map never holds more than
+/// `capacity` sets, so no set of keys a client chooses can make a lookup long.
+type Lru = (
+    HashMap<Box<[u8]>, Arc<Toolbox>, foldhash::fast::RandomState>,
+    VecDeque<Box<[u8]>>,
+);
 
 /// A request's `tools` that cannot be compiled.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +42,7 @@ impl ToolCache {
             capacity: capacity.max(1),
             max_tools: usize::MAX,
             max_schema_bytes: usize::MAX,
-            inner: Mutex::new((HashMap::new(), VecDeque::new())),
+            inner: Mutex::new((HashMap::default(), VecDeque::new())),
         }
     }
 
@@ -49,9 +55,10 @@ impl ToolCache {
         self
     }
 
-    /// The compiled tools of a request whose tools' exact bytes are `key` (`count` of
+    /// The compiled tools of a request whose tools' exact bytes are `key` (`count()` of
     /// them): from the cache, or compiled from `specs` (the front's conversion of its
-    /// wire's definitions, called on a miss only).
+    /// wire's definitions, called on a miss only). `count` is asked on a miss only too:
+    /// a cached set's bytes were counted, and within the limit, when it was compiled.
     ///
     /// # Errors
     ///
@@ -60,19 +67,20 @@ impl ToolCache {
     pub fn get(
         &self,
         key: &[u8],
-        count: usize,
+        count: impl FnOnce() -> usize,
         specs: impl FnOnce(usize) -> Result<Vec<Tool>, ToolsError>,
     ) -> Result<Arc<Toolbox>, ToolsError> {
+        if let Ok(guard) = self.inner.lock()
+            && let Some(hit) = guard.0.get(key)
+        {
+            return Ok(Arc::clone(hit));
+        }
+        let count = count();
         if count > self.max_tools {
             return Err(ToolsError(format!(
                 "{count} tools, more than limits.max_tools ({})",
                 self.max_tools
             )));
-        }
-        if let Ok(guard) = self.inner.lock()
-            && let Some(hit) = guard.0.get(key)
-        {
-            return Ok(Arc::clone(hit));
         }
         // Checked on a miss only: a cached set was checked when it was compiled. A
         // definition longer than `limits.max_schema_bytes` is the front's to refuse (it

@@ -220,7 +220,7 @@ pub(crate) fn toolbox(
         key.clear();
         // Writing a Value into a Vec cannot fail.
         let _ = serde_json::to_writer(&mut *key, tools);
-        let compiled = cache.get(key, list.len(), |limit| compile(tools, list, limit));
+        let compiled = cache.get(key, || list.len(), |limit| compile(tools, list, limit));
         // A buffer grown by one huge request is not kept for the thread's life.
         if key.capacity() > 1 << 20 {
             *key = Vec::new();
@@ -236,9 +236,8 @@ pub(crate) fn toolbox_of_bytes(
     cache: &ToolCache,
     bytes: &[u8],
 ) -> Result<std::sync::Arc<toolmend::Toolbox>, Option<ToolsError>> {
-    let count = count_elements(bytes);
     let mut not_json = false;
-    let compiled = cache.get(bytes, count, |limit| {
+    let compiled = cache.get(bytes, || count_elements(bytes), |limit| {
         let tools: Value = serde_json::from_slice(bytes).map_err(|e| {
             not_json = true;
             ToolsError(e.to_string())
