@@ -6,6 +6,7 @@
 //! ([`sse::replay`]).
 
 pub(crate) mod body;
+pub(crate) mod chunk_view;
 pub(crate) mod exchange;
 pub(crate) mod json;
 pub(crate) mod sse;

@@ -26,6 +26,7 @@ use toolmend::{
 use crate::{
     config::ReasoningPolicy,
     fronts::chat_completions::{
+        chunk_view,
         exchange::Exchange,
         json::{self, ACCOUNT_KEY, Answer},
         wire,
@@ -329,38 +330,27 @@ impl Transformer {
         if self.meta.is_empty() {
             return None;
         }
-        // Objects only: serde would read a struct from an array too.
-        let object = |raw: &str| wire::is_object(raw.as_bytes());
-        if !object(data) {
-            return None;
-        }
-        let view = serde_json::from_str::<TextChunk<'_>>(data).ok()?;
+        // One pass, objects only, each member read at most once (see `chunk_view`).
+        let view = serde_json::from_str::<chunk_view::Chunk<'_>>(data).ok()?;
         if view.error {
             return None;
         }
         let [choice] = view.choices.as_slice() else {
             return None;
         };
-        if !object(choice.get()) {
+        if choice.index.unwrap_or(0) != 0 || choice.finish_reason {
             return None;
         }
-        let choice = serde_json::from_str::<TextChoice<'_>>(choice.get()).ok()?;
-        if choice.index.unwrap_or(0) != 0
-            || choice.finish_reason.is_some()
-            || !object(choice.delta.get())
-        {
-            return None;
-        }
-        let delta = serde_json::from_str::<TextDelta<'_>>(choice.delta.get()).ok()?;
-        if delta.tool_calls {
+        let delta = &choice.delta;
+        if let Some(parts) = &delta.tool_calls {
             // Sent nowhere only when the tree would drop the whole chunk: nothing but the
             // fragments in the delta, no `logprobs` beside it, no `usage` in the chunk.
-            if view.usage.is_some() || choice.logprobs.is_some() {
+            if view.usage || choice.logprobs || delta.content.is_some() || delta.other {
                 return None;
             }
-            return self.on_calls_delta(choice.delta.get());
+            return self.on_calls_delta(parts.as_deref()?);
         }
-        let text = delta.content.as_deref()?;
+        let text = delta.content.as_ref()?.as_ref()?.0.as_ref();
         Some(match self.content_step(text) {
             Ok(Some(step)) if !self.keeps(text, &step) => Ok(Viewed::Changed(step)),
             Ok(_) => Ok(Viewed::AsItCame),
@@ -368,31 +358,23 @@ impl Transformer {
         })
     }
 
-    /// Choice 0's delta holding tool-call fragments and nothing else: every fragment read
-    /// typed first (any that does not read so, or a fragment or `function` that is not an
-    /// object, leaves the chunk to the tree, nothing taken), then each taken in order.
-    fn on_calls_delta(&mut self, delta: &str) -> Option<Result<Viewed, StreamError>> {
-        let delta = serde_json::from_str::<CallsDelta<'_>>(delta).ok()?;
-        let mut parts = Vec::with_capacity(delta.tool_calls.len());
-        for raw in &delta.tool_calls {
-            if !wire::is_object(raw.get().as_bytes()) {
-                return None;
-            }
-            let part = serde_json::from_str::<CallPart<'_>>(raw.get()).ok()?;
-            let function = match part.function {
-                Some(f) if !wire::is_object(f.get().as_bytes()) => return None,
-                Some(f) => Some(serde_json::from_str::<CallFunction<'_>>(f.get()).ok()?),
-                None => None,
-            };
-            parts.push((part.index, part.id, function));
-        }
-        for (index, id, function) in &parts {
-            let (name, arguments) = function.as_ref().map_or((None, None), |f| {
-                (f.name.as_deref(), f.arguments.as_deref())
+    /// Choice 0's delta holding tool-call fragments and nothing else, every fragment read
+    /// typed (one that does not read so left the chunk to the tree, nothing taken): each
+    /// taken in order.
+    fn on_calls_delta(
+        &mut self,
+        parts: &[chunk_view::Part<'_>],
+    ) -> Option<Result<Viewed, StreamError>> {
+        for part in parts {
+            let (name, arguments) = part.function.as_ref().map_or((None, None), |f| {
+                (
+                    f.name.as_ref().map(|s| s.0.as_ref()),
+                    f.arguments.as_ref().map(|s| s.0.as_ref()),
+                )
             });
             let call = CallDelta {
-                index: *index,
-                id: id.as_deref(),
+                index: part.index,
+                id: part.id.as_ref().map(|s| s.0.as_ref()),
                 name,
                 arguments,
             };
@@ -784,67 +766,6 @@ enum Viewed {
     /// Choice 0's tool-call fragments alone, taken into the assembler: nothing goes out
     /// (the tree would drop the emptied chunk).
     Taken,
-}
-
-/// A chunk read for [`Transformer::on_text_chunk`]: only what decides whether it is
-/// choice 0's text or tool-call fragments alone; other members are skipped unread. A
-/// member given twice fails the read (the tree decides then).
-#[derive(serde::Deserialize)]
-struct TextChunk<'a> {
-    #[serde(borrow, default)]
-    choices: Vec<&'a serde_json::value::RawValue>,
-    /// An `error` member, whatever its value.
-    #[serde(default, deserialize_with = "wire::present")]
-    error: bool,
-    /// `usage` when not `null`.
-    usage: Option<serde::de::IgnoredAny>,
-}
-
-#[derive(serde::Deserialize)]
-struct TextChoice<'a> {
-    index: Option<u64>,
-    #[serde(borrow)]
-    delta: &'a serde_json::value::RawValue,
-    finish_reason: Option<serde::de::IgnoredAny>,
-    /// `logprobs` when not `null`.
-    logprobs: Option<serde::de::IgnoredAny>,
-}
-
-/// A delta that holds `tool_calls` (an array) and no other member.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CallsDelta<'a> {
-    #[serde(borrow)]
-    tool_calls: Vec<&'a serde_json::value::RawValue>,
-}
-
-/// One `tool_calls` fragment, typed as [`CallDelta::from_value`] reads it from a tree; a
-/// member of another type fails the read (the tree decides then, where it counts as
-/// absent).
-#[derive(serde::Deserialize)]
-struct CallPart<'a> {
-    index: Option<u64>,
-    #[serde(borrow)]
-    id: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    function: Option<&'a serde_json::value::RawValue>,
-}
-
-#[derive(serde::Deserialize)]
-struct CallFunction<'a> {
-    #[serde(borrow)]
-    name: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    arguments: Option<std::borrow::Cow<'a, str>>,
-}
-
-#[derive(serde::Deserialize)]
-struct TextDelta<'a> {
-    #[serde(borrow)]
-    content: Option<std::borrow::Cow<'a, str>>,
-    /// A `tool_calls` member, whatever its value (`null` too: it is taken out).
-    #[serde(default, deserialize_with = "wire::present")]
-    tool_calls: bool,
 }
 
 /// The member names a chunk forwarded as it came may hold at most once each.
@@ -1451,6 +1372,12 @@ mod tests {
             matches!(t.on_text_chunk(text), Some(Ok(Viewed::AsItCame))),
             "sent as it came"
         );
+        // A member's name written with an escape is that member.
+        let escaped = r#"{"id":"x","choices":[{"index":0,"\u0064elta":{"\u0063ontent":"Hi."}}]}"#;
+        assert!(
+            matches!(t.on_text_chunk(escaped), Some(Ok(Viewed::AsItCame))),
+            "{escaped}"
+        );
         for other in [
             r#"{"id":"x","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}"#,
             r#"{"id":"x","choices":[{"index":0,"delta":{"content":"a","tool_calls":null}}]}"#,
@@ -1566,12 +1493,160 @@ mod tests {
             r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0,"function":"f"}]}}]}"#,
             r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0}]}},{"index":1,"delta":{}}]}"#,
             r#"{"id":"x","choices":[{"index":1,"delta":{"tool_calls":[{"index":0}]}}]}"#,
+            // Named twice at a level the view reads, or an object where it reads none.
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","name":"g"}}]}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","id":"b"}]}}]}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":[{"index":0}]}}],"usage":null,"usage":null}"#,
+            r#"{"id":"x","choices":{"0":{"delta":{"tool_calls":[{"index":0}]}}}}"#,
+            r#"{"id":"x","choices":[{"delta":{"tool_calls":{"0":{"index":0}}}}]}"#,
+            r#"[{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}]"#,
         ] {
             assert!(t.on_text_chunk(tree).is_none(), "{tree}");
         }
     }
 
     use proptest::prelude::Strategy as _;
+
+    /// A member that may be absent: `None` leaves it out.
+    fn member(
+        values: Vec<Option<serde_json::Value>>,
+    ) -> impl proptest::strategy::Strategy<Value = Option<serde_json::Value>> {
+        proptest::sample::select(values)
+    }
+
+    /// An object of the members given (an absent one left out).
+    fn object(members: &[(&str, Option<serde_json::Value>)]) -> serde_json::Value {
+        let mut o = serde_json::Map::new();
+        for (k, v) in members {
+            if let Some(v) = v {
+                o.insert((*k).to_owned(), v.clone());
+            }
+        }
+        serde_json::Value::Object(o)
+    }
+
+    /// Tool-call fragments and text deltas in every shape a chunk's levels can take: the
+    /// expected ones, `null`, values of another type, arrays where objects go, other
+    /// members beside them.
+    fn odd_choice() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        let function = (
+            member(vec![
+                None,
+                Some(json!("get_weather")),
+                Some(json!(null)),
+                Some(json!(3)),
+            ]),
+            member(vec![
+                None,
+                Some(json!("{\"city\":")),
+                Some(json!("\"Oslo\"}")),
+                Some(json!("")),
+                Some(json!(null)),
+                Some(json!([])),
+            ]),
+            member(vec![None, Some(json!("x"))]),
+        )
+            .prop_map(|(name, arguments, other)| {
+                object(&[("name", name), ("arguments", arguments), ("other", other)])
+            });
+        let fragment = proptest::prop_oneof![
+            4 => (
+                member(vec![None, Some(json!(0)), Some(json!(1)), Some(json!(-1)), Some(json!("0"))]),
+                member(vec![None, Some(json!("call_1")), Some(json!(7)), Some(json!(null))]),
+                proptest::prop_oneof![
+                    function.prop_map(Some),
+                    proptest::strategy::Just(None),
+                    proptest::strategy::Just(Some(json!(null))),
+                    proptest::strategy::Just(Some(json!(["f", "{}"]))),
+                ],
+                member(vec![None, Some(json!("function"))]),
+            )
+                .prop_map(|(index, id, function, kind)| {
+                    object(&[("index", index), ("id", id), ("function", function), ("type", kind)])
+                }),
+            1 => proptest::sample::select(vec![json!([0, "c"]), json!(0), json!(null)]),
+        ];
+        let tool_calls = proptest::prop_oneof![
+            3 => proptest::collection::vec(fragment, 0..3).prop_map(|v| Some(json!(v))),
+            2 => proptest::strategy::Just(None),
+            1 => proptest::sample::select(vec![Some(json!(null)), Some(json!("x")), Some(json!({}))]),
+        ];
+        let delta = proptest::prop_oneof![
+            6 => (
+                member(vec![None, Some(json!(null)), Some(json!("Hi. ")), Some(json!("")), Some(json!(5))]),
+                tool_calls,
+                member(vec![None, Some(json!("assistant"))]),
+            )
+                .prop_map(|(content, tool_calls, role)| {
+                    object(&[("content", content), ("tool_calls", tool_calls), ("role", role)])
+                }),
+            1 => proptest::sample::select(vec![json!(["a"]), json!(null), json!("a")]),
+        ];
+        let choice = (
+            member(vec![
+                None,
+                Some(json!(0)),
+                Some(json!(1)),
+                Some(json!(null)),
+                Some(json!("0")),
+            ]),
+            delta.prop_map(Some),
+            member(vec![None, Some(json!(null)), Some(json!("stop"))]),
+            member(vec![None, Some(json!(null)), Some(json!({"content": []}))]),
+        )
+            .prop_map(|(index, delta, finish, logprobs)| {
+                object(&[
+                    ("index", index),
+                    ("delta", delta),
+                    ("finish_reason", finish),
+                    ("logprobs", logprobs),
+                ])
+            });
+        proptest::prop_oneof![
+            8 => choice,
+            1 => proptest::sample::select(vec![json!([0, {"content": "a"}]), json!(null)]),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// The one-pass view sends what the tree sends, chunk after chunk, whatever shape
+        /// each level of the chunk has.
+        #[test]
+        fn the_one_pass_view_sends_what_the_tree_sends(
+            chunks in proptest::collection::vec(
+                (
+                    proptest::collection::vec(odd_choice(), 0..3),
+                    member(vec![None, Some(json!(null)), Some(json!({"total_tokens": 2}))]),
+                    member(vec![None, Some(json!(null))]),
+                ),
+                1..5,
+            )
+        ) {
+            let make = || Transformer::new(Some(Thinking::Strip), usize::MAX, usize::MAX);
+            let (mut tree, mut view) = (make(), make());
+            let first = json!({"id": "x", "object": "chat.completion.chunk", "created": 1,
+                "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]});
+            tree.on_chunk(first.clone()).unwrap();
+            view.on_chunk(first).unwrap();
+            for (i, (choices, usage, error)) in chunks.into_iter().enumerate() {
+                let mut c = object(&[("usage", usage), ("error", error)]);
+                c["id"] = json!("x");
+                c["choices"] = json!(choices);
+                let a = tree.on_chunk(c.clone()).map(sent).map_err(|e| e.to_string());
+                let b = match view.on_text_chunk(&c.to_string()) {
+                    Some(Ok(Viewed::AsItCame)) => Ok(Step::Forward(c.clone())),
+                    Some(Ok(Viewed::Taken)) => Ok(Step::Emit(vec![])),
+                    Some(Ok(Viewed::Changed(step))) => view.on_chunk_with(c.clone(), Some(step)),
+                    Some(Err(e)) => Err(e),
+                    None => view.on_chunk(c.clone()),
+                }
+                .map(sent)
+                .map_err(|e| e.to_string());
+                proptest::prop_assert_eq!(a, b, "chunk {}: {}", i, c);
+            }
+        }
+    }
 
     proptest::proptest! {
         /// The one-pass check says what counting each name's occurrences says.

@@ -237,14 +237,18 @@ pub(crate) fn toolbox_of_bytes(
     bytes: &[u8],
 ) -> Result<std::sync::Arc<toolmend::Toolbox>, Option<ToolsError>> {
     let mut not_json = false;
-    let compiled = cache.get(bytes, || count_elements(bytes), |limit| {
-        let tools: Value = serde_json::from_slice(bytes).map_err(|e| {
-            not_json = true;
-            ToolsError(e.to_string())
-        })?;
-        let list = tools.as_array().map_or(&[][..], Vec::as_slice);
-        compile(&tools, list, limit)
-    });
+    let compiled = cache.get(
+        bytes,
+        || count_elements(bytes),
+        |limit| {
+            let tools: Value = serde_json::from_slice(bytes).map_err(|e| {
+                not_json = true;
+                ToolsError(e.to_string())
+            })?;
+            let list = tools.as_array().map_or(&[][..], Vec::as_slice);
+            compile(&tools, list, limit)
+        },
+    );
     compiled.map_err(|e| (!not_json).then_some(e))
 }
 
