@@ -889,8 +889,8 @@ impl Driver {
         let one_line = !data.contains(['\n', '\r']);
         // Choice 0's text alone, the common chunk: read without a tree, and sent as it
         // came when the gate and the tap leave it so. A member it reads given twice fails
-        // that read (serde's derive refuses a field twice), so what it forwards names
-        // each once.
+        // that read (`chunk_view` refuses a member it reads twice), so what it forwards
+        // names each once.
         let mut taken = None;
         if one_line && !self.finished {
             match self.t.on_text_chunk(&data) {
