@@ -135,7 +135,6 @@ impl ToolLabels {
         }
     }
 
-    /// The `field` label of one series, [`OTHER`] once [`MAX_FIELD_SERIES`] are in use.
     /// The counter of the per-field series (`metric`, `tool`, `field`, `kind`), or of
     /// `field="other"` once [`MAX_FIELD_SERIES`] series are handed out.
     fn field_counter(
