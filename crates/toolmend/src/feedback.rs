@@ -302,7 +302,7 @@ fn field_name(path: &str) -> String {
     }
     let mut out = String::new();
     for seg in path.split('/').skip(1) {
-        let seg = seg.replace("~1", "/").replace("~0", "~");
+        let seg = crate::schema::unescape_pointer(seg);
         if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) && !out.is_empty() {
             out.push_str(&format!("[{seg}]"));
         } else {
@@ -316,11 +316,7 @@ fn field_name(path: &str) -> String {
 }
 
 fn last_segment(path: &str) -> String {
-    path.rsplit('/')
-        .next()
-        .unwrap_or("")
-        .replace("~1", "/")
-        .replace("~0", "~")
+    crate::schema::unescape_pointer(path.rsplit('/').next().unwrap_or("")).into_owned()
 }
 
 /// The value as JSON, cut to [`MAX_GOT_CHARS`].

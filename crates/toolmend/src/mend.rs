@@ -559,7 +559,7 @@ fn merged_parts(
     if key.contains('/') || first.kind != IssueKind::WrongType {
         return None;
     }
-    let key = key.replace("~1", "/").replace("~0", "~");
+    let key = crate::schema::unescape_pointer(key).into_owned();
     // A document's field (a file's content, code) given a list: the text in pieces, its
     // lines, not one call per piece (each would write a line as the whole file).
     if tool.holds_document(&key) {
@@ -635,7 +635,7 @@ fn explain_command_words(call: &mut MendedCall) {
         let Some(key) = issue.path.strip_prefix('/').filter(|k| !k.contains('/')) else {
             continue;
         };
-        let key = key.replace("~1", "/").replace("~0", "~");
+        let key = crate::schema::unescape_pointer(key).into_owned();
         let Some(items) = args.get(&key).and_then(Value::as_array) else {
             continue;
         };

@@ -272,6 +272,16 @@ pub(crate) fn escape(segment: &str) -> String {
     s
 }
 
+/// A JSON Pointer segment, unescaped (`~1` is `/`, `~0` is `~`, in that order, RFC 6901
+/// §4); borrowed when it holds no `~`.
+pub(crate) fn unescape(segment: &str) -> std::borrow::Cow<'_, str> {
+    if segment.contains('~') {
+        segment.replace("~1", "/").replace("~0", "~").into()
+    } else {
+        segment.into()
+    }
+}
+
 /// What `additionalProperties` says.
 #[derive(Debug, Clone)]
 pub(crate) enum Additional<'s> {
@@ -644,5 +654,15 @@ mod tests {
             assert_eq!(keyword_index(kw), Some(i), "{kw}");
         }
         assert_eq!(keyword_index("minimum"), None);
+    }
+
+    #[test]
+    fn a_pointer_segment_unescapes_what_escape_wrote() {
+        // `~01` is `~1` (RFC 6901 §4: `~1` first, then `~0`), not `/`.
+        for key in ["a/b", "~1", "~0", "a~b/c", "~01", "plain", ""] {
+            assert_eq!(unescape(&escape(key)), key);
+        }
+        assert_eq!(unescape("~01"), "~1");
+        assert!(matches!(unescape("plain"), std::borrow::Cow::Borrowed(_)));
     }
 }

@@ -37,11 +37,11 @@ pub fn declared_path(schema: Option<&Value>, pointer: &str, max_depth: usize) ->
             out.push_str("/…");
             break;
         }
-        let seg = raw.replace("~1", "/").replace("~0", "~");
+        let seg = super::unescape_pointer(raw);
         let expanded = expand(root, &nodes);
         let props: Vec<&Value> = expanded
             .iter()
-            .filter_map(|n| n.get("properties")?.get(&seg))
+            .filter_map(|n| n.get("properties")?.get(seg.as_ref()))
             .collect();
         if !props.is_empty() {
             out.push('/');

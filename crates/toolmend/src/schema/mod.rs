@@ -58,6 +58,7 @@ use crate::{Error, Fix, Issue, IssueKind};
 pub use business::BusinessRules;
 pub(crate) use coerce::preview;
 pub(crate) use compile::escape as escape_pointer;
+pub(crate) use compile::unescape as unescape_pointer;
 pub use declared::declared_path;
 pub use names::{SwitchError, UnknownSwitch};
 
