@@ -36,7 +36,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// was chosen: "5" -> 5, town -> city) or lossy (something was lost: a cut-off
 /// call, a key the schema forbids dropped). The unsafe fixes that run by default:
 /// duplicate_call_dropped, tool_name_fixed, concatenated_calls_split,
-/// json_candidate_chosen, unquoted_string, inner_quote_escaped, non_finite_number,
+/// json_candidate_chosen, json_in_prose_dropped, unquoted_string, inner_quote_escaped,
+/// non_finite_number,
 /// missing_colon, missing_value_dropped, garbage_skipped, unquoted_text_joined,
 /// string_to_number, string_to_integer, string_to_boolean, csv_split,
 /// json_text_encoded, escapes_kept_literal, key_renamed, key_renamed_by_tokens,

@@ -97,6 +97,10 @@ fix_kinds! {
     /// last, which fits the schema better than reading every candidate as a call, was kept;
     /// the earlier drafts were dropped (the detail says how many).
     JsonCandidateChosen = "json_candidate_chosen", Unsafe;
+    /// The arguments were followed by prose holding JSON snippets (`… then I will run
+    /// {"command": ["pytest"]}.`): the snippets were read as part of the prose, not as more
+    /// calls, and dropped with it (the detail says how many).
+    JsonInProseDropped = "json_in_prose_dropped", Unsafe;
     /// Empty argument text (some servers send `""` for a call without arguments) read as `{}`.
     EmptyArgumentsAsObject = "empty_arguments_as_object", Safe;
     /// A corrector rewrote the arguments (the detail holds both versions).

@@ -121,9 +121,10 @@ pub fn mend_call(raw: &str, tool: &CompiledTool, opts: &MendOptions) -> Mended {
     let repaired = match repair(raw, &opts.repair) {
         Ok(r) => r,
         Err(e) => {
-            return Mended {
-                calls: vec![unparseable(tool.name(), &e)],
-            };
+            let ctx = ValidationContext::new("", Phase::Initial);
+            let calls = read_by_keys(raw, None, tool, opts, &ctx)
+                .unwrap_or_else(|| vec![unparseable(tool.name(), &e)]);
+            return Mended { calls };
         }
     };
     // Fast path: valid JSON that fits the schema as it is.
@@ -143,7 +144,7 @@ pub fn mend_call(raw: &str, tool: &CompiledTool, opts: &MendOptions) -> Mended {
         };
     }
     let ctx = ValidationContext::new("", Phase::Initial);
-    if let Some(calls) = read_by_keys(raw, &repaired, tool, opts, &ctx) {
+    if let Some(calls) = read_by_keys(raw, Some(&repaired), tool, opts, &ctx) {
         return Mended { calls };
     }
     let readings = std::iter::once(repaired.calls).chain(repaired.alternatives);
@@ -210,7 +211,7 @@ pub fn mend_named_in(
         None => repair(raw, &opts.repair),
     };
     let mut mended = match repaired {
-        Ok(repaired) if let Some(calls) = read_by_keys(raw, &repaired, tool, opts, ctx) => {
+        Ok(repaired) if let Some(calls) = read_by_keys(raw, Some(&repaired), tool, opts, ctx) => {
             Mended { calls }
         }
         Ok(repaired) => {
@@ -227,7 +228,8 @@ pub fn mend_named_in(
             )
         }
         Err(e) => Mended {
-            calls: vec![unparseable(tool.name(), &e)],
+            calls: read_by_keys(raw, None, tool, opts, ctx)
+                .unwrap_or_else(|| vec![unparseable(tool.name(), &e)]),
         },
     };
     if let Some(fix) = name_fix {
@@ -411,7 +413,8 @@ fn best_reading<'t>(
     /// Issues, drafts dropped, unsafe fixes, fixes: compared in that order.
     type Cost = (usize, bool, usize, usize);
     let mut best: Option<(Cost, Vec<MendedCall>)> = None;
-    // The arguments of the calls that fit in the preferred reading (every candidate read).
+    // The arguments of the calls that fit in the preferred reading (every candidate read,
+    // or the first alone where the later ones stand inside prose).
     let mut fitting: Option<Vec<Value>> = None;
     for reading in readings {
         let calls: Vec<MendedCall> = reading
@@ -934,13 +937,15 @@ pub fn refuse_lossy(call: &mut MendedCall) {
 /// done"`) is feedback: a refusal is better than a wrong value.
 fn read_by_keys(
     raw: &str,
-    repaired: &crate::Repaired,
+    repaired: Option<&crate::Repaired>,
     tool: &CompiledTool,
     opts: &MendOptions,
     ctx: &ValidationContext<'_>,
 ) -> Option<Vec<MendedCall>> {
-    // Glued calls (`{…}\n{…}`) are several documents, not one object to cut.
-    if opts.repair.strict || repaired.is_clean() || !quote_decided(repaired) {
+    // Glued calls (`{…}\n{…}`) are several documents, not one object to cut. Where the
+    // tolerant reading failed (`None`: it found the arguments ended early, at a quote),
+    // the keys are the only reading left.
+    if opts.repair.strict || repaired.is_some_and(|r| r.is_clean() || !quote_decided(r)) {
         return None;
     }
     let props = tool.parameters().get("properties")?.as_object()?;

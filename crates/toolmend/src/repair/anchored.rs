@@ -305,16 +305,25 @@ fn quoted(b: &[u8], s: usize, e: usize, q: u8) -> bool {
     e - s >= 2 && b[s] == q && b[e - 1] == q && !(e - s >= 6 && b[s..s + 3] == [q, q, q])
 }
 
-/// Does a string's text hold the seam of two glued objects (`…"}` + `{"…`)? Then the
-/// "string" is two calls' members run together, not a value.
+/// Does a string's text hold the seam of two objects (`…"}` + `{"…`, glued or with words
+/// between: `…"}` + ` and then ` + `{"…`)? Then the "string" is two documents' members
+/// run together, not a value: ending it at the seam's quote reads cleanly too. Code
+/// between (`"}), 400` + `  TODOS.append(` + `{"id"…`) is no seam: only letters, digits,
+/// white space and a sentence's punctuation may stand there.
 fn glued(b: &[u8], q: u8) -> bool {
+    let wordy =
+        |c: u8| c.is_ascii_alphanumeric() || c.is_ascii_whitespace() || b".,;:!?'-".contains(&c);
     let mut i = 0;
     while let Some(k) = b[i..].iter().position(|&c| c == b'}') {
         let at = i + k;
         let before = b[..at].iter().rev().find(|c| !c.is_ascii_whitespace());
-        let open = ws(b, at + 1);
-        if before == Some(&q) && b.get(open) == Some(&b'{') && b.get(ws(b, open + 1)) == Some(&q) {
-            return true;
+        if before == Some(&q) {
+            // The first byte after it that is not a word's (each byte looked at once:
+            // the run ends at the next `}` at the latest, where the outer loop goes on).
+            let open = at + 1 + b[at + 1..].iter().take_while(|&&c| wordy(c)).count();
+            if b.get(open) == Some(&b'{') && b.get(ws(b, open + 1)) == Some(&q) {
+                return true;
+            }
         }
         i = at + 1;
     }

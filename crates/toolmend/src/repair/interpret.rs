@@ -88,18 +88,25 @@ pub(crate) fn interpret(
     let last_alone = (candidates > 1 && last_apart && !envelope_call && same_tool(&calls))
         .then(|| last_candidate(&calls[last_start..], candidates));
     // The other way round: the arguments, then prose that shows a JSON snippet inside a
-    // sentence ("The config now sets {"debug": true} for local runs."). Such a snippet is
-    // no call, so the first document alone is a reading too, taken on the same terms (it
-    // must fit where every candidate does not). A document that ends the text (`… and
-    // {…}`) is not inside prose: it may be a second call, and gets feedback if it does not fit.
+    // sentence ("The config now sets {"debug": true} for local runs.", "If that passes I
+    // will run {"command": ["pytest"]}."). Such a snippet is no call: the first document
+    // alone is the reading tried first, and every candidate run only where it does not
+    // fit. A document that ends the text (`… and {…}`) is not inside prose: it may be a
+    // second call, and gets feedback if it does not fit.
     let first_alone = (candidates > 1 && later_inline && !envelope_call && same_tool(&calls))
         .then(|| first_candidate(&calls[..first_end], candidates));
     let calls = drop_repeats(calls);
     if calls.len() > 1 {
         let calls = mark_split(calls);
+        if let Some(first) = first_alone {
+            return Ok(Repaired {
+                calls: first,
+                alternatives: std::iter::once(calls).chain(last_alone).collect(),
+            });
+        }
         return Ok(Repaired {
             calls,
-            alternatives: last_alone.into_iter().chain(first_alone).collect(),
+            alternatives: last_alone.into_iter().collect(),
         });
     }
     Ok(Repaired {
@@ -376,6 +383,7 @@ fn last_candidate(calls: &[RepairedCall], candidates: usize) -> Vec<RepairedCall
     let s = if dropped == 1 { "" } else { "s" };
     chosen(
         calls,
+        FixKind::JsonCandidateChosen,
         format!(
             "the last of {candidates} JSON candidates kept; {dropped} earlier draft{s} dropped"
         ),
@@ -389,21 +397,21 @@ fn first_candidate(calls: &[RepairedCall], candidates: usize) -> Vec<RepairedCal
     let s = if dropped == 1 { "" } else { "s" };
     chosen(
         calls,
+        FixKind::JsonInProseDropped,
         format!(
-            "the first of {candidates} JSON candidates kept; {dropped} later one{s} in the \
-             prose after it dropped"
+            "the first of {candidates} JSON candidates kept; {dropped} later one{s}, inside \
+             the prose after it, dropped with the prose"
         ),
     )
 }
 
-/// `calls`, each with the `json_candidate_chosen` fix saying which candidate was kept.
-fn chosen(calls: &[RepairedCall], detail: String) -> Vec<RepairedCall> {
+/// `calls`, each with the fix (`kind`) saying which candidate was kept.
+fn chosen(calls: &[RepairedCall], kind: FixKind, detail: String) -> Vec<RepairedCall> {
     calls
         .iter()
         .cloned()
         .map(|mut c| {
-            c.fixes
-                .push(Fix::on(FixKind::JsonCandidateChosen, "", detail.clone()));
+            c.fixes.push(Fix::on(kind, "", detail.clone()));
             c
         })
         .collect()

@@ -636,6 +636,9 @@ impl<'a> Parser<'a> {
             match c {
                 b'\\' => {
                     seen.note(self.b, self.pos);
+                    if q == Quote::Double && self.b.get(self.pos + 1) == Some(&b'\'') {
+                        seen.apostrophe_at.get_or_insert(self.pos);
+                    }
                     out.push_str(&self.src[run..self.pos]);
                     if !self.read_escape(&mut out, false) {
                         self.escapes_as_written(&mut out, start, self.pos, &seen);
@@ -702,7 +705,9 @@ impl<'a> Parser<'a> {
     /// valid-looking escapes as written too ([`kept_as_written`] says which): the string
     /// `src[start..end]` is read again (one more pass over this string: linear).
     fn escapes_as_written(&mut self, out: &mut String, start: usize, end: usize, seen: &Escapes) {
-        if seen.lookalike_at.is_none() {
+        let proof = seen.raw_newline || seen.invalid;
+        let apostrophes = proof && seen.apostrophe_at.is_some();
+        if seen.lookalike_at.is_none() && !apostrophes {
             return;
         }
         let text = &self.src[start..end];
@@ -726,6 +731,14 @@ impl<'a> Parser<'a> {
             let after = &text[i + 1..];
             let mut chars = after.chars();
             match chars.next() {
+                Some('\'') if apostrophes => {
+                    literal.push_str("\\'");
+                    kept_at.get_or_insert(start + i);
+                    if !kept.contains(&b'\'') {
+                        kept.push(b'\'');
+                    }
+                    i += 2;
+                }
                 Some(c @ ('"' | '\\' | '/' | '\'')) => {
                     literal.push(c);
                     i += 2;
@@ -1393,6 +1406,10 @@ struct Escapes {
     /// A `\n`: the string may have been escaped for JSON's control characters (its line
     /// breaks) if not for its backslashes.
     newline_escape: bool,
+    /// The first `\'` in a double-quoted string: no JSON escape, but Python's habit for an
+    /// apostrophe (`don\'t`), read so unless the string shows its backslashes were not
+    /// escaped (SQL's `ESCAPE '\'` beside a raw line break keeps its backslash).
+    apostrophe_at: Option<usize>,
 }
 
 impl Escapes {

@@ -1284,7 +1284,35 @@ fn a_json_snippet_in_the_prose_after_the_arguments_is_no_call() {
         m.calls[0].arguments.as_ref().unwrap(),
         &json!({"command": "ls", "timeout": 5})
     );
-    assert!(kinds(&m.calls[0]).contains(&FixKind::JsonCandidateChosen));
+    assert!(kinds(&m.calls[0]).contains(&FixKind::JsonInProseDropped));
+}
+
+#[test]
+fn a_json_snippet_in_the_prose_after_the_arguments_is_no_call_even_where_it_fits() {
+    // The snippet is a call the agent plans for later, quoted in its sentence: running it
+    // now as a second call would run what the model did not ask for.
+    for tail in [
+        "If that passes I will run the full suite with {\"command\": \"pytest -q\"}.",
+        "Next I will run {\"command\": \"make\", \"timeout\": 60} if it builds.",
+    ] {
+        let raw = format!("{{\"command\": \"pytest -x tests/a.py\", \"timeout\": 120}}\n{tail}");
+        let m = mend_call(&raw, &bash(), &MendOptions::default());
+        assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");
+        assert_eq!(
+            m.calls[0].arguments.as_ref().unwrap(),
+            &json!({"command": "pytest -x tests/a.py", "timeout": 120})
+        );
+        let fixes = kinds(&m.calls[0]);
+        assert!(fixes.contains(&FixKind::JsonInProseDropped), "{fixes:?}");
+        assert!(
+            !fixes.contains(&FixKind::ConcatenatedCallsSplit),
+            "{fixes:?}"
+        );
+    }
+    // A document that ends the text, with no prose after it, may be a second call.
+    let raw = "{\"command\": \"ls\"}\nand then {\"command\": \"pwd\"}";
+    let m = mend_call(raw, &bash(), &MendOptions::default());
+    assert_eq!(m.calls.len(), 2, "{m:?}");
 }
 
 #[test]
@@ -1410,5 +1438,67 @@ fn glued_calls_after_a_wrong_closer_and_a_line_break_after_a_path_read_as_writte
         ),
     ] {
         assert_eq!(commands(raw), [Some(json!({"command": want}))], "{raw}");
+    }
+}
+
+#[test]
+fn text_after_the_arguments_that_closes_after_a_quote_is_refused_not_dropped() {
+    // The quotes around `b` were not escaped: the tolerant reading ends the third string
+    // at `c"`, closes there, and would drop `| .d = 1' f.json"]` with `"edits"` as prose.
+    let raw = r#"{"argv": ["bash", "-lc", "jq '.a += {"b": "c"} | .d = 1' f.json"], "edits": []}"#;
+    let m = mend_call(raw, &argv_and_edits(), &MendOptions::default());
+    assert_eq!(m.calls.len(), 1, "{m:?}");
+    assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{m:?}");
+    assert_eq!(m.calls[0].arguments, None, "{m:?}");
+    let text = &m.calls[0].issues[0].message;
+    assert!(text.contains("end early"), "{text}");
+    // A closer with no prose before it is a stray one, removed as before.
+    let m = mend_call(
+        r#"{"argv": ["ls"]}]"#,
+        &argv_and_edits(),
+        &MendOptions::default(),
+    );
+    assert_eq!(m.calls[0].arguments, Some(json!({"argv": ["ls"]})), "{m:?}");
+}
+
+#[test]
+fn code_between_two_objects_in_a_string_is_no_seam_words_are() {
+    // `"}), 400` then code then `{"id"`: one file's content, read by the keys.
+    let raw = "{\"path\": \"app.py\", \"content\": \"return jsonify({\"error\": \"no\"}), 400\nTODOS.append({\"id\": 1})\n\", \"create_dirs\": true}";
+    let m = mend_call(raw, &write_file(), &MendOptions::default());
+    assert_eq!(m.calls.len(), 1, "{m:?}");
+    assert_eq!(
+        m.calls[0].arguments.as_ref().unwrap()["content"],
+        json!("return jsonify({\"error\": \"no\"}), 400\nTODOS.append({\"id\": 1})\n")
+    );
+    // `"}` then words then `{"`: two documents, never one string holding both.
+    let raw = "{\"path\": \"a\", \"content\": \"x\"}\nthen {\"path\": \"b\", \"content\": \"y\"}";
+    let m = mend_call(raw, &write_file(), &MendOptions::default());
+    assert_eq!(m.calls.len(), 2, "{m:?}");
+}
+
+#[test]
+fn an_escaped_apostrophe_keeps_its_backslash_where_backslashes_were_not_escaped() {
+    // A raw line break and `\_` show nothing in the string was escaped: SQL's `'\'`.
+    let raw =
+        "{\"command\": \"psql <<'SQL'\nDELETE FROM t WHERE n LIKE 'tmp\\_%' ESCAPE '\\'\nSQL\"}";
+    let m = mend_call(raw, &bash(), &MendOptions::default());
+    assert_eq!(
+        m.calls[0].arguments.as_ref().unwrap()["command"],
+        json!("psql <<'SQL'\nDELETE FROM t WHERE n LIKE 'tmp\\_%' ESCAPE '\\'\nSQL"),
+        "{m:?}"
+    );
+    assert!(kinds(&m.calls[0]).contains(&FixKind::EscapesKeptLiteral));
+    // Elsewhere `\'` is Python's habit for an apostrophe.
+    for raw in [
+        r#"{"command": "echo don\'t"}"#,
+        r#"{"command": "echo don\'t\nls"}"#,
+    ] {
+        let m = mend_call(raw, &bash(), &MendOptions::default());
+        let got = m.calls[0].arguments.as_ref().unwrap()["command"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(got.starts_with("echo don't"), "{raw}: {got:?}");
     }
 }
