@@ -272,7 +272,7 @@ fn string_value(
             text.push_str("\\\"");
             run = i + 1;
         }
-        if c == q && !escaped && counts(b, i) {
+        if c == q && !escaped && counts(b, i, q) {
             quotes.push(base + i);
         }
         if q == b'\'' && c == b'\'' && escaped {
@@ -330,13 +330,14 @@ fn glued(b: &[u8], q: u8) -> bool {
     false
 }
 
-/// Does the quote at `i` count as a quote (not an apostrophe between letters, not the
-/// middle of a `'"'` character literal)?
-fn counts(b: &[u8], i: usize) -> bool {
+/// Does the quote at `i` count as a quote (not an apostrophe between letters in a
+/// single-quoted string, not the middle of a `'"'` character literal)? A double quote
+/// between letters is one: a Python f-string's (`f"retry {n}"`).
+fn counts(b: &[u8], i: usize, q: u8) -> bool {
     let before = i.checked_sub(1).map(|j| b[j]);
     let after = b.get(i + 1).copied();
     let letter = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    if letter(before) && letter(after) {
+    if q == b'\'' && letter(before) && letter(after) {
         return false;
     }
     !(before == Some(b'\'') && after == Some(b'\''))

@@ -1325,16 +1325,10 @@ fn reading_by_keys_stays_linear() {
         )
     };
     let (small, big) = (text(2_000), text(20_000));
-    let cost = |t: &str| {
-        let start = std::time::Instant::now();
-        for _ in 0..3 {
-            let m = mend_call(t, &write_file(), &MendOptions::default());
-            assert_eq!(m.calls[0].outcome, Outcome::Repaired);
-        }
-        start.elapsed()
-    };
-    let (s, b) = (cost(&small), cost(&big));
-    assert!(b < s * 30, "10x input took {b:?} vs {s:?}");
+    crate::work::assert_linear("read by keys", small.as_str(), big.as_str(), |t| {
+        let m = mend_call(t, &write_file(), &MendOptions::default());
+        assert_eq!(m.calls[0].outcome, Outcome::Repaired);
+    });
 }
 
 #[test]
@@ -1501,4 +1495,35 @@ fn an_escaped_apostrophe_keeps_its_backslash_where_backslashes_were_not_escaped(
             .to_owned();
         assert!(got.starts_with("echo don't"), "{raw}: {got:?}");
     }
+}
+
+#[test]
+fn an_f_strings_opening_quote_counts_as_a_quote() {
+    // `f"retry` has a letter on each side of its quote: a quote all the same, so each
+    // line's quotes are two, and the unescaped code reads by the keys.
+    let raw = "{\"path\": \"fetch.py\", \"content\": \"log.warning(f\"retry {n} for {url}\")\nlog.error(f\"giving up on {url}: {exc!r}\")\n\"}";
+    let m = mend_call(raw, &write_file(), &MendOptions::default());
+    assert_eq!(m.calls[0].outcome, Outcome::Repaired, "{m:?}");
+    assert_eq!(
+        m.calls[0].arguments.as_ref().unwrap()["content"],
+        json!(
+            "log.warning(f\"retry {n} for {url}\")\nlog.error(f\"giving up on {url}: {exc!r}\")\n"
+        )
+    );
+}
+
+#[test]
+fn a_seam_look_in_a_long_string_stays_linear() {
+    // Many `"}` followed by words and no `{`: each byte is looked at a bounded number of
+    // times.
+    let text = |n: usize| {
+        format!(
+            "{{\"path\": \"p\", \"content\": \"{}\", \"create_dirs\": true}}",
+            "x = \"a\"} and then more words ".repeat(n)
+        )
+    };
+    let (small, big) = (text(2_000), text(20_000));
+    crate::work::assert_linear("seam look", small.as_str(), big.as_str(), |t| {
+        mend_call(t, &write_file(), &MendOptions::default())
+    });
 }
