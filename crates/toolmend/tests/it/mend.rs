@@ -1446,6 +1446,10 @@ fn text_after_the_arguments_that_closes_after_a_quote_is_refused_not_dropped() {
     assert_eq!(m.calls[0].arguments, None, "{m:?}");
     let text = &m.calls[0].issues[0].message;
     assert!(text.contains("end early"), "{text}");
+    // Closers in a sentence without a double quote are the sentence's.
+    let raw = "{\"argv\": [\"ls\"]}\nNote: this drops it again }] - nothing else.";
+    let m = mend_call(raw, &argv_and_edits(), &MendOptions::default());
+    assert_eq!(m.calls[0].arguments, Some(json!({"argv": ["ls"]})), "{m:?}");
     // A closer with no prose before it is a stray one, removed as before.
     let m = mend_call(
         r#"{"argv": ["ls"]}]"#,

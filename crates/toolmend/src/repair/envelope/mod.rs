@@ -222,8 +222,9 @@ struct Walk<'a> {
     unclosed: Vec<&'static str>,
     /// Prose or a fence seen since the last document.
     gap: bool,
-    /// Prose seen after the first document.
-    prose_after_doc: bool,
+    /// A double quote read as prose after the first document (JSON's, not a sentence's:
+    /// a document that ended early may have left its members there).
+    quote_after_doc: bool,
 }
 
 pub(crate) fn read_documents(raw: &str, opts: &RepairOptions) -> Result<Docs, RepairError> {
@@ -242,7 +243,7 @@ pub(crate) fn read_documents(raw: &str, opts: &RepairOptions) -> Result<Docs, Re
         pending_name: None,
         unclosed: Vec::new(),
         gap: false,
-        prose_after_doc: false,
+        quote_after_doc: false,
     };
     let mut first_error: Option<ParseError> = None;
     while w.pos < w.b.len() {
@@ -324,7 +325,7 @@ impl<'a> Walk<'a> {
         self.gap = true;
         if let Some(last) = self.out.docs.last_mut() {
             last.prose_after = true;
-            self.prose_after_doc = true;
+            self.quote_after_doc |= self.b.get(at) == Some(&b'"');
         }
         if self.prose_at.is_none() {
             self.prose_at = Some(at);
@@ -419,16 +420,17 @@ impl<'a> Walk<'a> {
             }
             b'}' | b']' if !self.out.docs.is_empty() => {
                 // `…src"} | .private = true' pkg.json"], "workdir": "/w"}`: after the
-                // document, text that reads as prose, then a closer after a quote or
-                // another closer: JSON's structure, not a sentence's. The document ended
-                // early (at a quote inside a string that was not escaped) and its rest is
-                // here: dropping it as prose would cut the value short.
+                // document, text that reads as prose but holds a double quote, then a
+                // closer after a quote or another closer: JSON's structure, not a
+                // sentence's (`drops it again }]` has no quote). The document ended early
+                // (at a quote inside a string that was not escaped) and its rest is here:
+                // dropping it as prose would cut the value short.
                 let structure_before = self.b[..at]
                     .iter()
                     .rev()
                     .find(|c| !c.is_ascii_whitespace())
                     .is_some_and(|&c| matches!(c, b'"' | b']' | b'}'));
-                if self.prose_after_doc && structure_before {
+                if self.quote_after_doc && structure_before {
                     return Err(ParseError {
                         fatal: true,
                         offset: at,
@@ -533,7 +535,7 @@ impl<'a> Walk<'a> {
                 self.global(FixKind::ThinkingStripped, 0);
                 // Whatever was read before it (`maybe {"city": "Lyon"}?`) was reasoning too.
                 self.out.docs.clear();
-                self.prose_after_doc = false;
+                self.quote_after_doc = false;
                 self.pending_name = None;
                 self.prose_at = None;
                 self.pos = at + close.len();
