@@ -670,6 +670,14 @@ fn family_calls() -> Vec<(&'static str, String)> {
             "[TOOL_CALLS]",
             "[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{\"city\": \"Paris\"}",
         ),
+        (
+            "<seed:tool_call>",
+            "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>",
+        ),
+        (
+            "<|action_start|>",
+            "<|action_start|><|plugin|>\n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}\n<|action_end|>",
+        ),
     ]
     .into_iter()
     .map(|(m, t)| (m, t.to_owned()))

@@ -523,6 +523,53 @@ fn nemotron_calls_are_read() {
     });
 }
 
+#[test]
+fn seed_oss_calls_are_read_and_its_reasoning_is_no_call() {
+    // Qwen3-Coder's XML inside `<seed:tool_call>`, one tag per call.
+    fn call(n: &str, a: &Value) -> String {
+        format!(
+            "<seed:tool_call>\n<function={n}>\n{}</function>\n</seed:tool_call>",
+            params(a, |k, v| format!("<parameter={k}>\n{v}\n</parameter>\n"))
+        )
+    }
+    battery(&Family {
+        name: "seed-oss",
+        call,
+        block: |calls| calls.join("\n"),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // Its reasoning block, with the budget notes inside, holds a call it quotes: that one
+    // is reasoning, not a second run of the call.
+    let one = call("get_weather", &json!({"city": "Bern", "days": 2}));
+    check(
+        &format!(
+            "<seed:think>\nThe format is {one}. Budget used.</seed:cot_budget_reflect>\n</seed:think>\n{one}"
+        ),
+        vec![ok("get_weather", json!({"city": "Bern", "days": 2}))],
+        None,
+    );
+}
+
+#[test]
+fn internlm_calls_are_read_and_their_tokens_leave_no_content() {
+    // InternLM2 / Intern-S1: `<|action_start|><|plugin|>` + a JSON call + `<|action_end|>`.
+    battery(&Family {
+        name: "internlm",
+        call: |n, a| {
+            format!(
+                "<|action_start|><|plugin|>\n{}\n<|action_end|>",
+                json!({"name": n, "parameters": a})
+            )
+        },
+        block: |calls| calls.join("\n"),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+}
+
 // ---- MiniMax M2: the false positive ----
 
 #[test]

@@ -1,5 +1,5 @@
 //! Hermes-style tool-call tags (Hermes, Qwen, GLM-4.5, OLMo, MiniMax M2, ERNIE 4.5,
-//! Hunyuan A13B, LongCat, dots, Nemotron and their variants):
+//! Hunyuan A13B, LongCat, dots, Nemotron, Seed-OSS and their variants):
 //! `<tool_call>{"name": …, "arguments": …}</tool_call>`. The tags are unwrapped and what
 //! they hold is read as any document is.
 
@@ -36,7 +36,13 @@ pub const TOOL_CALL_TAGS: &[&str] = &[
     // Nemotron Nano v2 / Llama-Nemotron (vLLM `nemotron_json`): a JSON list of calls.
     "<TOOLCALL>",
     "</TOOLCALL>",
+    // Seed-OSS (vLLM `seed_oss`): Qwen3-Coder's `<function=…>` XML in its own tags.
+    SEED_CALL,
+    "</seed:tool_call>",
 ];
+
+/// Seed-OSS's call tag.
+const SEED_CALL: &str = "<seed:tool_call>";
 
 /// LongCat-Flash's call tag.
 const LONGCAT_CALL: &str = "<longcat_tool_call>";
@@ -46,7 +52,7 @@ const DOTS_CALL: &str = "<dots_function_call>";
 pub(super) const DIALECT: Dialect = Dialect {
     markers: TOOL_CALL_TAGS,
     // `<tool_calls>`, `<function_calls>` and `<TOOLCALL>` open a whole list, not one call.
-    openers: &[TOOL_CALL, FUNCTION_CALL, LONGCAT_CALL, DOTS_CALL],
+    openers: &[TOOL_CALL, FUNCTION_CALL, LONGCAT_CALL, DOTS_CALL, SEED_CALL],
     read: Some(read),
     ..Dialect::NONE
 };

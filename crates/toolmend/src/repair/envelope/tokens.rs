@@ -16,6 +16,9 @@ pub(super) const DIALECT: Dialect = Dialect {
         "<|function_call|>",
         "<|tool_calls_begin|>",
         "<|tool_call_start|>",
+        // InternLM2 / Intern-S1: `<|action_start|><|plugin|>{"name", "parameters"}<|action_end|>`
+        // (`<|plugin|>` and `<|action_end|>` are noise inside it).
+        "<|action_start|>",
     ],
     read: Some(read),
     ..Dialect::NONE
