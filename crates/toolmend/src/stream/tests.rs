@@ -671,6 +671,10 @@ fn family_calls() -> Vec<(&'static str, String)> {
             "[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{\"city\": \"Paris\"}",
         ),
         (
+            "<｜GCML｜tool_calls>",
+            "<｜GCML｜tool_calls><｜GCML｜invoke name=\"get_weather\"><｜GCML｜parameter name=\"city\" string=\"true\">Paris</｜GCML｜parameter></｜GCML｜invoke></｜GCML｜tool_calls>",
+        ),
+        (
             "<seed:tool_call>",
             "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>",
         ),

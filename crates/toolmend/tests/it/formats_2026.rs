@@ -553,6 +553,41 @@ fn seed_oss_calls_are_read_and_its_reasoning_is_no_call() {
 }
 
 #[test]
+fn gigachat_3_5_gcml_calls_are_read_and_typed_by_their_attribute() {
+    // DeepSeek V4's DSML under GigaChat 3.5's own token: `string="true"` is text (typed by
+    // the schema), `string="false"` JSON.
+    fn call(n: &str, a: &Value) -> String {
+        let params: String = a
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => format!(
+                    "<｜GCML｜parameter name=\"{k}\" string=\"true\">{s}</｜GCML｜parameter>\n"
+                ),
+                other => format!(
+                    "<｜GCML｜parameter name=\"{k}\" string=\"false\">{other}</｜GCML｜parameter>\n"
+                ),
+            })
+            .collect();
+        format!("<｜GCML｜invoke name=\"{n}\">\n{params}</｜GCML｜invoke>\n")
+    }
+    battery(&Family {
+        name: "gigachat 3.5 gcml",
+        call,
+        block: |calls| {
+            format!(
+                "<｜GCML｜tool_calls>\n{}</｜GCML｜tool_calls>",
+                calls.concat()
+            )
+        },
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+}
+
+#[test]
 fn internlm_calls_are_read_and_their_tokens_leave_no_content() {
     // InternLM2 / Intern-S1: `<|action_start|><|plugin|>` + a JSON call + `<|action_end|>`.
     battery(&Family {

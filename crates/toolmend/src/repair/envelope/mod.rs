@@ -14,6 +14,7 @@ pub(super) mod apertus;
 pub(super) mod deepseek;
 pub(super) mod dsml;
 pub(super) mod functools;
+pub(super) mod gcml;
 pub(super) mod gemma;
 pub(super) mod gemma4;
 pub(super) mod gigachat;
@@ -100,13 +101,14 @@ impl Dialect {
 }
 
 /// Every dialect, in the order the walk tries them. Order matters only where markers
-/// overlap: Step-3's, harmony's, DSML's, DeepSeek's and Kimi K3's own tokens come before
+/// overlap: Step-3's, harmony's, DSML's, GCML's, DeepSeek's and Kimi K3's own tokens come before
 /// [`tokens`] and DeepSeek's reader of any `<｜…｜>` token, which would take them as noise;
 /// so do Apertus's and GigaChat's `<|…|>` tokens.
 const DIALECTS: &[Dialect] = &[
     step::DIALECT,
     harmony::DIALECT,
     dsml::DIALECT,
+    gcml::DIALECT,
     deepseek::DIALECT,
     apertus::DIALECT,
     gigachat::DIALECT,
