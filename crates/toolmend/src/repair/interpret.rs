@@ -31,7 +31,7 @@ const ARGS_KEYS: &[&str] = &[
     "function_args",
 ];
 /// Other keys a call object may carry.
-const CALL_META_KEYS: &[&str] = &["type", "id", "call_id", "index"];
+const CALL_META_KEYS: &[&str] = &["type", "id", "call_id", "tool_call_id", "index"];
 
 pub(crate) fn interpret(
     docs: Vec<Doc>,

@@ -30,6 +30,8 @@ pub const THINKING_TAGS: &[(&str, &str)] = &[
     ("<|begin_of_thought|>", "<|end_of_thought|>"),
     // Seed-OSS (its `<seed:cot_budget_reflect>` notes stand inside the block).
     ("<seed:think>", "</seed:think>"),
+    // Cohere Command A reasoning.
+    ("<|START_THINKING|>", "<|END_THINKING|>"),
     // Gemma 4's reasoning channel: `<|channel>thought\n…<channel|>` (the only channel it
     // opens so; harmony's `<|channel|>` is another token).
     ("<|channel>", "<channel|>"),

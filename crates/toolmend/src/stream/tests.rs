@@ -675,6 +675,10 @@ fn family_calls() -> Vec<(&'static str, String)> {
             "<｜GCML｜tool_calls><｜GCML｜invoke name=\"get_weather\"><｜GCML｜parameter name=\"city\" string=\"true\">Paris</｜GCML｜parameter></｜GCML｜invoke></｜GCML｜tool_calls>",
         ),
         (
+            "<|START_ACTION|>",
+            "<|START_ACTION|>\n[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}]\n<|END_ACTION|>",
+        ),
+        (
             "<seed:tool_call>",
             "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>",
         ),

@@ -588,6 +588,30 @@ fn gigachat_3_5_gcml_calls_are_read_and_typed_by_their_attribute() {
 }
 
 #[test]
+fn cohere_command_calls_are_read_and_its_reasoning_is_no_call() {
+    // `<|START_ACTION|>` + a JSON list of `{"tool_call_id", "tool_name", "parameters"}` +
+    // `<|END_ACTION|>`, after `<|START_THINKING|>…<|END_THINKING|>`.
+    battery(&Family {
+        name: "cohere command",
+        call: |n, a| json!({"tool_call_id": "0", "tool_name": n, "parameters": a}).to_string(),
+        block: |calls| {
+            format!(
+                "<|START_ACTION|>\n[\n    {}\n]\n<|END_ACTION|>",
+                calls.join(",\n    ")
+            )
+        },
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    check(
+        "<|START_THINKING|>I will call get_weather with {\"city\": \"Basel\"}<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Bern\"}}]<|END_ACTION|>",
+        vec![ok("get_weather", json!({"city": "Bern"}))],
+        None,
+    );
+}
+
+#[test]
 fn internlm_calls_are_read_and_their_tokens_leave_no_content() {
     // InternLM2 / Intern-S1: `<|action_start|><|plugin|>` + a JSON call + `<|action_end|>`.
     battery(&Family {

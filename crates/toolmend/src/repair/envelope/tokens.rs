@@ -1,6 +1,7 @@
 //! Chat-template tokens `<|…|>`. A call token opens calls (Llama 3.1's `<|python_tag|>`,
 //! Llama 4's `<|python_start|>`, LFM2's `<|tool_call_start|>`, Granite, Phi-4,
-//! Functionary-style templates, and Kimi K2's); any other is template noise.
+//! Functionary-style templates, Kimi K2's, InternLM's `<|action_start|>` and Cohere's
+//! `<|START_ACTION|>`); any other is template noise.
 
 use super::{
     super::{markers, parser::is_ident},
@@ -19,6 +20,9 @@ pub(super) const DIALECT: Dialect = Dialect {
         // InternLM2 / Intern-S1: `<|action_start|><|plugin|>{"name", "parameters"}<|action_end|>`
         // (`<|plugin|>` and `<|action_end|>` are noise inside it).
         "<|action_start|>",
+        // Cohere Command: `<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f",
+        // "parameters": {…}}, …]<|END_ACTION|>`.
+        "<|START_ACTION|>",
     ],
     read: Some(read),
     ..Dialect::NONE
