@@ -679,6 +679,10 @@ fn family_calls() -> Vec<(&'static str, String)> {
             "<|START_ACTION|>\n[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}]\n<|END_ACTION|>",
         ),
         (
+            "<ifm|tool_calls>",
+            "<ifm|tool_calls><ifm|tool_call>get_weather<ifm|arg_key>city</ifm|arg_key><ifm|arg_value>Paris</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
+        ),
+        (
             "<seed:tool_call>",
             "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>",
         ),

@@ -612,6 +612,39 @@ fn cohere_command_calls_are_read_and_its_reasoning_is_no_call() {
 }
 
 #[test]
+fn k2_horizon_calls_are_read_with_or_without_their_type_tags() {
+    // GLM's keys and values in `ifm|` tags; the values typed by the schema.
+    fn call(n: &str, a: &Value) -> String {
+        format!(
+            "<ifm|tool_call>{n}{}</ifm|tool_call>",
+            params(a, |k, v| format!(
+                "<ifm|arg_key>{k}</ifm|arg_key><ifm|arg_value>{v}</ifm|arg_value>"
+            ))
+        )
+    }
+    battery(&Family {
+        name: "k2 horizon",
+        call,
+        block: |calls| format!("<ifm|tool_calls>{}</ifm|tool_calls>", calls.join("\n")),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    // The model's type tags are passed over (the schema types the value); a JSON call
+    // inside the tag reads too.
+    check(
+        "<ifm|tool_calls><ifm|tool_call>get_weather<ifm|arg_key>city</ifm|arg_key><ifm|arg_type>string</ifm|arg_type><ifm|arg_value>Bern</ifm|arg_value><ifm|arg_key>days</ifm|arg_key><ifm|arg_type>integer</ifm|arg_type><ifm|arg_value>2</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
+        vec![ok("get_weather", json!({"city": "Bern", "days": 2}))],
+        None,
+    );
+    check(
+        "<ifm|tool_calls><ifm|tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Bern\"}}</ifm|tool_call></ifm|tool_calls>",
+        vec![ok("get_weather", json!({"city": "Bern"}))],
+        None,
+    );
+}
+
+#[test]
 fn internlm_calls_are_read_and_their_tokens_leave_no_content() {
     // InternLM2 / Intern-S1: `<|action_start|><|plugin|>` + a JSON call + `<|action_end|>`.
     battery(&Family {
@@ -825,6 +858,14 @@ fn the_2026_readers_stay_linear() {
         // Kimi K3's reply channel tokens.
         "<|open|>response<|sep|>x<|close|>response<|sep|>",
         "x<|close|>message<|sep|>",
+        // GigaChat 3.5, K2 Horizon (type tags never closed), Seed-OSS, InternLM, Cohere.
+        "<｜GCML｜tool_calls><｜GCML｜invoke name=\"get_weather\"><｜GCML｜parameter name=\"city\" string=\"true\">",
+        "<ifm|tool_calls><ifm|tool_call>get_weather<ifm|arg_key>city</ifm|arg_key><ifm|arg_type>",
+        "<ifm|tool_call>get_weather<ifm|arg_type>x</ifm|arg_type><ifm|arg_value>",
+        "<ifm|arg_type>x<ifm|arg_key>",
+        "<seed:think>x<seed:tool_call>\n<function=get_weather>\n<parameter=city>",
+        "<|action_start|><|plugin|>{\"name\": \"get_weather\", ",
+        "<|START_THINKING|>x<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": ",
     ];
     let tools = tools();
     // Hunyuan calls each of another suffix, unclosed, read as one text.
@@ -838,6 +879,12 @@ fn the_2026_readers_stay_linear() {
             .collect()
     };
     let (small, large) = (suffixed(200), suffixed(2000));
+    // K2 Horizon type tags never closed, all in one call.
+    let untyped = |n: usize| format!("<ifm|tool_call>get_weather{}", "<ifm|arg_type>x<".repeat(n));
+    let (s, l) = (untyped(200), untyped(2000));
+    crate::work::assert_linear("ifm types", s.as_str(), l.as_str(), |text| {
+        let _ = toolmend::repair(text, &RepairOptions::default());
+    });
     crate::work::assert_linear("suffixes", small.as_str(), large.as_str(), |text| {
         let _ = toolmend::repair(text, &RepairOptions::default());
     });

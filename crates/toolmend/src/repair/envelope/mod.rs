@@ -22,6 +22,7 @@ mod glm;
 pub(super) mod harmony;
 pub(super) mod hermes;
 pub(super) mod hunyuan;
+mod ifm;
 pub(super) mod kimi;
 pub(super) mod kimi3;
 pub(super) mod minicpm;
@@ -120,6 +121,7 @@ const DIALECTS: &[Dialect] = &[
     minimax::DIALECT,
     minicpm::DIALECT,
     hunyuan::DIALECT,
+    ifm::DIALECT,
     functools::DIALECT,
     gemma4::DIALECT,
     gemma::DIALECT,
