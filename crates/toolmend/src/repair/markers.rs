@@ -32,6 +32,8 @@ pub const THINKING_TAGS: &[(&str, &str)] = &[
     ("<seed:think>", "</seed:think>"),
     // Cohere Command A reasoning.
     ("<|START_THINKING|>", "<|END_THINKING|>"),
+    // Solar Open 2.
+    ("<|think:start|>", "<|think:end|>"),
     // Gemma 4's reasoning channel: `<|channel>thought\n…<channel|>` (the only channel it
     // opens so; harmony's `<|channel|>` is another token).
     ("<|channel>", "<channel|>"),

@@ -683,6 +683,10 @@ fn family_calls() -> Vec<(&'static str, String)> {
             "<ifm|tool_calls><ifm|tool_call>get_weather<ifm|arg_key>city</ifm|arg_key><ifm|arg_value>Paris</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
         ),
         (
+            "<|tool_call:start|>",
+            "<|tool_call:start|>get_weather\n<|tool_arg:start|>city<|tool_arg:value|>Paris<|tool_arg:end|>\n<|tool_call:end|>",
+        ),
+        (
             "<seed:tool_call>",
             "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>",
         ),

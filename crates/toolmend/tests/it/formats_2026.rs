@@ -645,6 +645,32 @@ fn k2_horizon_calls_are_read_with_or_without_their_type_tags() {
 }
 
 #[test]
+fn solar_open_2_calls_are_read_and_its_reasoning_is_no_call() {
+    fn call(n: &str, a: &Value) -> String {
+        format!(
+            "<|tool_call:start|>{n}\n{}<|tool_call:end|>",
+            params(a, |k, v| format!(
+                "<|tool_arg:start|>{k}<|tool_arg:value|>{v}<|tool_arg:end|>\n"
+            ))
+        )
+    }
+    battery(&Family {
+        name: "solar open 2",
+        call,
+        block: |calls| calls.join("\n"),
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+    let one = call("get_weather", &json!({"city": "Bern"}));
+    check(
+        &format!("<|think:start|>maybe {one}<|think:end|>Sure.{one}"),
+        vec![ok("get_weather", json!({"city": "Bern"}))],
+        Some("Sure."),
+    );
+}
+
+#[test]
 fn internlm_calls_are_read_and_their_tokens_leave_no_content() {
     // InternLM2 / Intern-S1: `<|action_start|><|plugin|>` + a JSON call + `<|action_end|>`.
     battery(&Family {
@@ -865,6 +891,7 @@ fn the_2026_readers_stay_linear() {
         "<ifm|arg_type>x<ifm|arg_key>",
         "<seed:think>x<seed:tool_call>\n<function=get_weather>\n<parameter=city>",
         "<|action_start|><|plugin|>{\"name\": \"get_weather\", ",
+        "<|tool_call:start|>get_weather\n<|tool_arg:start|>city<|tool_arg:value|>",
         "<|START_THINKING|>x<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": ",
     ];
     let tools = tools();

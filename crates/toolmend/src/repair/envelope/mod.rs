@@ -30,6 +30,7 @@ pub(super) mod minimax;
 pub(super) mod mistral;
 mod pythonic;
 pub(super) mod qwen_coder;
+mod solar;
 pub(super) mod step;
 mod tokens;
 mod xml;
@@ -104,7 +105,7 @@ impl Dialect {
 /// Every dialect, in the order the walk tries them. Order matters only where markers
 /// overlap: Step-3's, harmony's, DSML's, GCML's, DeepSeek's and Kimi K3's own tokens come before
 /// [`tokens`] and DeepSeek's reader of any `<｜…｜>` token, which would take them as noise;
-/// so do Apertus's and GigaChat's `<|…|>` tokens.
+/// so do Apertus's, GigaChat's and Solar Open's `<|…|>` tokens.
 const DIALECTS: &[Dialect] = &[
     step::DIALECT,
     harmony::DIALECT,
@@ -114,6 +115,7 @@ const DIALECTS: &[Dialect] = &[
     apertus::DIALECT,
     gigachat::DIALECT,
     kimi3::DIALECT,
+    solar::DIALECT,
     tokens::DIALECT,
     kimi::DIALECT,
     hermes::DIALECT,
