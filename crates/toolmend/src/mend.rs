@@ -960,7 +960,14 @@ fn read_by_keys(
             },
         })
         .collect();
-    let reading = anchored::reading(raw, &keys, opts.repair.max_depth)?;
+    // Reasoning before the object and a fence around it are no part of it.
+    let (base, object, mut envelope) = anchored::unwrapped(raw, opts.repair.strip_thinking);
+    let mut reading = anchored::reading(object, &keys, opts.repair.max_depth)?;
+    for f in &mut reading.call.fixes {
+        f.offset = f.offset.map(|o| o + base);
+    }
+    envelope.append(&mut reading.call.fixes);
+    reading.call.fixes = envelope;
     let call = check_call(reading.call, tool, opts, ctx);
     if !call.issues.is_empty() {
         return None;

@@ -66,6 +66,10 @@ pub(crate) fn reading(raw: &str, keys: &[Key<'_>], max_depth: usize) -> Option<R
     if b[open] != b'{' || b[close] != b'}' || close <= open {
         return None;
     }
+    // A comma after the last member (`"b"\n,}`): the last value ends before it.
+    let before_close = b[..close].iter().rposition(|c| !c.is_ascii_whitespace())?;
+    let trailing_comma = (b[before_close] == b',' && before_close > open).then_some(before_close);
+    let close = trailing_comma.unwrap_or(close);
     let first = ws(b, open + 1);
     let q = match b.get(first) {
         Some(&c @ (b'"' | b'\'')) => c,
@@ -113,8 +117,50 @@ pub(crate) fn reading(raw: &str, keys: &[Key<'_>], max_depth: usize) -> Option<R
                 .push(Fix::at(FixKind::MissingComma, cuts[j].at));
         }
     }
+    if let Some(at) = trailing_comma {
+        r.call.fixes.push(Fix::at(FixKind::TrailingComma, at));
+    }
     r.call.fixes.sort_by_key(|f| f.offset);
     Some(r)
+}
+
+/// `raw` without what may wrap a call's object: reasoning blocks before it (with
+/// `strip_thinking`) and a code fence around it. The object's text, where it starts in
+/// `raw`, and the fixes that say what was taken off; `raw` itself when nothing wraps it.
+pub(crate) fn unwrapped(raw: &str, strip_thinking: bool) -> (usize, &str, Vec<Fix>) {
+    let mut fixes = Vec::new();
+    let mut start = raw.len() - raw.trim_start().len();
+    let mut end = raw.trim_end().len();
+    if strip_thinking {
+        'blocks: loop {
+            for (open, close) in super::markers::THINKING_TAGS {
+                if raw[start..end].starts_with(open)
+                    && let Some(e) = raw[start + open.len()..end].find(close)
+                {
+                    fixes.push(Fix::at(FixKind::ThinkingStripped, start));
+                    start += open.len() + e + close.len();
+                    start = ws(raw.as_bytes(), start).min(end);
+                    continue 'blocks;
+                }
+            }
+            break;
+        }
+    }
+    let text = &raw[start..end];
+    if let Some(after) = text.strip_prefix("```")
+        && let Some(line_end) = after.find('\n')
+        && after[..line_end]
+            .trim()
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric())
+        && let Some(inner) = after[line_end + 1..].trim_end().strip_suffix("```")
+        && !inner.contains("\n```")
+    {
+        fixes.push(Fix::at(FixKind::FenceStripped, start));
+        start += 3 + line_end + 1;
+        end = start + inner.len();
+    }
+    (start, &raw[start..end], fixes)
 }
 
 /// A known key quoted with `q` at `j` followed by `:`: the member's cut.

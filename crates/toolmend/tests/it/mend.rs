@@ -1531,3 +1531,36 @@ fn a_seam_look_in_a_long_string_stays_linear() {
         mend_call(t, &write_file(), &MendOptions::default())
     });
 }
+
+#[test]
+fn an_object_read_by_its_keys_may_be_fenced_follow_reasoning_or_end_in_a_comma() {
+    let content = "{\n  \"root\": true,\n  \"rules\": {\"eqeqeq\": \"warn\"}\n}\n";
+    // Its quotes and line breaks written as they are (a raw line break makes every `\n`
+    // in the string literal, so there is none).
+    let object = format!("{{\"path\": \".eslintrc.json\", \"content\": \"{content}\"}}");
+    for (raw, envelope) in [
+        (format!("```json\n{object}\n```"), FixKind::FenceStripped),
+        (
+            format!("<think>Write the config.</think>\n{object}"),
+            FixKind::ThinkingStripped,
+        ),
+        (
+            format!("{}\",\n}}", object.strip_suffix("\"}").unwrap()),
+            FixKind::TrailingComma,
+        ),
+    ] {
+        let m = mend_call(&raw, &write_file(), &MendOptions::default());
+        assert_eq!(m.calls.len(), 1, "{raw}: {m:?}");
+        assert_eq!(
+            m.calls[0].arguments.as_ref().unwrap()["content"],
+            json!(content),
+            "{raw}"
+        );
+        let fixes = kinds(&m.calls[0]);
+        assert!(fixes.contains(&envelope), "{raw}: {fixes:?}");
+        assert!(
+            fixes.contains(&FixKind::InnerQuoteEscaped),
+            "{raw}: {fixes:?}"
+        );
+    }
+}
