@@ -5,6 +5,7 @@
 
 mod agent;
 mod chat_wire;
+mod coding_agents;
 mod drive;
 mod feedback;
 mod formats;
