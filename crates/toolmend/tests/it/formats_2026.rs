@@ -671,6 +671,27 @@ fn solar_open_2_calls_are_read_and_its_reasoning_is_no_call() {
 }
 
 #[test]
+fn plamo_3_calls_are_read() {
+    battery(&Family {
+        name: "plamo 3",
+        call: |n, a| {
+            format!(
+                "<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>{n}<|plamo:end_tool_name:plamo|><|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>{a}<|plamo:end_tool_arguments:plamo|><|plamo:end_tool_request:plamo|>"
+            )
+        },
+        block: |calls| {
+            format!(
+                "<|plamo:begin_tool_requests:plamo|>{}<|plamo:end_tool_requests:plamo|><|plamo:tag|>",
+                calls.concat()
+            )
+        },
+        parallel: true,
+        after_prose: true,
+        prose_after_is_prose: false,
+    });
+}
+
+#[test]
 fn internlm_calls_are_read_and_their_tokens_leave_no_content() {
     // InternLM2 / Intern-S1: `<|action_start|><|plugin|>` + a JSON call + `<|action_end|>`.
     battery(&Family {
@@ -892,6 +913,7 @@ fn the_2026_readers_stay_linear() {
         "<seed:think>x<seed:tool_call>\n<function=get_weather>\n<parameter=city>",
         "<|action_start|><|plugin|>{\"name\": \"get_weather\", ",
         "<|tool_call:start|>get_weather\n<|tool_arg:start|>city<|tool_arg:value|>",
+        "<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>get_weather",
         "<|START_THINKING|>x<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": ",
     ];
     let tools = tools();

@@ -28,6 +28,7 @@ pub(super) mod kimi3;
 pub(super) mod minicpm;
 pub(super) mod minimax;
 pub(super) mod mistral;
+mod plamo;
 mod pythonic;
 pub(super) mod qwen_coder;
 mod solar;
@@ -105,7 +106,7 @@ impl Dialect {
 /// Every dialect, in the order the walk tries them. Order matters only where markers
 /// overlap: Step-3's, harmony's, DSML's, GCML's, DeepSeek's and Kimi K3's own tokens come before
 /// [`tokens`] and DeepSeek's reader of any `<｜…｜>` token, which would take them as noise;
-/// so do Apertus's, GigaChat's and Solar Open's `<|…|>` tokens.
+/// so do Apertus's, GigaChat's, Solar Open's and PLaMo's `<|…|>` tokens.
 const DIALECTS: &[Dialect] = &[
     step::DIALECT,
     harmony::DIALECT,
@@ -116,6 +117,7 @@ const DIALECTS: &[Dialect] = &[
     gigachat::DIALECT,
     kimi3::DIALECT,
     solar::DIALECT,
+    plamo::DIALECT,
     tokens::DIALECT,
     kimi::DIALECT,
     hermes::DIALECT,
