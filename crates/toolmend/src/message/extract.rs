@@ -154,7 +154,12 @@ fn text_call(c: crate::repair::RepairedCall, tools: &Toolbox) -> Option<TextCall
             if fixes.iter().any(|f| f.kind == FixKind::XmlParametersRead)
                 && let Some(tool) = find_tool(name, tools)
             {
-                type_xml_parameters(&mut args, tool.parameters());
+                // Nested elements only where the reader read them (a JSON value a model
+                // sent inside a parameter is typed as sent).
+                let nested = fixes.iter().any(|f| {
+                    f.kind == FixKind::XmlParametersRead && f.detail == markers::NESTED_ELEMENTS
+                });
+                type_xml_parameters(&mut args, tool.parameters(), nested);
             }
             (name.to_owned(), args.to_string())
         }
@@ -289,19 +294,65 @@ fn find_tool<'t>(name: &str, tools: &'t Toolbox) -> Option<&'t crate::schema::Co
 
 /// Types every string parameter of `args` by its property's schema (`parameters`). A
 /// parameter the schema does not type (no property, or no type) is an object or array
-/// when its text is one in JSON, else its text.
-fn type_xml_parameters(args: &mut Value, parameters: &Value) {
+/// when its text is one in JSON, else its text. Arguments written as nested elements
+/// (MiniMax M3) are typed the same way at every level; an element that wraps a list's
+/// items (`<items><item>…</item><item>…</item></items>`) is that list where the schema
+/// wants an array.
+fn type_xml_parameters(args: &mut Value, parameters: &Value, nested: bool) {
+    type_xml_at(args, parameters, if nested { 0 } else { MAX_XML_TYPING });
+}
+
+/// How deep nested elements are typed (as deep as the reader reads them).
+const MAX_XML_TYPING: usize = 32;
+
+fn type_xml_at(args: &mut Value, parameters: &Value, depth: usize) {
     let Some(map) = args.as_object_mut() else {
         return;
     };
     let props = parameters.get("properties").and_then(Value::as_object);
     for (key, value) in map.iter_mut() {
-        if let Value::String(text) = &*value {
-            *value = match props.and_then(|p| p.get(key)) {
-                Some(prop) => typed_xml_value(text, prop),
-                None => untyped_xml_value(text),
-            };
+        let prop = props.and_then(|p| p.get(key));
+        match (&*value, prop) {
+            (Value::String(text), Some(prop)) => *value = typed_xml_value(text, prop),
+            (Value::String(text), None) => *value = untyped_xml_value(text),
+            (Value::Object(_), Some(prop)) if depth < MAX_XML_TYPING => {
+                type_xml_nested(value, prop, depth + 1);
+            }
+            (Value::Array(_), Some(prop)) if depth < MAX_XML_TYPING => {
+                type_xml_nested(value, prop, depth + 1);
+            }
+            _ => {}
         }
+    }
+}
+
+/// A nested element's value typed by its property's schema `prop`.
+fn type_xml_nested(value: &mut Value, prop: &Value, depth: usize) {
+    let wants_array = prop.get("type").and_then(Value::as_str) == Some("array");
+    if wants_array
+        && let Value::Object(map) = &*value
+        && map.len() == 1
+    {
+        // `<items><item>…</item>…</items>`: the wrapper's one element is the list.
+        let inner = map.values().next().cloned().unwrap_or(Value::Null);
+        *value = match inner {
+            Value::Array(items) => Value::Array(items),
+            one => Value::Array(vec![one]),
+        };
+    }
+    match value {
+        Value::Object(_) => type_xml_at(value, prop, depth),
+        Value::Array(items) => {
+            let item = prop.get("items").unwrap_or(&Value::Null);
+            for v in items {
+                match v {
+                    Value::String(text) if item.is_object() => *v = typed_xml_value(text, item),
+                    Value::Object(_) => type_xml_at(v, item, depth),
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
     }
 }
 

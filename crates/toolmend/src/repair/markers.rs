@@ -59,7 +59,7 @@ pub use super::envelope::{
         KIMI3_CALL, KIMI3_MESSAGE_CLOSE, KIMI3_RESPONSE_CLOSE, KIMI3_RESPONSE_OPEN, KIMI3_TOOLS,
     },
     minicpm::MINICPM_FUNCTION,
-    minimax::XML_INVOKE,
+    minimax::{MINIMAX3_SEP, NESTED_ELEMENTS, XML_INVOKE},
     mistral::MISTRAL_TOOL_CALLS,
     qwen_coder::XML_FUNCTION,
     step::{STEP_CALL_BEGIN, STEP_INVOKE, STEP_SEP},
@@ -528,6 +528,10 @@ pub fn call_openers(text: &str) -> Vec<usize> {
 pub fn hold_start(text: &str, at: usize) -> usize {
     let b = text.as_bytes();
     let mut i = dsml_junk_start(text, at);
+    // MiniMax M3's separator before its block's tag goes with the block.
+    if text[..i].ends_with(MINIMAX3_SEP) {
+        i -= MINIMAX3_SEP.len();
+    }
     while i > 0 && b[i - 1].is_ascii_whitespace() {
         i -= 1;
     }

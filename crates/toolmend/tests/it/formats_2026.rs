@@ -692,6 +692,78 @@ fn plamo_3_calls_are_read() {
 }
 
 #[test]
+fn minimax_m3_nested_elements_are_read_and_typed_by_the_schema() {
+    let order = CompiledTool::compile(
+        "create_order",
+        "Create an order.",
+        &json!({"type": "object", "properties": {
+            "user_id": {"type": "integer"},
+            "urgent": {"type": "boolean"},
+            "note": {"type": "string"},
+            "shipping": {"type": "object", "properties": {
+                "city": {"type": "string"}, "zip": {"type": "string"}}},
+            "items": {"type": "array", "items": {"type": "object", "properties": {
+                "sku": {"type": "string"}, "qty": {"type": "integer"}}}},
+            "tags": {"type": "object", "properties": {
+                "tag": {"type": "array", "items": {"type": "string"}}}}},
+            "required": ["user_id"], "additionalProperties": false}),
+    )
+    .unwrap();
+    let tools = Toolbox::from_tools([order]).unwrap();
+    let s = "]<]minimax[>[";
+    let el = |k: &str, v: &str| format!("{s}<{k}>{v}{s}</{k}>");
+    let body = [
+        el("user_id", "42"),
+        el("urgent", "true"),
+        el("note", "Leave at the desk, 2nd floor."),
+        el(
+            "shipping",
+            &[el("city", "Singapore"), el("zip", "018956")].concat(),
+        ),
+        el(
+            "items",
+            &[
+                el("item", &[el("sku", "book-001"), el("qty", "2")].concat()),
+                el("item", &[el("sku", "pen-007"), el("qty", "5")].concat()),
+            ]
+            .concat(),
+        ),
+        el("tags", &[el("tag", "a"), el("tag", "b")].concat()),
+    ]
+    .concat();
+    let text = format!(
+        "I will create it.\n{s}<tool_call>\n{s}<invoke name=\"create_order\">{body}{s}</invoke>\n{s}</tool_call>"
+    );
+    let (calls, content) = plan_with(&tools, &text);
+    assert_eq!(
+        calls,
+        vec![ok(
+            "create_order",
+            json!({"user_id": 42, "urgent": true, "note": "Leave at the desk, 2nd floor.",
+                   "shipping": {"city": "Singapore", "zip": "018956"},
+                   "items": [{"sku": "book-001", "qty": 2}, {"sku": "pen-007", "qty": 5}],
+                   "tags": {"tag": ["a", "b"]}})
+        )]
+    );
+    // The separator before the block goes with it.
+    assert_eq!(content.as_deref(), Some("I will create it."));
+    // Two invokes in one block, each its own call.
+    let two = format!(
+        "{s}<tool_call>\n{s}<invoke name=\"create_order\">{}{s}</invoke>\n{s}<invoke name=\"create_order\">{}{s}</invoke>\n{s}</tool_call>",
+        el("user_id", "1"),
+        el("user_id", "2")
+    );
+    let (calls, _) = plan_with(&tools, &two);
+    assert_eq!(
+        calls,
+        vec![
+            ok("create_order", json!({"user_id": 1})),
+            ok("create_order", json!({"user_id": 2}))
+        ]
+    );
+}
+
+#[test]
 fn internlm_calls_are_read_and_their_tokens_leave_no_content() {
     // InternLM2 / Intern-S1: `<|action_start|><|plugin|>` + a JSON call + `<|action_end|>`.
     battery(&Family {
@@ -914,6 +986,7 @@ fn the_2026_readers_stay_linear() {
         "<|action_start|><|plugin|>{\"name\": \"get_weather\", ",
         "<|tool_call:start|>get_weather\n<|tool_arg:start|>city<|tool_arg:value|>",
         "<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>get_weather",
+        "<minimax:tool_call><invoke name=\"get_weather\">]<]minimax[>[<a><b><c>",
         "<|START_THINKING|>x<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": ",
     ];
     let tools = tools();
