@@ -51,6 +51,65 @@ pub(crate) fn build_map(schema: &Value, draft: Draft) -> Option<ValidatorMap> {
     options(draft).build_map(schema).ok()
 }
 
+/// JSON Schema's name for a type named as a programming language names it; `None` for a
+/// name JSON Schema has or one not known here.
+fn json_type_name(name: &str) -> Option<&'static str> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "int" | "int8" | "int16" | "int32" | "int64" | "uint" | "uint8" | "uint16" | "uint32"
+        | "uint64" | "long" | "short" | "i32" | "i64" | "u32" | "u64" => "integer",
+        "float" | "double" | "decimal" | "float32" | "float64" | "f32" | "f64" => "number",
+        "str" | "text" => "string",
+        "bool" => "boolean",
+        "list" | "tuple" | "set" | "vec" => "array",
+        "dict" | "map" | "hash" => "object",
+        "none" | "nil" => "null",
+        _ => return None,
+    })
+}
+
+/// `parameters` with every `type` that names a type as a programming language does
+/// (`"int"`, `["str", "null"]`) renamed as JSON Schema names it; `None` when there is none
+/// (the values of `enum`, `const`, `default` and `examples` are data, left as they are).
+pub(crate) fn with_json_type_names(parameters: &Value) -> Option<Value> {
+    fn walk(v: &mut Value, depth: usize, changed: &mut bool) {
+        if depth > 64 {
+            return;
+        }
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map.iter_mut() {
+                    match (k.as_str(), child) {
+                        ("enum" | "const" | "default" | "examples", _) => {}
+                        ("type", Value::String(t)) => {
+                            if let Some(n) = json_type_name(t) {
+                                *t = n.to_owned();
+                                *changed = true;
+                            }
+                        }
+                        ("type", Value::Array(ts)) => {
+                            for t in ts.iter_mut() {
+                                if let Value::String(s) = t
+                                    && let Some(n) = json_type_name(s)
+                                {
+                                    *s = n.to_owned();
+                                    *changed = true;
+                                }
+                            }
+                        }
+                        (_, child) => walk(child, depth + 1, changed),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|c| walk(c, depth + 1, changed)),
+            _ => {}
+        }
+    }
+    let mut named = parameters.clone();
+    let mut changed = false;
+    walk(&mut named, 0, &mut changed);
+    changed.then_some(named)
+}
+
 /// The schema used when a tool declares no parameters: any object.
 pub(crate) fn effective_schema(parameters: &Value) -> Value {
     match parameters {
@@ -654,6 +713,34 @@ mod tests {
             assert_eq!(keyword_index(kw), Some(i), "{kw}");
         }
         assert_eq!(keyword_index("minimum"), None);
+    }
+
+    #[test]
+    fn programming_type_names_are_renamed_and_data_is_not() {
+        let named = with_json_type_names(&serde_json::json!({
+            "type": "object",
+            "properties": {
+                "n": {"type": "int"},
+                "tags": {"type": "list", "items": {"type": "str"}},
+                "maybe": {"type": ["float", "None"]},
+                "kind": {"type": "string", "enum": ["int", "list"], "default": "int"},
+                "type": {"type": "bool"}}}))
+        .unwrap();
+        assert_eq!(
+            named,
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "n": {"type": "integer"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "maybe": {"type": ["number", "null"]},
+                    "kind": {"type": "string", "enum": ["int", "list"], "default": "int"},
+                    "type": {"type": "boolean"}}})
+        );
+        assert_eq!(
+            with_json_type_names(&serde_json::json!({"type": "object"})),
+            None
+        );
     }
 
     #[test]

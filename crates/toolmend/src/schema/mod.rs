@@ -283,6 +283,19 @@ impl CompiledTool {
     /// (`date`, `date-time`, `email` …) are asserted in every draft. Remote `$ref`s are not
     /// fetched: a schema that needs one is an [`Error::InvalidSchema`].
     pub fn compile(name: &str, description: &str, parameters: &Value) -> Result<Self, Error> {
+        match Self::compile_as_given(name, description, parameters) {
+            // Tools written from Python or C often name their types so (`"int"`, `"list"`,
+            // `"uint32"`), and model servers take them: where that is all that makes the
+            // schema invalid, it is read with JSON Schema's names (docs/node.md).
+            Err(e) => match compile::with_json_type_names(parameters) {
+                Some(named) => Self::compile_as_given(name, description, &named).map_err(|_| e),
+                None => Err(e),
+            },
+            ok => ok,
+        }
+    }
+
+    fn compile_as_given(name: &str, description: &str, parameters: &Value) -> Result<Self, Error> {
         let schema = compile::effective_schema(parameters);
         let draft = compile::draft_of(&schema);
         let validator = compile::build(name, &schema, draft)?;

@@ -1768,3 +1768,32 @@ fn a_nested_key_no_field_takes_is_an_issue_in_a_valid_call_too() {
         &Coercions::default()
     ));
 }
+
+#[test]
+fn a_tool_whose_types_are_named_as_in_python_compiles_and_types_its_values() {
+    use toolmend::{
+        MendOptions,
+        mend::{Outcome, mend_call},
+    };
+    let tool = CompiledTool::compile(
+        "typed",
+        "",
+        &json!({"type": "object", "properties": {
+            "i": {"type": "int"}, "u": {"type": "uint32"}, "l": {"type": "list"}},
+            "additionalProperties": false}),
+    )
+    .unwrap();
+    let m = mend_call(
+        r#"{"i": "-7", "u": 3, "l": "[1, 2]"}"#,
+        &tool,
+        &MendOptions::default(),
+    );
+    assert_eq!(m.calls[0].outcome, Outcome::Repaired, "{m:?}");
+    assert_eq!(
+        m.calls[0].arguments,
+        Some(json!({"i": -7, "u": 3, "l": [1, 2]}))
+    );
+    // A schema invalid for another reason is still refused, with JSON Schema's error.
+    let e = CompiledTool::compile("bad", "", &json!({"type": "int", "minimum": "x"})).unwrap_err();
+    assert!(e.to_string().contains("invalid JSON Schema"), "{e}");
+}
