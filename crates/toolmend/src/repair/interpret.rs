@@ -127,8 +127,15 @@ fn doc_calls(
         value, fixes, name, ..
     } = doc;
     if name.is_some() {
-        // The document is already a call (pythonic, XML): its value is the arguments.
-        let (arguments, mut more) = arguments_value(value, opts, level)?;
+        // The document is already a call (pythonic, XML): its value is the arguments. Text
+        // that reads as no arguments (harmony's `<|message|>foo<|call|>`) stays the call's,
+        // as text, for the schema step to answer with feedback: the call is not dropped.
+        let text = matches!(value, Value::String(_)).then(|| value.clone());
+        let (arguments, mut more) = match (arguments_value(value, opts, level), text) {
+            (Ok(read), _) => read,
+            (Err(_), Some(text)) => (text, Vec::new()),
+            (Err(e), None) => return Err(e),
+        };
         let mut all = fixes;
         all.append(&mut more);
         return Ok((

@@ -764,6 +764,28 @@ fn minimax_m3_nested_elements_are_read_and_typed_by_the_schema() {
 }
 
 #[test]
+fn a_harmony_call_with_an_empty_or_unreadable_message_is_not_dropped() {
+    // gpt-oss: `<|message|><|call|>` is a call without arguments; `<|message|>foo<|call|>`
+    // a call whose arguments are no JSON (feedback). Neither vanishes beside the others.
+    let text = "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Bern\"}<|call|>\
+                <|start|>assistant<|channel|>commentary to=functions.get_time<|message|>CET please<|call|>\
+                <|start|>assistant<|channel|>commentary to=functions.get_time <|constrain|>json<|message|><|call|>";
+    let (calls, _) = plan(text);
+    let got: Vec<(&str, &str)> = calls.iter().map(|(t, _, d)| (t.as_str(), *d)).collect();
+    assert_eq!(
+        got,
+        [
+            ("get_weather", "executed"),
+            ("get_time", "feedback"),
+            ("get_time", "feedback")
+        ],
+        "{calls:?}"
+    );
+    // The empty message is `{}` (feedback here only because `zone` is required).
+    assert_eq!(calls[2].1, Some(json!({})));
+}
+
+#[test]
 fn internlm_calls_are_read_and_their_tokens_leave_no_content() {
     // InternLM2 / Intern-S1: `<|action_start|><|plugin|>` + a JSON call + `<|action_end|>`.
     battery(&Family {

@@ -38,7 +38,40 @@ pub(super) fn read_role_recipient(w: &mut Walk<'_>) {
     }
 }
 
+/// Where a harmony message ends: the next of these tokens.
+const MESSAGE_ENDS: [&str; 5] = [
+    "<|call|>",
+    "<|end|>",
+    "<|start|>",
+    HARMONY_CHANNEL,
+    "<|return|>",
+];
+
 impl Walk<'_> {
+    /// A call's message at `body` that is no JSON document: empty (`<|message|><|call|>`),
+    /// the arguments `{}`; text (`<|message|>foo<|call|>`), the call with that text for
+    /// arguments, which the schema step answers with feedback. Neither is dropped. A
+    /// message that starts like JSON is left for the walk to read.
+    fn read_harmony_arguments(&mut self, body: usize) {
+        let b = self.b;
+        let end = (body..b.len())
+            .filter(|&i| b[i] == b'<' && b.get(i + 1) == Some(&b'|'))
+            .find(|&i| MESSAGE_ENDS.iter().any(|t| self.raw[i..].starts_with(t)))
+            .unwrap_or(b.len());
+        let text = self.raw[body..end].trim();
+        if text.starts_with(['{', '[', '"']) {
+            return;
+        }
+        let value = if text.is_empty() {
+            self.global(FixKind::EmptyArgumentsAsObject, body);
+            serde_json::Value::Object(serde_json::Map::new())
+        } else {
+            serde_json::Value::String(text.to_owned())
+        };
+        self.push(value, Vec::new(), None);
+        self.pos = end;
+    }
+
     /// gpt-oss harmony, after `<|channel|>`: the header up to `<|message|>`. `to=name`
     /// makes the message a call's arguments; the `analysis` channel is reasoning (skipped
     /// to its `<|end|>`); any other channel's message is text.
@@ -60,6 +93,7 @@ impl Walk<'_> {
             self.global(FixKind::ToolCallTagUnwrapped, at);
             if n > 0 {
                 self.pending_name = Some(strip_namespace(&name[..n]).to_owned());
+                self.read_harmony_arguments(body);
             }
         } else if header.trim_start().starts_with("analysis") {
             self.global(FixKind::ThinkingStripped, at);
