@@ -60,16 +60,26 @@ const TAGS: TypedTags = TypedTags {
 };
 
 fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
+    read_typed(w, &DSML_BLOCKS, &TAGS)
+}
+
+/// A block opener of `blocks` (unwrapped) or a call in `tags` at the walk's position
+/// (DSML and its kin, GCML).
+pub(super) fn read_typed(
+    w: &mut Walk<'_>,
+    blocks: &[&str],
+    tags: &TypedTags,
+) -> Option<Result<(), ParseError>> {
     let at = w.pos;
     let rest = w.rest();
-    if let Some(block) = DSML_BLOCKS.iter().find(|b| rest.starts_with(*b)) {
+    if let Some(block) = blocks.iter().find(|b| rest.starts_with(*b)) {
         w.out.envelope_call = true;
         w.global(FixKind::ToolCallTagUnwrapped, at);
         w.pos = at + block.len();
         return Some(Ok(()));
     }
-    rest.starts_with(DSML_INVOKE)
-        .then(|| w.read_typed_invoke(&TAGS))
+    rest.starts_with(tags.invoke)
+        .then(|| w.read_typed_invoke(tags))
 }
 
 /// The tags of a call whose parameters carry their own type in an attribute (DSML, Kimi

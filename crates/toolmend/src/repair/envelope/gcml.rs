@@ -4,8 +4,10 @@
 //! `string` attribute as in DSML ([`super::dsml`]). Its tokens are fullwidth `<｜…｜…>`, so
 //! it comes before [`super::deepseek`], whose reader takes any `<｜…｜>`.
 
-use super::{Dialect, ParseError, Walk, dsml::TypedTags};
-use crate::FixKind;
+use super::{
+    Dialect, ParseError, Walk,
+    dsml::{self, TypedTags},
+};
 
 /// What opens one GCML call (`name="f"` follows).
 pub const GCML_INVOKE: &str = "<｜GCML｜invoke";
@@ -39,14 +41,5 @@ const TAGS: TypedTags = TypedTags {
 };
 
 fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
-    let at = w.pos;
-    let rest = w.rest();
-    if let Some(block) = GCML_BLOCKS.iter().find(|b| rest.starts_with(*b)) {
-        w.out.envelope_call = true;
-        w.global(FixKind::ToolCallTagUnwrapped, at);
-        w.pos = at + block.len();
-        return Some(Ok(()));
-    }
-    rest.starts_with(GCML_INVOKE)
-        .then(|| w.read_typed_invoke(&TAGS))
+    dsml::read_typed(w, &GCML_BLOCKS, &TAGS)
 }

@@ -4,10 +4,11 @@
 //! Without a suffix the tags are Hermes's and GLM's ([`super::glm`] reads them, with
 //! `<tool_sep>`). Hunyuan A13B writes a JSON list in the bare `<tool_calls>` ([`super::hermes`]).
 
-use serde_json::Value;
-
-use super::{Dialect, ParseError, Walk, name_len, prefix, ws_after, xml::XmlParams};
-use crate::{Fix, FixKind};
+use super::{
+    Dialect, ParseError, Walk,
+    xml::{NamedCall, XmlParams, as_written},
+};
+use crate::FixKind;
 
 /// A suffixed block of Hunyuan calls: `<tool_calls:suffix>`.
 pub const HUNYUAN_CALLS: &str = "<tool_calls:";
@@ -63,10 +64,8 @@ fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
 
 impl Walk<'_> {
     /// After `<tool_call{suffix}>` (`from`): the name, an optional `<tool_sep{suffix}>`,
-    /// the parameters, up to `</tool_call{suffix}>` or the next call.
+    /// the parameters, up to `</tool_call{suffix}>` or the next call of any suffix.
     fn read_hunyuan(&mut self, suffix: &str, from: usize) -> Result<(), ParseError> {
-        self.out.envelope_call = true;
-        self.global(FixKind::ToolCallTagUnwrapped, self.pos);
         let tags = |t: &str| format!("<{t}{suffix}>");
         let (close, sep) = (tags("/tool_call"), tags("tool_sep"));
         let (k, kc, v, vc) = (
@@ -75,38 +74,20 @@ impl Walk<'_> {
             tags("arg_value"),
             tags("/arg_value"),
         );
-        let start = ws_after(self.b, from);
-        let n = name_len(&self.b[start..]);
-        if n == 0 {
-            return Err(ParseError {
-                fatal: false,
-                offset: start,
-                reason: "a Hunyuan call without a tool name".to_owned(),
-            });
-        }
-        let name = self.raw[start..start + n].to_owned();
-        let mut body_at = start + n;
-        let head = prefix(&self.raw[body_at..], 256);
-        if let Some(r) = head.trim_start().strip_prefix(sep.as_str()) {
-            body_at += head.len() - r.len();
-        }
-        let rest = &self.raw[body_at..];
-        // The next call of any suffix bounds this one (each byte searched once: linear).
-        let next = rest.find(HUNYUAN_CALL).unwrap_or(rest.len());
-        let end = rest[..next].find(close.as_str());
-        let body = &rest[..end.unwrap_or(next)];
-        let truncated_call = end.is_none() && next == rest.len();
-        let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, self.pos)];
-        let params = XmlParams {
-            start: &k,
-            start_forms: &[],
-            key_close: &kc,
-            value_open: Some(&v),
-            close: &vc,
+        let call = NamedCall {
+            opener: HUNYUAN_CALL,
+            close: &close,
+            sep: Some(&sep),
+            params: XmlParams {
+                start: &k,
+                start_forms: &[],
+                key_close: &kc,
+                value_open: Some(&v),
+                close: &vc,
+            },
+            what: "Hunyuan",
+            body: as_written,
         };
-        let args = self.read_params(&params, body, body_at, truncated_call, &mut fixes);
-        self.pos = body_at + body.len() + end.map_or(0, |_| close.len());
-        self.push(Value::Object(args), fixes, Some(name));
-        Ok(())
+        self.read_named_call(from, &call)
     }
 }

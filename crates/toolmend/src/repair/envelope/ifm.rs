@@ -5,10 +5,13 @@
 //! values are text typed by the schema afterwards, as GLM's are: the model's `arg_type` is
 //! its word for the type, and the tool's schema has the last word, so it is passed over.
 
-use serde_json::Value;
+use std::borrow::Cow;
 
-use super::{Dialect, ParseError, Walk, name_len, ws_after, xml::XmlParams};
-use crate::{Fix, FixKind};
+use super::{
+    Dialect, ParseError, Walk, ws_after,
+    xml::{NamedCall, XmlParams},
+};
+use crate::FixKind;
 
 /// A block of K2 Horizon calls.
 pub const IFM_CALLS: &str = "<ifm|tool_calls>";
@@ -35,57 +38,39 @@ fn read(w: &mut Walk<'_>) -> Option<Result<(), ParseError>> {
         w.pos = at + IFM_CALLS.len();
         return Some(Ok(()));
     }
-    rest.starts_with(IFM_CALL)
-        .then(|| w.read_ifm(at + IFM_CALL.len()))
+    if !rest.starts_with(IFM_CALL) {
+        return None;
+    }
+    // A JSON call inside the tag is read by the walk as any document.
+    let from = ws_after(w.b, at + IFM_CALL.len());
+    if w.b.get(from) == Some(&b'{') {
+        w.out.envelope_call = true;
+        w.global(FixKind::ToolCallTagUnwrapped, at);
+        w.pos = from;
+        return Some(Ok(()));
+    }
+    Some(w.read_named_call(at + IFM_CALL.len(), &CALL))
 }
 
-impl Walk<'_> {
-    /// After `<ifm|tool_call>` (`from`): a JSON call (read by the walk as any document), or
-    /// the name and the parameters, up to `</ifm|tool_call>` or the next call.
-    fn read_ifm(&mut self, from: usize) -> Result<(), ParseError> {
-        self.out.envelope_call = true;
-        self.global(FixKind::ToolCallTagUnwrapped, self.pos);
-        let start = ws_after(self.b, from);
-        if self.b.get(start) == Some(&b'{') {
-            self.pos = start;
-            return Ok(());
-        }
-        let n = name_len(&self.b[start..]);
-        if n == 0 {
-            return Err(ParseError {
-                fatal: false,
-                offset: start,
-                reason: "a K2 Horizon call without a tool name".to_owned(),
-            });
-        }
-        let name = self.raw[start..start + n].to_owned();
-        let body_at = start + n;
-        let rest = &self.raw[body_at..];
-        // The next call bounds this one (each byte searched once: linear).
-        let next = rest.find(IFM_CALL).unwrap_or(rest.len());
-        let end = rest[..next].find(IFM_CALL_CLOSE);
-        let body = &rest[..end.unwrap_or(next)];
-        let truncated_call = end.is_none() && next == rest.len();
-        // The type tags passed over (the offsets of the fixes after one then approximate
-        // the text's).
-        let untyped = without_types(body);
-        let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, self.pos)];
-        let params = XmlParams {
-            start: "<ifm|arg_key>",
-            start_forms: &[],
-            key_close: "</ifm|arg_key>",
-            value_open: Some("<ifm|arg_value>"),
-            close: "</ifm|arg_value>",
-        };
-        let args = self.read_params(&params, &untyped, body_at, truncated_call, &mut fixes);
-        self.pos = body_at + body.len() + end.map_or(0, |_| IFM_CALL_CLOSE.len());
-        self.push(Value::Object(args), fixes, Some(name));
-        Ok(())
-    }
-}
+const CALL: NamedCall<'static> = NamedCall {
+    opener: IFM_CALL,
+    close: IFM_CALL_CLOSE,
+    sep: None,
+    params: XmlParams {
+        start: "<ifm|arg_key>",
+        start_forms: &[],
+        key_close: "</ifm|arg_key>",
+        value_open: Some("<ifm|arg_value>"),
+        close: "</ifm|arg_value>",
+    },
+    what: "K2 Horizon",
+    // The type tags passed over (the offsets of the fixes after one then approximate
+    // the text's).
+    body: without_types,
+};
 
 /// `body` without its `<ifm|arg_type>…</ifm|arg_type>` elements (one pass).
-fn without_types(body: &str) -> std::borrow::Cow<'_, str> {
+fn without_types(body: &str) -> Cow<'_, str> {
     if !body.contains(TYPE_OPEN) {
         return body.into();
     }

@@ -1,11 +1,30 @@
 //! XML-style parameters, shared by the dialects that write them (GLM, MiniMax M2, Step-3,
-//! Qwen3-Coder, MiniCPM 5, Hunyuan): a value is text up to its close tag, typed later by
-//! the schema step.
+//! Qwen3-Coder, MiniCPM 5, Hunyuan, K2 Horizon, Solar Open): a value is text up to its
+//! close tag, typed later by the schema step.
+
+use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::{Walk, prefix, unquote};
+use super::{ParseError, Walk, name_len, prefix, unquote, ws_after};
 use crate::{Fix, FixKind};
+
+/// A call whose tool name follows its opener and whose parameters follow the name
+/// (Hunyuan v3, K2 Horizon, Solar Open): `<opener>name[sep]params…<close>`.
+pub(super) struct NamedCall<'t> {
+    /// What begins every call of the dialect: the next one bounds a call never closed.
+    pub opener: &'t str,
+    /// What ends the call.
+    pub close: &'t str,
+    /// What the call may write between its name and its parameters.
+    pub sep: Option<&'t str>,
+    pub params: XmlParams<'t>,
+    /// How an error names the call.
+    pub what: &'t str,
+    /// The body as its parameters are read: what the dialect writes besides keys and
+    /// values passed over (K2 Horizon's type tags).
+    pub body: fn(&str) -> Cow<'_, str>,
+}
 
 /// The tags of one XML-style parameter dialect (borrowed: Hunyuan's carry a suffix read
 /// from the text).
@@ -48,7 +67,51 @@ impl XmlParams<'_> {
 /// MiniCPM 5 wraps a value holding markup or line breaks in `<![CDATA[…]]>`.
 const CDATA: (&str, &str) = ("<![CDATA[", "]]>");
 
+/// A body read as written ([`NamedCall::body`]).
+pub(super) fn as_written(body: &str) -> Cow<'_, str> {
+    Cow::Borrowed(body)
+}
+
 impl Walk<'_> {
+    /// A [`NamedCall`] after its opener (`from`): the name, then the parameters up to the
+    /// close or the next call (each byte searched once: linear).
+    pub(super) fn read_named_call(
+        &mut self,
+        from: usize,
+        c: &NamedCall<'_>,
+    ) -> Result<(), ParseError> {
+        self.out.envelope_call = true;
+        self.global(FixKind::ToolCallTagUnwrapped, self.pos);
+        let start = ws_after(self.b, from);
+        let n = name_len(&self.b[start..]);
+        if n == 0 {
+            return Err(ParseError {
+                fatal: false,
+                offset: start,
+                reason: format!("a {} call without a tool name", c.what),
+            });
+        }
+        let name = self.raw[start..start + n].to_owned();
+        let mut body_at = start + n;
+        if let Some(sep) = c.sep {
+            let head = prefix(&self.raw[body_at..], 256);
+            if let Some(r) = head.trim_start().strip_prefix(sep) {
+                body_at += head.len() - r.len();
+            }
+        }
+        let rest = &self.raw[body_at..];
+        let next = rest.find(c.opener).unwrap_or(rest.len());
+        let end = rest[..next].find(c.close);
+        let body = &rest[..end.unwrap_or(next)];
+        let truncated_call = end.is_none() && next == rest.len();
+        let mut fixes = vec![Fix::at(FixKind::XmlParametersRead, self.pos)];
+        let read = (c.body)(body);
+        let args = self.read_params(&c.params, &read, body_at, truncated_call, &mut fixes);
+        self.pos = body_at + body.len() + end.map_or(0, |_| c.close.len());
+        self.push(Value::Object(args), fixes, Some(name));
+        Ok(())
+    }
+
     /// The parameters of an XML-style call body (`base`: the body's offset in the text).
     /// Each value is bounded by the next parameter, so the read stays linear.
     pub(super) fn read_params(
