@@ -122,7 +122,9 @@ pub fn mend_call(raw: &str, tool: &CompiledTool, opts: &MendOptions) -> Mended {
         Ok(r) => r,
         Err(e) => {
             let ctx = ValidationContext::new("", Phase::Initial);
-            let calls = read_by_keys(raw, None, tool, opts, &ctx)
+            let calls = ended_early(&e)
+                .then(|| read_by_keys(raw, None, tool, opts, &ctx))
+                .flatten()
                 .unwrap_or_else(|| vec![unparseable(tool.name(), &e)]);
             return Mended { calls };
         }
@@ -228,7 +230,9 @@ pub fn mend_named_in(
             )
         }
         Err(e) => Mended {
-            calls: read_by_keys(raw, None, tool, opts, ctx)
+            calls: ended_early(&e)
+                .then(|| read_by_keys(raw, None, tool, opts, ctx))
+                .flatten()
                 .unwrap_or_else(|| vec![unparseable(tool.name(), &e)]),
         },
     };
@@ -997,6 +1001,13 @@ fn read_by_keys(
         ],
         outcome: Outcome::Feedback,
     }])
+}
+
+/// Did the tolerant reading fail because the arguments closed early (their rest stands
+/// as prose after them)? Only then does reading by the keys run without it: every other
+/// failure (the size and depth limits above all) stands.
+fn ended_early(e: &crate::repair::RepairError) -> bool {
+    e.reason.starts_with(crate::repair::ENDED_EARLY)
 }
 
 /// Did the tolerant reading decide where a string ends (a quote kept inside one, text

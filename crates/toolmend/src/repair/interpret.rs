@@ -89,10 +89,12 @@ pub(crate) fn interpret(
         .then(|| last_candidate(&calls[last_start..], candidates));
     // The other way round: the arguments, then prose that shows a JSON snippet inside a
     // sentence ("The config now sets {"debug": true} for local runs.", "If that passes I
-    // will run {"command": ["pytest"]}."). Such a snippet is no call: the first document
-    // alone is the reading tried first, and every candidate run only where it does not
-    // fit. A document that ends the text (`… and {…}`) is not inside prose: it may be a
-    // second call, and gets feedback if it does not fit.
+    // will run {"command": ["pytest"]}."). Such a snippet is no call, whether it fits or
+    // not: the first document alone is the reading tried first, and it stands unless
+    // reading every candidate as a call has fewer issues (it holds the first's too, so
+    // it does not when the first's are its own). A document that ends the text (`… and
+    // {…}`) is not inside prose: it may be a second call, and gets feedback if it does not
+    // fit.
     let first_alone = (candidates > 1 && later_inline && !envelope_call && same_tool(&calls))
         .then(|| first_candidate(&calls[..first_end], candidates));
     let calls = drop_repeats(calls);

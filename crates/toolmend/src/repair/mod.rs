@@ -24,6 +24,8 @@ mod interpret;
 pub mod markers;
 pub(crate) mod parser;
 
+pub(crate) use envelope::ENDED_EARLY;
+
 use serde_json::Value;
 
 use crate::Fix;

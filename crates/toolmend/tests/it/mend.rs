@@ -1564,3 +1564,38 @@ fn an_object_read_by_its_keys_may_be_fenced_follow_reasoning_or_end_in_a_comma()
         );
     }
 }
+
+#[test]
+fn reading_by_keys_never_passes_over_the_size_and_depth_limits() {
+    use toolmend::RepairOptions;
+    // Valid, but past the caller's limits: refused, as before the keys could read it.
+    let small = MendOptions {
+        repair: RepairOptions {
+            max_len: 64,
+            max_depth: 4,
+            ..RepairOptions::default()
+        },
+        ..MendOptions::default()
+    };
+    let long = format!(r#"{{"path": "a", "content": "{}"}}"#, "x".repeat(100));
+    let m = mend_call(&long, &write_file(), &small);
+    assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{m:?}");
+    let deep = r#"{"argv": ["a"], "edits": [[[[[[{"find": "a", "put": "b"}]]]]]]}"#;
+    let m = mend_call(deep, &argv_and_edits(), &small);
+    assert_eq!(m.calls[0].outcome, Outcome::Feedback, "{m:?}");
+}
+
+#[test]
+fn a_quote_in_the_prose_between_two_calls_leaves_a_stray_brace_a_stray_brace() {
+    let raw = "{\"path\": \"a.txt\", \"content\": \"x\"}\nThen \"b\":\n{\"path\": \"b.txt\", \"content\": \"y\"}}";
+    let m = mend_call(raw, &write_file(), &MendOptions::default());
+    let got: Vec<_> = m.calls.iter().map(|c| c.arguments.clone()).collect();
+    assert_eq!(
+        got,
+        [
+            Some(json!({"path": "a.txt", "content": "x"})),
+            Some(json!({"path": "b.txt", "content": "y"}))
+        ],
+        "{m:?}"
+    );
+}

@@ -45,6 +45,10 @@ use super::{
 };
 use crate::{Fix, FixKind};
 
+/// How the error begins when the arguments closed early and their rest stands as prose
+/// after them: the one failed reading that reading by the tool's keys may still settle.
+pub(crate) const ENDED_EARLY: &str = "the arguments seem to end early";
+
 /// One document read from the text.
 #[derive(Debug)]
 pub(crate) struct Doc {
@@ -443,9 +447,9 @@ impl<'a> Walk<'a> {
                         fatal: true,
                         offset: at,
                         reason: format!(
-                            "the arguments seem to end early: after them, text closes a \
-                             bracket after a quote or a bracket (byte {at}), so a quote inside \
-                             a string was probably not escaped and ended it"
+                            "{ENDED_EARLY}: after them, text closes a bracket after a quote \
+                             or a bracket (byte {at}), so a quote inside a string was \
+                             probably not escaped and ended it"
                         ),
                     });
                 }
@@ -554,6 +558,11 @@ impl<'a> Walk<'a> {
     }
 
     fn push(&mut self, value: Value, fixes: Vec<Fix>, name: Option<String>) {
+        // A quote in the prose before a call's document is no longer the prose after the
+        // last one (`{…}` + `Then "b":` + `{…}}`: the stray brace is only a stray brace).
+        if value.as_object().is_some_and(|o| !o.is_empty()) {
+            self.quote_after_doc = false;
+        }
         let name = name.or_else(|| self.pending_name.take());
         let apart = std::mem::take(&mut self.gap) && !self.out.docs.is_empty();
         self.out.docs.push(Doc {
